@@ -1,1 +1,3 @@
 //! The upgrade graph and the dependency resolver. Pure: no I/O, no Kubernetes client.
+
+pub mod range;

@@ -255,7 +255,7 @@ pub enum GvkRequirementSource {
 }
 
 /// What a bundle needs from the namespace besides itself.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Requirement {
     /// Some installed bundle must provide this API.
     Gvk {
@@ -302,7 +302,7 @@ impl Requirement {
 }
 
 /// An `olm.constraint` property value.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Constraint {
     /// `failureMessage`, shown when the constraint cannot be met.
     pub failure_message: Option<String>,
@@ -313,7 +313,7 @@ pub struct Constraint {
 /// The body of an `olm.constraint`. Following OLM, a constraint is a predicate over bundles and
 /// is met when some bundle of the namespace satisfies it: `all` asks one bundle to satisfy every
 /// child, `any` at least one child, `not` no child.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum ConstraintKind {
     /// The bundle provides this API.
     Gvk(Gvk),

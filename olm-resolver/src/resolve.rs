@@ -11,7 +11,10 @@
 //! search consulted, found by deletion: drop one constraint, solve again, keep it dropped if the
 //! rest still fails.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::{
+    collections::{BTreeSet, HashMap, HashSet},
+    rc::Rc,
+};
 
 use petgraph::{
     Direction,
@@ -499,7 +502,9 @@ struct Context<'a> {
     subs: Vec<SubSetup<'a>>,
     fixed: Vec<BundleId>,
     fixed_set: HashSet<BundleId>,
-    deps: HashMap<(BundleId, u16), Vec<Cand<'a>>>,
+    /// Candidates of each need of each bundle the groups can reach; bundles of one catalog with
+    /// equal needs share one list.
+    deps: HashMap<(BundleId, u16), Rc<Vec<Cand<'a>>>>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -532,10 +537,12 @@ impl<'a> Context<'a> {
             .collect();
         unranked.sort_by_key(|c| c.id);
         unranked.dedup_by_key(|c| c.id);
+        let mut shared: HashMap<(Option<u32>, &'a Requirement), Rc<Vec<Cand<'a>>>> = HashMap::new();
         for s in 0..n {
             let mut keys = vec![Key::Package(self.subs[s].sub.package.as_str())];
             let mut stack: Vec<BundleId> = self.subs[s].candidates.iter().map(|c| c.id).collect();
             let mut visited: HashSet<BundleId> = HashSet::new();
+            let mut expanded: HashSet<*const Vec<Cand<'a>>> = HashSet::new();
             while let Some(id) = stack.pop() {
                 if self.fixed_set.contains(&id) || !visited.insert(id) {
                     continue;
@@ -544,11 +551,21 @@ impl<'a> Context<'a> {
                 keys.extend(self.view.provides(id).iter().map(Key::Api));
                 for (r, requirement) in self.view.requirements(id).iter().enumerate() {
                     let view = &self.view;
-                    let candidates = self
+                    let list = self
                         .deps
                         .entry((id, r as u16))
-                        .or_insert_with(|| view.dependency_candidates(id, requirement, &unranked));
-                    stack.extend(candidates.iter().map(|c| c.id));
+                        .or_insert_with(|| {
+                            shared
+                                .entry((view.catalog(id), requirement))
+                                .or_insert_with(|| {
+                                    Rc::new(view.dependency_candidates(id, requirement, &unranked))
+                                })
+                                .clone()
+                        })
+                        .clone();
+                    if expanded.insert(Rc::as_ptr(&list)) {
+                        stack.extend(list.iter().map(|c| c.id));
+                    }
                 }
             }
             for key in keys {
@@ -577,23 +594,38 @@ impl<'a> Context<'a> {
             Err(Fail::Limit) => Outcome::Unsatisfiable(Explanation {
                 conflicts: vec![Conflict::SearchLimit { steps: search.steps }],
             }),
-            Err(Fail::Conflict(_)) => {
-                let core = self.minimal_core(members, search.consulted_order);
+            Err(Fail::Conflict(nogood)) => {
+                let order = search.consulted_order;
+                let mut core: Vec<ConstraintId<'a>> = order
+                    .iter()
+                    .copied()
+                    .filter(|c| nogood.constraints.contains(c))
+                    .collect();
+                // The search's core is unsatisfiable by construction; checking costs one solve
+                // and guards the explanation against a mistake there.
+                let enabled: HashSet<ConstraintId<'a>> = core.iter().copied().collect();
+                if Search::new(self, members, Some(&enabled)).run().is_ok() {
+                    core = order;
+                }
+                let core = self.minimal_core(members, core);
                 Outcome::Unsatisfiable(self.explain(&core))
             }
         }
     }
 
-    /// Deletion-based minimal unsatisfiable subset of the consulted constraints.
-    fn minimal_core(&self, members: &[usize], consulted: Vec<ConstraintId<'a>>) -> Vec<ConstraintId<'a>> {
+    /// Deletion-based minimal unsatisfiable subset of `core`, an unsatisfiable set of constraints
+    /// that the search collected while it failed.
+    fn minimal_core(&self, members: &[usize], core: Vec<ConstraintId<'a>>) -> Vec<ConstraintId<'a>> {
+        // Subscriptions first: dropping one that takes no part shrinks every later trial, and
+        // the set found names as few Subscriptions as it can.
         let rank = |c: &ConstraintId<'a>| match c {
-            ConstraintId::Dep(..) => 0,
-            ConstraintId::Api(_) => 1,
-            ConstraintId::Package(_) => 2,
-            ConstraintId::Sub(_) => 3,
+            ConstraintId::Sub(_) => 0,
+            ConstraintId::Dep(..) => 1,
+            ConstraintId::Api(_) => 2,
+            ConstraintId::Package(_) => 3,
         };
-        let mut core = consulted.clone();
-        let mut tries: Vec<ConstraintId<'a>> = consulted;
+        let mut tries: Vec<ConstraintId<'a>> = core.clone();
+        let mut core = core;
         tries.sort_by_key(rank);
         for candidate in tries {
             if !core.contains(&candidate) {
@@ -601,9 +633,8 @@ impl<'a> Context<'a> {
             }
             let trial: HashSet<ConstraintId<'a>> = core.iter().copied().filter(|c| *c != candidate).collect();
             let mut search = Search::new(self, members, Some(&trial));
-            if let Err(Fail::Conflict(_)) = search.run() {
-                let used: HashSet<ConstraintId<'a>> = search.consulted_order.into_iter().collect();
-                core.retain(|c| *c != candidate && used.contains(c));
+            if let Err(Fail::Conflict(nogood)) = search.run() {
+                core.retain(|c| *c != candidate && nogood.constraints.contains(c));
             }
         }
         core
@@ -894,7 +925,7 @@ impl<'a> Context<'a> {
 }
 
 /// A constraint of the search, as the explanation's minimisation sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 enum ConstraintId<'a> {
     /// The Subscription (by index) needs one of its candidates.
     Sub(usize),
@@ -944,10 +975,17 @@ struct Choice<'a> {
     origin: Origin,
 }
 
-enum Fail {
-    /// The levels of the choices that together caused the failure (0 = no choice at all).
-    Conflict(BTreeSet<Level>),
+enum Fail<'a> {
+    Conflict(Nogood<'a>),
     Limit,
+}
+
+/// Why a subtree of the search failed.
+struct Nogood<'a> {
+    /// The levels of the choices that together caused the failure (0 = no choice at all).
+    levels: BTreeSet<Level>,
+    /// The constraints that together caused it: an unsatisfiable core, given those choices.
+    constraints: BTreeSet<ConstraintId<'a>>,
 }
 
 enum Undo<'a> {
@@ -1009,7 +1047,7 @@ impl<'c, 'a> Search<'c, 'a> {
         }
     }
 
-    fn run(&mut self) -> Result<(), Fail> {
+    fn run(&mut self) -> Result<(), Fail<'a>> {
         self.search(0)
     }
 
@@ -1031,12 +1069,12 @@ impl<'c, 'a> Search<'c, 'a> {
     fn candidates(&self, obligation: Obligation) -> &'c [Cand<'a>] {
         match obligation {
             Obligation::Sub(s) => &self.ctx.subs[s].candidates,
-            Obligation::Dep(id, r, _) => self.ctx.deps.get(&(id, r)).map_or(&[], Vec::as_slice),
+            Obligation::Dep(id, r, _) => self.ctx.deps.get(&(id, r)).map_or(&[], |list| list.as_slice()),
         }
     }
 
-    /// The levels of the choices that keep `id` out, if any.
-    fn blockers(&mut self, id: BundleId) -> Vec<Level> {
+    /// The levels of the choices that keep `id` out, and the rules they break, if any.
+    fn blockers(&mut self, id: BundleId) -> Vec<(Level, ConstraintId<'a>)> {
         let view = &self.ctx.view;
         let mut blockers = Vec::new();
         if let Some(package) = view.package(id) {
@@ -1045,7 +1083,7 @@ impl<'c, 'a> Search<'c, 'a> {
                 && let Some(&(owner, level)) = self.package_owner.get(package)
                 && owner != id
             {
-                blockers.push(level);
+                blockers.push((level, constraint));
                 self.consult(constraint);
             }
         }
@@ -1055,7 +1093,7 @@ impl<'c, 'a> Search<'c, 'a> {
                 && let Some(&(owner, level)) = self.api_owner.get(gvk)
                 && owner != id
             {
-                blockers.push(level);
+                blockers.push((level, constraint));
                 self.consult(constraint);
             }
         }
@@ -1079,7 +1117,7 @@ impl<'c, 'a> Search<'c, 'a> {
         }
     }
 
-    fn search(&mut self, mut position: usize) -> Result<(), Fail> {
+    fn search(&mut self, mut position: usize) -> Result<(), Fail<'a>> {
         let obligation = loop {
             let Some(&obligation) = self.agenda.get(position) else {
                 return Ok(());
@@ -1097,7 +1135,10 @@ impl<'c, 'a> Search<'c, 'a> {
             Obligation::Sub(s) => Origin::Sub(s),
             Obligation::Dep(id, r, _) => Origin::Dep(id, r),
         };
-        let mut conflict: BTreeSet<Level> = BTreeSet::from([obligation.level()]);
+        let mut conflict = Nogood {
+            levels: BTreeSet::from([obligation.level()]),
+            constraints: BTreeSet::from([obligation.constraint()]),
+        };
         self.level += 1;
         let level = self.level;
         let result = self.try_candidates(obligation, origin, position, level, &mut conflict);
@@ -1115,8 +1156,8 @@ impl<'c, 'a> Search<'c, 'a> {
         origin: Origin,
         position: usize,
         level: Level,
-        conflict: &mut BTreeSet<Level>,
-    ) -> Option<Result<(), Fail>> {
+        conflict: &mut Nogood<'a>,
+    ) -> Option<Result<(), Fail<'a>>> {
         for &cand in self.candidates(obligation) {
             self.steps += 1;
             if self.steps > STEP_LIMIT {
@@ -1124,7 +1165,10 @@ impl<'c, 'a> Search<'c, 'a> {
             }
             let blockers = self.blockers(cand.id);
             if !blockers.is_empty() {
-                conflict.extend(blockers);
+                for (level, constraint) in blockers {
+                    conflict.levels.insert(level);
+                    conflict.constraints.insert(constraint);
+                }
                 continue;
             }
             let marks = (self.chosen.len(), self.trail.len(), self.agenda.len());
@@ -1143,11 +1187,14 @@ impl<'c, 'a> Search<'c, 'a> {
                 Err(Fail::Limit) => return Some(Err(Fail::Limit)),
                 Err(Fail::Conflict(child)) => {
                     self.undo(marks);
-                    if !child.contains(&level) {
+                    if !child.levels.contains(&level) {
                         // This choice played no part: trying its alternatives cannot help.
                         return Some(Err(Fail::Conflict(child)));
                     }
-                    conflict.extend(child.into_iter().filter(|&l| l != level));
+                    conflict
+                        .levels
+                        .extend(child.levels.into_iter().filter(|&l| l != level));
+                    conflict.constraints.extend(child.constraints);
                 }
             }
         }

@@ -11,8 +11,8 @@ use crate::{
     range::VersionRange,
 };
 
-/// How many candidates a line shows before it says "and N more".
-const SHOWN_CANDIDATES: usize = 8;
+/// How many bundles a list shows before it says "and N more".
+const SHOWN: usize = 8;
 
 /// A smallest set of constraints that cannot all be met.
 #[derive(Debug, Clone, PartialEq)]
@@ -285,49 +285,113 @@ impl fmt::Display for Exclusion {
     }
 }
 
+fn notes(candidate: &Candidate) -> Vec<String> {
+    let mut notes: Vec<String> = Vec::new();
+    if candidate.catalog.is_none() {
+        notes.push("installed".to_owned());
+    }
+    for exclusion in &candidate.excluded {
+        match exclusion {
+            Exclusion::OutsideRange { range } => {
+                notes.push(format!("version {} is outside {range}", candidate.version));
+            }
+            other => notes.push(other.to_string()),
+        }
+    }
+    notes
+}
+
+/// Candidates with their notes; when several share the same notes, the notes are said once.
 fn write_candidates(f: &mut fmt::Formatter<'_>, candidates: &[Candidate]) -> fmt::Result {
     if candidates.is_empty() {
         return f.write_str("none");
     }
-    for (i, candidate) in candidates.iter().take(SHOWN_CANDIDATES).enumerate() {
-        if i > 0 {
-            f.write_str(", ")?;
-        }
-        f.write_str(&candidate.bundle)?;
-        let mut notes: Vec<String> = Vec::new();
-        if candidate.catalog.is_none() {
-            notes.push("installed".to_owned());
-        }
-        for exclusion in &candidate.excluded {
-            match exclusion {
-                Exclusion::OutsideRange { range } => {
-                    notes.push(format!("version {} is outside {range}", candidate.version));
-                }
-                other => notes.push(other.to_string()),
+    let all_notes: Vec<Vec<String>> = candidates.iter().map(notes).collect();
+    let shared = candidates.len() > 1 && all_notes.iter().all(|n| *n == all_notes[0]);
+    let names: Vec<String> = candidates
+        .iter()
+        .zip(&all_notes)
+        .map(|(candidate, notes)| {
+            if shared || notes.is_empty() {
+                candidate.bundle.clone()
+            } else {
+                format!("{} ({})", candidate.bundle, notes.join("; "))
             }
-        }
-        if !notes.is_empty() {
-            write!(f, " ({})", notes.join("; "))?;
-        }
-    }
-    if candidates.len() > SHOWN_CANDIDATES {
-        write!(f, " and {} more", candidates.len() - SHOWN_CANDIDATES)?;
+        })
+        .collect();
+    f.write_str(&shorten(&names, ", "))?;
+    if shared && !all_notes[0].is_empty() {
+        write!(f, " (each: {})", all_notes[0].join("; "))?;
     }
     Ok(())
+}
+
+/// Joins at most [`SHOWN`] items (`last` before the final one), then says how many more there are.
+fn shorten(items: &[String], last: &str) -> String {
+    if items.len() > SHOWN {
+        format!("{} and {} more", items[..SHOWN].join(", "), items.len() - SHOWN)
+    } else {
+        join_with(items, last)
+    }
 }
 
 fn join_with(items: &[String], last: &str) -> String {
     match items {
         [] => String::new(),
         [one] => one.clone(),
-        [rest @ .., final_item] => format!("{} {last} {final_item}", rest.join(", ")),
+        [rest @ .., final_item] => format!("{}{last}{final_item}", rest.join(", ")),
     }
 }
 
 fn join_and(items: &[String]) -> String {
-    join_with(items, "and")
+    shorten(items, " and ")
 }
 
 fn join_or(items: &[String]) -> String {
-    join_with(items, "or")
+    shorten(items, " or ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(name: &str, excluded: Vec<Exclusion>) -> Candidate {
+        Candidate {
+            bundle: name.to_owned(),
+            version: BundleVersion::parse("1.0.0").unwrap(),
+            catalog: Some(CatalogId::new("community", "olm")),
+            excluded,
+        }
+    }
+
+    #[test]
+    fn shared_notes_are_said_once_and_long_lists_are_cut() {
+        let requires = || {
+            vec![Exclusion::Requires {
+                requirement: "API g/v1 K".to_owned(),
+            }]
+        };
+        let need = DependencyNeed {
+            dependents: (0..10).map(|i| format!("app.v{i}")).collect(),
+            requirement: "package db in range >=2.0.0".to_owned(),
+            failure_message: None,
+            candidates: (0..10)
+                .map(|i| candidate(&format!("db.v{i}"), requires()))
+                .collect(),
+            unsupported: None,
+        };
+        assert_eq!(
+            need.to_string(),
+            "app.v0, app.v1, app.v2, app.v3, app.v4, app.v5, app.v6, app.v7 and 2 more require package db in range >=2.0.0; \
+             candidates in catalog olm/community: db.v0, db.v1, db.v2, db.v3, db.v4, db.v5, db.v6, db.v7 and 2 more (each: requires API g/v1 K)"
+        );
+        let conflict = Conflict::OneProviderPerApi {
+            gvk: Gvk::new("g", "v1", "K"),
+            bundles: vec!["a.v1".to_owned(), "b.v1".to_owned(), "c.v1".to_owned()],
+        };
+        assert_eq!(
+            conflict.to_string(),
+            "at most one bundle can provide API g/v1 K in the namespace; it is provided by a.v1, b.v1 and c.v1"
+        );
+    }
 }

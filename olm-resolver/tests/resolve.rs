@@ -653,7 +653,7 @@ fn unsatisfiable_range_lists_every_candidate_and_why() {
     assert_eq!(
         explanation(&resolution, "topology"),
         "no set of bundles meets these constraints together:\n\
-         - subscription topology wants package rabbitmq-messaging-topology-operator from channel stable of catalog olm/community; candidates: rabbitmq-messaging-topology-operator.v1.19.2 (requires package rabbitmq-cluster-operator in range >2.0.0), rabbitmq-messaging-topology-operator.v1.18.2 (requires package rabbitmq-cluster-operator in range >2.0.0)\n\
+         - subscription topology wants package rabbitmq-messaging-topology-operator from channel stable of catalog olm/community; candidates: rabbitmq-messaging-topology-operator.v1.19.2, rabbitmq-messaging-topology-operator.v1.18.2 (each: requires package rabbitmq-cluster-operator in range >2.0.0)\n\
          - rabbitmq-messaging-topology-operator.v1.19.2 and rabbitmq-messaging-topology-operator.v1.18.2 require package rabbitmq-cluster-operator in range >2.0.0; candidates in catalog olm/community: rabbitmq-cluster-operator.v2.0.0 (version 2.0.0 is outside >2.0.0), rabbitmq-cluster-operator.v1.14.0 (version 1.14.0 is outside >2.0.0)"
     );
     // The typed structure carries the same facts.

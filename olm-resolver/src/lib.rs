@@ -34,6 +34,8 @@
 //! assert_eq!(plan.steps[0].bundle, "etcd.v0.9.4");
 //! ```
 
+#![deny(missing_docs)]
+
 pub mod explain;
 pub mod graph;
 mod index;

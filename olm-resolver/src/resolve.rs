@@ -42,6 +42,7 @@ const STEP_LIMIT: u64 = 200_000;
 
 impl CatalogIndex {
     /// Resolves the Subscriptions of `namespace` together with the CSVs installed there.
+    /// Subscriptions of other namespaces are ignored; two with the same name count once.
     ///
     /// Installed CSVs that no Subscription owns (by `installed_csv`, or by package when the
     /// Subscription has none yet) are fixed: they stay, count for the one-bundle-per-package and
@@ -53,7 +54,10 @@ impl CatalogIndex {
         subscriptions: &[Subscription],
     ) -> Resolution {
         let view = View::new(self, namespace, installed, subscriptions);
-        let mut subs: Vec<&Subscription> = subscriptions.iter().collect();
+        let mut subs: Vec<&Subscription> = subscriptions
+            .iter()
+            .filter(|s| s.namespace == namespace)
+            .collect();
         subs.sort_by(|a, b| a.name.cmp(&b.name));
         subs.dedup_by(|a, b| a.name == b.name);
         // CSVs that a Subscription names as installed are owned before any is adopted by package.

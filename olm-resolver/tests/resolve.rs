@@ -792,3 +792,52 @@ fn a_skipped_starting_csv_still_meets_another_bundles_need() {
          - app.v1.0.0 requires package db in range 2.0.0; candidates in catalog olm/community: db.v3.0.0 (version 3.0.0 is outside 2.0.0), db.v1.0.0 (version 1.0.0 is outside 2.0.0)"
     );
 }
+
+#[test]
+fn explanations_leave_out_what_is_not_part_of_the_conflict() {
+    let index = index(vec![
+        cat("community")
+            .channel(
+                "app",
+                "stable",
+                vec![
+                    b("app.v2.0.0", "2.0.0")
+                        .replaces("app.v1.0.0")
+                        .requires_api("Database")
+                        .requires_api("Queue"),
+                    b("app.v1.0.0", "1.0.0")
+                        .requires_api("Database")
+                        .requires_api("Queue"),
+                ],
+            )
+            .channel(
+                "reporting",
+                "stable",
+                vec![b("reporting.v1.0.0", "1.0.0").requires_api("Database")],
+            )
+            .channel("db", "stable", vec![b("db.v1.0.0", "1.0.0").provides("Database")]),
+    ]);
+    // Both Subscriptions need Database, so they are one group; only app's missing Queue conflicts.
+    let subs = [
+        sub("app", "app", "community"),
+        sub("reporting", "reporting", "community"),
+    ];
+    let resolution = resolve(&index, &[], &subs);
+    assert_eq!(resolution.groups.len(), 1);
+    assert_eq!(
+        explanation(&resolution, "reporting"),
+        "no set of bundles meets these constraints together:\n\
+         - subscription app wants package app from channel stable of catalog olm/community; candidates: app.v2.0.0, app.v1.0.0 (each: requires API example.com/v1 Queue)\n\
+         - app.v2.0.0 and app.v1.0.0 require API example.com/v1 Queue; no catalog provides it"
+    );
+}
+
+#[test]
+fn subscriptions_of_other_namespaces_are_ignored() {
+    let index = index(vec![cat("community").channel("etcd", "alpha", etcd_channel())]);
+    let mut elsewhere = sub("other", "etcd", "community");
+    elsewhere.namespace = "team-b".into();
+    let resolution = resolve(&index, &[], &[elsewhere, sub("etcd", "etcd", "community")]);
+    assert_eq!(resolution.groups.len(), 1);
+    assert_eq!(resolution.groups[0].subscriptions, ["etcd"]);
+}

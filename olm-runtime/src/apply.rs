@@ -5,7 +5,8 @@
 //! that bundles the leadership handle, the field manager and metrics. This is the one
 //! place where fencing is enforced: [`Leadership::is_leader`] is checked immediately
 //! before each request, and a replica that is not the leader gets
-//! [`WriteError::NotLeader`] without anything being sent.
+//! [`WriteError::NotLeader`] without anything being sent. A request still in flight
+//! when leadership ends is abandoned ([`WriteError::LeadershipLapsed`]).
 
 use std::fmt::Debug;
 
@@ -15,7 +16,12 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::{leader::Leadership, metrics::WriteMetrics};
+use tokio::time::Instant;
+
+use crate::{
+    leader::{LeaderState, Leadership, holds_at},
+    metrics::WriteMetrics,
+};
 
 /// The field manager of olm-operator's writes.
 pub const FIELD_MANAGER_OLM: &str = "olm-operator";
@@ -29,6 +35,15 @@ pub enum WriteError {
     /// sent. Not a failure of the object: requeue, the leader will do the write.
     #[error("not writing {kind} {name}: this replica does not hold the leader lease")]
     NotLeader {
+        /// Kind of the object.
+        kind: String,
+        /// Name of the object.
+        name: String,
+    },
+    /// Leadership ended while the request was in flight; the request was abandoned
+    /// and may or may not have been applied. Requeue: the leader will converge.
+    #[error("abandoned the write of {kind} {name}: this replica stopped leading while it was in flight")]
+    LeadershipLapsed {
         /// Kind of the object.
         kind: String,
         /// Name of the object.
@@ -73,20 +88,23 @@ impl WriteError {
     /// A low-cardinality label for metrics.
     pub fn category(&self) -> &'static str {
         match self {
-            WriteError::NotLeader { .. } => "not_leader",
+            WriteError::NotLeader { .. } | WriteError::LeadershipLapsed { .. } => "not_leader",
             WriteError::Apply { .. } | WriteError::ApplyStatus { .. } | WriteError::Delete { .. } => "api",
         }
     }
 
-    /// Whether the write was refused by fencing.
+    /// Whether fencing refused or abandoned the write.
     pub fn is_not_leader(&self) -> bool {
-        matches!(self, WriteError::NotLeader { .. })
+        matches!(
+            self,
+            WriteError::NotLeader { .. } | WriteError::LeadershipLapsed { .. }
+        )
     }
 
     /// The API error, if the API server answered.
     pub fn api_error(&self) -> Option<&kube::Error> {
         match self {
-            WriteError::NotLeader { .. } => None,
+            WriteError::NotLeader { .. } | WriteError::LeadershipLapsed { .. } => None,
             WriteError::Apply { source, .. }
             | WriteError::ApplyStatus { source, .. }
             | WriteError::Delete { source, .. } => Some(source),
@@ -98,14 +116,43 @@ fn kind_of<K: Resource<DynamicType = ()>>() -> String {
     K::kind(&()).into_owned()
 }
 
-fn fence<K: Resource<DynamicType = ()>>(leadership: &Leadership, name: &str) -> Result<(), WriteError> {
-    if leadership.is_leader() {
-        Ok(())
-    } else {
-        Err(WriteError::NotLeader {
+/// How long a write may take: until leadership ends (`Some`), or without limit for a
+/// standalone replica (`None`). Refuses when this replica does not lead.
+fn fence<K: Resource<DynamicType = ()>>(
+    leadership: &Leadership,
+    name: &str,
+) -> Result<Option<Instant>, WriteError> {
+    // One snapshot of the state, so the check and the deadline agree.
+    match leadership.state() {
+        LeaderState::Standalone => Ok(None),
+        LeaderState::Leading { until } if holds_at(until, Instant::now()) => Ok(Some(until)),
+        _ => Err(WriteError::NotLeader {
             kind: kind_of::<K>(),
             name: name.to_owned(),
-        })
+        }),
+    }
+}
+
+/// Runs `request`, abandoning it if leadership ends first, so that a write stuck on a
+/// slow connection is not left to land long after another replica took over.
+async fn fenced<K, T>(
+    deadline: Option<Instant>,
+    name: &str,
+    request: impl Future<Output = Result<T, kube::Error>>,
+) -> Result<Result<T, kube::Error>, WriteError>
+where
+    K: Resource<DynamicType = ()>,
+{
+    match deadline {
+        None => Ok(request.await),
+        Some(deadline) => {
+            tokio::time::timeout_at(deadline, request)
+                .await
+                .map_err(|_| WriteError::LeadershipLapsed {
+                    kind: kind_of::<K>(),
+                    name: name.to_owned(),
+                })
+        }
     }
 }
 
@@ -122,9 +169,10 @@ pub async fn apply<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
 {
-    fence::<K>(leadership, name)?;
-    api.patch(name, &PatchParams::apply(manager).force(), &Patch::Apply(obj))
-        .await
+    let deadline = fence::<K>(leadership, name)?;
+    let params = PatchParams::apply(manager).force();
+    fenced::<K, _>(deadline, name, api.patch(name, &params, &Patch::Apply(obj)))
+        .await?
         .map_err(|source| WriteError::Apply {
             kind: kind_of::<K>(),
             name: name.to_owned(),
@@ -146,15 +194,20 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize,
 {
-    fence::<K>(leadership, name)?;
+    let deadline = fence::<K>(leadership, name)?;
     let body = status_body::<K, S>(name, status);
-    api.patch_status(name, &PatchParams::apply(manager).force(), &Patch::Apply(&body))
-        .await
-        .map_err(|source| WriteError::ApplyStatus {
-            kind: kind_of::<K>(),
-            name: name.to_owned(),
-            source,
-        })
+    let params = PatchParams::apply(manager).force();
+    fenced::<K, _>(
+        deadline,
+        name,
+        api.patch_status(name, &params, &Patch::Apply(&body)),
+    )
+    .await?
+    .map_err(|source| WriteError::ApplyStatus {
+        kind: kind_of::<K>(),
+        name: name.to_owned(),
+        source,
+    })
 }
 
 fn status_body<K: Resource<DynamicType = ()>, S: Serialize>(name: &str, status: &S) -> serde_json::Value {
@@ -177,8 +230,8 @@ pub async fn delete<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
-    fence::<K>(leadership, name)?;
-    match api.delete(name, params).await {
+    let deadline = fence::<K>(leadership, name)?;
+    match fenced::<K, _>(deadline, name, api.delete(name, params)).await? {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
         Err(source) => Err(WriteError::Delete {
@@ -259,7 +312,7 @@ impl Writer {
         if let Some(metrics) = &self.metrics {
             let outcome = match &result {
                 Ok(_) => "ok",
-                Err(WriteError::NotLeader { .. }) => "not_leader",
+                Err(error) if error.is_not_leader() => "not_leader",
                 Err(_) => "error",
             };
             metrics.writes.with_label_values(&[verb, outcome]).inc();
@@ -284,7 +337,7 @@ mod tests {
     use tokio::{sync::watch, time::Instant};
 
     use super::*;
-    use crate::{leader::LeaderState, metrics::Metrics};
+    use crate::metrics::Metrics;
 
     /// A client whose every request is counted and answered with the object applied.
     fn counting_client() -> (Client, Arc<AtomicUsize>) {
@@ -394,6 +447,23 @@ mod tests {
             text.contains("olm_writes_total{outcome=\"ok\",verb=\"apply\"} 1"),
             "{text}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_in_flight_when_leadership_ends_is_abandoned() {
+        let hanging = tower::service_fn(|_request: Request<Body>| {
+            std::future::pending::<Result<Response<Body>, std::convert::Infallible>>()
+        });
+        let api: Api<ConfigMap> = Api::namespaced(Client::new(hanging, "default"), "default");
+        let start = Instant::now();
+        let (_tx, rx) = watch::channel(LeaderState::Leading {
+            until: start + Duration::from_secs(10),
+        });
+        let writer = Writer::new(Leadership::from_receiver(rx), FIELD_MANAGER_OLM);
+        let error = writer.apply(&api, "c", &config_map()).await.unwrap_err();
+        assert!(matches!(error, WriteError::LeadershipLapsed { .. }), "{error:?}");
+        assert!(error.is_not_leader());
+        assert_eq!(Instant::now() - start, Duration::from_secs(10));
     }
 
     #[test]

@@ -219,6 +219,15 @@ impl Leadership {
         self.rx.borrow().is_leader_at(Instant::now())
     }
 
+    /// When the current leadership ends unless renewed: `Some` while leading,
+    /// `None` when standalone (it never ends) and when not leading.
+    pub fn deadline(&self) -> Option<Instant> {
+        match *self.rx.borrow() {
+            LeaderState::Leading { until } if holds_at(until, Instant::now()) => Some(until),
+            _ => None,
+        }
+    }
+
     /// The current state.
     pub fn state(&self) -> LeaderState {
         self.rx.borrow().clone()

@@ -430,3 +430,77 @@ async fn a_crashed_leader_is_replaced_once_its_lease_expires() {
     })
     .await;
 }
+
+#[tokio::test]
+#[ignore = "needs a cluster: run with KUBECONFIG set and --ignored"]
+async fn only_the_leader_writes_through_the_fenced_writer() {
+    use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
+    use olm_runtime::apply::{FIELD_MANAGER_OLM, Writer};
+
+    with_temp_ns(|client, ns| async move {
+        let mut a = Replica::start(client.clone(), config(&ns, "replica-a", 3000, 2000, 250));
+        eventually(Duration::from_secs(10), || a.leadership.is_leader()).await.expect("a acquires the lease");
+        let mut b = Replica::start(client.clone(), config(&ns, "replica-b", 3000, 2000, 250));
+        eventually(Duration::from_secs(10), || {
+            b.leadership.state() == LeaderState::Following { holder: Some("replica-a".into()) }
+        })
+        .await
+        .expect("b sees a as the holder");
+        let leader = Writer::new(a.leadership.clone(), FIELD_MANAGER_OLM);
+        let standby = Writer::new(b.leadership.clone(), FIELD_MANAGER_OLM);
+
+        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        let desired = |value: &str| ConfigMap {
+            metadata: ObjectMeta { name: Some("fenced".into()), ..ObjectMeta::default() },
+            data: Some([("writer".to_owned(), value.to_owned())].into()),
+            ..ConfigMap::default()
+        };
+        let written = leader.apply(&config_maps, "fenced", &desired("leader")).await.expect("the leader applies");
+        let managers = written.metadata.managed_fields.unwrap_or_default();
+        assert!(
+            managers.iter().any(|m| m.manager.as_deref() == Some("olm-operator") && m.operation.as_deref() == Some("Apply")),
+            "{managers:?}"
+        );
+        let refused = standby.apply(&config_maps, "fenced", &desired("standby")).await.unwrap_err();
+        assert!(refused.is_not_leader(), "{refused}");
+        let stored = config_maps.get("fenced").await.expect("the config map exists");
+        assert_eq!(stored.data.unwrap_or_default().get("writer").map(String::as_str), Some("leader"));
+
+        // A status apply owns status fields only, on the status subresource.
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        let deployment: Deployment = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "fenced"},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "fenced"}},
+                "template": {
+                    "metadata": {"labels": {"app": "fenced"}},
+                    "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10"}]}
+                }
+            }
+        }))
+        .expect("a valid Deployment");
+        leader.apply(&deployments, "fenced", &deployment).await.expect("the leader applies the Deployment");
+        let status = serde_json::json!({
+            "conditions": [{"type": "Fenced", "status": "True", "reason": "Test", "message": "applied by the leader"}]
+        });
+        let written = leader.apply_status(&deployments, "fenced", &status).await.expect("the leader applies status");
+        let managers = written.metadata.managed_fields.unwrap_or_default();
+        assert!(
+            managers.iter().any(|m| m.manager.as_deref() == Some("olm-operator")
+                && m.subresource.as_deref() == Some("status")),
+            "{managers:?}"
+        );
+        assert!(standby.apply_status(&deployments, "fenced", &status).await.unwrap_err().is_not_leader());
+
+        assert!(standby.delete(&config_maps, "fenced", &DeleteParams::default()).await.unwrap_err().is_not_leader());
+        assert!(leader.delete(&config_maps, "fenced", &DeleteParams::default()).await.expect("deleted"));
+        assert!(!leader.delete(&config_maps, "fenced", &DeleteParams::default()).await.expect("already gone"));
+
+        a.shut_down().await;
+        b.shut_down().await;
+    })
+    .await;
+}

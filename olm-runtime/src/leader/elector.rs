@@ -176,6 +176,7 @@ impl Run {
             "starting leader election"
         );
         loop {
+            self.expire_if_due();
             let started = Instant::now();
             // An attempt may not outlive our leadership, so that a hung API call
             // cannot delay the loss being published.
@@ -210,7 +211,6 @@ impl Run {
                 () = &mut shutdown => break,
                 () = tokio::time::sleep_until(started + self.config.retry_period) => {}
             }
-            self.expire_if_due();
         }
         self.step_down_and_release().await;
     }

@@ -39,6 +39,11 @@ pub(crate) fn parse_documents(path: &Path, text: &str) -> Result<Vec<Value>, Loa
     }
 }
 
+/// Parses the first document of `text` (YAML or JSON), or `None` if it has none.
+pub(crate) fn parse_first_document(path: &Path, text: &str) -> Result<Option<Value>, LoadError> {
+    Ok(parse_documents(path, text)?.into_iter().next())
+}
+
 fn parse_json_stream(path: &Path, text: &str) -> Result<Vec<Value>, LoadError> {
     let text = text.trim_start_matches('\u{feff}');
     let mut out = Vec::new();

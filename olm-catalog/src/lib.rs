@@ -13,6 +13,7 @@
 //! CSVs and other manifests are kept as `serde_json::Value`, with typed accessors in [`bundle`] for
 //! what catalogs need.
 
+pub mod bundle;
 mod docs;
 pub mod error;
 pub mod fbc;
@@ -20,6 +21,7 @@ mod gojson;
 pub mod model;
 mod par;
 pub mod property;
+pub mod render;
 pub mod version;
 
 pub use error::LoadError;

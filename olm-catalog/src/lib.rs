@@ -22,6 +22,7 @@ pub mod model;
 mod par;
 pub mod property;
 pub mod render;
+pub mod validate;
 pub mod version;
 
 pub use error::LoadError;

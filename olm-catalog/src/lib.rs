@@ -14,11 +14,14 @@
 //! what catalogs need.
 
 pub mod bundle;
+pub mod configmap;
 mod docs;
 pub mod error;
 pub mod fbc;
 mod gojson;
+mod legacy;
 pub mod model;
+pub mod packagemanifest;
 mod par;
 pub mod property;
 pub mod render;

@@ -573,11 +573,11 @@ pub(crate) fn take_csv(
     warnings: &mut Vec<String>,
 ) -> Result<usize, LoadError> {
     let Some(first) = objects.iter().position(|m| m.kind() == CSV_KIND) else {
-        return Err(LoadError::invalid(
-            dir,
-            Position::default(),
-            "no ClusterServiceVersion among the manifests",
-        ));
+        let mut message = "no ClusterServiceVersion among the manifests".to_owned();
+        if !warnings.is_empty() {
+            message.push_str(&format!(" ({})", warnings.join("; ")));
+        }
+        return Err(LoadError::invalid(dir, Position::default(), message));
     };
     let mut i = 0;
     objects.retain(|m| {

@@ -21,6 +21,9 @@ fn yaml_options() -> serde_saphyr::Options {
     let mut options = serde_saphyr::Options::default();
     options.budget = Some(budget);
     options.with_snippet = false;
+    // Kubernetes' YAML decoder (go-yaml v2) keeps the last of repeated keys; real CSVs repeat
+    // keys. Values are JSON maps, so passing repeats through keeps the last one too.
+    options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::PassThrough;
     options
 }
 
@@ -102,6 +105,12 @@ mod tests {
         let docs = parse_documents(Path::new("a.yaml"), "---\na: 1\n---\n---\nb: [1, 2]\n").unwrap();
         assert_eq!(docs.len(), 2);
         assert_eq!(docs[1]["b"][1], 2);
+    }
+
+    #[test]
+    fn repeated_keys_keep_the_last_value_as_kubernetes_does() {
+        let docs = parse_documents(Path::new("a.yaml"), "a: 1\nb: 2\na: 3\n").unwrap();
+        assert_eq!(docs[0]["a"], 3);
     }
 
     #[test]

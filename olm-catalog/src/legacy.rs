@@ -49,7 +49,9 @@ impl LegacyPackage {
             .get("defaultChannel")
             .and_then(Value::as_str)
             .filter(|s| !s.is_empty())
-            .map(str::to_owned);
+            .map(str::to_owned)
+            // As operator-registry's PackageManifest.GetDefaultChannel: the only channel when unset.
+            .or_else(|| (channels.len() == 1).then(|| channels[0].0.clone()));
         Ok(Self {
             name,
             default_channel,

@@ -228,43 +228,189 @@ fn related_images(csv: Csv<'_>, bundle_image: &str) -> Vec<RelatedImage> {
     out
 }
 
-/// The `olm.csv.metadata` value of a CSV.
+/// The `olm.csv.metadata` value of a CSV, shaped as operator-registry's Go types write it: fields
+/// in their JSON names (Go matches keys case-insensitively, so `Kind` counts as `kind`), empty
+/// optional fields left out, and required ones (`name`, `kind`, `version` of a resource, ...)
+/// written even when empty.
 pub fn csv_metadata(csv: Csv<'_>) -> RawJson {
-    let spec = csv.0.get("spec");
-    let from_spec = |k: &str| spec.and_then(|s| s.get(k)).filter(|v| !is_empty(v)).cloned();
+    let spec = csv.0.get("spec").unwrap_or(&Value::Null);
     let mut m = Map::new();
     if let Some(a) = csv.annotations().filter(|a| !a.is_empty()) {
         m.insert("annotations".into(), Value::Object(a.clone()));
     }
-    let or_empty = |v: Option<Value>| v.unwrap_or_else(|| Value::Object(Map::new()));
     m.insert(
         "apiServiceDefinitions".into(),
-        or_empty(from_spec("apiservicedefinitions")),
+        definitions(field(spec, "apiservicedefinitions"), api_service_description),
     );
     m.insert(
         "crdDescriptions".into(),
-        or_empty(from_spec("customresourcedefinitions")),
+        definitions(field(spec, "customresourcedefinitions"), crd_description),
     );
-    for (key, field) in [
-        ("description", "description"),
-        ("displayName", "displayName"),
-        ("installModes", "installModes"),
-        ("keywords", "keywords"),
-        ("links", "links"),
-        ("maintainers", "maintainers"),
-        ("maturity", "maturity"),
-        ("minKubeVersion", "minKubeVersion"),
-        ("nativeAPIs", "nativeAPIs"),
-    ] {
-        if let Some(v) = from_spec(field) {
-            m.insert(key.into(), v);
-        }
-    }
+    put_str(&mut m, "description", field(spec, "description"));
+    put_str(&mut m, "displayName", field(spec, "displayName"));
+    put_list(&mut m, "installModes", field(spec, "installModes"), |v| {
+        shape(v, &[("type", Req::Str), ("supported", Req::Bool)])
+    });
+    put_list(&mut m, "keywords", field(spec, "keywords"), |v| {
+        Value::String(v.as_str().unwrap_or("").into())
+    });
     if let Some(l) = csv.0.pointer("/metadata/labels").filter(|v| !is_empty(v)) {
         m.insert("labels".into(), l.clone());
     }
-    m.insert("provider".into(), or_empty(from_spec("provider")));
+    put_list(&mut m, "links", field(spec, "links"), |v| {
+        shape(v, &[("name", Req::OptStr), ("url", Req::OptStr)])
+    });
+    put_list(&mut m, "maintainers", field(spec, "maintainers"), |v| {
+        shape(v, &[("name", Req::OptStr), ("email", Req::OptStr)])
+    });
+    put_str(&mut m, "maturity", field(spec, "maturity"));
+    put_str(&mut m, "minKubeVersion", field(spec, "minKubeVersion"));
+    put_list(&mut m, "nativeAPIs", field(spec, "nativeAPIs"), |v| {
+        shape(
+            v,
+            &[("group", Req::Str), ("version", Req::Str), ("kind", Req::Str)],
+        )
+    });
+    let provider = field(spec, "provider").unwrap_or(&Value::Null);
+    m.insert(
+        "provider".into(),
+        shape(provider, &[("name", Req::OptStr), ("url", Req::OptStr)]),
+    );
     RawJson::from_value(&Value::Object(m))
+}
+
+/// How a Go struct field is written.
+#[derive(Clone, Copy)]
+enum Req {
+    /// `string`, always written.
+    Str,
+    /// `string,omitempty`.
+    OptStr,
+    /// `bool`, always written.
+    Bool,
+    /// `int32,omitempty`.
+    OptInt,
+    /// A list (`omitempty`) of descriptors.
+    Descriptors,
+    /// A list (`omitempty`) of API resource references.
+    Resources,
+    /// `[]string,omitempty`.
+    OptStrs,
+    /// `json.RawMessage,omitempty`: any JSON, verbatim.
+    OptRaw,
+}
+
+/// A field by its JSON name, exact match first, then ignoring ASCII case (as Go decodes).
+fn field<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    let o = v.as_object()?;
+    o.get(key).or_else(|| {
+        o.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v)
+    })
+}
+
+/// An object with exactly the given fields, written as Go writes its struct.
+fn shape(v: &Value, fields: &[(&str, Req)]) -> Value {
+    let mut out = Map::new();
+    for &(key, req) in fields {
+        let f = field(v, key).filter(|f| !f.is_null());
+        let written = match req {
+            Req::Str => Some(Value::String(f.and_then(Value::as_str).unwrap_or("").into())),
+            Req::Bool => Some(Value::Bool(f.and_then(Value::as_bool).unwrap_or(false))),
+            Req::OptStr => f
+                .and_then(Value::as_str)
+                .filter(|s| !s.is_empty())
+                .map(|s| Value::String(s.into())),
+            Req::OptInt => f.filter(|n| n.as_i64().is_some_and(|n| n != 0)).cloned(),
+            Req::OptRaw => f.cloned(),
+            Req::OptStrs => f.filter(|a| a.as_array().is_some_and(|a| !a.is_empty())).cloned(),
+            Req::Descriptors => list(f, |d| {
+                shape(
+                    d,
+                    &[
+                        ("path", Req::Str),
+                        ("displayName", Req::OptStr),
+                        ("description", Req::OptStr),
+                        ("x-descriptors", Req::OptStrs),
+                        ("value", Req::OptRaw),
+                    ],
+                )
+            }),
+            Req::Resources => list(f, |r| {
+                shape(
+                    r,
+                    &[("name", Req::Str), ("kind", Req::Str), ("version", Req::Str)],
+                )
+            }),
+        };
+        if let Some(w) = written {
+            out.insert(key.into(), w);
+        }
+    }
+    Value::Object(out)
+}
+
+fn list(v: Option<&Value>, each: impl Fn(&Value) -> Value) -> Option<Value> {
+    let items = v?.as_array().filter(|a| !a.is_empty())?;
+    Some(Value::Array(items.iter().map(each).collect()))
+}
+
+const DESCRIPTORS: [(&str, Req); 4] = [
+    ("resources", Req::Resources),
+    ("statusDescriptors", Req::Descriptors),
+    ("specDescriptors", Req::Descriptors),
+    ("actionDescriptors", Req::Descriptors),
+];
+
+fn crd_description(v: &Value) -> Value {
+    let mut fields = vec![
+        ("name", Req::Str),
+        ("version", Req::Str),
+        ("kind", Req::Str),
+        ("displayName", Req::OptStr),
+        ("description", Req::OptStr),
+    ];
+    fields.extend(DESCRIPTORS);
+    shape(v, &fields)
+}
+
+fn api_service_description(v: &Value) -> Value {
+    let mut fields = vec![
+        ("name", Req::Str),
+        ("group", Req::Str),
+        ("version", Req::Str),
+        ("kind", Req::Str),
+        ("deploymentName", Req::OptStr),
+        ("containerPort", Req::OptInt),
+        ("displayName", Req::OptStr),
+        ("description", Req::OptStr),
+    ];
+    fields.extend(DESCRIPTORS);
+    shape(v, &fields)
+}
+
+/// `{owned, required}`, both `omitempty`.
+fn definitions(v: Option<&Value>, each: fn(&Value) -> Value) -> Value {
+    let mut out = Map::new();
+    for key in ["owned", "required"] {
+        if let Some(l) = list(v.and_then(|v| field(v, key)), each) {
+            out.insert(key.into(), l);
+        }
+    }
+    Value::Object(out)
+}
+
+fn put_str(m: &mut Map<String, Value>, key: &str, v: Option<&Value>) {
+    if let Some(s) = v.and_then(Value::as_str).filter(|s| !s.is_empty()) {
+        m.insert(key.into(), Value::String(s.into()));
+    }
+}
+
+fn put_list(m: &mut Map<String, Value>, key: &str, v: Option<&Value>, each: impl Fn(&Value) -> Value) {
+    if let Some(l) = list(v, each) {
+        m.insert(key.into(), l);
+    }
 }
 
 fn is_empty(v: &Value) -> bool {
@@ -366,8 +512,9 @@ fn catalog_version(name: &str) -> Vec<u64> {
         .collect()
 }
 
-/// The `olm.package` entry of the package's newest basic catalog template, if it has templates.
-fn template_package(dir: &Path, ci: &CiConfig) -> Result<Option<(PathBuf, Package)>, RenderError> {
+/// The basic catalog template the community pipeline renders the newest catalog from: the one
+/// `ci.yaml` maps to the highest catalog version, else the last file of `catalog-templates/`.
+fn chosen_template(dir: &Path, ci: &CiConfig) -> Result<Option<PathBuf>, RenderError> {
     let tdir = dir.join("catalog-templates");
     if !tdir.is_dir() {
         return Ok(None);
@@ -378,15 +525,17 @@ fn template_package(dir: &Path, ci: &CiConfig) -> Result<Option<(PathBuf, Packag
         .max_by_key(|(_, catalogs)| catalogs.iter().map(|c| catalog_version(c)).max())
         .map(|(t, _)| tdir.join(t))
         .filter(|p| p.is_file());
-    let file = match newest_mapped {
-        Some(f) => f,
-        None => match bundle::files_of(&tdir)?.pop() {
-            Some(f) => f,
-            None => return Ok(None),
-        },
-    };
-    let text = docs::read_text(&file)?;
-    for doc in docs::parse_documents(&file, &text)? {
+    Ok(match newest_mapped {
+        Some(f) => Some(f),
+        None => bundle::files_of(&tdir)?.pop(),
+    })
+}
+
+/// The `olm.package` entry of the chosen basic catalog template, if the package has one.
+fn template_package(file: Option<&Path>) -> Result<Option<(PathBuf, Package)>, RenderError> {
+    let Some(file) = file else { return Ok(None) };
+    let text = docs::read_text(file)?;
+    for doc in docs::parse_documents(file, &text)? {
         if doc.get("schema").and_then(Value::as_str) != Some(schema::TEMPLATE_BASIC) {
             continue;
         }
@@ -398,15 +547,39 @@ fn template_package(dir: &Path, ci: &CiConfig) -> Result<Option<(PathBuf, Packag
         for e in entries {
             if e.get("schema").and_then(Value::as_str) == Some(schema::PACKAGE) {
                 let blob = crate::fbc::parse_blob(e).map_err(|m| {
-                    LoadError::invalid(&file, Default::default(), format!("olm.package entry: {m}"))
+                    LoadError::invalid(file, Default::default(), format!("olm.package entry: {m}"))
                 })?;
                 if let crate::fbc::Blob::Package(p) = blob {
-                    return Ok(Some((file, p)));
+                    return Ok(Some((file.to_path_buf(), p)));
                 }
             }
         }
     }
     Ok(None)
+}
+
+/// The entry of a version directory's `release-config.yaml` (how the community pipeline adds a
+/// bundle to a catalog template) for `template`, or its last entry.
+fn release_config(version_dir: &Path, template: Option<&Path>) -> Result<Option<Value>, RenderError> {
+    let path = version_dir.join("release-config.yaml");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = docs::read_text(&path)?;
+    let Some(doc) = docs::parse_first_document(&path, &text)? else {
+        return Ok(None);
+    };
+    let entries = doc
+        .get("catalog_templates")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let name = template.and_then(|t| t.file_name()).and_then(|n| n.to_str());
+    let chosen = entries
+        .iter()
+        .find(|e| name.is_some() && e.get("template_name").and_then(Value::as_str) == name)
+        .or(entries.last());
+    Ok(chosen.cloned())
 }
 
 /// What channel building needs of each bundle.
@@ -432,7 +605,9 @@ pub fn render_package_dir(path: impl AsRef<Path>) -> Result<PackageRender, Rende
 /// As [`render_package_dir`], with render options for every bundle.
 ///
 /// Channels come from the bundles' channel annotations; edges per [`GraphMode`], read from
-/// `ci.yaml`. The default channel is the catalog template's (for packages the community pipeline
+/// `ci.yaml`. For packages built from catalog templates, a version directory's
+/// `release-config.yaml` (its entry for the newest template) gives that bundle's channels and
+/// edges instead, as it does in the community pipeline. The default channel is the catalog template's (for packages the community pipeline
 /// builds from templates), else the default-channel annotation of the highest version that has one;
 /// when that channel has no bundle here (the directory holds only a window of the package's
 /// versions), the only channel or the channel of the highest version is used instead, with a
@@ -448,6 +623,7 @@ pub fn render_package_dir_with(
         message,
     };
     let ci = read_ci(dir)?;
+    let template_file = chosen_template(dir, &ci)?;
     let mut warnings = Vec::new();
 
     let mut version_dirs = Vec::new();
@@ -473,7 +649,7 @@ pub fn render_package_dir_with(
             let b = bundle::load_bundle_dir(d)?;
             let bundle = render_bundle(&b, options)?;
             let csv = b.csv();
-            let summary = Summary {
+            let mut summary = Summary {
                 dir: b.path.clone(),
                 name: bundle.name.clone(),
                 version: Version::new(csv.version().unwrap_or_default()),
@@ -485,6 +661,22 @@ pub fn render_package_dir_with(
                 icon: csv.icon(),
                 description: csv.description().map(str::to_owned),
             };
+            // Packages built from catalog templates take channels and edges from the release config.
+            if let Some(rc) = release_config(d, template_file.as_deref())? {
+                let strs = |k: &str| -> Vec<String> {
+                    rc.get(k)
+                        .and_then(Value::as_array)
+                        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+                        .unwrap_or_default()
+                };
+                let channels = strs("channels");
+                if !channels.is_empty() {
+                    summary.channels = channels;
+                }
+                summary.replaces = rc.get("replaces").and_then(Value::as_str).map(str::to_owned);
+                summary.skips = strs("skips");
+                summary.skip_range = rc.get("skipRange").and_then(Value::as_str).map(str::to_owned);
+            }
             Ok((bundle, summary, b.warnings))
         },
     );
@@ -526,7 +718,7 @@ pub fn render_package_dir_with(
     });
     let channels = build_channels(&package, &summaries, &order, ci.mode);
 
-    let template = template_package(dir, &ci)?;
+    let template = template_package(template_file.as_deref())?;
     let exists = |c: &str| channels.iter().any(|ch| ch.name == c);
     let mut default_channel = None;
     let mut declared: Option<(String, String)> = None;
@@ -554,7 +746,8 @@ pub fn render_package_dir_with(
         }
     }
     if default_channel.is_none() {
-        let fallback = if channels.len() == 1 {
+        let only = channels.len() == 1;
+        let fallback = if only {
             channels[0].name.clone()
         } else {
             // The channel of the highest version, first by name.
@@ -563,7 +756,9 @@ pub fn render_package_dir_with(
             cs.sort();
             cs.into_iter().next().unwrap_or_default()
         };
-        warnings.push(format!("default channel set to {fallback:?}"));
+        if declared.is_some() || !only {
+            warnings.push(format!("default channel set to {fallback:?}"));
+        }
         default_channel = Some(fallback);
     }
 

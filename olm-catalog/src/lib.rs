@@ -17,6 +17,7 @@ pub mod bundle;
 pub mod configmap;
 mod docs;
 pub mod error;
+mod fastyaml;
 pub mod fbc;
 mod gojson;
 mod legacy;

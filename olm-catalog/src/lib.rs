@@ -26,6 +26,7 @@ pub mod packagemanifest;
 mod par;
 pub mod property;
 pub mod render;
+pub mod size;
 pub mod validate;
 pub mod version;
 

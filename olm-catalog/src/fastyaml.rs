@@ -204,7 +204,7 @@ impl<'a> Parser<'a, '_> {
             return self.mapping(indent);
         }
         self.pos += 1;
-        self.inline_value(line.text, parent)
+        self.inline_value(line.text, parent, false)
     }
 
     fn sequence(&mut self, indent: usize) -> Option<Value> {
@@ -280,7 +280,7 @@ impl<'a> Parser<'a, '_> {
                     _ => Value::Null,
                 }
             } else {
-                self.inline_value(rest, indent as isize)?
+                self.inline_value(rest, indent as isize, true)?
             };
             map.insert(key.into_owned(), value);
         }
@@ -289,12 +289,12 @@ impl<'a> Parser<'a, '_> {
 
     /// A value that starts on a line already consumed, as `first`; continuation lines must be
     /// indented more than `parent`.
-    fn inline_value(&mut self, first: &'a str, parent: isize) -> Option<Value> {
+    fn inline_value(&mut self, first: &'a str, parent: isize, map_value: bool) -> Option<Value> {
         let c = first.chars().next()?;
         match c {
             '"' => self.double_quoted(first, parent).map(Value::String),
             '\'' => self.single_quoted(first, parent).map(Value::String),
-            '|' => self.literal(first, parent).map(Value::String),
+            '|' => self.literal(first, parent, map_value).map(Value::String),
             '{' | '[' => match strip_comment(first) {
                 "{}" => Some(Value::Object(Map::new())),
                 "[]" => Some(Value::Array(Vec::new())),
@@ -489,28 +489,40 @@ impl<'a> Parser<'a, '_> {
 
     /// A literal block scalar (`|`, `|-`, `|+`); explicit indentation indicators are left to the
     /// full parser.
-    fn literal(&mut self, header: &'a str, parent: isize) -> Option<String> {
+    fn literal(&mut self, header: &'a str, parent: isize, map_value: bool) -> Option<String> {
         let h = strip_comment(header);
-        let chomp = match h {
-            "|" => Chomp::Clip,
-            "|-" => Chomp::Strip,
-            "|+" => Chomp::Keep,
-            _ => return None,
-        };
-        // Content indentation: that of the first non-blank line.
-        let start = self.pos;
-        let first = self.lines[start..].iter().find(|l| !l.is_blank())?;
-        let indent = first.indent;
-        if (indent as isize) <= parent || first.text.starts_with('\t') {
-            return None;
+        let mut chomp = Chomp::Clip;
+        let mut explicit = None;
+        for c in h[1..].chars() {
+            match c {
+                '-' if matches!(chomp, Chomp::Clip) => chomp = Chomp::Strip,
+                '+' if matches!(chomp, Chomp::Clip) => chomp = Chomp::Keep,
+                '1'..='9' if explicit.is_none() => explicit = c.to_digit(10).map(|d| d as usize),
+                _ => return None,
+            }
         }
+        let start = self.pos;
+        let indent = match explicit {
+            // Relative to the mapping's indentation; elsewhere left to the full parser.
+            Some(m) if map_value && parent >= 0 => parent as usize + m,
+            Some(_) => return None,
+            None => {
+                // Content indentation: that of the first non-blank line.
+                match self.lines[start..].iter().find(|l| !l.is_blank()) {
+                    Some(f) if (f.indent as isize) > parent && !f.text.starts_with('\t') => f.indent,
+                    Some(f) if (f.indent as isize) > parent => return None,
+                    // No content: an empty string (keeping trailing lines is left to the full parser).
+                    _ => return (!matches!(chomp, Chomp::Keep)).then(String::new),
+                }
+            }
+        };
         let mut out = String::new();
         let mut i = start;
         while let Some(l) = self.lines.get(i) {
             if l.is_blank() {
                 if l.raw.len() > indent {
                     // White space beyond the content indentation is content.
-                    if self.lines[start..i].iter().all(|l| l.is_blank()) {
+                    if explicit.is_none() && self.lines[start..i].iter().all(|l| l.is_blank()) {
                         return None;
                     }
                     out.push_str(&l.raw[indent..]);
@@ -660,7 +672,12 @@ fn resolve_plain(text: String) -> Option<Value> {
                     b'+' | b'-' | b'.' | b'_' | b':' | b'x' | b'o' | b'i' | b'n' | b't' | b'y'
                 )
         };
-        if !t.bytes().all(numeric) {
+        // Nor is a number: text with two dots, or a sign inside that does not follow an exponent
+        // (versions such as `1.19.2`, dates such as `2026-05-12T14:22:59`).
+        let bytes = t.as_bytes();
+        let inner_sign =
+            (1..bytes.len()).any(|i| matches!(bytes[i], b'+' | b'-') && !matches!(bytes[i - 1], b'e' | b'E'));
+        if !t.bytes().all(numeric) || inner_sign || bytes.iter().filter(|&&b| b == b'.').count() > 1 {
             return Some(Value::String(text));
         }
     }
@@ -702,7 +719,10 @@ mod tests {
         same("- - a\n  - b\n- c: 1\n  d: 2\n-\n  e: 3\n- \"k\": v\n");
         same("key with spaces: value without colon # c\nurl: http://x.io/a#b\n");
         same("n: 0123\no: 0x1F\np: .5\nq: 1e3\nr: 007\ns: -0\nt: 18446744073709551616\n");
+        same("u: 1.19.2\nv: 2.5.3514-4052426\nw: e5f809f\nx: 1e-5\ny: 1:30\nz: 2026-05-12\n");
         same("a:\n  b:\n    c: |\n      deep\n        more\n    d: e\n");
+        same("a: |\nb: |-\n\nc: x\n");
+        same("a:\n  d: |2\n      indented first\n    then\n  e: |-1\n    x\n");
     }
 
     #[test]

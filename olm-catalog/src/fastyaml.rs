@@ -36,7 +36,10 @@ pub(crate) fn split_documents(text: &str) -> Option<Vec<Doc<'_>>> {
             return None;
         }
         if is_start || is_end {
-            if is_start && !l[3..].trim().is_empty() && !l[3..].trim_start().starts_with('#') {
+            if is_start
+                && !l[3..].trim_matches(WS).is_empty()
+                && !l[3..].trim_start_matches(WS).starts_with('#')
+            {
                 return None;
             }
             docs.push(Doc {
@@ -50,6 +53,9 @@ pub(crate) fn split_documents(text: &str) -> Option<Vec<Doc<'_>>> {
     Some(docs)
 }
 
+/// YAML's white space (other Unicode white space is content).
+const WS: [char; 2] = [' ', '\t'];
+
 #[derive(Clone, Copy)]
 struct Line<'a> {
     /// Leading spaces.
@@ -62,7 +68,7 @@ struct Line<'a> {
 
 impl Line<'_> {
     fn is_blank(&self) -> bool {
-        self.text.trim().is_empty()
+        self.text.trim_matches(WS).is_empty()
     }
 
     fn is_blank_or_comment(&self) -> bool {
@@ -110,7 +116,10 @@ pub(crate) fn parse_stream(text: &str, fallback: impl Fn(&str) -> Option<Vec<Val
                     return None;
                 }
                 let is_start = l.raw == "---" || l.raw.starts_with("--- ") || l.raw.starts_with("---\t");
-                if is_start && !l.raw[3..].trim().is_empty() && !l.raw[3..].trim_start().starts_with('#') {
+                if is_start
+                    && !l.raw[3..].trim_matches(WS).is_empty()
+                    && !l.raw[3..].trim_start_matches(WS).starts_with('#')
+                {
                     return None;
                 }
                 is_start || l.raw == "..." || l.raw.starts_with("... ")
@@ -307,8 +316,8 @@ impl<'a> Parser<'a, '_> {
 
     fn plain(&mut self, first: &'a str, parent: isize) -> Option<Value> {
         let (head, commented) = match first.find(" #") {
-            Some(i) => (first[..i].trim_end(), true),
-            None => (first.trim_end(), false),
+            Some(i) => (first[..i].trim_end_matches(WS), true),
+            None => (first.trim_end_matches(WS), false),
         };
         if head.contains(": ") || head.ends_with(':') {
             return None;
@@ -327,7 +336,7 @@ impl<'a> Parser<'a, '_> {
                 if (l.indent as isize) <= parent || l.text.starts_with('#') {
                     break;
                 }
-                let t = l.text.trim_end();
+                let t = l.text.trim_end_matches(WS);
                 if t.contains(": ") || t.ends_with(':') || t.contains(" #") || t.starts_with('\t') {
                     return None;
                 }
@@ -420,13 +429,13 @@ impl<'a> Parser<'a, '_> {
             let mut blanks = 0;
             let next = loop {
                 let raw = self.next_raw()?;
-                if raw.trim().is_empty() {
+                if raw.trim_matches(WS).is_empty() {
                     blanks += 1;
                 } else {
                     break raw;
                 }
             };
-            if next.trim_start().starts_with("---") || next.starts_with("...") {
+            if next.trim_start_matches(WS).starts_with("---") || next.starts_with("...") {
                 return None;
             }
             if !escaped_break {
@@ -439,7 +448,7 @@ impl<'a> Parser<'a, '_> {
                 out.extend(std::iter::repeat_n('\n', blanks));
             }
             keep = out.len();
-            rest = next.trim_start_matches([' ', '\t']);
+            rest = next.trim_start_matches(WS);
         }
     }
 
@@ -468,13 +477,13 @@ impl<'a> Parser<'a, '_> {
             let mut blanks = 0;
             let next = loop {
                 let raw = self.next_raw()?;
-                if raw.trim().is_empty() {
+                if raw.trim_matches(WS).is_empty() {
                     blanks += 1;
                 } else {
                     break raw;
                 }
             };
-            if next.trim_start().starts_with("---") || next.starts_with("...") {
+            if next.trim_start_matches(WS).starts_with("---") || next.starts_with("...") {
                 return None;
             }
             if blanks == 0 {
@@ -483,7 +492,7 @@ impl<'a> Parser<'a, '_> {
                 out.extend(std::iter::repeat_n('\n', blanks));
             }
             keep = out.len();
-            rest = next.trim_start_matches([' ', '\t']);
+            rest = next.trim_start_matches(WS);
         }
     }
 
@@ -566,14 +575,14 @@ enum Chomp {
 
 /// After a closing quote only white space and a comment may follow.
 fn finish_quoted(rest: &str) -> bool {
-    let t = rest.trim_start();
+    let t = rest.trim_start_matches(WS);
     t.is_empty() || (t.starts_with('#') && rest.len() > t.len())
 }
 
 /// Cuts a ` #` comment and trailing white space off a plain value.
 fn strip_comment(s: &str) -> &str {
     let cut = s.find(" #").unwrap_or(s.len());
-    s[..cut].trim_end()
+    s[..cut].trim_end_matches(WS)
 }
 
 /// Splits `key: rest` off a line: `Some(None)` if the line is not a mapping entry, `None` if it
@@ -600,7 +609,7 @@ fn split_key(text: &str) -> Option<Option<(Cow<'_, str>, &str)>> {
         } else {
             p.single_quoted(&text[..end], -1)?
         };
-        return Some(Some((Cow::Owned(key), rest.trim_start())));
+        return Some(Some((Cow::Owned(key), rest.trim_start_matches(WS))));
     }
     if first == '?' || first == '[' || first == '{' || first == '&' || first == '*' || first == '!' {
         return if text.contains(':') { None } else { Some(None) };
@@ -610,7 +619,7 @@ fn split_key(text: &str) -> Option<Option<(Cow<'_, str>, &str)>> {
         after.is_empty() || after.starts_with(' ')
     });
     let Some((i, _)) = colon else { return Some(None) };
-    let key = text[..i].trim_end();
+    let key = text[..i].trim_end_matches(WS);
     if key.contains(" #") || key.starts_with('#') {
         return Some(None);
     }
@@ -618,7 +627,7 @@ fn split_key(text: &str) -> Option<Option<(Cow<'_, str>, &str)>> {
     if key.is_empty() || key.starts_with("- ") || (is_indicator(first) && first != '-') {
         return None;
     }
-    Some(Some((Cow::Borrowed(key), text[i + 1..].trim_start())))
+    Some(Some((Cow::Borrowed(key), text[i + 1..].trim_start_matches(WS))))
 }
 
 /// Byte index just past the closing quote of a quoted scalar that ends on this line.
@@ -720,6 +729,7 @@ mod tests {
         same("key with spaces: value without colon # c\nurl: http://x.io/a#b\n");
         same("n: 0123\no: 0x1F\np: .5\nq: 1e3\nr: 007\ns: -0\nt: 18446744073709551616\n");
         same("u: 1.19.2\nv: 2.5.3514-4052426\nw: e5f809f\nx: 1e-5\ny: 1:30\nz: 2026-05-12\n");
+        same("wide: a\u{3000}\nlit: |\n  \u{3000}x\n");
         same("a:\n  b:\n    c: |\n      deep\n        more\n    d: e\n");
         same("a: |\nb: |-\n\nc: x\n");
         same("a:\n  d: |2\n      indented first\n    then\n  e: |-1\n    x\n");
@@ -746,6 +756,29 @@ mod tests {
         let got = parse_stream(text, full).unwrap();
         assert_eq!(got, [json!({"a": 1}), json!({"b": 2}), json!({"c": [1]})]);
         assert!(parse_stream("a: [\n", full).is_none());
+    }
+
+    #[test]
+    fn never_panics_on_damaged_input() {
+        let base = "a:\n  b: |2\n      x\n    y\n  c:\n  - 'q''r'\n  - \"s\\u00e9\n    t\"\n  - d: e # f\n    g: 1.2.3\n  \u{3000}h: \u{3000}\n";
+        let chars: Vec<char> = base.chars().collect();
+        let specials = [
+            '\n', ' ', '\t', ':', '-', '|', '"', '\'', '#', '\\', '\u{3000}', '{', '[',
+        ];
+        let mut seed = 7u64;
+        for cut in 0..chars.len() {
+            let prefix: String = chars[..cut].iter().collect();
+            let _ = parse_stream(&prefix, |_| None);
+            for _ in 0..3 {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let mut damaged = chars.clone();
+                damaged[cut] = specials[(seed >> 33) as usize % specials.len()];
+                let text: String = damaged.iter().collect();
+                let _ = parse_stream(&text, |_| None);
+            }
+        }
     }
 
     #[test]

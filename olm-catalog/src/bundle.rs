@@ -496,9 +496,10 @@ pub struct BundleDir {
 }
 
 impl BundleDir {
-    /// The CSV.
+    /// The CSV (an empty one if `csv_index` points nowhere, which the loaders never do).
     pub fn csv(&self) -> Csv<'_> {
-        Csv(&self.objects[self.csv_index].object)
+        static NONE: Value = Value::Null;
+        Csv(self.objects.get(self.csv_index).map_or(&NONE, |m| &m.object))
     }
 
     /// The CSV's name, which is the bundle name.

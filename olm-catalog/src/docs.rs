@@ -6,7 +6,10 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::error::{LoadError, Position, SyntaxError};
+use crate::{
+    error::{LoadError, Position, SyntaxError},
+    fastyaml,
+};
 
 /// YAML parser options for catalog files: real catalogs hold thousands of documents and deep CRD
 /// schemas, far beyond the parser's defaults meant for configuration files.
@@ -72,6 +75,23 @@ fn parse_json_stream(path: &Path, text: &str) -> Result<Vec<Value>, LoadError> {
 
 fn parse_yaml_documents(path: &Path, text: &str) -> Result<Vec<Value>, LoadError> {
     let text = text.trim_start_matches('\u{feff}');
+    if let Some(docs) = fast_path(text) {
+        return Ok(docs);
+    }
+    parse_yaml_full(path, text)
+}
+
+/// Every document through the fast reader, or through the full parser where the fast reader
+/// gives up; `None` if some document does not parse (the full parser then reports the error with
+/// its position in the whole text).
+fn fast_path(text: &str) -> Option<Vec<Value>> {
+    fastyaml::parse_stream(text, |doc| {
+        serde_saphyr::from_multiple_with_options::<Value>(doc, yaml_options()).ok()
+    })
+}
+
+/// Every document through the full YAML parser.
+fn parse_yaml_full(path: &Path, text: &str) -> Result<Vec<Value>, LoadError> {
     match serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options()) {
         Ok(docs) => Ok(docs.into_iter().filter(|d| !d.is_null()).collect()),
         Err(e) => {
@@ -105,6 +125,61 @@ mod tests {
         let docs = parse_documents(Path::new("a.yaml"), "---\na: 1\n---\n---\nb: [1, 2]\n").unwrap();
         assert_eq!(docs.len(), 2);
         assert_eq!(docs[1]["b"][1], 2);
+    }
+
+    /// The corpus, or a loud failure.
+    fn corpus() -> std::path::PathBuf {
+        let dir = match std::env::var_os("OLM_RS_CORPUS") {
+            Some(d) => std::path::PathBuf::from(d),
+            None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
+        };
+        assert!(
+            dir.join("bundles").is_dir(),
+            "the corpus is not at {}: put shared/corpus next to the workspace or set OLM_RS_CORPUS",
+            dir.display()
+        );
+        dir
+    }
+
+    fn yaml_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                yaml_files(&p, out);
+            } else if matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")) {
+                out.push(p);
+            }
+        }
+    }
+
+    #[test]
+    fn corpus_yaml_reads_the_same_through_the_fast_path() {
+        let mut files = Vec::new();
+        yaml_files(&corpus(), &mut files);
+        let (mut docs, mut fast) = (0, 0);
+        for f in &files {
+            let text = std::fs::read_to_string(f).unwrap();
+            if is_json(&text) {
+                continue;
+            }
+            let full = parse_yaml_full(f, &text).unwrap();
+            let ours = fast_path(&text)
+                .unwrap_or_else(|| panic!("{} has a document neither reader takes", f.display()));
+            assert!(
+                ours == full,
+                "{} reads differently through the fast path",
+                f.display()
+            );
+            for d in fastyaml::split_documents(&text).unwrap_or_default() {
+                docs += 1;
+                fast += usize::from(fastyaml::parse_document(d.text).is_some());
+            }
+        }
+        println!(
+            "{} YAML files, {docs} documents, {fast} read by the fast path",
+            files.len()
+        );
+        assert!(files.len() > 2000 && fast * 10 > docs * 9, "{fast} of {docs}");
     }
 
     #[test]

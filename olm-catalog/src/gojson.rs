@@ -90,36 +90,46 @@ const HEX: &[u8; 16] = b"0123456789abcdef";
 
 pub(crate) fn write_str(out: &mut String, s: &str, escape_html: bool) {
     out.push('"');
+    let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, c) in s.char_indices() {
-        let escape: Option<&str> = match c {
-            '"' => Some("\\\""),
-            '\\' => Some("\\\\"),
-            '\n' => Some("\\n"),
-            '\r' => Some("\\r"),
-            '\t' => Some("\\t"),
-            '\u{8}' => Some("\\b"),
-            '\u{c}' => Some("\\f"),
-            _ => None,
-        };
-        let needs_hex = (c as u32) < 0x20
-            || c == '\u{2028}'
-            || c == '\u{2029}'
-            || (escape_html && matches!(c, '<' | '>' | '&'));
-        if escape.is_none() && !needs_hex {
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        // Bytes that may need escaping; everything else is copied in runs.
+        let special = b < 0x20
+            || b == b'"'
+            || b == b'\\'
+            || (escape_html && matches!(b, b'<' | b'>' | b'&'))
+            || (b == 0xe2
+                && bytes.get(i + 1) == Some(&0x80)
+                && matches!(bytes.get(i + 2), Some(0xa8 | 0xa9)));
+        if !special {
+            i += 1;
             continue;
         }
         out.push_str(&s[start..i]);
-        if let Some(e) = escape {
-            out.push_str(e);
+        let (code, len) = if b == 0xe2 {
+            (if bytes[i + 2] == 0xa8 { 0x2028 } else { 0x2029 }, 3)
         } else {
-            let code = c as u32;
-            out.push_str("\\u");
-            for shift in [12, 8, 4, 0] {
-                out.push(HEX[((code >> shift) & 0xf) as usize] as char);
+            (u32::from(b), 1)
+        };
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            _ => {
+                out.push_str("\\u");
+                for shift in [12, 8, 4, 0] {
+                    out.push(HEX[((code >> shift) & 0xf) as usize] as char);
+                }
             }
         }
-        start = i + c.len_utf8();
+        i += len;
+        start = i;
     }
     out.push_str(&s[start..]);
     out.push('"');
@@ -132,10 +142,11 @@ mod tests {
 
     #[test]
     fn sorted_compact_with_html_escaping() {
-        let v = json!({"b": "<a & b>", "a": [1, 2.5, true, null], "c": {"z": 1, "y": "\u{1}\n"}});
+        let v =
+            json!({"b": "<a & b>", "a": [1, 2.5, true, null], "c": {"z": 1, "y": "\u{1}\n\"\\\u{2028}é"}});
         assert_eq!(
             to_string(&v, true),
-            r#"{"a":[1,2.5,true,null],"b":"\u003ca \u0026 b\u003e","c":{"y":"\u0001\n","z":1}}"#
+            r#"{"a":[1,2.5,true,null],"b":"\u003ca \u0026 b\u003e","c":{"y":"\u0001\n\"\\\u2028é","z":1}}"#
         );
         assert_eq!(to_string(&json!(">2.0.0"), false), r#"">2.0.0""#);
     }

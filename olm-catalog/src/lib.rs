@@ -9,14 +9,18 @@
 //! - [`packagemanifest`]: OLM's legacy package-manifest layout.
 //! - [`configmap`]: OLM's ConfigMap catalog format.
 //! - [`validate`]: the checks `opm validate` makes on a catalog.
+//! - [`template`]: the community pipeline's `olm.template.basic` catalog templates.
 //!
 //! CSVs and other manifests are kept as `serde_json::Value`, with typed accessors in [`bundle`] for
 //! what catalogs need.
+
+#![warn(missing_docs)]
 
 pub mod bundle;
 pub mod configmap;
 mod docs;
 pub mod error;
+mod fastyaml;
 pub mod fbc;
 mod gojson;
 mod legacy;
@@ -25,6 +29,8 @@ pub mod packagemanifest;
 mod par;
 pub mod property;
 pub mod render;
+pub mod size;
+pub mod template;
 pub mod validate;
 pub mod version;
 

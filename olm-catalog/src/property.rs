@@ -39,11 +39,10 @@ pub mod types {
 pub struct RawJson(Box<RawValue>);
 
 impl RawJson {
-    /// Compact text of `value` (object keys sorted).
+    /// Compact text of `value`, object keys sorted.
     pub fn from_value(value: &Value) -> Self {
-        let text = crate::gojson::to_string(value, false);
-        // The text is valid JSON by construction; the fallback (`null`) is never taken.
-        Self(RawValue::from_string(text).unwrap_or_default())
+        // Serializing cannot fail for a Value; the fallback (`null`) is never taken.
+        Self(serde_json::value::to_raw_value(&Sorted(value)).unwrap_or_default())
     }
 
     /// The JSON text.
@@ -74,6 +73,34 @@ impl fmt::Debug for RawJson {
 impl Serialize for RawJson {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         self.0.serialize(s)
+    }
+}
+
+/// Serializes a Value with object keys sorted, whatever the map type serde_json was built with.
+struct Sorted<'a>(&'a Value);
+
+impl Serialize for Sorted<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        match self.0 {
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for i in items {
+                    seq.serialize_element(&Sorted(i))?;
+                }
+                seq.end()
+            }
+            Value::Object(map) => {
+                let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+                entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+                let mut m = s.serialize_map(Some(entries.len()))?;
+                for (k, v) in entries {
+                    m.serialize_entry(k, &Sorted(v))?;
+                }
+                m.end()
+            }
+            other => other.serialize(s),
+        }
     }
 }
 

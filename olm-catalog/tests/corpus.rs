@@ -371,4 +371,51 @@ fn bundle_objects_agree_with_the_older_community_catalog() {
     }
     println!("olm.bundle.object compared on {compared_bundles} bundles, byte-identical on {identical}");
     assert!(compared_bundles > 5);
+    assert_eq!(
+        identical, compared_bundles,
+        "bundle objects must be encoded exactly as opm encodes them"
+    );
+}
+
+#[test]
+fn catalog_template_expands_to_the_community_catalog() {
+    let corpus = corpus();
+    let pkg = "rabbitmq-messaging-topology-operator";
+    let template = fbc::load_file(
+        corpus
+            .join("bundles")
+            .join(pkg)
+            .join("catalog-templates/v4.21.yaml"),
+    )
+    .unwrap();
+    let community = fbc::load_file(corpus.join("fbc/v4.21").join(pkg).join("catalog.yaml")).unwrap();
+    let t = olm_catalog::template::BasicTemplate::all_in(&template)
+        .remove(0)
+        .unwrap();
+    assert_eq!(t.bundle_images.len(), community.bundles.len());
+    // Stand in for pulling each image: take the community's render of it.
+    let mut expanded = t
+        .expand(|image| {
+            community
+                .bundles
+                .iter()
+                .find(|b| b.image == image)
+                .cloned()
+                .ok_or(image.to_owned())
+        })
+        .unwrap();
+    let mut want = community.clone();
+    expanded.sort();
+    want.sort();
+    assert_eq!(expanded.channels, want.channels);
+    assert_eq!(expanded.bundles, want.bundles);
+    assert_eq!(
+        expanded.packages[0].default_channel,
+        want.packages[0].default_channel
+    );
+    println!(
+        "{pkg}: the v4.21 template expands to the {} channels and {} bundles of the catalog",
+        want.channels.len(),
+        want.bundles.len()
+    );
 }

@@ -114,15 +114,23 @@ pub struct ChannelGraph {
     chain: Vec<usize>,
     skipped: Vec<bool>,
     deprecation: Option<Deprecation>,
+    warnings: Vec<GraphError>,
 }
 
 impl ChannelGraph {
     /// Validates a channel and computes its order. `catalog` and `package` only name the channel
     /// in errors.
+    ///
+    /// A channel with more than one head (an entry no other entry replaces or skips) is not
+    /// refused: catalogs that hold only a window of a package's versions have them. The heads
+    /// are ordered by version, highest first (`version_of` gives a bundle's version), each
+    /// followed by its `replaces` chain, and the channel reports a [`GraphError::MultipleHeads`]
+    /// warning in [`ChannelGraph::warnings`].
     pub fn build(
         catalog: &CatalogId,
         package: &str,
         channel: &ChannelInput,
+        version_of: &dyn Fn(&str) -> Option<Version>,
     ) -> Result<ChannelGraph, GraphError> {
         let at = || (catalog.clone(), package.to_owned(), channel.name.clone());
         if channel.entries.is_empty() {
@@ -187,29 +195,40 @@ impl ChannelGraph {
                 entries,
             });
         }
-        let heads: Vec<usize> = (0..n).filter(|&i| !replaced_or_skipped[i]).collect();
-        if heads.len() != 1 {
-            let mut heads: Vec<String> = heads.iter().map(|&i| channel.entries[i].bundle.clone()).collect();
-            heads.sort();
+        let mut heads: Vec<usize> = (0..n).filter(|&i| !replaced_or_skipped[i]).collect();
+        // Highest version first; entries without a known version after those, by name.
+        heads.sort_by(|&a, &b| {
+            let (va, vb) = (
+                version_of(&channel.entries[a].bundle),
+                version_of(&channel.entries[b].bundle),
+            );
+            vb.cmp(&va)
+                .then_with(|| channel.entries[a].bundle.cmp(&channel.entries[b].bundle))
+        });
+        let mut warnings = Vec::new();
+        if heads.len() > 1 {
+            let mut names: Vec<String> = heads.iter().map(|&i| channel.entries[i].bundle.clone()).collect();
+            names.sort();
             let (catalog, package, channel) = at();
-            return Err(GraphError::MultipleHeads {
+            warnings.push(GraphError::MultipleHeads {
                 catalog,
                 package,
                 channel,
-                heads,
+                heads: names,
             });
         }
-        let mut chain = vec![heads[0]];
+        let mut chain = Vec::with_capacity(n);
         let mut seen = vec![false; n];
-        seen[heads[0]] = true;
-        while let Some(next) = channel.entries[*chain.last().unwrap_or(&heads[0])]
-            .replaces
-            .as_ref()
-            .and_then(|r| by_name.get(r).copied())
-            .filter(|&j| !seen[j])
-        {
-            seen[next] = true;
-            chain.push(next);
+        for &head in &heads {
+            let mut next = Some(head);
+            while let Some(i) = next.filter(|&i| !seen[i]) {
+                seen[i] = true;
+                chain.push(i);
+                next = channel.entries[i]
+                    .replaces
+                    .as_ref()
+                    .and_then(|r| by_name.get(r).copied());
+            }
         }
         Ok(ChannelGraph {
             name: channel.name.clone(),
@@ -218,7 +237,13 @@ impl ChannelGraph {
             chain,
             skipped,
             deprecation: channel.deprecation.clone(),
+            warnings,
         })
+    }
+
+    /// Problems that do not make the channel unusable (several heads).
+    pub fn warnings(&self) -> &[GraphError] {
+        &self.warnings
     }
 
     /// The channel name.
@@ -226,7 +251,8 @@ impl ChannelGraph {
         &self.name
     }
 
-    /// The channel head: the entry no other entry replaces or skips.
+    /// The channel head: the entry no other entry replaces or skips (the highest-versioned
+    /// one when there are several).
     pub fn head(&self) -> &ChannelEntry {
         &self.entries[self.chain[0]]
     }
@@ -290,11 +316,16 @@ pub struct PackageGraph {
 
 impl PackageGraph {
     /// Validates every channel of a package; an invalid channel does not invalidate the others.
-    pub fn build(catalog: &CatalogId, package: &PackageInput) -> PackageGraph {
+    /// `version_of` gives a bundle's version (see [`ChannelGraph::build`]).
+    pub fn build(
+        catalog: &CatalogId,
+        package: &PackageInput,
+        version_of: &dyn Fn(&str) -> Option<Version>,
+    ) -> PackageGraph {
         let mut channels: Vec<_> = package
             .channels
             .iter()
-            .map(|c| ChannelGraph::build(catalog, &package.name, c))
+            .map(|c| ChannelGraph::build(catalog, &package.name, c, version_of))
             .collect();
         channels.sort_by(|a, b| channel_name(a).cmp(channel_name(b)));
         PackageGraph {
@@ -349,7 +380,10 @@ impl PackageGraph {
         let mut errors: Vec<GraphError> = self
             .channels
             .iter()
-            .filter_map(|c| c.as_ref().err().cloned())
+            .flat_map(|c| match c {
+                Ok(channel) => channel.warnings().to_vec(),
+                Err(e) => vec![e.clone()],
+            })
             .collect();
         if let Some(default) = &self.default_channel
             && self.channel(default).is_none()
@@ -392,7 +426,7 @@ mod tests {
     }
 
     fn build(entries: Vec<ChannelEntry>) -> Result<ChannelGraph, GraphError> {
-        ChannelGraph::build(&cat(), "etcd", &ChannelInput::new("stable", entries))
+        ChannelGraph::build(&cat(), "etcd", &ChannelInput::new("stable", entries), &|_| None)
     }
 
     fn names<'a>(entries: impl Iterator<Item = &'a ChannelEntry>) -> Vec<&'a str> {
@@ -431,10 +465,19 @@ mod tests {
     }
 
     #[test]
-    fn multiple_heads_are_named() {
-        let err = build(vec![e("a.v2").replaces("a.v1"), e("a.v1"), e("a.v9")]).unwrap_err();
+    fn multiple_heads_are_ordered_by_version_and_named() {
+        let version = |bundle: &str| match bundle {
+            "a.v1" => Some(v("1.0.0")),
+            "a.v2" => Some(v("2.0.0")),
+            "a.v9" => Some(v("0.9.0")),
+            _ => None,
+        };
+        let channel = ChannelInput::new("stable", vec![e("a.v2").replaces("a.v1"), e("a.v1"), e("a.v9")]);
+        let g = ChannelGraph::build(&cat(), "etcd", &channel, &version).expect("several heads are usable");
+        assert_eq!(g.head().bundle, "a.v2", "the highest-versioned head leads");
+        assert_eq!(names(g.preference_order()), ["a.v2", "a.v1", "a.v9"]);
         assert_eq!(
-            err.to_string(),
+            g.warnings()[0].to_string(),
             "channel stable of package etcd in catalog olm/community has 2 heads (a.v2, a.v9): every entry but one must be replaced or skipped by another entry"
         );
     }
@@ -516,19 +559,24 @@ mod tests {
                 ChannelInput::new("broken", vec![e("a.v1"), e("a.v2")]),
             ],
         );
-        let graph = PackageGraph::build(&cat(), &package);
+        let graph = PackageGraph::build(&cat(), &package, &|_| None);
         let order: Vec<&str> = graph
             .channels_in_preference_order()
             .map(ChannelGraph::name)
             .collect();
-        assert_eq!(order, ["stable", "alpha"]);
-        assert!(matches!(
-            graph.channel("broken"),
-            Some(Err(GraphError::MultipleHeads { .. }))
-        ));
+        assert_eq!(order, ["stable", "alpha", "broken"]);
+        assert!(
+            graph.channel("broken").is_some_and(|c| c.is_ok()),
+            "several heads still make a channel"
+        );
         assert!(graph.channel("nope").is_none());
-        assert_eq!(graph.errors(&cat()).len(), 1);
-        let missing = PackageGraph::build(&cat(), &PackageInput::new("etcd", Some("beta"), vec![]));
+        assert!(matches!(
+            graph.errors(&cat())[..],
+            [GraphError::MultipleHeads { .. }]
+        ));
+        let missing = PackageGraph::build(&cat(), &PackageInput::new("etcd", Some("beta"), vec![]), &|_| {
+            None
+        });
         assert_eq!(
             missing.errors(&cat())[0].to_string(),
             "package etcd in catalog olm/community has default channel beta, which it does not have"

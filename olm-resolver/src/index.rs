@@ -86,9 +86,14 @@ impl CatalogIndex {
                 channel: None,
             });
         }
+        let version_of = |bundle: &str| {
+            bundle_ids
+                .get(bundle)
+                .map(|&b| self.bundles[b as usize].input.version.version().clone())
+        };
         let graphs: HashMap<String, PackageGraph> = packages
             .iter()
-            .map(|p| (p.name.clone(), PackageGraph::build(&id, p)))
+            .map(|p| (p.name.clone(), PackageGraph::build(&id, p, &version_of)))
             .collect();
         // OLM's order for dependency candidates within a catalog: default channels first, then by
         // package and channel name; within a channel, its preference order.

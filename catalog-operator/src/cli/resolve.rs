@@ -171,7 +171,9 @@ impl SubscriptionArg {
             None => (text, None),
         };
         let (package, channel) = match rest.split_once('/') {
-            Some((package, channel)) if !channel.is_empty() => (package, Some(channel.to_owned())),
+            Some((package, channel)) if !channel.is_empty() && !channel.contains('/') => {
+                (package, Some(channel.to_owned()))
+            }
             Some(_) => return Err(bad()),
             None => (rest, None),
         };

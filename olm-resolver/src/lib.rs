@@ -1,0 +1,1 @@
+//! The upgrade graph and the dependency resolver. Pure: no I/O, no Kubernetes client.

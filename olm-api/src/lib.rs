@@ -1,3 +1,25 @@
 //! The API types of olm-rs: OLM's `operators.coreos.com` kinds and our own
 //! `substrate.olm-rs.dev` kinds, with the enums, labels and annotations they use.
 //! No client code lives here.
+//!
+//! - [`v1alpha1`]: ClusterServiceVersion, InstallPlan, Subscription, CatalogSource.
+//! - [`v1`]: OperatorGroup (and its still-served `v1alpha2` form).
+//! - [`substrate`]: MachinePool and Machine.
+//! - [`labels`]: well-known labels and annotations.
+//! - [`crds`]: every CustomResourceDefinition, as the generator writes them to `crds/`.
+//! - [`manifest`]: reading these objects from YAML or JSON files with errors that name the file and field.
+
+// Several `printcolumn(...)` entries in one `#[kube(...)]` each carry a
+// `type_`; clippy takes those for one repeated attribute.
+#![allow(clippy::duplicated_attributes)]
+
+pub mod crds;
+pub mod labels;
+pub mod manifest;
+pub mod schema;
+pub mod substrate;
+pub mod v1;
+pub mod v1alpha1;
+
+/// The API group of OLM's kinds.
+pub const OPERATORS_GROUP: &str = "operators.coreos.com";

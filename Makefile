@@ -1,0 +1,40 @@
+# Tasks of olm-rs. `make` alone lists them.
+.DEFAULT_GOAL := help
+CARGO ?= cargo
+
+.PHONY: help demo test unit e2e crds fmt lint cluster-up cluster-down
+
+help: ## List the tasks
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
+
+demo: ## The main job: build both operators and print the CRDs they serve
+	$(CARGO) build --workspace --bins
+	$(CARGO) run -q -p olm-api --bin crdgen -- target/crds
+	cat target/crds/*.yaml
+	$(CARGO) run -q -p olm-operator -- --help
+	$(CARGO) run -q -p catalog-operator -- --help
+
+test: ## Every test: unit and corpus tests, then e2e on a real control plane
+	hack/test.sh
+
+unit: ## Unit and corpus tests only (no cluster)
+	$(CARGO) test --workspace
+
+e2e: ## e2e tests against the cluster in KUBECONFIG
+	$(CARGO) test -p e2e
+
+crds: ## Regenerate crds/ from the types in olm-api
+	$(CARGO) run -q -p olm-api --bin crdgen -- crds
+
+fmt: ## Format the code
+	$(CARGO) fmt --all
+
+lint: ## The checks CI runs besides the tests
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+cluster-up: ## Start the local control plane (built from Go modules, cached)
+	hack/cluster.sh up
+
+cluster-down: ## Stop the local control plane
+	hack/cluster.sh down

@@ -1,0 +1,83 @@
+//! Well-known labels and annotations, the strings that OLM, consoles and
+//! users' scripts read and write on objects. Every place that sets or reads
+//! one of these uses the constant here.
+
+/// Annotation on Deployments and pods: the name of the OperatorGroup of the operator.
+pub const OPERATOR_GROUP: &str = "olm.operatorGroup";
+/// Annotation on Deployments and pods: the namespace of the operator.
+pub const OPERATOR_NAMESPACE: &str = "olm.operatorNamespace";
+/// Annotation on CSVs, Deployments and pods: the comma-separated target
+/// namespaces (empty for all namespaces).
+pub const TARGET_NAMESPACES: &str = "olm.targetNamespaces";
+/// Annotation on OperatorGroups: the APIs its operators provide
+/// (`Kind.version.group`, comma-separated).
+pub const PROVIDED_APIS: &str = "olm.providedAPIs";
+/// Prefix of the label that marks the namespaces an OperatorGroup targets,
+/// followed by the OperatorGroup's UID.
+pub const OPERATOR_GROUP_UID_PREFIX: &str = "olm.operatorgroup.uid/";
+
+/// Label on objects a CSV owns: the owner's name.
+pub const OWNER: &str = "olm.owner";
+/// Label on objects a CSV owns: the owner's kind.
+pub const OWNER_KIND: &str = "olm.owner.kind";
+/// Label on objects a CSV owns: the owner's namespace.
+pub const OWNER_NAMESPACE: &str = "olm.owner.namespace";
+/// Label on a Deployment: the hash of the deployment spec the CSV asked for,
+/// used to detect drift.
+pub const DEPLOYMENT_SPEC_HASH: &str = "olm.deployment-spec-hash";
+/// Label on copied CSVs: the namespace of the original.
+pub const COPIED_FROM: &str = "olm.copiedFrom";
+/// Label on objects created for a CatalogSource (its registry Pod and Service).
+pub const CATALOG_SOURCE: &str = "olm.catalogSource";
+/// Label on objects managed by olm-rs.
+pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
+
+/// CSV annotation: the range of versions this CSV can upgrade from directly.
+pub const SKIP_RANGE: &str = "olm.skipRange";
+/// CSV annotation: extra bundle properties, as a JSON list.
+pub const PROPERTIES: &str = "olm.properties";
+/// CSV annotation written at install: every property of the installed bundle.
+pub const INSTALLED_PROPERTIES: &str = "operatorframework.io/properties";
+/// CSV annotation: example custom resources, as a JSON list.
+pub const ALM_EXAMPLES: &str = "alm-examples";
+/// CSV annotation: the namespace the operator suggests to be installed in.
+pub const SUGGESTED_NAMESPACE: &str = "operatorframework.io/suggested-namespace";
+
+/// Environment variable injected into operator containers: the name of the
+/// operator's OperatorCondition.
+pub const OPERATOR_CONDITION_NAME_ENV: &str = "OPERATOR_CONDITION_NAME";
+
+/// Bundle annotations (in `metadata/annotations.yaml`).
+pub mod bundle {
+    /// The bundle's media type, `registry+v1`.
+    pub const MEDIATYPE: &str = "operators.operatorframework.io.bundle.mediatype.v1";
+    /// The directory of the bundle's manifests.
+    pub const MANIFESTS: &str = "operators.operatorframework.io.bundle.manifests.v1";
+    /// The directory of the bundle's metadata.
+    pub const METADATA: &str = "operators.operatorframework.io.bundle.metadata.v1";
+    /// The package the bundle belongs to.
+    pub const PACKAGE: &str = "operators.operatorframework.io.bundle.package.v1";
+    /// The channels the bundle is in, comma-separated.
+    pub const CHANNELS: &str = "operators.operatorframework.io.bundle.channels.v1";
+    /// The package's default channel.
+    pub const DEFAULT_CHANNEL: &str = "operators.operatorframework.io.bundle.channel.default.v1";
+}
+
+/// The label that ties an object to an installed operator:
+/// `operators.coreos.com/<package>.<namespace>`.
+pub fn operator_label(package: &str, namespace: &str) -> String {
+    format!("operators.coreos.com/{package}.{namespace}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operator_label_names_package_and_namespace() {
+        assert_eq!(
+            operator_label("etcd", "operators"),
+            "operators.coreos.com/etcd.operators"
+        );
+    }
+}

@@ -1,0 +1,5 @@
+//! `operators.coreos.com/v1`: OperatorGroup.
+
+mod operatorgroup;
+
+pub use operatorgroup::*;

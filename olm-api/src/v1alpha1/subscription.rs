@@ -1,0 +1,233 @@
+//! `Subscription`: a wish to have a package installed from a catalog channel
+//! and kept up to date.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::core::v1::{
+        Affinity, EnvFromSource, EnvVar, ObjectReference, ResourceRequirements, Toleration, Volume,
+        VolumeMount,
+    },
+    apimachinery::pkg::apis::meta::v1::{LabelSelector, Time},
+};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{Approval, ConditionStatus};
+
+/// The spec of a Subscription.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "operators.coreos.com",
+    version = "v1alpha1",
+    kind = "Subscription",
+    plural = "subscriptions",
+    namespaced,
+    status = "SubscriptionStatus",
+    shortname = "sub",
+    shortname = "subs",
+    category = "olm",
+    derive = "PartialEq",
+    doc = "Subscription keeps an operator installed from a catalog channel and up to date.",
+    printcolumn(
+        name = "Package",
+        type_ = "string",
+        json_path = ".spec.name",
+        description = "The package subscribed to"
+    ),
+    printcolumn(
+        name = "Source",
+        type_ = "string",
+        json_path = ".spec.source",
+        description = "The catalog source for the specified package"
+    ),
+    printcolumn(
+        name = "Channel",
+        type_ = "string",
+        json_path = ".spec.channel",
+        description = "The channel of updates to subscribe to"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionSpec {
+    /// The CatalogSource to install from.
+    #[serde(rename = "source")]
+    pub catalog_source: String,
+    /// The namespace of that CatalogSource.
+    #[serde(rename = "sourceNamespace")]
+    pub catalog_source_namespace: String,
+    /// The package to install.
+    #[serde(rename = "name")]
+    pub package: String,
+    /// The channel to follow; the package's default channel when empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// The CSV to install first, instead of the channel head.
+    #[serde(rename = "startingCSV", default, skip_serializing_if = "Option::is_none")]
+    pub starting_csv: Option<String>,
+    /// Whether InstallPlans run by themselves or wait for approval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_plan_approval: Option<Approval>,
+    /// Settings merged into the operator's Deployments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<SubscriptionConfig>,
+}
+
+/// Settings that a Subscription merges into the Deployments of its operator.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionConfig {
+    /// Selects the pods to configure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+    /// Node selector for the operator's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<BTreeMap<String, String>>,
+    /// Tolerations for the operator's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerations: Option<Vec<Toleration>>,
+    /// Compute resources of the operator's containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<ResourceRequirements>,
+    /// Sources of environment variables for the operator's containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env_from: Option<Vec<EnvFromSource>>,
+    /// Environment variables for the operator's containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<Vec<EnvVar>>,
+    /// Volumes added to the operator's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volumes: Option<Vec<Volume>>,
+    /// Volume mounts added to the operator's containers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_mounts: Option<Vec<VolumeMount>>,
+    /// Affinity of the operator's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub affinity: Option<Affinity>,
+    /// Annotations added to the operator's Deployments and pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<BTreeMap<String, String>>,
+}
+
+/// Where a Subscription stands with respect to its channel.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum SubscriptionState {
+    /// The installed CSV is the newest one the catalog knows.
+    AtLatestKnown,
+    /// An InstallPlan to upgrade exists and is being worked on.
+    UpgradePending,
+    /// A newer CSV exists in the channel.
+    UpgradeAvailable,
+    /// The upgrade failed.
+    UpgradeFailed,
+}
+
+/// The condition types of a Subscription (OLM's "abnormal-true" polarity).
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum SubscriptionConditionType {
+    /// Some CatalogSources that resolution uses are unhealthy.
+    CatalogSourcesUnhealthy,
+    /// The referenced InstallPlan is missing.
+    InstallPlanMissing,
+    /// The referenced InstallPlan is pending.
+    InstallPlanPending,
+    /// The referenced InstallPlan failed.
+    InstallPlanFailed,
+    /// Resolution failed; the message says why.
+    ResolutionFailed,
+    /// The subscribed bundle is deprecated.
+    BundleDeprecated,
+    /// The subscribed channel is deprecated.
+    ChannelDeprecated,
+    /// The subscribed package is deprecated.
+    PackageDeprecated,
+    /// Some deprecation applies.
+    Deprecated,
+}
+
+/// One condition of a Subscription.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionCondition {
+    /// The condition type.
+    #[serde(rename = "type")]
+    pub type_: SubscriptionConditionType,
+    /// True, False or Unknown.
+    pub status: ConditionStatus,
+    /// Why, one CamelCase word.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Why, in words.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When the condition was last checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat_time: Option<Time>,
+    /// When the status last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<Time>,
+}
+
+/// The observed state of a Subscription.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionStatus {
+    /// The CSV the Subscription is moving to.
+    #[serde(rename = "currentCSV", default, skip_serializing_if = "Option::is_none")]
+    pub current_csv: Option<String>,
+    /// The CSV installed by the Subscription.
+    #[serde(rename = "installedCSV", default, skip_serializing_if = "Option::is_none")]
+    pub installed_csv: Option<String>,
+    /// The latest InstallPlan (deprecated form; see `installPlanRef`).
+    #[serde(rename = "installplan", default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<InstallPlanReference>,
+    /// Where the Subscription stands.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<SubscriptionState>,
+    /// Why the Subscription is in this state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The generation of the InstallPlan.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_plan_generation: Option<i64>,
+    /// The latest InstallPlan that contains the current CSV.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_plan_ref: Option<ObjectReference>,
+    /// The health of the CatalogSources resolution uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catalog_health: Option<Vec<SubscriptionCatalogHealth>>,
+    /// Conditions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<SubscriptionCondition>>,
+    /// When the status was last updated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated: Option<Time>,
+}
+
+/// A reference to an InstallPlan (deprecated form).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct InstallPlanReference {
+    /// The InstallPlan's API version.
+    pub api_version: String,
+    /// The InstallPlan's kind.
+    pub kind: String,
+    /// The InstallPlan's name.
+    pub name: String,
+    /// The InstallPlan's UID.
+    pub uuid: String,
+}
+
+/// The health of one CatalogSource, as a Subscription sees it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubscriptionCatalogHealth {
+    /// The CatalogSource.
+    pub catalog_source_ref: ObjectReference,
+    /// When the health last changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated: Option<Time>,
+    /// Whether the CatalogSource is healthy.
+    pub healthy: bool,
+}

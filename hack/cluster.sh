@@ -12,6 +12,8 @@
 #   OLM_RS_CLUSTER_DIR    state directory (default: ~/.cache/olm-rs/cluster): PKI, etcd data, logs,
 #                         kubeconfig. One cluster per directory.
 #   OLM_RS_CLUSTER_NODES  number of fake nodes (default 2)
+#   OLM_RS_CLUSTER_OWNER_PID  if set at `up`: the control plane stops by itself, and removes its
+#                         state, once that process is gone (hack/test.sh passes its own pid)
 #   XDG_CACHE_HOME        binaries go to ${XDG_CACHE_HOME:-~/.cache}/olm-rs/testcluster/<key>/bin
 #   GO                    the go binary (Go >= 1.26), if not on PATH or at /usr/local/go/bin/go
 set -euo pipefail
@@ -57,15 +59,16 @@ cmd_up() {
 	pid=$(supervisor_pid)
 	if [ -z "$pid" ]; then
 		# Nothing of ours runs: clear whatever a crashed run left, then start afresh.
-		cmd_down >/dev/null
+		cmd_down quiet
 		local bin
 		bin=$("$here/testcluster/build.sh")
 		mkdir -p "$dir"
 		touch "$dir/$marker"
 		say "starting the control plane in $dir"
 		# setsid: a Ctrl-C in this terminal must not reach the cluster; `down` stops it.
-		setsid "$bin/testcluster" up --dir "$dir" --bin "$bin" --nodes "$nodes" \
-			</dev/null >"$dir/testcluster.log" 2>&1 &
+		local args=(--dir "$dir" --bin "$bin" --nodes "$nodes")
+		[ -z "${OLM_RS_CLUSTER_OWNER_PID:-}" ] || args+=(--owner-pid "$OLM_RS_CLUSTER_OWNER_PID")
+		setsid "$bin/testcluster" up "${args[@]}" </dev/null >"$dir/testcluster.log" 2>&1 &
 		pid=$!
 		echo "$pid" >"$dir/supervisor.pid"
 	else
@@ -89,6 +92,7 @@ cmd_up() {
 	print_usage
 }
 
+# `down [quiet]`: quiet leaves out the final "stopped".
 cmd_down() {
 	local pid
 	pid=$(supervisor_pid)
@@ -124,7 +128,7 @@ cmd_down() {
 			return 1
 		fi
 	fi
-	say "stopped"
+	[ "${1:-}" = quiet ] || say "stopped"
 }
 
 cmd_env() {

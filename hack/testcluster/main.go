@@ -2,13 +2,14 @@
 // etcd, kube-apiserver, kube-controller-manager, kube-scheduler, and kwok, which simulates the
 // kubelets of fake nodes so that Pods are scheduled, become Ready, and go away when deleted.
 //
-//	testcluster up --dir DIR --bin BIN [--nodes 2] [--timeout 3m]
+//	testcluster up --dir DIR --bin BIN [--nodes 2] [--timeout 3m] [--owner-pid PID]
 //
 // `up` starts every component as a child process (logs in DIR/logs), writes an admin kubeconfig to
 // DIR/kubeconfig, waits until the API server is ready, the fake nodes are Ready and the `default`
 // ServiceAccount exists, then writes DIR/ready and blocks. On SIGINT or SIGTERM it stops the
 // components in reverse order and exits 0; if a component dies, it stops the rest and exits 1.
-// hack/cluster.sh is the usual way to run it.
+// With --owner-pid it also stops, and removes DIR, once that process is gone, so that a test run
+// killed outright leaves nothing behind. hack/cluster.sh is the usual way to run it.
 package main
 
 import (
@@ -37,7 +38,7 @@ func logf(format string, args ...any) {
 }
 
 func usage() {
-	fmt.Fprintln(os.Stderr, "usage: testcluster up --dir DIR --bin BIN [--nodes N] [--timeout DURATION]")
+	fmt.Fprintln(os.Stderr, "usage: testcluster up --dir DIR --bin BIN [--nodes N] [--timeout DURATION] [--owner-pid PID]")
 	os.Exit(2)
 }
 
@@ -51,6 +52,7 @@ func main() {
 	fs.StringVar(&cfg.bin, "bin", "", "directory with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok")
 	fs.IntVar(&cfg.nodes, "nodes", 2, "number of fake nodes")
 	fs.DurationVar(&cfg.timeout, "timeout", 3*time.Minute, "how long start-up may take")
+	fs.IntVar(&cfg.ownerPID, "owner-pid", 0, "stop, and remove --dir, once this process is gone")
 	_ = fs.Parse(os.Args[2:])
 	if cfg.dir == "" || cfg.bin == "" || cfg.nodes < 1 || fs.NArg() != 0 {
 		usage()
@@ -74,10 +76,15 @@ type config struct {
 	dir, bin string
 	nodes    int
 	timeout  time.Duration
+	ownerPID int
 }
 
-// errInterrupted is the cause of a shutdown by signal, which is a clean exit.
-var errInterrupted = errors.New("interrupted")
+var (
+	// errInterrupted is the cause of a shutdown by signal, which is a clean exit.
+	errInterrupted = errors.New("interrupted")
+	// errOwnerGone is the cause of a shutdown because the owner process is gone, also clean.
+	errOwnerGone = errors.New("owner process gone")
+)
 
 func up(cfg config) error {
 	for _, sub := range []string{"logs", "etcd"} {
@@ -99,6 +106,15 @@ func up(cfg config) error {
 		logf("received %v, stopping", s)
 		cancel(errInterrupted)
 	}()
+	if cfg.ownerPID > 0 {
+		go watchOwner(cfg.ownerPID, cancel)
+		// Registered before stopAll, so it runs after it: nobody else will remove DIR.
+		defer func() {
+			if errors.Is(context.Cause(ctx), errOwnerGone) {
+				_ = os.RemoveAll(cfg.dir)
+			}
+		}()
+	}
 	sup := newSupervisor(cfg.dir, cfg.bin)
 	defer sup.stopAll(15 * time.Second)
 	go func() {
@@ -108,7 +124,7 @@ func up(cfg config) error {
 
 	cluster, err := start(ctx, cfg, sup)
 	if err != nil {
-		if cause := context.Cause(ctx); errors.Is(cause, errInterrupted) {
+		if cause := context.Cause(ctx); cleanStop(cause) {
 			return nil
 		} else if cause != nil {
 			return cause
@@ -125,10 +141,26 @@ func up(cfg config) error {
 	logf("ready: export KUBECONFIG=%s", cluster.kubeconfig)
 
 	<-ctx.Done()
-	if cause := context.Cause(ctx); !errors.Is(cause, errInterrupted) {
+	if cause := context.Cause(ctx); !cleanStop(cause) {
 		return cause
 	}
 	return nil
+}
+
+func cleanStop(cause error) bool {
+	return errors.Is(cause, errInterrupted) || errors.Is(cause, errOwnerGone)
+}
+
+// watchOwner cancels with errOwnerGone once process pid no longer exists.
+func watchOwner(pid int, cancel context.CancelCauseFunc) {
+	for {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			logf("owner process %d is gone, stopping", pid)
+			cancel(errOwnerGone)
+			return
+		}
+		time.Sleep(time.Second)
+	}
 }
 
 // freePorts reserves n distinct free TCP ports on 127.0.0.1. They are released before the

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test entry point (`make test`):
 #   1. unit and corpus tests of every crate except e2e;
-#   2. the e2e tests (`cargo test -p e2e`) against a real Kubernetes API server:
+#   2. against a real Kubernetes API server, the cluster-tier tests of those crates (the ones marked
+#      #[ignore = "needs a cluster ..."], run with --ignored), then the e2e tests (`cargo test -p e2e`):
 #      - KUBECONFIG set: that cluster (e.g. kind); nothing is started or stopped;
 #      - KUBECONFIG unset: a fresh control plane from hack/cluster.sh in its own state directory,
 #        torn down when this script ends, whether the tests pass, fail or are interrupted. If this
@@ -47,13 +48,19 @@ echo "test.sh: unit tests" >&2
 run cargo test --workspace --exclude e2e "$@"
 
 if [ -n "${KUBECONFIG:-}" ]; then
-	echo "test.sh: e2e tests against the cluster in KUBECONFIG=$KUBECONFIG" >&2
+	echo "test.sh: using the cluster in KUBECONFIG=$KUBECONFIG" >&2
 else
 	# A state directory of its own, so that parallel runs, or a cluster started by hand with
 	# hack/cluster.sh up, are left alone.
 	cluster_dir=$(mktemp -d "${TMPDIR:-/tmp}/olm-rs-test-cluster.XXXXXX")
 	OLM_RS_CLUSTER_DIR=$cluster_dir OLM_RS_CLUSTER_OWNER_PID=$$ run "$repo/hack/cluster.sh" up >&2
 	export KUBECONFIG=$cluster_dir/kubeconfig
-	echo "test.sh: e2e tests against the local control plane" >&2
+	echo "test.sh: using the local control plane" >&2
 fi
+# The cluster-tier tests: only the ignored ones, with --ignored added to the test binaries' arguments.
+ignored=("$@")
+if printf '%s\n' "$@" | grep -qx -- --; then ignored+=(--ignored); else ignored+=(-- --ignored); fi
+echo "test.sh: cluster-tier tests of the other crates" >&2
+run cargo test --workspace --exclude e2e "${ignored[@]}"
+echo "test.sh: e2e tests" >&2
 run cargo test -p e2e "$@"

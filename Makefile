@@ -15,7 +15,7 @@ demo: ## The main job: build both operators and print the CRDs they serve
 	$(CARGO) run -q -p catalog-operator -- --help
 
 test: ## Every test: unit and corpus tests, then e2e on a real control plane
-	hack/test.sh
+	hack/test.sh -- --show-output
 
 unit: ## Unit and corpus tests only (no cluster)
 	$(CARGO) test --workspace

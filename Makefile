@@ -18,7 +18,7 @@ test: ## Every test: unit and corpus tests, then e2e on a real control plane
 	hack/test.sh -- --show-output
 
 unit: ## Unit and corpus tests only (no cluster)
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --exclude e2e
 
 e2e: ## e2e tests against the cluster in KUBECONFIG
 	$(CARGO) test -p e2e

@@ -7,6 +7,7 @@
 //! - [`cli`]: the offline commands.
 
 pub mod cli;
+pub mod registry;
 pub mod snapshot;
 pub mod source;
 
@@ -32,15 +33,19 @@ pub enum Command {
     Validate(cli::ValidateArgs),
     /// Resolve Subscriptions offline against catalogs on disk; exit 1 when unsatisfiable.
     Resolve(cli::ResolveArgs),
+    /// Serve a catalog over the operator-registry gRPC API, as `opm serve` does.
+    Serve(cli::ServeArgs),
 }
 
 impl Args {
-    /// Runs the chosen command.
-    pub fn run(self) -> ExitCode {
+    /// Runs an offline command. The long-running commands (`serve`, `run`) are
+    /// run by `main` on a tokio runtime; this hands them back.
+    pub fn run_offline(self) -> Result<ExitCode, Box<Command>> {
         match self.command {
-            Command::Render(args) => args.run(),
-            Command::Validate(args) => args.run(),
-            Command::Resolve(args) => args.run(),
+            Command::Render(args) => Ok(args.run()),
+            Command::Validate(args) => Ok(args.run()),
+            Command::Resolve(args) => Ok(args.run()),
+            other => Err(Box::new(other)),
         }
     }
 }

@@ -4,10 +4,19 @@
 //!
 //! - [`source`]: reading catalog content from disk in any layout OLM uses.
 //! - [`snapshot`]: catalog content → the resolver's input.
-//! - [`cli`]: the offline commands.
+//! - [`registry`]: the operator-registry gRPC API (server, client).
+//! - [`catalogs`]: the shared in-memory store of catalog snapshots.
+//! - [`controllers`]: the CatalogSource, Subscription and InstallPlan controllers.
+//! - [`metrics`]: OLM's catalog-operator metrics.
+//! - [`run`]: the `run` command, wiring the controllers with olm-runtime.
+//! - [`cli`]: the offline commands and `serve`.
 
+pub mod catalogs;
 pub mod cli;
+pub mod controllers;
+pub mod metrics;
 pub mod registry;
+pub mod run;
 pub mod snapshot;
 pub mod source;
 
@@ -35,6 +44,8 @@ pub enum Command {
     Resolve(cli::ResolveArgs),
     /// Serve a catalog over the operator-registry gRPC API, as `opm serve` does.
     Serve(cli::ServeArgs),
+    /// Run the controllers for CatalogSources, Subscriptions and InstallPlans.
+    Run(run::RunArgs),
 }
 
 impl Args {

@@ -20,6 +20,7 @@ fn main() -> ExitCode {
     let result: anyhow::Result<()> = runtime.block_on(async {
         match *command {
             Command::Serve(args) => Ok(args.run().await?),
+            Command::Run(args) => Ok(catalog_operator::run::run(args).await?),
             _ => anyhow::bail!("not a long-running command"),
         }
     });

@@ -9,7 +9,7 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use catalog_operator::{
     controllers::Options,
-    registry::server::{self, RegistryIndex},
+    registry::server::{self, RegistryIndex, RegistryService},
     run::run_controllers,
 };
 use e2e::{FIELD_MANAGER, install_crds, repo_root, wait_for, with_namespace};
@@ -23,9 +23,10 @@ use kube::{
 };
 use olm_api::v1alpha1::{
     Approval, CatalogSource, CatalogSourceSpec, ClusterServiceVersion, ConditionStatus, ConnectivityState,
-    InstallPlan, InstallPlanPhase, SourceType, StepStatus, Subscription, SubscriptionConditionType,
-    SubscriptionSpec, SubscriptionState,
+    InstallPlan, InstallPlanPhase, RegistryPoll, SourceType, StepStatus, Subscription,
+    SubscriptionConditionType, SubscriptionSpec, SubscriptionState, UpdateStrategy,
 };
+use olm_catalog::{Catalog, ChannelEntry};
 use olm_runtime::{
     Leadership, Readiness,
     apply::{FIELD_MANAGER_CATALOG, Writer},
@@ -36,6 +37,7 @@ use tokio::{sync::oneshot, task::JoinHandle};
 /// A registry server serving a catalog on loopback, as `catalog-operator serve` does.
 struct Registry {
     addr: SocketAddr,
+    service: RegistryService,
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
 }
@@ -46,14 +48,21 @@ impl Registry {
         let listener = server::bind(addr).await.expect("bind the registry server");
         let addr = listener.local_addr().expect("the bound address");
         let (stop, stopped) = oneshot::channel::<()>();
+        let service = RegistryService::new(index);
+        let serving = service.clone();
         let task = tokio::spawn(async move {
-            server::serve(listener, index, async move {
+            server::serve_service(listener, serving, async move {
                 let _ = stopped.await;
             })
             .await
             .expect("the registry server runs");
         });
-        Registry { addr, stop, task }
+        Registry {
+            addr,
+            service,
+            stop,
+            task,
+        }
     }
 
     /// Stops serving; returns the address it served on.
@@ -65,7 +74,7 @@ impl Registry {
 }
 
 /// The demo catalog, and with `tools` also the unrelated `demo-tools` package.
-fn demo_index(tools: bool) -> Arc<RegistryIndex> {
+fn demo_catalog(tools: bool) -> Catalog {
     let root = repo_root();
     let (mut catalog, _) =
         catalog_operator::source::load(&root.join("catalogs/demo-bundles")).expect("the demo catalog loads");
@@ -75,7 +84,11 @@ fn demo_index(tools: bool) -> Arc<RegistryIndex> {
         catalog.extend(extra);
         catalog.sort();
     }
-    Arc::new(RegistryIndex::new(catalog))
+    catalog
+}
+
+fn demo_index(tools: bool) -> Arc<RegistryIndex> {
+    Arc::new(RegistryIndex::new(demo_catalog(tools)))
 }
 
 /// The catalog-operator's controllers, in-process, watching only `namespace`.
@@ -135,6 +148,16 @@ fn catalog_source(name: &str, address: &str) -> CatalogSource {
 }
 
 fn subscription(name: &str, namespace: &str, package: &str, approval: Approval) -> Subscription {
+    subscription_from(name, namespace, package, approval, None)
+}
+
+fn subscription_from(
+    name: &str,
+    namespace: &str,
+    package: &str,
+    approval: Approval,
+    starting_csv: Option<&str>,
+) -> Subscription {
     let mut sub = Subscription::new(
         name,
         SubscriptionSpec {
@@ -142,7 +165,7 @@ fn subscription(name: &str, namespace: &str, package: &str, approval: Approval) 
             catalog_source_namespace: namespace.to_owned(),
             package: package.to_owned(),
             channel: Some("stable".to_owned()),
-            starting_csv: None,
+            starting_csv: starting_csv.map(str::to_owned),
             install_plan_approval: Some(approval),
             config: None,
         },
@@ -223,11 +246,27 @@ fn phase_is(phase: InstallPlanPhase) -> impl Fn(Option<&InstallPlan>) -> bool {
 
 /// Starts a registry, the operator and a READY CatalogSource `demo` in `namespace`.
 async fn setup(client: &Client, namespace: &str, tools: bool) -> (Registry, Operator) {
+    setup_polling(client, namespace, tools, None).await
+}
+
+/// [`setup`], with the CatalogSource polling its registry every `poll`.
+async fn setup_polling(
+    client: &Client,
+    namespace: &str,
+    tools: bool,
+    poll: Option<&str>,
+) -> (Registry, Operator) {
     install_crds(client).await;
     let registry = Registry::start(demo_index(tools), "127.0.0.1:0".parse().unwrap()).await;
     let operator = Operator::start(client, namespace);
     let sources: Api<CatalogSource> = Api::namespaced(client.clone(), namespace);
-    create(&sources, &catalog_source("demo", &registry.addr.to_string())).await;
+    let mut source = catalog_source("demo", &registry.addr.to_string());
+    source.spec.update_strategy = poll.map(|interval| UpdateStrategy {
+        registry_poll: Some(RegistryPoll {
+            interval: Some(interval.to_owned()),
+        }),
+    });
+    create(&sources, &source).await;
     wait_for(&sources, "demo", "CatalogSource demo is READY", is_ready).await;
     (registry, operator)
 }
@@ -576,6 +615,109 @@ async fn a_stopped_registry_marks_its_catalog_unhealthy_until_it_returns() {
             },
         )
         .await;
+
+        operator.stop().await;
+        registry.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_starting_csv_installs_first_and_then_upgrades() {
+    with_namespace("catstart", |client, ns| async move {
+        let (registry, operator) = setup(&client, &ns, false).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
+        create(
+            &subs,
+            &subscription_from("db", &ns, "demo-db", Approval::Automatic, Some("demo-db.v1.0.0")),
+        )
+        .await;
+        let db = wait_for(
+            &subs,
+            "db",
+            "Subscription db upgrades to the channel head",
+            at_latest("demo-db.v1.1.0"),
+        )
+        .await
+        .unwrap();
+        let mut all = plans.list(&Default::default()).await.unwrap().items;
+        all.sort_by_key(|p| p.spec.generation);
+        let installed: Vec<_> = all
+            .iter()
+            .map(|p| {
+                (
+                    p.spec.cluster_service_version_names.clone(),
+                    p.status.as_ref().map(|s| s.phase),
+                )
+            })
+            .collect();
+        assert_eq!(
+            installed,
+            [
+                (
+                    vec!["demo-db.v1.0.0".to_owned()],
+                    Some(InstallPlanPhase::Complete)
+                ),
+                (
+                    vec!["demo-db.v1.1.0".to_owned()],
+                    Some(InstallPlanPhase::Complete)
+                ),
+            ],
+            "the starting CSV first, the upgrade in a plan of its own"
+        );
+        assert_eq!(plan_name(&db).as_deref(), Some(all[1].name_any().as_str()));
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        let upgraded = csvs.get("demo-db.v1.1.0").await.unwrap();
+        assert_eq!(upgraded.spec.replaces.as_deref(), Some("demo-db.v1.0.0"));
+
+        operator.stop().await;
+        registry.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_catalog_update_upgrades_a_subscription_untouched() {
+    with_namespace("catpoll", |client, ns| async move {
+        let (registry, operator) = setup_polling(&client, &ns, false, Some("1s")).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        create(&subs, &subscription("db", &ns, "demo-db", Approval::Automatic)).await;
+        wait_for(
+            &subs,
+            "db",
+            "Subscription db is AtLatestKnown",
+            at_latest("demo-db.v1.1.0"),
+        )
+        .await;
+
+        // The catalog gets a new head in the channel the Subscription follows.
+        let mut catalog = demo_catalog(false);
+        let stable = catalog
+            .channels
+            .iter_mut()
+            .find(|c| c.package == "demo-db" && c.name == "stable")
+            .expect("demo-db has a stable channel");
+        stable.entries.push(ChannelEntry {
+            name: "demo-db.v1.2.0".to_owned(),
+            replaces: Some("demo-db.v1.1.0".to_owned()),
+            skips: Vec::new(),
+            skip_range: None,
+        });
+        registry.service.replace(Arc::new(RegistryIndex::new(catalog)));
+
+        let db = wait_for(
+            &subs,
+            "db",
+            "Subscription db upgrades to the new head",
+            at_latest("demo-db.v1.2.0"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(db.status.unwrap().current_csv.as_deref(), Some("demo-db.v1.2.0"));
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        let upgraded = csvs.get("demo-db.v1.2.0").await.unwrap();
+        assert_eq!(upgraded.spec.replaces.as_deref(), Some("demo-db.v1.1.0"));
 
         operator.stop().await;
         registry.stop().await;

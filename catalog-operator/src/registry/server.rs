@@ -9,7 +9,7 @@ use std::{
     collections::{BTreeMap, HashMap, HashSet},
     net::SocketAddr,
     pin::Pin,
-    sync::Arc,
+    sync::{Arc, RwLock},
 };
 
 use futures::Stream;
@@ -447,16 +447,34 @@ fn entries_for_bundle(
     out
 }
 
-/// The gRPC service over an index.
+/// The gRPC service over an index. Clones share the index, which
+/// [`RegistryService::replace`] swaps for new content without a restart.
 #[derive(Clone)]
 pub struct RegistryService {
-    index: Arc<RegistryIndex>,
+    index: Arc<RwLock<Arc<RegistryIndex>>>,
 }
 
 impl RegistryService {
     /// Serves `index`.
     pub fn new(index: Arc<RegistryIndex>) -> Self {
-        RegistryService { index }
+        RegistryService {
+            index: Arc::new(RwLock::new(index)),
+        }
+    }
+
+    /// Serves `index` from now on; requests under way finish with the old one.
+    pub fn replace(&self, index: Arc<RegistryIndex>) {
+        *self
+            .index
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = index;
+    }
+
+    fn current(&self) -> Arc<RegistryIndex> {
+        self.index
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
     }
 }
 
@@ -472,14 +490,16 @@ impl Registry for RegistryService {
         &self,
         _request: Request<api::ListPackageRequest>,
     ) -> Result<Response<Self::ListPackagesStream>, Status> {
-        Ok(Response::new(stream(self.index.list_packages())))
+        Ok(Response::new(stream(self.current().list_packages())))
     }
 
     async fn get_package(
         &self,
         request: Request<api::GetPackageRequest>,
     ) -> Result<Response<api::Package>, Status> {
-        self.index.get_package(&request.get_ref().name).map(Response::new)
+        self.current()
+            .get_package(&request.get_ref().name)
+            .map(Response::new)
     }
 
     async fn get_bundle(
@@ -487,7 +507,7 @@ impl Registry for RegistryService {
         request: Request<api::GetBundleRequest>,
     ) -> Result<Response<api::Bundle>, Status> {
         let r = request.get_ref();
-        self.index
+        self.current()
             .get_bundle(&r.pkg_name, &r.channel_name, &r.csv_name)
             .map(Response::new)
     }
@@ -497,7 +517,7 @@ impl Registry for RegistryService {
         request: Request<api::GetBundleInChannelRequest>,
     ) -> Result<Response<api::Bundle>, Status> {
         let r = request.get_ref();
-        self.index
+        self.current()
             .get_bundle_for_channel(&r.pkg_name, &r.channel_name)
             .map(Response::new)
     }
@@ -507,7 +527,7 @@ impl Registry for RegistryService {
         request: Request<api::GetAllReplacementsRequest>,
     ) -> Result<Response<Self::GetChannelEntriesThatReplaceStream>, Status> {
         let entries = self
-            .index
+            .current()
             .get_channel_entries_that_replace(&request.get_ref().csv_name)?;
         Ok(Response::new(stream(entries)))
     }
@@ -517,7 +537,7 @@ impl Registry for RegistryService {
         request: Request<api::GetReplacementRequest>,
     ) -> Result<Response<api::Bundle>, Status> {
         let r = request.get_ref();
-        self.index
+        self.current()
             .get_bundle_that_replaces(&r.csv_name, &r.pkg_name, &r.channel_name)
             .map(Response::new)
     }
@@ -528,7 +548,7 @@ impl Registry for RegistryService {
     ) -> Result<Response<Self::GetChannelEntriesThatProvideStream>, Status> {
         let r = request.get_ref();
         let entries = self
-            .index
+            .current()
             .get_channel_entries_that_provide(&r.group, &r.version, &r.kind)?;
         Ok(Response::new(stream(entries)))
     }
@@ -539,7 +559,7 @@ impl Registry for RegistryService {
     ) -> Result<Response<Self::GetLatestChannelEntriesThatProvideStream>, Status> {
         let r = request.get_ref();
         let entries = self
-            .index
+            .current()
             .get_latest_channel_entries_that_provide(&r.group, &r.version, &r.kind)?;
         Ok(Response::new(stream(entries)))
     }
@@ -549,7 +569,7 @@ impl Registry for RegistryService {
         request: Request<api::GetDefaultProviderRequest>,
     ) -> Result<Response<api::Bundle>, Status> {
         let r = request.get_ref();
-        self.index
+        self.current()
             .get_default_bundle_that_provides(&r.group, &r.version, &r.kind)
             .map(Response::new)
     }
@@ -558,7 +578,7 @@ impl Registry for RegistryService {
         &self,
         _request: Request<api::ListBundlesRequest>,
     ) -> Result<Response<Self::ListBundlesStream>, Status> {
-        Ok(Response::new(stream(self.index.list_bundles())))
+        Ok(Response::new(stream(self.current().list_bundles())))
     }
 }
 
@@ -576,9 +596,18 @@ pub async fn serve(
     index: Arc<RegistryIndex>,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ServeError> {
+    serve_service(listener, RegistryService::new(index), shutdown).await
+}
+
+/// [`serve`] for a service whose index may be replaced while it serves.
+pub async fn serve_service(
+    listener: TcpListener,
+    service: RegistryService,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), ServeError> {
     let (reporter, health) = tonic_health::server::health_reporter();
     reporter.set_serving::<RegistryServer<RegistryService>>().await;
-    let registry = RegistryServer::new(RegistryService::new(index))
+    let registry = RegistryServer::new(service)
         .max_encoding_message_size(MAX_MESSAGE_BYTES)
         .max_decoding_message_size(MAX_MESSAGE_BYTES);
     tonic::transport::Server::builder()

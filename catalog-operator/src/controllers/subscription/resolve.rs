@@ -148,8 +148,16 @@ pub fn installed_csvs(
     csvs: &[Arc<ClusterServiceVersion>],
     catalogs: &[(CatalogId, CatalogState)],
 ) -> Vec<InstalledCsv> {
+    // A CSV that another CSV of the namespace replaces is on its way out (OLM
+    // moves it to Replacing, then Deleting): the new one stands for its package.
+    let replaced: BTreeSet<&str> = csvs
+        .iter()
+        .filter(|csv| !is_copied(csv))
+        .filter_map(|csv| csv.spec.replaces.as_deref())
+        .collect();
     csvs.iter()
         .filter(|csv| !is_copied(csv))
+        .filter(|csv| !replaced.contains(csv.name_any().as_str()))
         .filter_map(|csv| {
             let version = BundleVersion::parse(csv.spec.version.as_deref()?).ok()?;
             let properties = installed_properties(csv);
@@ -417,5 +425,32 @@ mod tests {
         assert_eq!(steps.len(), 1, "{steps:?}");
         assert_eq!(steps[0].bundle, "demo-app.v0.2.0");
         assert_eq!(group.targets["db"].change, Change::Stay);
+    }
+
+    #[test]
+    fn a_replaced_csv_gives_way_to_its_replacement() {
+        let (store, _) = demo_store();
+        let catalogs = store.visible(&["team"], &[]);
+        let index = store.index(&catalogs);
+        let mut db = subscription("db", "demo-db", Approval::Automatic);
+        Arc::make_mut(&mut db).status = Some(SubscriptionStatus {
+            installed_csv: Some("demo-db.v1.0.0".into()),
+            ..SubscriptionStatus::default()
+        });
+        let mut new = csv("demo-db.v1.1.0", "1.1.0");
+        Arc::make_mut(&mut new).spec.replaces = Some("demo-db.v1.0.0".into());
+        let csvs = vec![csv("demo-db.v1.0.0", "1.0.0"), new];
+        let installed = installed_csvs(&csvs, &catalogs);
+        assert_eq!(installed.len(), 1, "the replaced CSV is left out");
+        let subs = vec![db];
+        let view = NamespaceView {
+            namespace: "team",
+            subscriptions: &subs,
+            csvs: &csvs,
+            catalogs: &catalogs,
+        };
+        let decisions = decide(&index, &view);
+        assert_eq!(decisions[0].decision, Decision::UpToDate, "{:?}", decisions[0]);
+        assert_eq!(decisions[0].targets["db"].bundle, "demo-db.v1.1.0");
     }
 }

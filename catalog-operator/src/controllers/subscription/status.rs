@@ -98,6 +98,8 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
 
     let target = input.group.targets.get(&name);
     status.installed_csv = match target {
+        // Once the chosen CSV exists it is the installed one, whatever it replaced.
+        Some(target) if exists(&target.bundle) => Some(target.bundle.clone()),
         Some(target) => match &target.change {
             Change::Stay => Some(target.bundle.clone()),
             Change::Upgrade { from } => Some(from.clone()),
@@ -437,5 +439,324 @@ fn set_kstatus(
             );
             remove_subscription_condition(conditions, Type::Stalled);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use k8s_openapi::jiff::Timestamp;
+    use kube::api::ObjectMeta;
+    use olm_api::v1alpha1::{
+        Approval, ConditionStatus, InstallPlanSpec, InstallPlanStatus, SubscriptionSpec,
+    };
+    use olm_resolver::plan::Change;
+
+    use super::*;
+    use crate::controllers::subscription::resolve::{ResolvedStep, Target};
+
+    fn at(second: i64) -> Time {
+        Time(Timestamp::from_second(second).unwrap())
+    }
+
+    fn sub() -> Subscription {
+        Subscription {
+            metadata: ObjectMeta {
+                name: Some("db".into()),
+                namespace: Some("team".into()),
+                generation: Some(2),
+                ..ObjectMeta::default()
+            },
+            spec: SubscriptionSpec {
+                catalog_source: "demo".into(),
+                catalog_source_namespace: "team".into(),
+                package: "demo-db".into(),
+                channel: Some("stable".into()),
+                starting_csv: None,
+                install_plan_approval: Some(Approval::Manual),
+                config: None,
+            },
+            status: None,
+        }
+    }
+
+    fn group(decision: Decision, change: Change) -> GroupDecision {
+        GroupDecision {
+            subscriptions: vec!["db".into()],
+            decision,
+            targets: [(
+                "db".to_owned(),
+                Target {
+                    bundle: "demo-db.v1.1.0".into(),
+                    change,
+                },
+            )]
+            .into(),
+            approval: Approval::Manual,
+            catalogs: BTreeSet::from([CatalogId::new("demo", "team")]),
+            deprecations: Vec::new(),
+        }
+    }
+
+    fn step() -> ResolvedStep {
+        ResolvedStep {
+            bundle: "demo-db.v1.1.0".into(),
+            package: "demo-db".into(),
+            version: "1.1.0".into(),
+            catalog: CatalogId::new("demo", "team"),
+            channel: "stable".into(),
+            replaces: None,
+            dependency: false,
+        }
+    }
+
+    fn plan(phase: InstallPlanPhase) -> InstallPlan {
+        let mut plan = InstallPlan::new(
+            "install-abcde",
+            InstallPlanSpec {
+                catalog_source: None,
+                catalog_source_namespace: None,
+                cluster_service_version_names: vec!["demo-db.v1.1.0".into()],
+                approval: Approval::Manual,
+                approved: false,
+                generation: Some(1),
+            },
+        );
+        plan.metadata.namespace = Some("team".into());
+        plan.metadata.uid = Some("uid-1".into());
+        plan.status = Some(InstallPlanStatus {
+            observed_generation: None,
+            phase,
+            conditions: None,
+            catalog_sources: Vec::new(),
+            plan: Some(Vec::new()),
+            bundle_lookups: None,
+            attenuated_service_account_ref: None,
+            start_time: None,
+            message: Some("step X failed".into()),
+        });
+        plan
+    }
+
+    fn catalogs(healthy: bool) -> Vec<(CatalogId, CatalogState)> {
+        vec![(
+            CatalogId::new("demo", "team"),
+            CatalogState {
+                priority: 0,
+                health: if healthy {
+                    Health::Healthy
+                } else {
+                    Health::Unhealthy("connection refused".into())
+                },
+                content: None,
+                since: at(0),
+            },
+        )]
+    }
+
+    fn compute_with(
+        sub: &Subscription,
+        group: &GroupDecision,
+        plan: Option<&InstallPlan>,
+        csv: bool,
+        healthy: bool,
+        now: i64,
+    ) -> SubscriptionStatus {
+        let exists = move |name: &str| csv && name == "demo-db.v1.1.0";
+        let catalogs = catalogs(healthy);
+        compute(&StatusInput {
+            subscription: sub,
+            group,
+            install_plan: plan,
+            csv_exists: &exists,
+            catalogs: &catalogs,
+            catalog_uids: &HashMap::new(),
+            now: &at(now),
+        })
+    }
+
+    fn find(status: &SubscriptionStatus, type_: Type) -> Option<(ConditionStatus, String)> {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.status, c.reason.clone().unwrap_or_default()))
+    }
+
+    #[test]
+    fn a_manual_plan_shows_as_pending_approval() {
+        let ip = plan(InstallPlanPhase::RequiresApproval);
+        let status = compute_with(
+            &sub(),
+            &group(Decision::Install(vec![step()]), Change::Install),
+            Some(&ip),
+            false,
+            true,
+            1,
+        );
+        assert_eq!(status.state, Some(SubscriptionState::UpgradePending));
+        assert_eq!(status.installed_csv, None, "omitted until something is installed");
+        assert_eq!(status.current_csv.as_deref(), Some("demo-db.v1.1.0"));
+        assert_eq!(
+            status.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()),
+            Some("install-abcde")
+        );
+        assert_eq!(status.install_plan_generation, Some(1));
+        assert_eq!(status.observed_generation, Some(2));
+        assert_eq!(
+            find(&status, Type::InstallPlanPending),
+            Some((ConditionStatus::True, "RequiresApproval".into()))
+        );
+        assert_eq!(
+            find(&status, Type::CatalogSourcesUnhealthy),
+            Some((ConditionStatus::False, "AllCatalogSourcesHealthy".into()))
+        );
+        assert_eq!(
+            find(&status, Type::Ready).map(|c| c.0),
+            Some(ConditionStatus::False)
+        );
+        assert_eq!(
+            find(&status, Type::Reconciling),
+            None,
+            "waiting for a person, not working"
+        );
+        assert_eq!(find(&status, Type::Stalled), None);
+    }
+
+    #[test]
+    fn a_failed_plan_degrades_and_a_done_install_is_healthy() {
+        let ip = plan(InstallPlanPhase::Failed);
+        let status = compute_with(
+            &sub(),
+            &group(Decision::Install(vec![step()]), Change::Install),
+            Some(&ip),
+            false,
+            true,
+            1,
+        );
+        assert_eq!(status.state, Some(SubscriptionState::UpgradeFailed));
+        assert_eq!(
+            find(&status, Type::InstallPlanFailed),
+            Some((ConditionStatus::True, "InstallComponentFailed".into()))
+        );
+        assert_eq!(find(&status, Type::InstallPlanPending), None);
+        assert_eq!(
+            find(&status, Type::Stalled).map(|c| c.0),
+            Some(ConditionStatus::True)
+        );
+
+        let mut after = sub();
+        after.status = Some(status);
+        let done = compute_with(
+            &after,
+            &group(Decision::UpToDate, Change::Stay),
+            None,
+            true,
+            true,
+            2,
+        );
+        assert_eq!(done.state, Some(SubscriptionState::AtLatestKnown));
+        assert_eq!(done.installed_csv.as_deref(), Some("demo-db.v1.1.0"));
+        assert_eq!(
+            find(&done, Type::InstallPlanFailed),
+            None,
+            "removed, never set False"
+        );
+        assert_eq!(
+            find(&done, Type::Ready),
+            Some((ConditionStatus::True, "AtLatestKnown".into()))
+        );
+        assert_eq!(find(&done, Type::Stalled), None);
+    }
+
+    #[test]
+    fn the_csv_alone_is_not_a_finished_install() {
+        let ip = plan(InstallPlanPhase::Installing);
+        let mut current = sub();
+        current.status = Some(SubscriptionStatus {
+            install_plan_ref: Some(ObjectReference {
+                name: Some("install-abcde".into()),
+                ..ObjectReference::default()
+            }),
+            ..SubscriptionStatus::default()
+        });
+        let status = compute_with(
+            &current,
+            &group(Decision::UpToDate, Change::Stay),
+            Some(&ip),
+            true,
+            true,
+            1,
+        );
+        assert_eq!(status.state, Some(SubscriptionState::UpgradePending));
+        assert_eq!(
+            find(&status, Type::InstallPlanPending),
+            Some((ConditionStatus::True, "Installing".into()))
+        );
+        assert_eq!(
+            find(&status, Type::Reconciling).map(|c| c.0),
+            Some(ConditionStatus::True)
+        );
+    }
+
+    #[test]
+    fn unsatisfiable_and_unhealthy_are_reported_in_words() {
+        let status = compute_with(
+            &sub(),
+            &group(
+                Decision::Unsatisfiable("demo-missing is in no catalog".into()),
+                Change::Install,
+            ),
+            None,
+            false,
+            false,
+            1,
+        );
+        let resolution = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == Type::ResolutionFailed)
+            .unwrap();
+        assert_eq!(
+            resolution.message.as_deref(),
+            Some("demo-missing is in no catalog")
+        );
+        let unhealthy = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == Type::CatalogSourcesUnhealthy)
+            .unwrap();
+        assert_eq!(unhealthy.status, ConditionStatus::True);
+        assert!(unhealthy.message.as_deref().unwrap().contains("team/demo"));
+        assert_eq!(status.catalog_health.as_ref().unwrap().len(), 1);
+        assert!(!status.catalog_health.as_ref().unwrap()[0].healthy);
+    }
+
+    #[test]
+    fn the_same_inputs_give_the_same_status() {
+        let mut current = sub();
+        let first = compute_with(
+            &current,
+            &group(Decision::UpToDate, Change::Stay),
+            None,
+            true,
+            true,
+            1,
+        );
+        assert_eq!(first.last_updated, Some(at(1)));
+        current.status = Some(first.clone());
+        let second = compute_with(
+            &current,
+            &group(Decision::UpToDate, Change::Stay),
+            None,
+            true,
+            true,
+            9,
+        );
+        assert_eq!(second, first, "nothing changed, nothing to write");
     }
 }

@@ -15,16 +15,19 @@ use catalog_operator::{
 use e2e::{FIELD_MANAGER, install_crds, repo_root, wait_for, with_namespace};
 use futures::FutureExt;
 use k8s_openapi::{
-    api::core::v1::ConfigMap, apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    api::core::v1::{ConfigMap, Pod, Service},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    apimachinery::pkg::api::resource::Quantity,
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    runtime::wait::conditions,
 };
 use olm_api::v1alpha1::{
     Approval, CatalogSource, CatalogSourceSpec, ClusterServiceVersion, ConditionStatus, ConnectivityState,
-    InstallPlan, InstallPlanPhase, RegistryPoll, SourceType, StepStatus, Subscription,
-    SubscriptionConditionType, SubscriptionSpec, SubscriptionState, UpdateStrategy,
+    GrpcPodConfig, InstallPlan, InstallPlanPhase, RegistryPoll, SecurityConfig, SourceType, StepStatus,
+    Subscription, SubscriptionConditionType, SubscriptionSpec, SubscriptionState, UpdateStrategy,
 };
 use olm_catalog::{Catalog, ChannelEntry};
 use olm_runtime::{
@@ -723,4 +726,116 @@ async fn a_catalog_update_upgrades_a_subscription_untouched() {
         registry.stop().await;
     })
     .await;
+}
+
+#[tokio::test]
+async fn an_image_catalog_runs_as_a_registry_pod_behind_a_service() {
+    with_namespace("catimage", |client, ns| async move {
+        install_crds(&client).await;
+        let operator = Operator::start(&client, &ns);
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        let mut source = catalog_source("community", "");
+        source.spec.address = None;
+        source.spec.image = Some("quay.io/operatorhubio/catalog:latest".to_owned());
+        source.spec.grpc_pod_config = Some(GrpcPodConfig {
+            node_selector: Some([("type".to_owned(), "kwok".to_owned())].into()),
+            security_context_config: Some(SecurityConfig::Restricted),
+            memory_target: Some(Quantity("30Mi".to_owned())),
+            ..GrpcPodConfig::default()
+        });
+        create(&sources, &source).await;
+
+        let source = wait_for(
+            &sources,
+            "community",
+            "CatalogSource community reports its registry service",
+            |s: Option<&CatalogSource>| {
+                s.and_then(|s| s.status.as_ref()?.registry_service.as_ref())
+                    .is_some()
+            },
+        )
+        .await
+        .unwrap();
+        let status = source.status.clone().unwrap();
+        let registry = status.registry_service.unwrap();
+        assert_eq!(registry.service_name.as_deref(), Some("community"));
+        assert_eq!(registry.port.as_deref(), Some("50051"));
+        // No container runs on the fake nodes: the registry is never reachable
+        // here, and the catalog says so instead of blocking anything.
+        let state = status.connection_state.unwrap();
+        assert_eq!(state.address, Some(format!("community.{ns}.svc:50051")));
+        assert!(matches!(
+            state.last_observed_state,
+            ConnectivityState::Connecting | ConnectivityState::TransientFailure
+        ));
+
+        let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+        let service = services.get("community").await.expect("the registry Service");
+        assert_eq!(
+            service.spec.unwrap().selector.unwrap()["olm.catalogSource"],
+            "community"
+        );
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let selector = ListParams::default().labels("olm.catalogSource=community");
+        let listed = pods.list(&selector).await.unwrap().items;
+        assert_eq!(listed.len(), 1, "one registry pod");
+        let first = listed[0].name_any();
+        let spec = listed[0].spec.clone().unwrap();
+        assert_eq!(spec.node_selector.unwrap()["type"], "kwok");
+        assert_eq!(spec.security_context.unwrap().run_as_non_root, Some(true));
+        let container = &spec.containers[0];
+        assert_eq!(
+            container.image.as_deref(),
+            Some("quay.io/operatorhubio/catalog:latest")
+        );
+        assert_eq!(
+            container.resources.as_ref().unwrap().requests.as_ref().unwrap()["memory"],
+            Quantity("30Mi".to_owned())
+        );
+
+        // A new image makes a new pod and the old one goes.
+        sources
+            .patch(
+                "community",
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"image": "quay.io/operatorhubio/catalog:v2"}})),
+            )
+            .await
+            .unwrap();
+        wait_for(
+            &pods,
+            &first,
+            "the old registry pod is deleted",
+            conditions::is_deleted(&listed[0].uid().unwrap()),
+        )
+        .await;
+        let listed = pods.list(&selector).await.unwrap().items;
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(
+            listed[0].spec.as_ref().unwrap().containers[0].image.as_deref(),
+            Some("quay.io/operatorhubio/catalog:v2")
+        );
+
+        // The pod and the service belong to the catalog: deleting it collects them.
+        sources
+            .delete("community", &DeleteParams::foreground())
+            .await
+            .unwrap();
+        wait_for(
+            &services,
+            "community",
+            "the registry Service is collected",
+            conditions::is_deleted(&service_uid(&services).await),
+        )
+        .await;
+        operator.stop().await;
+    })
+    .await;
+}
+
+async fn service_uid(services: &Api<Service>) -> String {
+    match services.get_opt("community").await.unwrap() {
+        Some(service) => service.uid().unwrap(),
+        None => String::new(),
+    }
 }

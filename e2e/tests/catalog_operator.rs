@@ -98,10 +98,18 @@ fn demo_index(tools: bool) -> Arc<RegistryIndex> {
 struct Operator {
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
+    metrics: prometheus::Registry,
 }
 
 impl Operator {
     fn start(client: &Client, namespace: &str) -> Operator {
+        // E2E_LOG=debug (or any filter) shows what the controllers do.
+        if let Ok(filter) = std::env::var("E2E_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
         let options = Options {
             global_catalog_namespace: namespace.to_owned(),
             namespace: Some(namespace.to_owned()),
@@ -110,6 +118,7 @@ impl Operator {
         };
         let writer = Writer::new(Leadership::standalone(), FIELD_MANAGER_CATALOG);
         let metrics = Metrics::new().expect("a metrics registry");
+        let registry = metrics.registry().clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async move {
             let _ = stopped.await;
@@ -121,7 +130,18 @@ impl Operator {
                 .await
                 .expect("the controllers run");
         });
-        Operator { stop, task }
+        Operator {
+            stop,
+            task,
+            metrics: registry,
+        }
+    }
+
+    /// The metrics, as `/metrics` shows them.
+    fn metrics_text(&self) -> String {
+        prometheus::TextEncoder::new()
+            .encode_to_string(&self.metrics.gather())
+            .expect("metrics encode")
     }
 
     async fn stop(self) {
@@ -388,6 +408,20 @@ async fn an_automatic_subscription_installs_its_dependency_first() {
             at_latest("demo-db.v1.1.0"),
         )
         .await;
+
+        // OLM's metric names, as /metrics serves them.
+        let metrics = operator.metrics_text();
+        for wanted in [
+            format!("catalogsource_ready{{name=\"demo\",namespace=\"{ns}\"}} 1"),
+            "catalog_source_count 1".to_owned(),
+            "subscription_sync_total{approval=\"Automatic\",channel=\"stable\",installed=\"demo-app.v0.2.0\",name=\"app\",package=\"demo-app\"}".to_owned(),
+            "olm_resolution_duration_seconds_count{outcome=\"succeeded\"}".to_owned(),
+            "install_plan_count".to_owned(),
+            "subscription_count".to_owned(),
+            "olm_reconcile_total{controller=\"installplan\"}".to_owned(),
+        ] {
+            assert!(metrics.contains(&wanted), "{wanted} is missing from\n{metrics}");
+        }
 
         operator.stop().await;
         registry.stop().await;
@@ -838,4 +872,351 @@ async fn service_uid(services: &Api<Service>) -> String {
         Some(service) => service.uid().unwrap(),
         None => String::new(),
     }
+}
+
+/// A bundle for the tests' own catalogs: its manifests and the API it provides.
+fn bundle(
+    name: &str,
+    package: &str,
+    version: &str,
+    objects: &[serde_json::Value],
+    gvk: Option<(&str, &str, &str)>,
+) -> olm_catalog::Bundle {
+    use olm_catalog::{
+        Property,
+        property::{BundleObject, PackageProperty},
+    };
+    let mut properties = vec![Property::Package(PackageProperty {
+        package_name: package.to_owned(),
+        version: olm_catalog::Version::new(version),
+        release: None,
+    })];
+    if let Some((group, version, kind)) = gvk {
+        properties.push(Property::Gvk(olm_catalog::Gvk {
+            group: group.to_owned(),
+            kind: kind.to_owned(),
+            version: version.to_owned(),
+        }));
+    }
+    properties.extend(
+        objects
+            .iter()
+            .map(|o| Property::BundleObject(BundleObject::from_json(&o.to_string()))),
+    );
+    olm_catalog::Bundle {
+        name: name.to_owned(),
+        package: package.to_owned(),
+        image: String::new(),
+        properties,
+        related_images: Vec::new(),
+    }
+}
+
+fn csv_manifest(
+    name: &str,
+    version: &str,
+    replaces: Option<&str>,
+    owned: Option<(&str, &str, &str)>,
+) -> serde_json::Value {
+    let mut csv = serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {"name": name},
+        "spec": {
+            "displayName": name,
+            "version": version,
+            "installModes": [{"type": "AllNamespaces", "supported": true}],
+            "install": {"strategy": "deployment", "spec": {"deployments": []}},
+        },
+    });
+    if let Some(replaces) = replaces {
+        csv["spec"]["replaces"] = replaces.into();
+    }
+    if let Some((crd, version, kind)) = owned {
+        csv["spec"]["customresourcedefinitions"] =
+            serde_json::json!({"owned": [{"name": crd, "version": version, "kind": kind}]});
+    }
+    csv
+}
+
+fn crd_manifest(group: &str, versions: &[&str]) -> serde_json::Value {
+    let last = versions.len() - 1;
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("things.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Thing", "listKind": "ThingList", "plural": "things", "singular": "thing"},
+            "scope": "Namespaced",
+            "versions": versions.iter().enumerate().map(|(i, v)| serde_json::json!({
+                "name": v,
+                "served": true,
+                "storage": i == last,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+            })).collect::<Vec<_>>(),
+        },
+    })
+}
+
+#[tokio::test]
+async fn an_upgrade_that_drops_a_stored_crd_version_fails_safely() {
+    with_namespace("catcrd", |client, ns| async move {
+        install_crds(&client).await;
+        // A CRD group of this test's own: CRDs are cluster-wide.
+        let group = format!("{ns}.e2e.olm-rs.dev");
+        let crd_name = format!("things.{group}");
+        let mut catalog = Catalog::default();
+        catalog.packages.push(olm_catalog::Package {
+            name: "demo-crd".to_owned(),
+            default_channel: Some("stable".to_owned()),
+            icon: None,
+            description: None,
+            properties: Vec::new(),
+        });
+        catalog.channels.push(olm_catalog::Channel {
+            name: "stable".to_owned(),
+            package: "demo-crd".to_owned(),
+            entries: vec![
+                ChannelEntry {
+                    name: "demo-crd.v1.0.0".to_owned(),
+                    ..ChannelEntry::default()
+                },
+                ChannelEntry {
+                    name: "demo-crd.v2.0.0".to_owned(),
+                    replaces: Some("demo-crd.v1.0.0".to_owned()),
+                    ..ChannelEntry::default()
+                },
+            ],
+            properties: Vec::new(),
+        });
+        catalog.bundles.push(bundle(
+            "demo-crd.v1.0.0",
+            "demo-crd",
+            "1.0.0",
+            &[
+                crd_manifest(&group, &["v1"]),
+                csv_manifest("demo-crd.v1.0.0", "1.0.0", None, Some((&crd_name, "v1", "Thing"))),
+            ],
+            Some((&group, "v1", "Thing")),
+        ));
+        catalog.bundles.push(bundle(
+            "demo-crd.v2.0.0",
+            "demo-crd",
+            "2.0.0",
+            &[
+                crd_manifest(&group, &["v2"]),
+                csv_manifest(
+                    "demo-crd.v2.0.0",
+                    "2.0.0",
+                    Some("demo-crd.v1.0.0"),
+                    Some((&crd_name, "v2", "Thing")),
+                ),
+            ],
+            Some((&group, "v2", "Thing")),
+        ));
+        let registry = Registry::start(
+            Arc::new(RegistryIndex::new(catalog)),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await;
+        let operator = Operator::start(&client, &ns);
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        create(&sources, &catalog_source("demo", &registry.addr.to_string())).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        create(
+            &subs,
+            &subscription_from(
+                "crd",
+                &ns,
+                "demo-crd",
+                Approval::Automatic,
+                Some("demo-crd.v1.0.0"),
+            ),
+        )
+        .await;
+
+        let failed = wait_for(
+            &subs,
+            "crd",
+            "the upgrade that drops v1 fails",
+            |sub: Option<&Subscription>| {
+                sub.and_then(|s| s.status.as_ref())
+                    .is_some_and(|s| s.state == Some(SubscriptionState::UpgradeFailed))
+            },
+        )
+        .await
+        .unwrap();
+        let (status, _, message) = condition(&failed, SubscriptionConditionType::InstallPlanFailed).unwrap();
+        assert_eq!(status, ConditionStatus::True);
+        assert!(
+            message.contains("v1") && message.contains("data loss"),
+            "{message}"
+        );
+        assert_eq!(
+            failed.status.as_ref().unwrap().installed_csv.as_deref(),
+            Some("demo-crd.v1.0.0")
+        );
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let crd = crds.get(&crd_name).await.unwrap();
+        let versions: Vec<_> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(versions, ["v1"], "the CRD was left as it was");
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
+        let plan = plans.get(&plan_name(&failed).unwrap()).await.unwrap();
+        let plan_status = plan.status.unwrap();
+        assert_eq!(plan_status.phase, InstallPlanPhase::Failed);
+        assert!(
+            plan_status
+                .plan
+                .unwrap()
+                .iter()
+                .all(|s| s.status == StepStatus::NotPresent)
+        );
+
+        operator.stop().await;
+        registry.stop().await;
+        let _ = crds.delete(&crd_name, &DeleteParams::default()).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_interrupted_plan_resumes_from_its_recorded_progress() {
+    with_namespace("catresume", |client, ns| async move {
+        install_crds(&client).await;
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        // What a plan interrupted after its first steps left behind: the CSV, and
+        // a ConfigMap whose step was applied but not yet recorded.
+        let csv_manifest = csv_manifest("resume.v1.0.0", "1.0.0", None, None);
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        csvs.create(&params, &serde_json::from_value(csv_manifest.clone()).unwrap())
+            .await
+            .unwrap();
+        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        let config_map = |name: &str| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}})
+        };
+        config_maps
+            .create(&params, &serde_json::from_value(config_map("applied")).unwrap())
+            .await
+            .unwrap();
+        let step = |manifest: &serde_json::Value, status: &str| {
+            let api_version = manifest["apiVersion"].as_str().unwrap();
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            serde_json::json!({
+                "resolving": "resume.v1.0.0",
+                "status": status,
+                "resource": {
+                    "sourceName": "demo", "sourceNamespace": ns,
+                    "group": group, "version": version,
+                    "kind": manifest["kind"], "name": manifest["metadata"]["name"],
+                    "manifest": manifest.to_string(),
+                },
+            })
+        };
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
+        let plan: InstallPlan = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "InstallPlan",
+            "metadata": {"name": "install-resume"},
+            "spec": {"clusterServiceVersionNames": ["resume.v1.0.0"], "approval": "Automatic", "approved": true},
+        }))
+        .unwrap();
+        plans.create(&params, &plan).await.unwrap();
+        plans
+            .patch_status(
+                "install-resume",
+                &PatchParams::apply(FIELD_MANAGER),
+                &Patch::Apply(serde_json::json!({
+                    "apiVersion": "operators.coreos.com/v1alpha1",
+                    "kind": "InstallPlan",
+                    "status": {
+                        "phase": "Installing",
+                        "catalogSources": ["demo"],
+                        "plan": [
+                            step(&csv_manifest, "Created"),
+                            step(&config_map("applied"), "NotPresent"),
+                            step(&config_map("fresh"), "NotPresent"),
+                        ],
+                    },
+                })),
+            )
+            .await
+            .unwrap();
+
+        let operator = Operator::start(&client, &ns);
+        let plan = wait_for(&plans, "install-resume", "the plan completes", phase_is(InstallPlanPhase::Complete))
+            .await
+            .unwrap();
+        let steps: Vec<_> = plan.status.unwrap().plan.unwrap().iter().map(|s| s.status).collect();
+        assert_eq!(steps, [StepStatus::Created, StepStatus::Present, StepStatus::Created]);
+        for name in ["applied", "fresh"] {
+            let cm = config_maps.get(name).await.unwrap();
+            assert!(
+                cm.owner_references().iter().any(|o| o.name == "resume.v1.0.0"),
+                "{name} is owned by the CSV"
+            );
+        }
+        operator.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_configmap_catalog_serves_subscriptions() {
+    with_namespace("catcm", |client, ns| async move {
+        install_crds(&client).await;
+        let operator = Operator::start(&client, &ns);
+        let csv = e2e::yaml_file(
+            &repo_root()
+                .join("e2e/fixtures/demo-tools/0.1.0/manifests/demo-tools.clusterserviceversion.yaml"),
+        );
+        let packages = serde_json::json!([{
+            "packageName": "demo-tools",
+            "defaultChannel": "stable",
+            "channels": [{"name": "stable", "currentCSV": "demo-tools.v0.1.0"}],
+        }]);
+        let config_map: ConfigMap = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "tools-catalog"},
+            "data": {
+                "customResourceDefinitions": "[]",
+                "clusterServiceVersions": serde_json::to_string(&[csv]).unwrap(),
+                "packages": packages.to_string(),
+            },
+        }))
+        .unwrap();
+        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        create(&config_maps, &config_map).await;
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        let mut source = catalog_source("tools", "");
+        source.spec.source_type = SourceType::ConfigMap;
+        source.spec.address = None;
+        source.spec.config_map = Some("tools-catalog".to_owned());
+        create(&sources, &source).await;
+        let ready = wait_for(&sources, "tools", "CatalogSource tools is READY", is_ready)
+            .await
+            .unwrap();
+        let reference = ready.status.unwrap().config_map_resource.unwrap();
+        assert_eq!(reference.name, "tools-catalog");
+        assert!(reference.resource_version.is_some());
+
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        let mut sub = subscription("tools", &ns, "demo-tools", Approval::Automatic);
+        sub.spec.catalog_source = "tools".to_owned();
+        create(&subs, &sub).await;
+        wait_for(
+            &subs,
+            "tools",
+            "Subscription tools is AtLatestKnown",
+            at_latest("demo-tools.v0.1.0"),
+        )
+        .await;
+        operator.stop().await;
+    })
+    .await;
 }

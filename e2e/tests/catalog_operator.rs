@@ -1220,3 +1220,67 @@ async fn a_configmap_catalog_serves_subscriptions() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_unreachable_catalog_only_marks_the_subscriptions_that_need_it() {
+    with_namespace("catisolate", |client, ns| async move {
+        let (registry, operator) = setup(&client, &ns, false).await;
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        // Nothing listens on port 1.
+        create(&sources, &catalog_source("nowhere", "127.0.0.1:1")).await;
+        wait_for(
+            &sources,
+            "nowhere",
+            "CatalogSource nowhere is in TRANSIENT_FAILURE",
+            |s: Option<&CatalogSource>| connection(s) == Some(ConnectivityState::TransientFailure),
+        )
+        .await;
+
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        create(&subs, &subscription("db", &ns, "demo-db", Approval::Automatic)).await;
+        let mut lost = subscription("lost", &ns, "demo-tools", Approval::Automatic);
+        lost.spec.catalog_source = "nowhere".to_owned();
+        create(&subs, &lost).await;
+
+        let db = wait_for(
+            &subs,
+            "db",
+            "Subscription db installs from the healthy catalog",
+            at_latest("demo-db.v1.1.0"),
+        )
+        .await
+        .unwrap();
+        let (unhealthy, _, _) = condition(&db, SubscriptionConditionType::CatalogSourcesUnhealthy).unwrap();
+        assert_eq!(
+            unhealthy,
+            ConditionStatus::False,
+            "db does not need the unreachable catalog"
+        );
+        let health = db.status.unwrap().catalog_health.unwrap();
+        assert_eq!(health.len(), 2, "both catalogs are listed");
+        assert!(
+            health
+                .iter()
+                .any(|h| h.catalog_source_ref.name.as_deref() == Some("nowhere") && !h.healthy)
+        );
+
+        let lost = wait_for(
+            &subs,
+            "lost",
+            "Subscription lost reports its catalog",
+            |sub: Option<&Subscription>| {
+                sub.and_then(|s| condition(s, SubscriptionConditionType::CatalogSourcesUnhealthy))
+                    .is_some_and(|(status, _, _)| status == ConditionStatus::True)
+            },
+        )
+        .await
+        .unwrap();
+        let (_, _, message) = condition(&lost, SubscriptionConditionType::CatalogSourcesUnhealthy).unwrap();
+        assert!(message.contains("nowhere"), "{message}");
+        assert!(plan_name(&lost).is_none());
+
+        operator.stop().await;
+        registry.stop().await;
+    })
+    .await;
+}

@@ -382,6 +382,13 @@ pub(super) async fn read(
     }
     let address = format!("{}.{namespace}.svc:{REGISTRY_PORT}", id.name);
     if !is_ready(&current) {
+        // Not readable yet: say so in the store, so that resolution does not wait for it.
+        ctx.catalogs.set_unhealthy(
+            id,
+            source.spec.priority.unwrap_or(0),
+            format!("registry pod {wanted_name} is not ready yet"),
+            now,
+        );
         return Ok(Observed::Starting {
             address: Some(address),
             registry_service: Some(registry_service),

@@ -20,7 +20,7 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::OwnerReference, jiff::Timestamp};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, ObjectMeta},
@@ -47,6 +47,10 @@ use crate::{catalogs::Health, controllers::catalogsource::forget_deleted, regist
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "subscription";
+
+/// How long a namespace waits for a catalog it names to be read for the first
+/// time before it is resolved without it.
+const PENDING_CATALOG_WAIT: Duration = Duration::from_secs(30);
 
 /// How long an InstallPlan created by this replica is remembered while the
 /// InstallPlan store has not seen it yet.
@@ -265,9 +269,13 @@ async fn sync_namespace(ctx: &Arc<Context>, namespace: &str) -> Result<Option<Ac
     forget_deleted(ctx);
     let named: Vec<CatalogId> = subscriptions.iter().map(|s| catalog_of(s)).collect();
     let catalogs = ctx.catalogs.visible(&ctx.catalog_namespaces(namespace), &named);
-    let waiting = catalogs
-        .iter()
-        .any(|(id, state)| named.contains(id) && state.health == Health::Pending && state.content.is_none());
+    let waiting = catalogs.iter().any(|(id, state)| {
+        named.contains(id)
+            && state.health == Health::Pending
+            && state.content.is_none()
+            && Timestamp::now().duration_since(state.since.0).as_secs()
+                < PENDING_CATALOG_WAIT.as_secs() as i64
+    });
     if waiting {
         // A catalog a Subscription names has not been read yet: resolving now
         // would report it missing. Its first read triggers this sync again.

@@ -849,6 +849,37 @@ async fn an_image_catalog_runs_as_a_registry_pod_behind_a_service() {
             listed[0].spec.as_ref().unwrap().containers[0].image.as_deref(),
             Some("quay.io/operatorhubio/catalog:v2")
         );
+        let serving = listed[0].name_any();
+
+        // Polling a tag starts an update pod; the image did not change, so the
+        // serving pod stays and the update pod goes.
+        sources
+            .patch(
+                "community",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    serde_json::json!({"spec": {"updateStrategy": {"registryPoll": {"interval": "1s"}}}}),
+                ),
+            )
+            .await
+            .unwrap();
+        wait_for(
+            &sources,
+            "community",
+            "the catalog image is polled",
+            |s: Option<&CatalogSource>| {
+                s.and_then(|s| s.status.as_ref()?.latest_image_registry_poll.as_ref())
+                    .is_some()
+            },
+        )
+        .await;
+        wait_for(
+            &pods,
+            &serving,
+            "the serving pod stays after a poll",
+            |pod: Option<&Pod>| pod.is_some(),
+        )
+        .await;
 
         // The pod and the service belong to the catalog: deleting it collects them.
         sources

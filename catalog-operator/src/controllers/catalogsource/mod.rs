@@ -149,11 +149,14 @@ pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<Context>) -> Result<
     forget_deleted(&ctx);
 
     let spec = validate(&source.spec, ctx.options.default_poll_interval);
-    let observed = read::read(&ctx, &source, &id, &spec, &now).await?;
+    let (observed, polled) = read::read(&ctx, &source, &id, &spec, &now).await?;
     let ready = observed.is_ready();
     ctx.metrics.set_catalog_ready(&namespace, &name, ready);
 
-    let new_status = status::compute(&source, &spec, &observed, &now);
+    let mut new_status = status::compute(&source, &spec, &observed, &now);
+    if polled.is_some() {
+        new_status.latest_image_registry_poll = polled;
+    }
     if source.status.as_ref() != Some(&new_status) {
         let api: Api<CatalogSource> = Api::namespaced(ctx.client.clone(), &namespace);
         ctx.writer

@@ -40,7 +40,7 @@ use super::{
     Error, SourceSpec,
     read::{Observed, read_registry},
 };
-use crate::controllers::Context;
+use crate::controllers::{Context, write};
 
 /// The port registry servers listen on.
 pub const REGISTRY_PORT: i32 = 50051;
@@ -233,17 +233,11 @@ pub fn pod(source: &CatalogSource, image: &str, restricted_by_default: bool) -> 
         fnv1a(serde_json::to_string(&spec).unwrap_or_default().as_bytes())
     );
     let short = &hash[..10];
-    let mut pod_name = format!("{}-{short}", name);
-    if pod_name.len() > 63 {
-        let keep = 63 - short.len() - 1;
-        pod_name = format!(
-            "{}-{short}",
-            name.chars().take(keep).collect::<String>().trim_end_matches('-')
-        );
-    }
+    // Room for the five random characters the API server appends.
+    let prefix: String = name.chars().take(57).collect();
     Pod {
         metadata: ObjectMeta {
-            name: Some(pod_name),
+            generate_name: Some(format!("{}-", prefix.trim_end_matches('-'))),
             namespace: source.namespace(),
             labels: Some(BTreeMap::from([
                 (labels::CATALOG_SOURCE.to_owned(), name),
@@ -285,6 +279,7 @@ async fn namespace_is_restricted(ctx: &Context, namespace: &str) -> Result<bool,
 }
 
 /// Runs the registry Pod and Service for `image` and reads the catalog through them.
+/// Returns when the image was polled now, if it was.
 pub(super) async fn read(
     ctx: &Arc<Context>,
     source: &CatalogSource,
@@ -292,7 +287,7 @@ pub(super) async fn read(
     image: &str,
     spec: &SourceSpec,
     now: &Time,
-) -> Result<Observed, Error> {
+) -> Result<(Observed, Option<Time>), Error> {
     let namespace = &id.namespace;
     let registry_error = |what: &'static str| {
         let (namespace, name) = (id.namespace.clone(), id.name.clone());
@@ -345,7 +340,7 @@ pub(super) async fn read(
         None => namespace_is_restricted(ctx, namespace).await?,
     };
     let wanted = pod(source, image, restricted);
-    let wanted_name = wanted.name_any();
+    let hash = wanted.labels().get(POD_SPEC_HASH).cloned().unwrap_or_default();
     let pods: Vec<Arc<Pod>> = ctx
         .stores
         .pods
@@ -353,50 +348,157 @@ pub(super) async fn read(
         .into_iter()
         .filter(|p| {
             p.namespace().as_deref() == Some(namespace)
+                && p.metadata.deletion_timestamp.is_none()
                 && p.labels().get(labels::CATALOG_SOURCE) == Some(&id.name)
                 && p.owner_references()
                     .iter()
                     .any(|o| Some(&o.uid) == source.uid().as_ref())
         })
         .collect();
+    let plan = plan_pods(&pods, &hash, poll_due(source, spec, image, &pods, &hash, now));
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
-    let current = pods.iter().find(|p| p.name_any() == wanted_name).cloned();
-    let current = match current {
-        Some(pod) => pod,
+    for name in &plan.delete {
+        ctx.writer
+            .delete(&api, name, &DeleteParams::background())
+            .await
+            .map_err(registry_error("Pod"))?;
+    }
+    let mut polled = None;
+    let current = match plan.serve {
+        Some(pod) => {
+            if plan.start_update {
+                tracing::info!(catalog = %id, image, "polling the catalog image with an update pod");
+                write::create(&ctx.writer, &api, &wanted)
+                    .await
+                    .map_err(registry_error("Pod"))?;
+                polled = Some(now.clone());
+            }
+            pod
+        }
         None => {
-            tracing::info!(catalog = %id, pod = %wanted_name, image, "starting the registry pod");
+            tracing::info!(catalog = %id, image, "starting the registry pod");
             Arc::new(
-                ctx.writer
-                    .apply(&api, &wanted_name, &wanted)
+                write::create(&ctx.writer, &api, &wanted)
                     .await
                     .map_err(registry_error("Pod"))?,
             )
         }
     };
-    // Pods of an older spec go once the current one exists.
-    for old in pods.iter().filter(|p| p.name_any() != wanted_name) {
-        ctx.writer
-            .delete(&api, &old.name_any(), &DeleteParams::background())
-            .await
-            .map_err(registry_error("Pod"))?;
-    }
+    let pod_name = current.name_any();
     let address = format!("{}.{namespace}.svc:{REGISTRY_PORT}", id.name);
     if !is_ready(&current) {
         // Not readable yet: say so in the store, so that resolution does not wait for it.
-        ctx.catalogs.set_unhealthy(
-            id,
-            source.spec.priority.unwrap_or(0),
-            format!("registry pod {wanted_name} is not ready yet"),
-            now,
-        );
-        return Ok(Observed::Starting {
-            address: Some(address),
-            registry_service: Some(registry_service),
-            message: format!("registry pod {wanted_name} is not ready yet"),
-        });
+        let message = format!("registry pod {pod_name} is not ready yet");
+        ctx.catalogs
+            .set_unhealthy(id, source.spec.priority.unwrap_or(0), message.clone(), now);
+        return Ok((
+            Observed::Starting {
+                address: Some(address),
+                registry_service: Some(registry_service),
+                message,
+            },
+            polled,
+        ));
     }
     let priority = source.spec.priority.unwrap_or(0);
-    Ok(read_registry(ctx, id, priority, &address, spec, Some(registry_service), now).await)
+    let observed = read_registry(ctx, id, priority, &address, spec, Some(registry_service), now).await;
+    Ok((observed, polled))
+}
+
+/// What to do with the registry Pods of a catalog.
+#[derive(Debug, PartialEq)]
+struct PodPlan {
+    /// The Pod to read the catalog through; `None`: create one.
+    serve: Option<Arc<Pod>>,
+    /// Pods to delete, by name.
+    delete: Vec<String>,
+    /// Start an update Pod (same spec) to see whether the image changed.
+    start_update: bool,
+}
+
+fn image_id(pod: &Pod) -> Option<&str> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .first()
+        .map(|c| c.image_id.as_str())
+        .filter(|id| !id.is_empty())
+}
+
+/// The Pods of the current spec serve, oldest first. A newer Pod of the same spec
+/// is an update Pod: once Ready it takes over if its image differs (or the old
+/// one is not Ready), else it goes. Pods of another spec go once a Pod of the
+/// current spec is Ready, so that the catalog is served throughout a change.
+fn plan_pods(pods: &[Arc<Pod>], hash: &str, poll_due: bool) -> PodPlan {
+    let mut same: Vec<&Arc<Pod>> = pods
+        .iter()
+        .filter(|p| p.labels().get(POD_SPEC_HASH).map(String::as_str) == Some(hash))
+        .collect();
+    same.sort_by_key(|p| (p.metadata.creation_timestamp.clone().map(|t| t.0), p.name_any()));
+    let others = pods
+        .iter()
+        .filter(|p| p.labels().get(POD_SPEC_HASH).map(String::as_str) != Some(hash))
+        .map(|p| p.name_any());
+    let Some(&oldest) = same.first() else {
+        return PodPlan {
+            serve: None,
+            delete: Vec::new(),
+            start_update: false,
+        };
+    };
+    let mut delete: Vec<String> = Vec::new();
+    let serve = match same.last() {
+        Some(&newest) if same.len() > 1 && is_ready(newest) => {
+            if !is_ready(oldest) || image_id(newest) != image_id(oldest) {
+                delete.extend(same[..same.len() - 1].iter().map(|p| p.name_any()));
+                newest
+            } else {
+                delete.extend(same[1..].iter().map(|p| p.name_any()));
+                oldest
+            }
+        }
+        _ => oldest,
+    };
+    if is_ready(serve) {
+        delete.extend(others);
+    }
+    PodPlan {
+        serve: Some(serve.clone()),
+        delete,
+        start_update: poll_due && same.len() == 1 && is_ready(oldest),
+    }
+}
+
+/// Whether the image should be polled now: the CatalogSource asks for polling,
+/// the image is a tag (a digest never changes), and the interval has passed since
+/// the last poll or since the serving Pod started.
+fn poll_due(
+    source: &CatalogSource,
+    spec: &SourceSpec,
+    image: &str,
+    pods: &[Arc<Pod>],
+    hash: &str,
+    now: &Time,
+) -> bool {
+    if !spec.polls || image.contains('@') {
+        return false;
+    }
+    let started = pods
+        .iter()
+        .filter(|p| p.labels().get(POD_SPEC_HASH).map(String::as_str) == Some(hash))
+        .filter_map(|p| p.metadata.creation_timestamp.clone())
+        .map(|t| t.0)
+        .min();
+    let last_poll = source
+        .status
+        .as_ref()
+        .and_then(|s| s.latest_image_registry_poll.clone())
+        .map(|t| t.0);
+    let Some(since) = started.into_iter().chain(last_poll).max() else {
+        return false;
+    };
+    now.0.duration_since(since).as_secs() >= spec.poll_interval.as_secs() as i64
 }
 
 #[cfg(test)]
@@ -470,7 +572,7 @@ mod tests {
         assert!(container.startup_probe.as_ref().unwrap().grpc.is_some());
         let labels = pod.metadata.labels.unwrap();
         assert_eq!(labels[labels::CATALOG_SOURCE], "community");
-        assert!(pod.metadata.name.unwrap().starts_with("community-"));
+        assert_eq!(pod.metadata.generate_name.as_deref(), Some("community-"));
         let owner = &pod.metadata.owner_references.unwrap()[0];
         assert_eq!(
             (owner.kind.as_str(), owner.controller),
@@ -479,7 +581,7 @@ mod tests {
     }
 
     #[test]
-    fn a_changed_spec_makes_a_new_pod_name_and_defaults_are_legacy() {
+    fn a_changed_spec_makes_a_new_hash_and_defaults_are_legacy() {
         let plain = pod(&source(None), "quay.io/x/catalog@sha256:abc", false);
         let spec = plain.spec.clone().unwrap();
         assert!(spec.security_context.is_none(), "legacy: no security context");
@@ -488,10 +590,11 @@ mod tests {
             spec.containers[0].image_pull_policy.as_deref(),
             Some("IfNotPresent")
         );
+        let hash = |p: &Pod| p.labels()[POD_SPEC_HASH].clone();
         let again = pod(&source(None), "quay.io/x/catalog@sha256:abc", false);
-        assert_eq!(plain.metadata.name, again.metadata.name, "same spec, same pod");
+        assert_eq!(hash(&plain), hash(&again), "same spec, same hash");
         let other = pod(&source(None), "quay.io/x/catalog@sha256:def", false);
-        assert_ne!(plain.metadata.name, other.metadata.name);
+        assert_ne!(hash(&plain), hash(&other));
         let restricted = pod(&source(None), "quay.io/x/catalog@sha256:abc", true);
         assert!(
             restricted.spec.unwrap().security_context.is_some(),
@@ -513,5 +616,73 @@ mod tests {
         assert_eq!(quantity_bytes(&Quantity("500M".into())), Some(500_000_000));
         assert_eq!(quantity_bytes(&Quantity("1024".into())), Some(1024));
         assert_eq!(quantity_bytes(&Quantity("1e3".into())), None);
+    }
+
+    fn running(name: &str, hash: &str, created: i64, ready: bool, image: &str) -> Arc<Pod> {
+        use k8s_openapi::{
+            api::core::v1::{ContainerStatus, PodCondition, PodStatus},
+            jiff::Timestamp,
+        };
+        Arc::new(Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(BTreeMap::from([(POD_SPEC_HASH.to_owned(), hash.to_owned())])),
+                creation_timestamp: Some(Time(Timestamp::from_second(created).unwrap())),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+            status: Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    ..PodCondition::default()
+                }]),
+                container_statuses: Some(vec![ContainerStatus {
+                    image_id: image.into(),
+                    ..ContainerStatus::default()
+                }]),
+                ..PodStatus::default()
+            }),
+        })
+    }
+
+    #[test]
+    fn update_pods_take_over_only_with_a_new_image() {
+        let old = running("a", "h1", 1, true, "sha256:1");
+        let plan = plan_pods(std::slice::from_ref(&old), "h1", true);
+        assert_eq!(plan.serve.as_deref().map(ResourceExt::name_any), Some("a".into()));
+        assert!(plan.start_update, "poll: start an update pod");
+        assert!(
+            plan_pods(std::slice::from_ref(&old), "h1", false)
+                .delete
+                .is_empty()
+        );
+
+        let same = running("b", "h1", 2, true, "sha256:1");
+        let plan = plan_pods(&[old.clone(), same], "h1", true);
+        assert_eq!(plan.serve.as_deref().map(ResourceExt::name_any), Some("a".into()));
+        assert_eq!(plan.delete, ["b"], "the same image: the update pod goes");
+        assert!(!plan.start_update);
+
+        let newer = running("c", "h1", 2, true, "sha256:2");
+        let plan = plan_pods(&[old.clone(), newer], "h1", true);
+        assert_eq!(plan.serve.as_deref().map(ResourceExt::name_any), Some("c".into()));
+        assert_eq!(plan.delete, ["a"], "a new image: the old pod goes");
+
+        let starting = running("d", "h1", 2, false, "");
+        let plan = plan_pods(&[old.clone(), starting], "h1", true);
+        assert_eq!(plan.serve.as_deref().map(ResourceExt::name_any), Some("a".into()));
+        assert!(plan.delete.is_empty(), "wait for the update pod");
+
+        let changed = running("e", "h2", 3, false, "");
+        let plan = plan_pods(&[old.clone(), changed.clone()], "h2", false);
+        assert_eq!(plan.serve.as_deref().map(ResourceExt::name_any), Some("e".into()));
+        assert!(
+            plan.delete.is_empty(),
+            "the old spec serves until the new pod is ready"
+        );
+        let ready = running("e", "h2", 3, true, "sha256:3");
+        assert_eq!(plan_pods(&[old, ready], "h2", false).delete, ["a"]);
+        assert_eq!(plan_pods(&[], "h2", false).serve, None);
     }
 }

@@ -31,7 +31,7 @@ use olm_api::v1alpha1::{
 };
 use olm_catalog::{Catalog, ChannelEntry};
 use olm_runtime::{
-    Leadership, Readiness,
+    LeaderElectionArgs, Leadership, Readiness,
     apply::{FIELD_MANAGER_CATALOG, Writer},
     metrics::Metrics,
 };
@@ -142,6 +142,61 @@ impl Operator {
         prometheus::TextEncoder::new()
             .encode_to_string(&self.metrics.gather())
             .expect("metrics encode")
+    }
+
+    /// A replica that writes only while it holds the Lease `catalog-operator` in
+    /// `namespace`, as `catalog-operator run` does; returns its leadership too.
+    fn start_elected(client: &Client, namespace: &str, identity: &str) -> (Operator, Leadership) {
+        let options = Options {
+            global_catalog_namespace: namespace.to_owned(),
+            namespace: Some(namespace.to_owned()),
+            catalog_health_interval: Duration::from_secs(1),
+            ..Options::default()
+        };
+        let election = LeaderElectionArgs {
+            leader_elect: true,
+            lease_name: None,
+            lease_namespace: Some(namespace.to_owned()),
+            leader_identity: Some(identity.to_owned()),
+            lease_duration: Duration::from_secs(4),
+            renew_deadline: Duration::from_secs(3),
+            retry_period: Duration::from_millis(500),
+        };
+        let metrics = Metrics::new().expect("a metrics registry");
+        let registry = metrics.registry().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let stopped = stopped.shared();
+        let (leadership, mut election) = election
+            .start(
+                client.clone(),
+                "catalog-operator",
+                Some(&metrics.leader),
+                stopped.clone().map(drop),
+            )
+            .expect("leader election starts");
+        let writer = Writer::new(leadership.clone(), FIELD_MANAGER_CATALOG);
+        let client = client.clone();
+        let task = tokio::spawn(async move {
+            run_controllers(
+                client,
+                writer,
+                options,
+                metrics,
+                Readiness::new(),
+                stopped.map(drop).boxed(),
+            )
+            .await
+            .expect("the controllers run");
+            election.finished().await.expect("the lease is released");
+        });
+        (
+            Operator {
+                stop,
+                task,
+                metrics: registry,
+            },
+            leadership,
+        )
     }
 
     async fn stop(self) {
@@ -1311,6 +1366,70 @@ async fn an_unreachable_catalog_only_marks_the_subscriptions_that_need_it() {
         assert!(plan_name(&lost).is_none());
 
         operator.stop().await;
+        registry.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_standby_replica_takes_over_and_finishes_the_work() {
+    with_namespace("catha", |client, ns| async move {
+        install_crds(&client).await;
+        let registry = Registry::start(demo_index(true), "127.0.0.1:0".parse().unwrap()).await;
+        let (a, a_leads) = Operator::start_elected(&client, &ns, "replica-a");
+        let (b, b_leads) = Operator::start_elected(&client, &ns, "replica-b");
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        create(&sources, &catalog_source("demo", &registry.addr.to_string())).await;
+        wait_for(&sources, "demo", "CatalogSource demo is READY", is_ready).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        create(&subs, &subscription("db", &ns, "demo-db", Approval::Automatic)).await;
+        wait_for(
+            &subs,
+            "db",
+            "Subscription db is AtLatestKnown",
+            at_latest("demo-db.v1.1.0"),
+        )
+        .await;
+        assert!(
+            a_leads.is_leader() != b_leads.is_leader(),
+            "exactly one replica leads"
+        );
+
+        // The leader goes away; the standby takes over and serves new work.
+        let (leader, standby, standby_leads) = if a_leads.is_leader() {
+            (a, b, b_leads)
+        } else {
+            (b, a, a_leads)
+        };
+        leader.stop().await;
+        let mut watching = standby_leads.clone();
+        assert!(
+            tokio::time::timeout(Duration::from_secs(30), watching.acquired())
+                .await
+                .unwrap_or(false),
+            "the standby leads within the lease duration"
+        );
+        create(
+            &subs,
+            &subscription("tools", &ns, "demo-tools", Approval::Automatic),
+        )
+        .await;
+        wait_for(
+            &subs,
+            "tools",
+            "Subscription tools installs under the new leader",
+            at_latest("demo-tools.v0.1.0"),
+        )
+        .await;
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
+        let all = plans.list(&Default::default()).await.unwrap().items;
+        assert_eq!(
+            all.len(),
+            2,
+            "one plan per install, none duplicated by two writers: {all:?}"
+        );
+
+        standby.stop().await;
         registry.stop().await;
     })
     .await;

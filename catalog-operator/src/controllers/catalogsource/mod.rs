@@ -157,7 +157,9 @@ pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<Context>) -> Result<
     if polled.is_some() {
         new_status.latest_image_registry_poll = polled;
     }
-    if source.status.as_ref() != Some(&new_status) {
+    // Standbys read catalogs too (their store is warm when they take over), but
+    // only the leader reports.
+    if source.status.as_ref() != Some(&new_status) && ctx.writer.leadership().is_leader() {
         let api: Api<CatalogSource> = Api::namespaced(ctx.client.clone(), &namespace);
         ctx.writer
             .apply_status(&api, &name, &new_status)

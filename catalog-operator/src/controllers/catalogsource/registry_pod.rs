@@ -311,8 +311,10 @@ pub(super) async fn read(
         s.spec.as_ref().and_then(|s| s.selector.clone())
             == wanted_service.spec.as_ref().and_then(|s| s.selector.clone())
     });
-    let created_at = match current_service.filter(|_| service_ok) {
+    let leading = ctx.writer.leadership().is_leader();
+    let created_at = match current_service.filter(|_| service_ok || !leading) {
         Some(s) => s.metadata.creation_timestamp.clone(),
+        None if !leading => None,
         None => {
             ctx.writer
                 .apply(&services, &id.name, &wanted_service)
@@ -355,7 +357,15 @@ pub(super) async fn read(
                     .any(|o| Some(&o.uid) == source.uid().as_ref())
         })
         .collect();
-    let plan = plan_pods(&pods, &hash, poll_due(source, spec, image, &pods, &hash, now));
+    let mut plan = plan_pods(&pods, &hash, poll_due(source, spec, image, &pods, &hash, now));
+    if !leading {
+        // Only the leader manages registry Pods; a standby reads through what is there.
+        plan.delete.clear();
+        plan.start_update = false;
+        if plan.serve.is_none() {
+            plan.serve = pods.first().cloned();
+        }
+    }
     let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
     for name in &plan.delete {
         ctx.writer
@@ -374,6 +384,16 @@ pub(super) async fn read(
                 polled = Some(now.clone());
             }
             pod
+        }
+        None if !leading => {
+            return Ok((
+                Observed::Starting {
+                    address: Some(format!("{}.{namespace}.svc:{REGISTRY_PORT}", id.name)),
+                    registry_service: Some(registry_service),
+                    message: "the leader has not started the registry pod yet".to_owned(),
+                },
+                None,
+            ));
         }
         None => {
             tracing::info!(catalog = %id, image, "starting the registry pod");

@@ -223,8 +223,17 @@ where
 {
     let gate = readiness.gate(name);
     tasks.spawn(async move {
-        if store.wait_until_ready().await.is_ok() {
-            gate.ready();
+        // Store::wait_until_ready wakes only the last of several concurrent waiters
+        // (the controller waits on the same store), so ask again now and then.
+        loop {
+            match tokio::time::timeout(Duration::from_millis(500), store.wait_until_ready()).await {
+                Ok(Ok(())) => {
+                    gate.ready();
+                    break;
+                }
+                Ok(Err(_)) => break,
+                Err(_) => {}
+            }
         }
         // Stay in the set: a task that ends means the operator must stop.
         std::future::pending::<()>().await;

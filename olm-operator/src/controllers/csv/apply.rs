@@ -1,0 +1,398 @@
+//! Apply: server-side applies what build made, in dependency order (service
+//! accounts, RBAC, then Deployments), and removes objects of the CSV that the
+//! install no longer has. It refuses to take over an object controlled by
+//! another live CSV (other than the one this CSV replaces), so that two CSVs
+//! never fight over one object.
+//!
+//! When the OperatorGroup names a service account, every write goes through
+//! a client that impersonates it: the install can do only what that account
+//! may do, and the API server's refusal names the missing permission.
+
+use std::{collections::BTreeSet, fmt::Debug};
+
+use k8s_openapi::{
+    api::{
+        apps::v1::Deployment,
+        core::v1::ServiceAccount,
+        rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
+    },
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+use kube::{Api, Client, Resource, ResourceExt, api::ListParams};
+use olm_api::v1alpha1::ClusterServiceVersion;
+use serde::{Serialize, de::DeserializeOwned};
+
+use super::{
+    build::{Children, OWNER_KIND, owner_selector},
+    dereference::Dereferenced,
+    validate::Membership,
+};
+use crate::context::{Context, ScopedClientError};
+
+/// What the API server holds after the apply.
+#[derive(Clone, Debug, Default)]
+pub struct Applied {
+    /// The Deployments, as stored (with their status).
+    pub deployments: Vec<Deployment>,
+}
+
+/// Why the install could not be applied.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Another CSV controls an object this install needs.
+    #[error("{kind} {name} is controlled by {owner_kind} {owner}, not by this ClusterServiceVersion")]
+    Conflict {
+        /// The kind of the object.
+        kind: &'static str,
+        /// Its name.
+        name: String,
+        /// The kind of its controller.
+        owner_kind: String,
+        /// The name of its controller.
+        owner: String,
+    },
+    /// The OperatorGroup's service account does not exist.
+    #[error("service account {namespace}/{name}, named by OperatorGroup {operator_group}, does not exist")]
+    MissingServiceAccount {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The OperatorGroup.
+        operator_group: String,
+    },
+    /// No client could be made for the OperatorGroup's service account.
+    #[error("cannot act as the OperatorGroup's service account")]
+    ScopedClient(#[source] ScopedClientError),
+    /// Reading the OperatorGroup's service account failed.
+    #[error("failed to get service account {name}")]
+    GetServiceAccount {
+        /// Its name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The API server refused or failed a write.
+    #[error("failed to apply {kind} {name}")]
+    Apply {
+        /// The kind.
+        kind: &'static str,
+        /// The name (namespace/name for namespaced objects).
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing the CSV's objects (to find leftovers) failed.
+    #[error("failed to list the {kind} objects of the ClusterServiceVersion")]
+    List {
+        /// The kind.
+        kind: &'static str,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting a leftover object failed.
+    #[error("failed to delete {kind} {name}, which the install no longer has")]
+    Delete {
+        /// The kind.
+        kind: &'static str,
+        /// The name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// True when retrying without a change cannot help: a conflict, a missing
+    /// service account, or the API server refusing the request as forbidden
+    /// or invalid.
+    pub fn is_terminal(&self) -> bool {
+        match self {
+            Error::Conflict { .. } | Error::MissingServiceAccount { .. } | Error::ScopedClient(_) => true,
+            Error::Apply { source, .. } | Error::Delete { source, .. } | Error::List { source, .. } => {
+                matches!(source, kube::Error::Api(status) if matches!(status.code, 400 | 403 | 422))
+            }
+            Error::GetServiceAccount { .. } => false,
+        }
+    }
+
+    /// The error with its cause, for the CSV's status message.
+    pub fn detail(&self) -> String {
+        match self {
+            Error::Apply { source, .. } | Error::Delete { source, .. } | Error::List { source, .. } => {
+                format!("{self}: {}", api_message(source))
+            }
+            Error::ScopedClient(source) => format!("{self}: {source}"),
+            _ => self.to_string(),
+        }
+    }
+}
+
+/// The API server's own words for a failed call.
+fn api_message(error: &kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Applies `children` for `csv` and removes what the CSV no longer needs.
+pub async fn apply(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    membership: &Membership,
+    children: &Children,
+    found: &Dereferenced,
+) -> Result<Applied, Error> {
+    let namespace = csv.namespace().unwrap_or_default();
+    let writer = writer(ctx, &namespace, membership).await?;
+
+    for account in &children.service_accounts {
+        let existing = found.service_accounts.get(&account.name_any());
+        check_adoptable(csv, found, "ServiceAccount", existing.map(|a| &a.metadata))?;
+    }
+    for deployment in &children.deployments {
+        let existing = found.deployments.get(&deployment.name_any());
+        check_adoptable(csv, found, "Deployment", existing.map(|d| &d.metadata))?;
+    }
+
+    for account in &children.service_accounts {
+        apply_one(
+            ctx,
+            &Api::namespaced(writer.clone(), &namespace),
+            account,
+            "ServiceAccount",
+        )
+        .await?;
+    }
+    for role in &children.roles {
+        let api = Api::namespaced(writer.clone(), &role.namespace().unwrap_or_default());
+        apply_one(ctx, &api, role, "Role").await?;
+    }
+    for binding in &children.role_bindings {
+        let api = Api::namespaced(writer.clone(), &binding.namespace().unwrap_or_default());
+        apply_one(ctx, &api, binding, "RoleBinding").await?;
+    }
+    for role in &children.cluster_roles {
+        apply_one(ctx, &Api::all(writer.clone()), role, "ClusterRole").await?;
+    }
+    for binding in &children.cluster_role_bindings {
+        apply_one(ctx, &Api::all(writer.clone()), binding, "ClusterRoleBinding").await?;
+    }
+    let deployment_api = Api::<Deployment>::namespaced(writer.clone(), &namespace);
+    let mut deployments = Vec::with_capacity(children.deployments.len());
+    for deployment in &children.deployments {
+        deployments.push(apply_one(ctx, &deployment_api, deployment, "Deployment").await?);
+    }
+
+    let selector = owner_selector(&csv.name_any(), &namespace);
+    let prune = Prune {
+        ctx,
+        reader: &ctx.client,
+        writer: &writer,
+        selector: &selector,
+    };
+    prune
+        .namespaced::<Deployment>(Some(&namespace), "Deployment", keys(&children.deployments))
+        .await?;
+    prune
+        .namespaced::<Role>(None, "Role", keys(&children.roles))
+        .await?;
+    prune
+        .namespaced::<RoleBinding>(None, "RoleBinding", keys(&children.role_bindings))
+        .await?;
+    prune
+        .cluster::<ClusterRole>("ClusterRole", keys(&children.cluster_roles))
+        .await?;
+    prune
+        .cluster::<ClusterRoleBinding>("ClusterRoleBinding", keys(&children.cluster_role_bindings))
+        .await?;
+    Ok(Applied { deployments })
+}
+
+/// The client the install writes with: the operator's own, or one that acts
+/// as the OperatorGroup's service account.
+async fn writer(ctx: &Context, namespace: &str, membership: &Membership) -> Result<Client, Error> {
+    let Some(account) = membership.service_account.as_deref() else {
+        return Ok(ctx.client.clone());
+    };
+    let exists = Api::<ServiceAccount>::namespaced(ctx.client.clone(), namespace)
+        .get_opt(account)
+        .await
+        .map_err(|source| Error::GetServiceAccount {
+            name: account.to_owned(),
+            source,
+        })?
+        .is_some();
+    if !exists {
+        return Err(Error::MissingServiceAccount {
+            namespace: namespace.to_owned(),
+            name: account.to_owned(),
+            operator_group: membership.operator_group.clone(),
+        });
+    }
+    ctx.client_as_service_account(namespace, account)
+        .await
+        .map_err(Error::ScopedClient)
+}
+
+/// An object may be applied when nothing controls it, this CSV does, or the
+/// controller is a CSV that is gone or that this one replaces.
+fn check_adoptable(
+    csv: &ClusterServiceVersion,
+    found: &Dereferenced,
+    kind: &'static str,
+    existing: Option<&ObjectMeta>,
+) -> Result<(), Error> {
+    let Some(meta) = existing else {
+        return Ok(());
+    };
+    let Some(controller) = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|owner| owner.controller == Some(true))
+    else {
+        return Ok(());
+    };
+    if Some(&controller.uid) == csv.meta().uid.as_ref() {
+        return Ok(());
+    }
+    let is_csv = controller.kind == OWNER_KIND && controller.api_version.starts_with("operators.coreos.com/");
+    let replaced = csv.spec.replaces.as_deref() == Some(controller.name.as_str());
+    if is_csv && (replaced || !found.namespace_csvs.contains(&controller.name)) {
+        return Ok(());
+    }
+    Err(Error::Conflict {
+        kind,
+        name: meta.name.clone().unwrap_or_default(),
+        owner_kind: controller.kind.clone(),
+        owner: controller.name.clone(),
+    })
+}
+
+async fn apply_one<K>(ctx: &Context, api: &Api<K>, obj: &K, kind: &'static str) -> Result<K, Error>
+where
+    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+{
+    ctx.apply(api, obj).await.map_err(|source| Error::Apply {
+        kind,
+        name: display_name(obj.meta()),
+        source,
+    })
+}
+
+fn display_name(meta: &ObjectMeta) -> String {
+    match (&meta.namespace, &meta.name) {
+        (Some(namespace), Some(name)) => format!("{namespace}/{name}"),
+        (_, name) => name.clone().unwrap_or_default(),
+    }
+}
+
+fn keys<K: Resource>(objects: &[K]) -> BTreeSet<(Option<String>, String)> {
+    objects
+        .iter()
+        .map(|o| {
+            (
+                o.meta().namespace.clone(),
+                o.meta().name.clone().unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// Deletes the labelled objects of a CSV that the install no longer has.
+struct Prune<'a> {
+    ctx: &'a Context,
+    reader: &'a Client,
+    writer: &'a Client,
+    selector: &'a str,
+}
+
+impl Prune<'_> {
+    async fn namespaced<K>(
+        &self,
+        namespace: Option<&str>,
+        kind: &'static str,
+        keep: BTreeSet<(Option<String>, String)>,
+    ) -> Result<(), Error>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Debug,
+    {
+        let reader = match namespace {
+            Some(ns) => Api::<K>::namespaced(self.reader.clone(), ns),
+            None => Api::<K>::all(self.reader.clone()),
+        };
+        for obj in self.leftovers(&reader, kind, &keep).await? {
+            let ns = obj.meta().namespace.clone().unwrap_or_default();
+            let api = Api::<K>::namespaced(self.writer.clone(), &ns);
+            self.delete(&api, kind, &obj).await?;
+        }
+        Ok(())
+    }
+
+    async fn cluster<K>(
+        &self,
+        kind: &'static str,
+        keep: BTreeSet<(Option<String>, String)>,
+    ) -> Result<(), Error>
+    where
+        K: Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Debug,
+    {
+        let reader = Api::<K>::all(self.reader.clone());
+        for obj in self.leftovers(&reader, kind, &keep).await? {
+            self.delete(&Api::<K>::all(self.writer.clone()), kind, &obj)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn leftovers<K>(
+        &self,
+        api: &Api<K>,
+        kind: &'static str,
+        keep: &BTreeSet<(Option<String>, String)>,
+    ) -> Result<Vec<K>, Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+    {
+        let listed = api
+            .list(&ListParams::default().labels(self.selector))
+            .await
+            .map_err(|source| Error::List { kind, source })?;
+        Ok(listed
+            .items
+            .into_iter()
+            .filter(|obj| {
+                let key = (
+                    obj.meta().namespace.clone(),
+                    obj.meta().name.clone().unwrap_or_default(),
+                );
+                !keep.contains(&key)
+            })
+            .collect())
+    }
+
+    async fn delete<K>(&self, api: &Api<K>, kind: &'static str, obj: &K) -> Result<(), Error>
+    where
+        K: Resource + Clone + DeserializeOwned + Debug,
+    {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        tracing::info!(kind, name = %display_name(obj.meta()), "removing an object the install no longer has");
+        self.ctx.delete(api, &name).await.map_err(|source| Error::Delete {
+            kind,
+            name: display_name(obj.meta()),
+            source,
+        })
+    }
+}

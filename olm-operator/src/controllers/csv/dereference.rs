@@ -1,0 +1,214 @@
+//! Dereference: reads everything a ClusterServiceVersion refers to, so that
+//! validate and build can be pure: the OperatorGroups of its namespace, the
+//! CRDs it owns and requires, the service accounts and Deployments it will
+//! create (to check who controls them), and its neighbours in the upgrade
+//! chain.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::{
+    api::{apps::v1::Deployment, core::v1::ServiceAccount},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{Api, ResourceExt, api::ListParams};
+use olm_api::{
+    v1::OperatorGroup,
+    v1alpha1::{ClusterServiceVersion, CsvPhase},
+};
+
+use crate::context::Context;
+
+/// Another CSV of the namespace, as far as the upgrade chain cares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// Its name.
+    pub name: String,
+    /// Its phase.
+    pub phase: Option<CsvPhase>,
+}
+
+/// What a CSV refers to, as found in the cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Dereferenced {
+    /// The OperatorGroups of the CSV's namespace.
+    pub operator_groups: Vec<OperatorGroup>,
+    /// The owned and required CRDs that exist, by name.
+    pub crds: BTreeMap<String, CustomResourceDefinition>,
+    /// The service accounts of the strategy that exist, by name.
+    pub service_accounts: BTreeMap<String, ServiceAccount>,
+    /// The Deployments of the strategy that exist, by name.
+    pub deployments: BTreeMap<String, Deployment>,
+    /// The names of every CSV in the namespace.
+    pub namespace_csvs: BTreeSet<String>,
+    /// A CSV of the namespace whose `spec.replaces` names this one.
+    pub replacement: Option<Peer>,
+    /// The CSV this one's `spec.replaces` names, when it is in the namespace.
+    pub replaced: Option<Peer>,
+    /// The API server's version.
+    pub server_version: Option<semver::Version>,
+}
+
+/// Why dereferencing failed; every case is a failed API call, worth a retry.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Listing the OperatorGroups failed.
+    #[error("failed to list the OperatorGroups of namespace {namespace}")]
+    ListOperatorGroups {
+        /// The namespace.
+        namespace: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing the CSVs failed.
+    #[error("failed to list the ClusterServiceVersions of namespace {namespace}")]
+    ListCsvs {
+        /// The namespace.
+        namespace: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading one object failed.
+    #[error("failed to get {kind} {name}")]
+    Get {
+        /// The kind.
+        kind: &'static str,
+        /// The name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Reads what `csv` refers to.
+pub async fn dereference(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Dereferenced, Error> {
+    let namespace = csv.namespace().unwrap_or_default();
+    let client = ctx.client.clone();
+
+    let operator_groups = Api::<OperatorGroup>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::ListOperatorGroups {
+            namespace: namespace.clone(),
+            source,
+        })?
+        .items;
+
+    let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::ListCsvs {
+            namespace: namespace.clone(),
+            source,
+        })?
+        .items;
+    let (replacement, replaced) = neighbours(csv, &csvs);
+
+    let crd_api = Api::<CustomResourceDefinition>::all(client.clone());
+    let mut crds = BTreeMap::new();
+    for name in crd_names(csv) {
+        if let Some(crd) = get(&crd_api, &name, "CustomResourceDefinition").await? {
+            crds.insert(name, crd);
+        }
+    }
+
+    let sa_api = Api::<ServiceAccount>::namespaced(client.clone(), &namespace);
+    let mut service_accounts = BTreeMap::new();
+    for name in service_account_names(csv) {
+        if let Some(account) = get(&sa_api, &name, "ServiceAccount").await? {
+            service_accounts.insert(name, account);
+        }
+    }
+
+    let deployment_api = Api::<Deployment>::namespaced(client, &namespace);
+    let mut deployments = BTreeMap::new();
+    for name in deployment_names(csv) {
+        if let Some(deployment) = get(&deployment_api, &name, "Deployment").await? {
+            deployments.insert(name, deployment);
+        }
+    }
+
+    Ok(Dereferenced {
+        operator_groups,
+        crds,
+        service_accounts,
+        deployments,
+        namespace_csvs: csvs.iter().map(ResourceExt::name_any).collect(),
+        replacement,
+        replaced,
+        server_version: ctx.server_version().await,
+    })
+}
+
+async fn get<K>(api: &Api<K>, name: &str, kind: &'static str) -> Result<Option<K>, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.map_err(|source| Error::Get {
+        kind,
+        name: name.to_owned(),
+        source,
+    })
+}
+
+/// The CSV of `csvs` that replaces `csv`, and the one `csv` replaces.
+pub fn neighbours(
+    csv: &ClusterServiceVersion,
+    csvs: &[ClusterServiceVersion],
+) -> (Option<Peer>, Option<Peer>) {
+    let name = csv.name_any();
+    let peer = |other: &ClusterServiceVersion| Peer {
+        name: other.name_any(),
+        phase: other.status.as_ref().and_then(|s| s.phase),
+    };
+    let mut replacements: Vec<&ClusterServiceVersion> = csvs
+        .iter()
+        .filter(|other| other.name_any() != name && other.spec.replaces.as_deref() == Some(name.as_str()))
+        .collect();
+    replacements.sort_by_key(|other| other.name_any());
+    let replacement = replacements.first().map(|other| peer(other));
+    let replaced = csv
+        .spec
+        .replaces
+        .as_deref()
+        .filter(|replaces| *replaces != name)
+        .and_then(|replaces| csvs.iter().find(|other| other.name_any() == replaces))
+        .map(peer);
+    (replacement, replaced)
+}
+
+/// Names of the owned and required CRDs.
+pub fn crd_names(csv: &ClusterServiceVersion) -> BTreeSet<String> {
+    csv.owned_crds()
+        .iter()
+        .chain(csv.required_crds())
+        .map(|crd| crd.name.clone())
+        .collect()
+}
+
+fn service_account_names(csv: &ClusterServiceVersion) -> BTreeSet<String> {
+    let Some(details) = csv.spec.install.spec.as_ref() else {
+        return BTreeSet::new();
+    };
+    details
+        .permissions
+        .iter()
+        .flatten()
+        .chain(details.cluster_permissions.iter().flatten())
+        .map(|p| p.service_account_name.clone())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+fn deployment_names(csv: &ClusterServiceVersion) -> BTreeSet<String> {
+    csv.spec
+        .install
+        .spec
+        .iter()
+        .flat_map(|details| details.deployments.iter())
+        .map(|d| d.name.clone())
+        .filter(|name| !name.is_empty())
+        .collect()
+}

@@ -160,7 +160,8 @@ impl Context {
     pub async fn publish<K: Resource<DynamicType = ()>>(&self, object: &K, event: Event) {
         let reference = object.object_ref(&());
         if let Err(error) = self.recorder.publish(&event, &reference).await {
-            tracing::warn!(error = &error as &dyn std::error::Error, "cannot publish event");
+            // Typically a namespace being deleted; nothing to do about it.
+            tracing::debug!(error = &error as &dyn std::error::Error, "cannot publish event");
         }
     }
 

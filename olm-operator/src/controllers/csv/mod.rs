@@ -20,6 +20,9 @@ pub mod phase;
 pub mod update_status;
 pub mod validate;
 
+#[cfg(test)]
+mod fixtures;
+
 use std::{future::Future, sync::Arc, time::Duration};
 
 use futures::StreamExt;
@@ -125,14 +128,25 @@ pub async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Re
     }
     let namespace = csv.namespace().ok_or(Error::NoNamespace)?;
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-    finalizer(&api, FINALIZER, csv, |event| async {
+    let result = finalizer(&api, FINALIZER, csv, |event| async {
         match event {
             finalizer::Event::Apply(csv) => install(&ctx, &api, &csv).await,
             finalizer::Event::Cleanup(csv) => cleanup::cleanup(&ctx, &csv).await.map_err(Error::Cleanup),
         }
     })
-    .await
-    .map_err(|e| Error::Finalizer(Box::new(e)))
+    .await;
+    match result {
+        Ok(action) => Ok(action),
+        // The cache was behind: the finalizer is already there (the patch's
+        // test failed), or the CSV is already gone. Look again shortly.
+        Err(finalizer::Error::AddFinalizer(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => {
+            Ok(Action::requeue(Duration::from_secs(1)))
+        }
+        Err(finalizer::Error::RemoveFinalizer(kube::Error::Api(status))) if status.code == 404 => {
+            Ok(Action::await_change())
+        }
+        Err(e) => Err(Error::Finalizer(Box::new(e))),
+    }
 }
 
 /// The steps for a CSV that is not being deleted.

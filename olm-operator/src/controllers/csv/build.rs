@@ -395,3 +395,285 @@ impl Owner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::csv::{
+        fixtures::{self, NAMESPACE, modes},
+        validate::{self, Targets},
+    };
+
+    const LIMITADOR: &str =
+        "bundles/limitador-operator/0.11.0/manifests/limitador-operator.clusterserviceversion.yaml";
+    const ETCD: &str = "bundles/etcd/0.9.4/manifests/etcdoperator.v0.9.4.clusterserviceversion.yaml";
+
+    fn build_for(csv: &ClusterServiceVersion, targets: Targets) -> Children {
+        let strategy = validate::strategy(csv).expect("a valid strategy");
+        build(csv, &fixtures::membership(targets), &strategy).expect("builds")
+    }
+
+    fn owned_by_csv(meta: &ObjectMeta) -> bool {
+        meta.owner_references.as_ref().is_some_and(|refs| {
+            refs.len() == 1
+                && refs[0].kind == "ClusterServiceVersion"
+                && refs[0].controller == Some(true)
+                && refs[0].block_owner_deletion == Some(false)
+        })
+    }
+
+    fn has_owner_labels(meta: &ObjectMeta, csv: &str) -> bool {
+        let labels = meta.labels.clone().unwrap_or_default();
+        labels.get(labels::OWNER).map(String::as_str) == Some(csv)
+            && labels.get(labels::OWNER_KIND).map(String::as_str) == Some(OWNER_KIND)
+            && labels.get(labels::OWNER_NAMESPACE).map(String::as_str) == Some(NAMESPACE)
+    }
+
+    #[test]
+    fn a_corpus_csv_for_all_namespaces_gets_roles_cluster_roles_and_its_deployment() {
+        let csv = fixtures::corpus_csv(LIMITADOR);
+        let name = "limitador-operator.v0.11.0";
+        let details = csv.spec.install.spec.clone().expect("details");
+        let children = build_for(&csv, Targets::All);
+
+        assert_eq!(children.service_accounts.len(), 1);
+        let account = &children.service_accounts[0];
+        assert_eq!(
+            account.metadata.name.as_deref(),
+            Some("limitador-operator-controller-manager")
+        );
+        assert!(owned_by_csv(&account.metadata) && has_owner_labels(&account.metadata, name));
+
+        assert_eq!(children.roles.len(), 1);
+        let role = &children.roles[0];
+        assert_eq!(role.metadata.namespace.as_deref(), Some(NAMESPACE));
+        assert_eq!(
+            role.rules.as_ref(),
+            Some(&details.permissions.as_ref().expect("permissions")[0].rules)
+        );
+        assert!(owned_by_csv(&role.metadata) && has_owner_labels(&role.metadata, name));
+        let binding = &children.role_bindings[0];
+        assert_eq!(binding.metadata.name, role.metadata.name);
+        assert_eq!(binding.role_ref.kind, "Role");
+        let subject = &binding.subjects.as_ref().expect("subjects")[0];
+        assert_eq!(subject.name, "limitador-operator-controller-manager");
+        assert_eq!(subject.namespace.as_deref(), Some(NAMESPACE));
+
+        // clusterPermissions, plus the permissions cluster-wide (all namespaces).
+        assert_eq!(children.cluster_roles.len(), 2);
+        assert_eq!(children.cluster_role_bindings.len(), 2);
+        let cluster_rules = &details.cluster_permissions.as_ref().expect("clusterPermissions")[0].rules;
+        assert!(
+            children
+                .cluster_roles
+                .iter()
+                .any(|r| r.rules.as_ref() == Some(cluster_rules))
+        );
+        for role in &children.cluster_roles {
+            assert!(
+                role.metadata.owner_references.is_none(),
+                "cluster-scoped: no owner reference"
+            );
+            assert!(has_owner_labels(&role.metadata, name));
+            assert!(
+                role.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.len() <= 63 && n.starts_with(name))
+            );
+        }
+        for (role, binding) in children.cluster_roles.iter().zip(&children.cluster_role_bindings) {
+            assert_eq!(binding.metadata.name, role.metadata.name);
+            assert_eq!(Some(&binding.role_ref.name), role.metadata.name.as_ref());
+        }
+
+        assert_eq!(children.deployments.len(), 1);
+        let deployment = &children.deployments[0];
+        assert!(owned_by_csv(&deployment.metadata) && has_owner_labels(&deployment.metadata, name));
+        let labels = deployment.metadata.labels.clone().expect("labels");
+        assert_eq!(
+            labels.get("control-plane").map(String::as_str),
+            Some("controller-manager")
+        );
+        let spec = deployment.spec.as_ref().expect("spec");
+        assert_eq!(labels.get(labels::DEPLOYMENT_SPEC_HASH), Some(&spec_hash(spec)));
+        let template = spec.template.metadata.as_ref().expect("template metadata");
+        let annotations = template.annotations.clone().expect("annotations");
+        assert_eq!(
+            annotations.get(labels::OPERATOR_GROUP).map(String::as_str),
+            Some("og")
+        );
+        assert_eq!(
+            annotations.get(labels::OPERATOR_NAMESPACE).map(String::as_str),
+            Some(NAMESPACE)
+        );
+        assert_eq!(
+            annotations.get(labels::TARGET_NAMESPACES).map(String::as_str),
+            Some("")
+        );
+        assert_eq!(
+            annotations.get("capabilities").map(String::as_str),
+            Some("Basic Install")
+        );
+        assert!(
+            annotations.contains_key(labels::ALM_EXAMPLES),
+            "the CSV's annotations are copied"
+        );
+        let container = &spec.template.spec.as_ref().expect("pod spec").containers[0];
+        let env = container.env.clone().unwrap_or_default();
+        assert!(
+            env.iter()
+                .any(|e| e.name == labels::OPERATOR_CONDITION_NAME_ENV && e.value.as_deref() == Some(name))
+        );
+    }
+
+    #[test]
+    fn a_corpus_csv_for_its_own_namespace_gets_no_cluster_roles() {
+        let csv = fixtures::corpus_csv(ETCD);
+        let children = build_for(&csv, Targets::Namespaces(vec![NAMESPACE.to_owned()]));
+        assert_eq!(children.service_accounts.len(), 1);
+        assert_eq!(children.roles.len(), 1);
+        assert!(children.cluster_roles.is_empty() && children.cluster_role_bindings.is_empty());
+        assert_eq!(children.deployments.len(), 1);
+        let annotations = children.deployments[0]
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.clone())
+            .expect("annotations");
+        assert_eq!(
+            annotations.get(labels::TARGET_NAMESPACES).map(String::as_str),
+            Some(NAMESPACE)
+        );
+    }
+
+    #[test]
+    fn roles_are_copied_into_other_target_namespaces_with_labels_only() {
+        let csv = fixtures::small_csv(&modes(&["MultiNamespace", "OwnNamespace"]), "");
+        let children = build_for(
+            &csv,
+            Targets::Namespaces(vec!["apps".to_owned(), NAMESPACE.to_owned()]),
+        );
+        let placed: Vec<(Option<&str>, bool)> = children
+            .roles
+            .iter()
+            .map(|r| {
+                (
+                    r.metadata.namespace.as_deref(),
+                    r.metadata.owner_references.is_some(),
+                )
+            })
+            .collect();
+        assert_eq!(placed, [(Some(NAMESPACE), true), (Some("apps"), false)]);
+        assert!(
+            children
+                .roles
+                .iter()
+                .all(|r| has_owner_labels(&r.metadata, "demo.v1.0.0"))
+        );
+        let binding = &children.role_bindings[1];
+        let subject = &binding.subjects.as_ref().expect("subjects")[0];
+        assert_eq!(
+            subject.namespace.as_deref(),
+            Some(NAMESPACE),
+            "the subject stays in the operator's namespace"
+        );
+        assert!(children.cluster_roles.is_empty());
+    }
+
+    #[test]
+    fn pod_template_annotations_win_over_the_csvs() {
+        let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        csv.metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert("own".to_owned(), "from the csv".to_owned());
+        let children = build_for(&csv, Targets::Namespaces(vec![NAMESPACE.to_owned()]));
+        let annotations = children.deployments[0]
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.clone())
+            .expect("annotations");
+        assert_eq!(annotations.get("own").map(String::as_str), Some("kept"));
+        let labels = children.deployments[0].metadata.labels.clone().expect("labels");
+        assert_eq!(
+            labels.get("app.kubernetes.io/name").map(String::as_str),
+            Some("demo")
+        );
+    }
+
+    #[test]
+    fn the_package_label_comes_from_the_csvs_label_or_properties() {
+        let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        assert_eq!(package_of(&csv), None);
+        csv.metadata.annotations.get_or_insert_with(BTreeMap::new).insert(
+            labels::PROPERTIES.to_owned(),
+            r#"[{"type":"olm.package","value":{"packageName":"demo-pkg","version":"1.0.0"}}]"#.to_owned(),
+        );
+        assert_eq!(package_of(&csv).as_deref(), Some("demo-pkg"));
+        csv.metadata.labels.get_or_insert_with(BTreeMap::new).insert(
+            format!("operators.coreos.com/labelled.{NAMESPACE}"),
+            String::new(),
+        );
+        assert_eq!(package_of(&csv).as_deref(), Some("labelled"));
+        let children = build_for(&csv, Targets::Namespaces(vec![NAMESPACE.to_owned()]));
+        let wanted = labels::operator_label("labelled", NAMESPACE);
+        assert_eq!(
+            children.deployments[0]
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(&wanted))
+                .map(String::as_str),
+            Some("")
+        );
+        assert!(
+            children.roles[0]
+                .metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.contains_key(&wanted))
+        );
+    }
+
+    #[test]
+    fn the_spec_hash_ignores_operator_group_annotations_only() {
+        let csv = fixtures::small_csv(&modes(&["OwnNamespace", "AllNamespaces"]), "");
+        let own = build_for(&csv, Targets::Namespaces(vec![NAMESPACE.to_owned()]));
+        let all = build_for(&csv, Targets::All);
+        let hash = |c: &Children| {
+            c.deployments[0]
+                .metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::DEPLOYMENT_SPEC_HASH))
+                .cloned()
+        };
+        assert_eq!(hash(&own), hash(&all));
+        let mut changed = csv.clone();
+        changed.spec.install.spec.as_mut().expect("details").deployments[0].spec["replicas"] = 3.into();
+        assert_ne!(hash(&own), hash(&build_for(&changed, Targets::All)));
+    }
+
+    #[test]
+    fn generated_names_fit_in_63_characters_and_differ_by_content() {
+        let long = "a-very-long-operator-name.v1.2.3-with-a-build-suffix-that-goes-on-and-on";
+        let name = generate_name(long, &["x"]);
+        assert!(name.len() <= 63, "{name}");
+        assert!(name.starts_with("a-very-long-operator-name"));
+        assert_ne!(generate_name(long, &["x"]), generate_name(long, &["y"]));
+        assert_eq!(generate_name("demo", &["x"]), generate_name("demo", &["x"]));
+        let trimmed = generate_name(&format!("{}-", "b".repeat(54)), &["x"]);
+        assert!(!trimmed.contains("--"), "{trimmed}");
+    }
+
+    #[test]
+    fn a_csv_without_uid_cannot_own_anything() {
+        let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        csv.metadata.uid = None;
+        let strategy = validate::strategy(&csv).expect("valid");
+        let error = build(&csv, &fixtures::membership(Targets::All), &strategy).unwrap_err();
+        assert_eq!(error.to_string(), "the ClusterServiceVersion has no uid");
+    }
+}

@@ -487,3 +487,346 @@ fn min_kube_version(
     }
     Some(status)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controllers::csv::fixtures::{self, NAMESPACE, modes};
+
+    fn group(yaml_status: &str) -> OperatorGroup {
+        fixtures::operator_group(&format!(
+            "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {{name: og}}\n{yaml_status}\n"
+        ))
+    }
+
+    fn membership_with(supported: &[&str], namespaces: &[&str]) -> Result<Membership, MembershipError> {
+        let csv = fixtures::small_csv(&modes(supported), "");
+        let list: Vec<String> = namespaces.iter().map(|ns| format!("\"{ns}\"")).collect();
+        membership(
+            &csv,
+            &[group(&format!("status: {{namespaces: [{}]}}", list.join(", ")))],
+        )
+    }
+
+    // --- Membership ---
+
+    #[test]
+    fn no_operator_group_and_too_many_are_olm_failures() {
+        let csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        let error = membership(&csv, &[]).unwrap_err();
+        assert_eq!(error.reason(), Some(CsvReason::NoOperatorGroup));
+        let mut second = group("");
+        second.metadata.name = Some("another".to_owned());
+        let error = membership(&csv, &[group(""), second]).unwrap_err();
+        assert_eq!(error.reason(), Some(CsvReason::TooManyOperatorGroups));
+        assert!(error.to_string().contains("another, og"), "{error}");
+    }
+
+    #[test]
+    fn an_operator_group_without_status_is_not_ready_yet_and_an_empty_one_targets_nothing() {
+        let csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        let error = membership(&csv, &[group("")]).unwrap_err();
+        assert_eq!(error, MembershipError::NotReady("og".to_owned()));
+        assert_eq!(error.reason(), None);
+        let error = membership(&csv, &[group("status: {namespaces: []}")]).unwrap_err();
+        assert_eq!(error.reason(), Some(CsvReason::NoTargetNamespaces));
+    }
+
+    #[test]
+    fn install_modes_decide_which_operator_groups_fit() {
+        let all = membership_with(&["AllNamespaces"], &[""]).expect("all namespaces fits");
+        assert_eq!(all.targets, Targets::All);
+        assert_eq!(all.targets.annotation(), "");
+
+        let own = membership_with(&["OwnNamespace"], &[NAMESPACE]).expect("own namespace fits");
+        assert_eq!(own.targets, Targets::Namespaces(vec![NAMESPACE.to_owned()]));
+
+        let error = membership_with(&["OwnNamespace"], &[""]).unwrap_err();
+        assert_eq!(error.reason(), Some(CsvReason::UnsupportedOperatorGroup));
+        assert_eq!(
+            error.to_string(),
+            "AllNamespaces InstallModeType not supported, cannot configure to watch all namespaces"
+        );
+        let error = membership_with(&["AllNamespaces"], &[NAMESPACE]).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("OwnNamespace InstallModeType not supported"),
+            "{error}"
+        );
+        let error = membership_with(&["OwnNamespace"], &["elsewhere"]).unwrap_err();
+        assert!(error.to_string().starts_with("SingleNamespace"), "{error}");
+        let error = membership_with(&["OwnNamespace", "SingleNamespace"], &["a", "b"]).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "MultiNamespace InstallModeType not supported, cannot configure to watch 2 namespaces"
+        );
+        let error = membership_with(&["MultiNamespace"], &["b", NAMESPACE]).unwrap_err();
+        assert!(error.to_string().contains("own namespace"), "{error}");
+        let multi =
+            membership_with(&["MultiNamespace", "OwnNamespace"], &["b", NAMESPACE, "b"]).expect("fits");
+        assert_eq!(
+            multi.targets,
+            Targets::Namespaces(vec!["b".to_owned(), NAMESPACE.to_owned()])
+        );
+        assert_eq!(multi.targets.annotation(), format!("b,{NAMESPACE}"));
+    }
+
+    #[test]
+    fn repeated_install_modes_are_invalid() {
+        let csv = fixtures::small_csv(
+            "[{type: OwnNamespace, supported: true}, {type: OwnNamespace, supported: false}]",
+            "",
+        );
+        let error =
+            membership(&csv, &[group(&format!("status: {{namespaces: [{NAMESPACE}]}}"))]).unwrap_err();
+        assert_eq!(error.reason(), Some(CsvReason::InvalidInstallModes));
+    }
+
+    #[test]
+    fn the_operator_groups_service_account_and_upgrade_strategy_are_kept() {
+        let csv = fixtures::small_csv(&modes(&["AllNamespaces"]), "");
+        let group = fixtures::operator_group(
+            "apiVersion: operators.coreos.com/v1\nkind: OperatorGroup\nmetadata: {name: og}\n\
+             spec: {serviceAccountName: installer, upgradeStrategy: {name: TechPreviewUnsafeFailForward}}\n\
+             status: {namespaces: ['']}\n",
+        );
+        let membership = membership(&csv, &[group]).expect("fits");
+        assert_eq!(membership.service_account.as_deref(), Some("installer"));
+        assert!(membership.fail_forward);
+    }
+
+    // --- Strategy ---
+
+    #[test]
+    fn the_deployment_strategy_parses_and_lists_service_accounts_once() {
+        let csv = fixtures::small_csv(
+            &modes(&["OwnNamespace"]),
+            "      clusterPermissions:\n      - serviceAccountName: demo\n        rules: []\n      - serviceAccountName: helper\n        rules: []",
+        );
+        let strategy = strategy(&csv).expect("a valid strategy");
+        assert_eq!(strategy.deployments.len(), 1);
+        assert_eq!(strategy.deployments[0].name, "demo");
+        assert_eq!(
+            strategy.deployments[0]
+                .labels
+                .get("app.kubernetes.io/name")
+                .map(String::as_str),
+            Some("demo")
+        );
+        assert_eq!(
+            strategy.service_accounts(),
+            vec!["demo".to_owned(), "helper".to_owned()]
+        );
+    }
+
+    #[test]
+    fn invalid_strategies_say_what_is_wrong() {
+        let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        csv.spec.install.strategy = InstallStrategyName::Machine;
+        assert!(strategy(&csv).unwrap_err().0.contains("machine"));
+
+        let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        let details = csv.spec.install.spec.as_mut().expect("details");
+        details.deployments.push(details.deployments[0].clone());
+        assert_eq!(
+            strategy(&csv).unwrap_err().to_string(),
+            "install strategy invalid: deployment demo is listed more than once"
+        );
+
+        let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        csv.spec.install.spec.as_mut().expect("details").deployments[0].spec["replicas"] = "many".into();
+        let error = strategy(&csv).unwrap_err();
+        assert!(error.0.starts_with("deployment demo: "), "{error}");
+    }
+
+    // --- Requirements ---
+
+    fn needing(crds: &str) -> ClusterServiceVersion {
+        fixtures::small_csv(
+            &modes(&["OwnNamespace"]),
+            &format!("  customresourcedefinitions:\n{crds}"),
+        )
+    }
+
+    #[test]
+    fn missing_unserved_and_unestablished_crds_are_unmet_and_listed() {
+        let csv = needing(
+            "    owned: [{name: widgets.example.com, version: v1, kind: Widget}]\n    required:\n    - {name: gadgets.example.com, version: v2, kind: Gadget}\n    - {name: gizmos.example.com, version: v1, kind: Gizmo}\n    - {name: widgets.example.com, version: v1, kind: Widget}",
+        );
+        let found = fixtures::found(
+            vec![
+                fixtures::crd("widgets.example.com", &["v1"], false),
+                fixtures::crd("gadgets.example.com", &["v1"], true),
+            ],
+            vec![],
+            &[NAMESPACE],
+        );
+        let requirements = requirements(&csv, &found);
+        assert!(!requirements.met);
+        let by_name = |name: &str| {
+            requirements
+                .statuses
+                .iter()
+                .find(|s| s.name == name)
+                .unwrap_or_else(|| panic!("{name} listed"))
+        };
+        assert_eq!(
+            by_name("widgets.example.com").status,
+            StatusReason::PresentNotAvailable
+        );
+        assert_eq!(by_name("gadgets.example.com").status, StatusReason::NotPresent);
+        assert_eq!(
+            by_name("gadgets.example.com").message,
+            "CRD version v2 is not served"
+        );
+        assert_eq!(by_name("gizmos.example.com").status, StatusReason::NotPresent);
+        assert_eq!(
+            requirements
+                .statuses
+                .iter()
+                .filter(|s| s.name == "widgets.example.com")
+                .count(),
+            1,
+            "a CRD both owned and required is listed once"
+        );
+        assert_eq!(
+            requirements.unmet(),
+            vec![
+                "CustomResourceDefinition widgets.example.com",
+                "CustomResourceDefinition gadgets.example.com",
+                "CustomResourceDefinition gizmos.example.com",
+            ]
+        );
+    }
+
+    #[test]
+    fn established_crds_are_met_and_missing_service_accounts_do_not_block() {
+        let csv = needing("    required: [{name: widgets.example.com, version: v1, kind: Widget}]");
+        let found = fixtures::found(
+            vec![fixtures::crd("widgets.example.com", &["v1"], true)],
+            vec![],
+            &[NAMESPACE],
+        );
+        let requirements = requirements(&csv, &found);
+        assert!(requirements.met, "{:#?}", requirements.statuses);
+        let crd = &requirements.statuses[0];
+        assert_eq!(
+            (crd.kind.as_str(), crd.status),
+            ("CustomResourceDefinition", StatusReason::Present)
+        );
+        assert_eq!(crd.uuid.as_deref(), Some("uid-widgets.example.com"));
+        let account = &requirements.statuses[1];
+        assert_eq!(
+            (account.kind.as_str(), account.name.as_str()),
+            ("ServiceAccount", "demo")
+        );
+        assert_eq!(account.status, StatusReason::NotPresent);
+
+        let with_account = fixtures::found(
+            vec![fixtures::crd("widgets.example.com", &["v1"], true)],
+            vec![fixtures::service_account("demo")],
+            &[NAMESPACE],
+        );
+        let requirements = super::requirements(&csv, &with_account);
+        assert_eq!(requirements.statuses[1].status, StatusReason::Present);
+    }
+
+    #[test]
+    fn a_cluster_older_than_min_kube_version_is_unmet() {
+        let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        csv.spec.min_kube_version = Some("1.40.0".to_owned());
+        let found = fixtures::found(vec![], vec![], &[NAMESPACE]);
+        let requirements = requirements(&csv, &found);
+        assert!(!requirements.met);
+        assert_eq!(requirements.statuses[0].status, StatusReason::PresentNotSatisfied);
+        assert!(requirements.statuses[0].message.contains("1.40.0"));
+        csv.spec.min_kube_version = Some("1.25".to_owned());
+        assert!(super::requirements(&csv, &found).met);
+    }
+
+    // --- A real bundle ---
+
+    #[test]
+    fn a_corpus_csv_with_permissions_and_cluster_permissions_validates() {
+        let csv = fixtures::corpus_csv(
+            "bundles/limitador-operator/0.11.0/manifests/limitador-operator.clusterserviceversion.yaml",
+        );
+        let found = fixtures::found(
+            vec![fixtures::crd(
+                "limitadors.limitador.kuadrant.io",
+                &["v1alpha1"],
+                true,
+            )],
+            vec![],
+            &[""],
+        );
+        let validation = validate(&csv, &found);
+        let membership = validation
+            .membership
+            .expect("AllNamespaces fits an all-namespaces group");
+        assert_eq!(membership.targets, Targets::All);
+        let strategy = validation.strategy.expect("the strategy parses");
+        assert_eq!(strategy.deployments.len(), 1);
+        assert_eq!(strategy.permissions.len(), 1);
+        assert_eq!(strategy.cluster_permissions.len(), 1);
+        assert_eq!(
+            strategy.service_accounts(),
+            vec!["limitador-operator-controller-manager".to_owned()]
+        );
+        assert!(
+            validation.requirements.met,
+            "{:#?}",
+            validation.requirements.statuses
+        );
+        let kinds: Vec<&str> = validation
+            .requirements
+            .statuses
+            .iter()
+            .map(|s| s.kind.as_str())
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "ClusterServiceVersion",
+                "CustomResourceDefinition",
+                "ServiceAccount"
+            ]
+        );
+
+        // The same bundle in its own namespace only is refused, as OLM refuses it.
+        let own = fixtures::found(vec![], vec![], &[NAMESPACE]);
+        let error = validate(&csv, &own).membership.unwrap_err();
+        assert_eq!(error.reason(), Some(CsvReason::UnsupportedOperatorGroup));
+    }
+
+    #[test]
+    fn every_corpus_csv_with_a_deployment_strategy_parses() {
+        let mut files = Vec::new();
+        collect_csvs(&fixtures::corpus_dir().join("bundles"), &mut files);
+        assert!(files.len() > 200, "the corpus has its CSVs ({})", files.len());
+        for path in files {
+            let csv: ClusterServiceVersion =
+                olm_api::manifest::read_one(&path).unwrap_or_else(|e| panic!("{e}"));
+            if let Err(error) = strategy(&csv) {
+                panic!("{}: {error}", path.display());
+            }
+        }
+    }
+
+    fn collect_csvs(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            if path.is_dir() {
+                collect_csvs(&path, out);
+            } else if path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with("clusterserviceversion.yaml"))
+            {
+                out.push(path);
+            }
+        }
+    }
+}

@@ -711,3 +711,223 @@ async fn an_upgrade_replaces_the_old_csv_and_leaves_only_the_new_deployments() {
     })
     .await;
 }
+
+const MULTI_NAMESPACE: &[(&str, bool)] = &[
+    ("OwnNamespace", true),
+    ("SingleNamespace", true),
+    ("MultiNamespace", true),
+    ("AllNamespaces", false),
+];
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn roles_follow_the_target_namespaces_and_go_with_the_csv() {
+    with_namespace("targets", |client, ns| async move {
+        let other = format!("{ns}-b");
+        create_namespace(&client, &other, &[]).await;
+        let both = OperatorGroupSpec {
+            target_namespaces: Some(vec![ns.clone(), other.clone()]),
+            ..OperatorGroupSpec::default()
+        };
+        operator_group(&client, &ns, both.clone()).await;
+        let csv = create_csv(
+            &client,
+            &ns,
+            demo_csv("multi.v1.0.0", "1.0.0", None, &["multi"], MULTI_NAMESPACE, None),
+        )
+        .await;
+        let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        let csv = wait_for(&api, &csv.name_any(), phase_is(CsvPhase::Succeeded)).await;
+        let mut targets = [ns.clone(), other.clone()];
+        targets.sort();
+        assert_eq!(
+            csv.annotations().get(labels::TARGET_NAMESPACES),
+            Some(&targets.join(","))
+        );
+
+        // The Role and RoleBinding are copied into the other target namespace,
+        // with labels and no owner reference (owners cannot cross namespaces).
+        let selector = owner_selector(&csv);
+        let other_roles = Api::<Role>::namespaced(client.clone(), &other);
+        let copied = list(&other_roles, &selector).await;
+        assert_eq!(copied.len(), 1, "a Role in {other}");
+        assert!(copied[0].metadata.owner_references.is_none());
+        let bindings = list(&Api::<RoleBinding>::namespaced(client.clone(), &other), &selector).await;
+        let subject = &bindings[0].subjects.as_ref().expect("subjects")[0];
+        assert_eq!(
+            subject.namespace.as_ref(),
+            Some(&ns),
+            "the subject is the operator's service account"
+        );
+
+        // Narrowing the group removes the copy...
+        operator_group(&client, &ns, own_namespace_group(&ns)).await;
+        eventually("the Role copy leaves the dropped namespace", || async {
+            list(&other_roles, &selector).await.is_empty()
+        })
+        .await;
+        // ...widening it brings it back, and deleting the CSV removes it.
+        operator_group(&client, &ns, both).await;
+        eventually("the Role copy is back", || async {
+            list(&other_roles, &selector).await.len() == 1
+        })
+        .await;
+        api.delete(&csv.name_any(), &DeleteParams::default())
+            .await
+            .expect("delete the CSV");
+        wait_gone(&api, &csv.name_any()).await;
+        assert!(
+            list(&other_roles, &selector).await.is_empty(),
+            "the finalizer removed the copy"
+        );
+        assert!(
+            list(&Api::<RoleBinding>::namespaced(client.clone(), &other), &selector)
+                .await
+                .is_empty()
+        );
+        delete_namespace(&client, &other).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn an_operator_group_selects_namespaces_by_label() {
+    with_namespace("selector", |client, ns| async move {
+        let other = format!("{ns}-b");
+        let label = "e2e.olm-rs.dev/selected-by";
+        create_namespace(&client, &other, &[(label, ns.as_str())]).await;
+        let spec: OperatorGroupSpec = serde_json::from_value(serde_json::json!({
+            "selector": {"matchLabels": {label: ns}},
+        }))
+        .expect("a valid spec");
+        operator_group(&client, &ns, spec).await;
+        let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
+        let wanted = vec![other.clone()];
+        wait_for(&groups, "operators", move |g: Option<&OperatorGroup>| {
+            g.and_then(|g| g.status.as_ref())
+                .and_then(|s| s.namespaces.as_ref())
+                == Some(&wanted)
+        })
+        .await;
+
+        // Labelling the group's own namespace adds it.
+        let patch = serde_json::json!({"metadata": {"labels": {label: ns}}});
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .patch(&ns, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("label the namespace");
+        let mut wanted = vec![ns.clone(), other.clone()];
+        wanted.sort();
+        wait_for(&groups, "operators", move |g: Option<&OperatorGroup>| {
+            g.and_then(|g| g.status.as_ref())
+                .and_then(|s| s.namespaces.as_ref())
+                == Some(&wanted)
+        })
+        .await;
+        delete_namespace(&client, &other).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn a_deployment_that_cannot_progress_fails_with_install_check_failed() {
+    with_namespace("stuck", |client, ns| async move {
+        operator_group(&client, &ns, own_namespace_group(&ns)).await;
+        let mut csv = demo_csv("stuck.v1.0.0", "1.0.0", None, &["stuck"], OWN_NAMESPACE, None);
+        let spec = &mut csv.spec.install.spec.as_mut().expect("details").deployments[0].spec;
+        spec["progressDeadlineSeconds"] = 5.into();
+        spec["template"]["spec"]["nodeSelector"] = serde_json::json!({"e2e.olm-rs.dev/no-such-node": "true"});
+        create_csv(&client, &ns, csv).await;
+        let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        let failed = wait_for(
+            &api,
+            "stuck.v1.0.0",
+            phase_and_reason(CsvPhase::Failed, CsvReason::InstallCheckFailed),
+        )
+        .await;
+        let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(message.contains("progress deadline"), "{message}");
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn a_scoped_install_is_bounded_by_the_operator_groups_service_account() {
+    with_namespace("scoped", |client, ns| async move {
+        // The installer may manage service accounts and RBAC (and holds the
+        // rules it grants), but not Deployments.
+        let accounts = Api::<ServiceAccount>::namespaced(client.clone(), &ns);
+        let installer: ServiceAccount = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "installer"},
+        }))
+        .expect("a service account");
+        accounts.create(&PostParams::default(), &installer).await.expect("create the installer");
+        let grant = |name: &str, rules: serde_json::Value| -> (Role, RoleBinding) {
+            let role = serde_json::from_value(serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": name}, "rules": rules,
+            }))
+            .expect("a Role");
+            let binding = serde_json::from_value(serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns}],
+            }))
+            .expect("a RoleBinding");
+            (role, binding)
+        };
+        let verbs = ["get", "list", "watch", "create", "update", "patch", "delete"];
+        let (role, binding) = grant(
+            "installer-base",
+            serde_json::json!([
+                {"apiGroups": [""], "resources": ["serviceaccounts", "configmaps"], "verbs": verbs},
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": verbs},
+            ]),
+        );
+        let roles = Api::<Role>::namespaced(client.clone(), &ns);
+        let role_bindings = Api::<RoleBinding>::namespaced(client.clone(), &ns);
+        apply(&roles, &role).await;
+        apply(&role_bindings, &binding).await;
+
+        let mut spec = own_namespace_group(&ns);
+        spec.service_account_name = Some("installer".to_owned());
+        operator_group(&client, &ns, spec).await;
+        create_csv(&client, &ns, demo_csv("scoped.v1.0.0", "1.0.0", None, &["scoped"], OWN_NAMESPACE, None)).await;
+        let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        let failed = wait_for(
+            &api,
+            "scoped.v1.0.0",
+            phase_and_reason(CsvPhase::Failed, CsvReason::ComponentFailed),
+        )
+        .await;
+        let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(
+            message.contains("installer") && message.contains("\"deployments\""),
+            "the message names the account and the missing permission: {message}"
+        );
+        assert!(
+            Api::<Deployment>::namespaced(client.clone(), &ns).get_opt("scoped").await.expect("get").is_none(),
+            "nothing beyond the account's permissions was created"
+        );
+        let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
+        let group = groups.get("operators").await.expect("the group");
+        let reference = group.status.and_then(|s| s.service_account_ref).expect("serviceAccountRef");
+        assert_eq!(reference.name.as_deref(), Some("installer"));
+
+        // Granting the missing permission lets the install through.
+        let (role, binding) = grant(
+            "installer-deployments",
+            serde_json::json!([{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": verbs}]),
+        );
+        apply(&roles, &role).await;
+        apply(&role_bindings, &binding).await;
+        let installed = wait_for(&api, "scoped.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        let deployment = Api::<Deployment>::namespaced(client.clone(), &ns).get("scoped").await.expect("the Deployment");
+        assert!(controlled_by(&deployment.metadata, &installed));
+    })
+    .await;
+}

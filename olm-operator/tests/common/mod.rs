@@ -242,3 +242,35 @@ where
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }
+
+/// Creates another namespace `name` with `labels` (tests that span
+/// namespaces); it carries [`NAMESPACE_LABEL`] so leftovers are easy to find.
+pub async fn create_namespace(client: &Client, name: &str, labels: &[(&str, &str)]) {
+    let mut all: std::collections::BTreeMap<String, String> = labels
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    all.insert(NAMESPACE_LABEL.to_owned(), "extra".to_owned());
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some(all),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+}
+
+/// Deletes namespace `name` (in the background).
+pub async fn delete_namespace(client: &Client, name: &str) {
+    if let Err(e) = Api::<Namespace>::all(client.clone())
+        .delete(name, &DeleteParams::background())
+        .await
+    {
+        eprintln!("warning: could not delete namespace {name}: {e}");
+    }
+}

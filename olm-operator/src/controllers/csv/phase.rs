@@ -25,6 +25,9 @@ use super::{dereference::Peer, validate::Validation};
 /// How many phase changes `status.conditions` keeps (OLM keeps 20).
 pub const HISTORY_LIMIT: usize = 20;
 
+/// How soon a refused install is tried again.
+pub const REJECTED_RECHECK: Duration = Duration::from_secs(30);
+
 /// A phase, reason and message to move to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Transition {
@@ -227,7 +230,7 @@ pub enum InstallOutcome {
     /// Everything was applied; the Deployments are in this state.
     Applied(Health),
     /// The API server refused the install (forbidden, invalid, owned by
-    /// another CSV); retrying without a change does not help.
+    /// another CSV); retrying at once does not help.
     Rejected(String),
 }
 
@@ -256,11 +259,16 @@ pub fn after_install(
     };
     let health = match outcome {
         InstallOutcome::Rejected(message) => {
-            return settle(Some(to(
-                Failed,
-                ComponentFailed,
-                format!("install strategy failed: {message}"),
-            )));
+            // Refusals are often fixed outside the CSV (a permission granted,
+            // a conflicting object removed): try again soon.
+            return AfterInstall {
+                transition: Some(to(
+                    Failed,
+                    ComponentFailed,
+                    format!("install strategy failed: {message}"),
+                )),
+                recheck_in: Some(REJECTED_RECHECK),
+            };
         }
         InstallOutcome::Applied(health) => health,
     };
@@ -742,6 +750,7 @@ mod tests {
             at(5),
             TIMEOUT,
         );
+        assert_eq!(refused.recheck_in, Some(REJECTED_RECHECK));
         let t = refused.transition.expect("a transition");
         assert_eq!(
             (t.phase, t.reason),

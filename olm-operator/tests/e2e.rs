@@ -266,6 +266,23 @@ async fn corpus_csv_installs_with_its_rbac_and_deployment() {
             );
         }
 
+        // An Event tells of the phase change, and OLM's metrics count the CSV.
+        let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &ns);
+        let csv_name = csv.name_any();
+        eventually("an InstallSucceeded event is published", || async {
+            events.list(&Default::default()).await.is_ok_and(|list| {
+                list.items.iter().any(|e| {
+                    e.reason.as_deref() == Some("InstallSucceeded")
+                        && e.regarding.as_ref().and_then(|r| r.name.as_ref()) == Some(&csv_name)
+                })
+            })
+        })
+        .await;
+        let metrics = operator_metrics().render();
+        let succeeded = format!(r#"csv_succeeded{{name="{csv_name}",namespace="{ns}",version="0.11.0"}} 1"#);
+        assert!(metrics.contains(&succeeded), "{succeeded} in\n{metrics}");
+        assert!(metrics.contains("csv_count "), "{metrics}");
+
         // The cluster-scoped objects go with the CSV; its namespace goes afterwards.
         Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns)
             .delete(&csv.name_any(), &DeleteParams::default())
@@ -928,6 +945,66 @@ async fn a_scoped_install_is_bounded_by_the_operator_groups_service_account() {
         let installed = wait_for(&api, "scoped.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
         let deployment = Api::<Deployment>::namespaced(client.clone(), &ns).get("scoped").await.expect("the Deployment");
         assert!(controlled_by(&deployment.metadata, &installed));
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn a_changed_csv_rolls_its_deployment_out_again() {
+    with_namespace("edit", |client, ns| async move {
+        operator_group(&client, &ns, own_namespace_group(&ns)).await;
+        create_csv(
+            &client,
+            &ns,
+            demo_csv("edited.v1.0.0", "1.0.0", None, &["edited"], OWN_NAMESPACE, None),
+        )
+        .await;
+        let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        wait_for(&api, "edited.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let before = deployments.get("edited").await.expect("the Deployment");
+        let hash = |d: &Deployment| d.labels().get(labels::DEPLOYMENT_SPEC_HASH).cloned();
+
+        // A hotfix of the CSV's Deployment spec, as `kubectl edit csv` would make it.
+        let mut csv = api.get("edited.v1.0.0").await.expect("the CSV");
+        let spec = &mut csv.spec.install.spec.as_mut().expect("details").deployments[0].spec;
+        spec["template"]["spec"]["containers"][0]["env"][0]["value"] = "1.0.0-hotfix".into();
+        let patch = serde_json::json!({"spec": {"install": csv.spec.install}});
+        api.patch("edited.v1.0.0", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("edit the CSV");
+
+        let before_hash = hash(&before);
+        let after = wait_for(&deployments, "edited", move |d: Option<&Deployment>| {
+            d.is_some_and(|d| d.labels().get(labels::DEPLOYMENT_SPEC_HASH).cloned() != before_hash)
+        })
+        .await;
+        let env = after
+            .spec
+            .expect("spec")
+            .template
+            .spec
+            .expect("pod spec")
+            .containers[0]
+            .env
+            .clone();
+        assert!(
+            env.unwrap_or_default()
+                .iter()
+                .any(|e| e.value.as_deref() == Some("1.0.0-hotfix"))
+        );
+        let csv = wait_for(&api, "edited.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        let reasons: Vec<Option<CsvReason>> = csv
+            .status
+            .iter()
+            .flat_map(|s| s.conditions.iter().flatten())
+            .map(|c| c.reason)
+            .collect();
+        assert!(
+            !reasons.contains(&Some(CsvReason::ComponentUnhealthy)),
+            "a new rollout is not a broken install: {reasons:?}"
+        );
     })
     .await;
 }

@@ -54,15 +54,23 @@ pub async fn client() -> Client {
     }
 }
 
+static METRICS: OnceLock<Arc<Metrics>> = OnceLock::new();
+
+/// The metrics of the operator the tests run.
+pub fn operator_metrics() -> Arc<Metrics> {
+    METRICS.get().cloned().expect("the operator was started")
+}
+
 /// Installs OLM's CRDs (once per test process) and starts one olm-operator
 /// in a thread of its own, which lives as long as the test process.
 pub async fn start_operator(client: &Client) {
-    static STARTED: OnceLock<()> = OnceLock::new();
     install_crds(client).await;
-    STARTED.get_or_init(|| {
+    METRICS.get_or_init(|| {
+        let metrics = Arc::new(Metrics::new().expect("metrics"));
+        let for_operator = metrics.clone();
         std::thread::Builder::new()
             .name("olm-operator".into())
-            .spawn(|| {
+            .spawn(move || {
                 let runtime = tokio::runtime::Builder::new_multi_thread()
                     .worker_threads(2)
                     .enable_all()
@@ -75,7 +83,7 @@ pub async fn start_operator(client: &Client) {
                         .try_init();
                     let config = kube::Config::infer().await.expect("a client configuration");
                     let client = Client::try_from(config.clone()).expect("a client");
-                    let metrics = Arc::new(Metrics::new().expect("metrics"));
+                    let metrics = for_operator;
                     let settings = Settings {
                         install_timeout: Duration::from_secs(300),
                         resync: Duration::from_secs(60),
@@ -85,6 +93,7 @@ pub async fn start_operator(client: &Client) {
                 });
             })
             .expect("the operator thread starts");
+        metrics
     });
 }
 

@@ -214,6 +214,22 @@ pub async fn apply(
     Ok(Applied { deployments })
 }
 
+/// Whether applying `children` gives an existing Deployment a new spec: its
+/// `olm.deployment-spec-hash` label differs from the one built. (A missing
+/// Deployment is not a change of spec but a missing component.)
+pub fn spec_changed(children: &Children, found: &Dereferenced) -> bool {
+    let hash = |labels: Option<&std::collections::BTreeMap<String, String>>| {
+        labels
+            .and_then(|l| l.get(olm_api::labels::DEPLOYMENT_SPEC_HASH))
+            .cloned()
+    };
+    children.deployments.iter().any(|wanted| {
+        found.deployments.get(&wanted.name_any()).is_some_and(|existing| {
+            hash(existing.metadata.labels.as_ref()) != hash(wanted.metadata.labels.as_ref())
+        })
+    })
+}
+
 /// The client the install writes with: the operator's own, or one that acts
 /// as the OperatorGroup's service account.
 async fn writer(ctx: &Context, namespace: &str, membership: &Membership) -> Result<Client, Error> {

@@ -187,7 +187,9 @@ async fn install(
                 return Ok(Action::await_change());
             };
             let children = build::build(csv, membership, strategy).map_err(Error::Build)?;
+            let updated = apply::spec_changed(&children, &found);
             let outcome = match apply::apply(ctx, csv, membership, &children, &found).await {
+                Ok(applied) if updated => InstallOutcome::Updated(phase::health(&applied.deployments)),
                 Ok(applied) => InstallOutcome::Applied(phase::health(&applied.deployments)),
                 Err(e) if e.is_terminal() => {
                     tracing::warn!(csv = %csv.name_any(), error = %e.detail(), "the install was refused");

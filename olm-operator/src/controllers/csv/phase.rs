@@ -229,6 +229,9 @@ pub enum Health {
 pub enum InstallOutcome {
     /// Everything was applied; the Deployments are in this state.
     Applied(Health),
+    /// Everything was applied, and an existing Deployment got a new spec (the
+    /// CSV changed): a new rollout, not a broken install.
+    Updated(Health),
     /// The API server refused the install (forbidden, invalid, owned by
     /// another CSV); retrying at once does not help.
     Rejected(String),
@@ -271,6 +274,17 @@ pub fn after_install(
             };
         }
         InstallOutcome::Applied(health) => health,
+        InstallOutcome::Updated(health) => {
+            if let Health::Waiting(message) = health
+                && matches!(status.phase, Some(Succeeded | Failed))
+            {
+                return AfterInstall {
+                    transition: Some(to(Installing, Waiting, format!("installing: {message}"))),
+                    recheck_in: Some(timeout + Duration::from_secs(1)),
+                };
+            }
+            health
+        }
     };
     let succeeded = || {
         to(
@@ -837,6 +851,18 @@ mod tests {
             transition(decide(&failed, &replaced)),
             (CsvPhase::Replacing, CsvReason::BeingReplaced)
         );
+    }
+
+    #[test]
+    fn a_changed_csv_rolls_out_again_instead_of_failing() {
+        let succeeded = status(CsvPhase::Succeeded, CsvReason::InstallSuccessful);
+        let rolling = InstallOutcome::Updated(Health::Waiting("waiting for deployment demo".into()));
+        let t = after_install(&succeeded, &rolling, at(5), TIMEOUT)
+            .transition
+            .expect("a transition");
+        assert_eq!((t.phase, t.reason), (CsvPhase::Installing, CsvReason::Waiting));
+        let done = InstallOutcome::Updated(Health::Ready);
+        assert_eq!(after_install(&succeeded, &done, at(5), TIMEOUT).transition, None);
     }
 
     #[test]

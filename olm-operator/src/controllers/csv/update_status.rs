@@ -63,6 +63,10 @@ pub async fn write(
     status: ClusterServiceVersionStatus,
 ) -> Result<(), Error> {
     let old = csv.status.clone().unwrap_or_default();
+    let mut updated = csv.clone();
+    updated.status = Some(status.clone());
+    // Also when nothing changed, so that the series exist after a restart.
+    ctx.metrics.csv_status_changed(csv, &updated);
     if old == status {
         return Ok(());
     }
@@ -74,9 +78,6 @@ pub async fn write(
             source,
         })?;
 
-    let mut updated = csv.clone();
-    updated.status = Some(status.clone());
-    ctx.metrics.csv_status_changed(csv, &updated);
     if old.phase == status.phase && old.reason == status.reason {
         return Ok(());
     }

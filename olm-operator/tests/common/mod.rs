@@ -185,6 +185,9 @@ where
     let outcome = tokio::spawn(test(client.clone(), name.clone())).await;
     match outcome {
         Ok(()) => {
+            // CSVs carry the operator's finalizer: let the operator, which
+            // dies with the test process, release them before the namespace goes.
+            delete_csvs(&client, &name).await;
             if let Err(e) = namespaces.delete(&name, &DeleteParams::background()).await {
                 eprintln!("warning: could not delete namespace {name}: {e}");
             }
@@ -196,6 +199,20 @@ where
                 Err(e) => panic!("the test in namespace {name} did not finish: {e}"),
             }
         }
+    }
+}
+
+/// Deletes every CSV of `namespace` and waits until they are gone.
+pub async fn delete_csvs(client: &Client, namespace: &str) {
+    let api = Api::<olm_api::v1alpha1::ClusterServiceVersion>::namespaced(client.clone(), namespace);
+    let names: Vec<String> = list(&api, "").await.iter().map(|csv| csv.name_any()).collect();
+    for name in &names {
+        if let Err(e) = api.delete(name, &DeleteParams::background()).await {
+            eprintln!("warning: could not delete CSV {namespace}/{name}: {e}");
+        }
+    }
+    for name in &names {
+        wait_gone(&api, name).await;
     }
 }
 

@@ -1008,3 +1008,53 @@ async fn a_changed_csv_rolls_its_deployment_out_again() {
     })
     .await;
 }
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn a_corpus_csv_with_native_apis_installs_in_its_own_namespace() {
+    with_namespace("native", |client, ns| async move {
+        let dir = corpus_dir().join("bundles/debezium-operator/3.0.0-final/manifests");
+        let crd: CustomResourceDefinition =
+            manifest::read_one(&dir.join("debeziumservers.debezium.io-v1.crd.yml"))
+                .unwrap_or_else(|e| panic!("{e}"));
+        let crds = Api::<CustomResourceDefinition>::all(client.clone());
+        apply(&crds, &crd).await;
+        wait_for(&crds, &crd.name_any(), conditions::is_crd_established()).await;
+        operator_group(&client, &ns, own_namespace_group(&ns)).await;
+        let csv: ClusterServiceVersion =
+            manifest::read_one(&dir.join("debezium-operator.v3.0.0-final.clusterserviceversion.yaml"))
+                .unwrap_or_else(|e| panic!("{e}"));
+        let name = csv.name_any();
+        create_csv(&client, &ns, csv).await;
+        let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        let installed = wait_for(&api, &name, phase_is(CsvPhase::Succeeded)).await;
+        let requirements = installed
+            .status
+            .clone()
+            .and_then(|s| s.requirement_status)
+            .unwrap_or_default();
+        let native: Vec<(&str, StatusReason)> = requirements
+            .iter()
+            .filter(|r| r.kind == "PersistentVolumeClaim" || r.kind == "Deployment")
+            .map(|r| (r.name.as_str(), r.status))
+            .collect();
+        assert_eq!(
+            native,
+            [("v1.", StatusReason::Present), ("v1.apps", StatusReason::Present)]
+        );
+        // Own namespace: the permissions stay namespaced.
+        let selector = owner_selector(&installed);
+        assert_eq!(
+            list(&Api::<Role>::namespaced(client.clone(), &ns), &selector)
+                .await
+                .len(),
+            1
+        );
+        assert!(
+            list(&Api::<ClusterRole>::all(client.clone()), &selector)
+                .await
+                .is_empty()
+        );
+    })
+    .await;
+}

@@ -46,6 +46,9 @@ pub struct Dereferenced {
     pub replaced: Option<Peer>,
     /// The API server's version.
     pub server_version: Option<semver::Version>,
+    /// For each group/version of the CSV's `nativeAPIs` (`v1` for the core
+    /// group), the kinds the API server serves there.
+    pub served_kinds: BTreeMap<String, BTreeSet<String>>,
 }
 
 /// Why dereferencing failed; every case is a failed API call, worth a retry.
@@ -65,6 +68,15 @@ pub enum Error {
     ListCsvs {
         /// The namespace.
         namespace: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// API discovery failed.
+    #[error("failed to discover the kinds of API {group_version}")]
+    Discovery {
+        /// The group/version.
+        group_version: String,
         /// The cause.
         #[source]
         source: kube::Error,
@@ -130,7 +142,13 @@ pub async fn dereference(ctx: &Context, csv: &ClusterServiceVersion) -> Result<D
         }
     }
 
+    let mut served_kinds = BTreeMap::new();
+    for group_version in native_group_versions(csv) {
+        served_kinds.insert(group_version.clone(), discover(ctx, &group_version).await?);
+    }
+
     Ok(Dereferenced {
+        served_kinds,
         operator_groups,
         crds,
         service_accounts,
@@ -140,6 +158,47 @@ pub async fn dereference(ctx: &Context, csv: &ClusterServiceVersion) -> Result<D
         replaced,
         server_version: ctx.server_version().await,
     })
+}
+
+/// The kinds served at `group_version`; none when it is not served at all.
+async fn discover(ctx: &Context, group_version: &str) -> Result<BTreeSet<String>, Error> {
+    let listed = if group_version.contains('/') {
+        ctx.client.list_api_group_resources(group_version).await
+    } else {
+        ctx.client.list_core_api_resources(group_version).await
+    };
+    match listed {
+        Ok(list) => Ok(list
+            .resources
+            .into_iter()
+            .filter(|resource| !resource.name.contains('/'))
+            .map(|resource| resource.kind)
+            .collect()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(BTreeSet::new()),
+        Err(source) => Err(Error::Discovery {
+            group_version: group_version.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The group/version of a native API as discovery names it: `v1` for the
+/// core group, `<group>/<version>` otherwise.
+pub fn group_version(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+fn native_group_versions(csv: &ClusterServiceVersion) -> BTreeSet<String> {
+    csv.spec
+        .native_apis
+        .iter()
+        .flatten()
+        .map(|api| group_version(&api.group, &api.version))
+        .collect()
 }
 
 async fn get<K>(api: &Api<K>, name: &str, kind: &'static str) -> Result<Option<K>, Error>

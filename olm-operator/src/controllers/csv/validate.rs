@@ -8,7 +8,8 @@
 //! - [`Strategy`]: the `deployment` install strategy, with every Deployment
 //!   spec parsed (OLM's `InvalidInstallStrategy`);
 //! - [`Requirements`]: `status.requirementStatus`, one entry per required and
-//!   owned CRD, the minimum Kubernetes version and each service account.
+//!   owned CRD, native API, the minimum Kubernetes version and each service
+//!   account.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +25,7 @@ use olm_api::{
     },
 };
 
-use super::dereference::Dereferenced;
+use super::dereference::{Dereferenced, group_version};
 
 /// Everything validate concluded about one CSV.
 #[derive(Clone, Debug)]
@@ -367,6 +368,32 @@ pub fn requirements(csv: &ClusterServiceVersion, found: &Dereferenced) -> Requir
     if let Some(status) = min_kube_version(csv, found.server_version.as_ref()) {
         met &= status.status == StatusReason::Present;
         statuses.push(status);
+    }
+
+    for api in csv.spec.native_apis.iter().flatten() {
+        let served = found
+            .served_kinds
+            .get(&group_version(&api.group, &api.version))
+            .is_some_and(|kinds| kinds.contains(&api.kind));
+        met &= served;
+        statuses.push(RequirementStatus {
+            group: api.group.clone(),
+            version: api.version.clone(),
+            kind: api.kind.clone(),
+            name: format!("{}.{}", api.version, api.group),
+            status: if served {
+                StatusReason::Present
+            } else {
+                StatusReason::NotPresent
+            },
+            message: if served {
+                "Native API exists".to_owned()
+            } else {
+                "Native API does not exist".to_owned()
+            },
+            uuid: None,
+            dependents: None,
+        });
     }
 
     let mut seen = BTreeSet::new();
@@ -743,6 +770,46 @@ mod tests {
         assert!(requirements.statuses[0].message.contains("1.40.0"));
         csv.spec.min_kube_version = Some("1.25".to_owned());
         assert!(super::requirements(&csv, &found).met);
+    }
+
+    #[test]
+    fn native_apis_must_be_served() {
+        let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        csv.spec.native_apis = Some(vec![
+            olm_api::v1alpha1::GroupVersionKind {
+                group: String::new(),
+                version: "v1".to_owned(),
+                kind: "ConfigMap".to_owned(),
+            },
+            olm_api::v1alpha1::GroupVersionKind {
+                group: "example.com".to_owned(),
+                version: "v1".to_owned(),
+                kind: "Gadget".to_owned(),
+            },
+        ]);
+        let mut found = fixtures::found(vec![], vec![], &[NAMESPACE]);
+        found
+            .served_kinds
+            .insert("v1".to_owned(), ["ConfigMap".to_owned()].into());
+        found
+            .served_kinds
+            .insert("example.com/v1".to_owned(), BTreeSet::new());
+        let requirements = requirements(&csv, &found);
+        assert!(!requirements.met);
+        let statuses: Vec<(&str, StatusReason)> = requirements
+            .statuses
+            .iter()
+            .take(2)
+            .map(|s| (s.name.as_str(), s.status))
+            .collect();
+        assert_eq!(
+            statuses,
+            [
+                ("v1.", StatusReason::Present),
+                ("v1.example.com", StatusReason::NotPresent)
+            ]
+        );
+        assert_eq!(requirements.unmet(), vec!["Gadget v1.example.com"]);
     }
 
     // --- A real bundle ---

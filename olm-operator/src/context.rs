@@ -224,6 +224,13 @@ pub enum ScopedClientError {
     Build(#[source] kube::Error),
 }
 
+/// Now, to the second (all a status timestamp keeps), so that a status
+/// computed now compares equal to the same status read back.
+pub fn now() -> k8s_openapi::jiff::Timestamp {
+    use k8s_openapi::jiff::Timestamp;
+    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now())
+}
+
 /// A Kubernetes version such as `v1.36.3` or `v1.30.2+k3s1` as a semantic version.
 pub fn parse_kube_version(text: &str) -> Option<semver::Version> {
     let text = text.trim().trim_start_matches('v');

@@ -171,7 +171,7 @@ async fn install(
         replacement: found.replacement.as_ref(),
         replaced: found.replaced.as_ref(),
     };
-    let now = phase::now();
+    let now = crate::context::now();
     let (transition, recheck_in) = match phase::decide(&status, &facts) {
         Decision::DeleteSelf => {
             tracing::info!(csv = %csv.name_any(), "deleting a replaced ClusterServiceVersion");

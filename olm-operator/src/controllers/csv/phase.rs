@@ -470,11 +470,6 @@ pub fn next_status(
     status
 }
 
-/// Now, to the second (what a status timestamp keeps).
-pub fn now() -> Timestamp {
-    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now())
-}
-
 #[cfg(test)]
 mod tests {
     use olm_api::v1alpha1::StatusReason;

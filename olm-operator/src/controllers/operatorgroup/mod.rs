@@ -35,7 +35,7 @@ use olm_api::{
 };
 
 use self::targets::Selection;
-use crate::{context::Context, controllers::csv::phase};
+use crate::context::{self, Context};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "operatorgroup";
@@ -151,7 +151,7 @@ pub async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<Context>) -> Result<A
         let status = OperatorGroupStatus {
             namespaces: Some(namespaces.clone()),
             service_account_ref,
-            last_updated: Some(Time(phase::now())),
+            last_updated: Some(Time(context::now())),
             conditions: None,
         };
         ctx.apply_status(&api, &name, &status)

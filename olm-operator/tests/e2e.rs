@@ -1058,3 +1058,51 @@ async fn a_corpus_csv_with_native_apis_installs_in_its_own_namespace() {
     })
     .await;
 }
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn two_csvs_cannot_own_one_crd_in_a_namespace() {
+    with_namespace("owners", |client, ns| async move {
+        let group = format!("e2e-{}.olm-rs.dev", random_suffix());
+        let crd_name = format!("widgets.{group}");
+        let crds = Api::<CustomResourceDefinition>::all(client.clone());
+        apply(&crds, &widget_crd(&group)).await;
+        wait_for(&crds, &crd_name, conditions::is_crd_established()).await;
+        operator_group(&client, &ns, own_namespace_group(&ns)).await;
+        let owning = |name: &str, deployment: &str| {
+            let mut csv = demo_csv(name, "1.0.0", None, &[deployment], OWN_NAMESPACE, None);
+            csv.spec.custom_resource_definitions = Some(
+                serde_json::from_value(serde_json::json!({
+                    "owned": [{"name": crd_name, "version": "v1", "kind": "Widget"}],
+                }))
+                .expect("valid CRD descriptions"),
+            );
+            csv
+        };
+        let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        create_csv(&client, &ns, owning("first.v1.0.0", "first")).await;
+        wait_for(&api, "first.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        create_csv(&client, &ns, owning("second.v1.0.0", "second")).await;
+        let failed = wait_for(
+            &api,
+            "second.v1.0.0",
+            phase_and_reason(CsvPhase::Failed, CsvReason::OwnerConflict),
+        )
+        .await;
+        let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(
+            message.contains(&crd_name) && message.contains("first.v1.0.0"),
+            "{message}"
+        );
+
+        // Once the first owner is gone, the second installs.
+        api.delete("first.v1.0.0", &DeleteParams::default())
+            .await
+            .expect("delete the first CSV");
+        wait_for(&api, "second.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        crds.delete(&crd_name, &DeleteParams::default())
+            .await
+            .expect("delete the CRD");
+    })
+    .await;
+}

@@ -412,3 +412,116 @@ impl Prune<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    use super::*;
+    use crate::controllers::csv::{
+        build,
+        fixtures::{self, NAMESPACE, modes},
+        validate::{self, Targets},
+    };
+
+    fn controlled_by(kind: &str, name: &str, uid: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some("demo".to_owned()),
+            owner_references: Some(vec![OwnerReference {
+                api_version: if kind == OWNER_KIND {
+                    "operators.coreos.com/v1alpha1".to_owned()
+                } else {
+                    "apps/v1".to_owned()
+                },
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+                uid: uid.to_owned(),
+                controller: Some(true),
+                block_owner_deletion: None,
+            }]),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn objects_are_adopted_unless_another_live_csv_controls_them() {
+        let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        csv.spec.replaces = Some("demo.v0.9.0".to_owned());
+        let mut found = fixtures::found(vec![], vec![], &[NAMESPACE]);
+        found.namespace_csvs = ["demo.v0.9.0", "demo.v1.0.0", "other.v1.0.0"]
+            .map(str::to_owned)
+            .into();
+        let uid = csv.metadata.uid.clone().expect("uid");
+        let check = |meta: Option<&ObjectMeta>| check_adoptable(&csv, &found, "Deployment", meta);
+
+        assert!(check(None).is_ok(), "nothing there yet");
+        assert!(check(Some(&ObjectMeta::default())).is_ok(), "nobody controls it");
+        assert!(
+            check(Some(&controlled_by(OWNER_KIND, "demo.v1.0.0", &uid))).is_ok(),
+            "this CSV's own"
+        );
+        assert!(
+            check(Some(&controlled_by(OWNER_KIND, "demo.v0.9.0", "old"))).is_ok(),
+            "the replaced CSV's"
+        );
+        assert!(
+            check(Some(&controlled_by(OWNER_KIND, "gone.v1.0.0", "gone"))).is_ok(),
+            "a deleted CSV's"
+        );
+        let error = check(Some(&controlled_by(OWNER_KIND, "other.v1.0.0", "other"))).unwrap_err();
+        assert!(error.is_terminal());
+        assert_eq!(
+            error.to_string(),
+            "Deployment demo is controlled by ClusterServiceVersion other.v1.0.0, not by this ClusterServiceVersion"
+        );
+        assert!(
+            check(Some(&controlled_by("ReplicaSet", "rs", "rs"))).is_err(),
+            "another controller's"
+        );
+    }
+
+    #[test]
+    fn a_different_spec_hash_on_an_existing_deployment_is_a_spec_change() {
+        let csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        let strategy = validate::strategy(&csv).expect("valid");
+        let membership = fixtures::membership(Targets::Namespaces(vec![NAMESPACE.to_owned()]));
+        let children = build::build(&csv, &membership, &strategy).expect("builds");
+        let mut found = fixtures::found(vec![], vec![], &[NAMESPACE]);
+        assert!(
+            !spec_changed(&children, &found),
+            "a missing Deployment is not a spec change"
+        );
+        let mut existing = children.deployments[0].clone();
+        found.deployments.insert("demo".to_owned(), existing.clone());
+        assert!(!spec_changed(&children, &found));
+        existing
+            .metadata
+            .labels
+            .get_or_insert_with(Default::default)
+            .insert(
+                olm_api::labels::DEPLOYMENT_SPEC_HASH.to_owned(),
+                "older".to_owned(),
+            );
+        found.deployments.insert("demo".to_owned(), existing);
+        assert!(spec_changed(&children, &found));
+    }
+
+    #[test]
+    fn refusals_are_terminal_and_outages_are_not() {
+        let api_error = |code: u16| Error::Apply {
+            kind: "Deployment",
+            name: "ops/demo".to_owned(),
+            source: kube::Error::Api(Box::new(
+                kube::core::Status::failure(&format!("refused with {code}"), "Forbidden").with_code(code),
+            )),
+        };
+        assert!(api_error(403).is_terminal());
+        assert!(api_error(422).is_terminal());
+        assert!(!api_error(500).is_terminal());
+        assert!(!api_error(409).is_terminal());
+        assert_eq!(
+            api_error(403).detail(),
+            "failed to apply Deployment ops/demo: refused with 403"
+        );
+    }
+}

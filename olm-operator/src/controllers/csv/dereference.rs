@@ -46,6 +46,9 @@ pub struct Dereferenced {
     pub replaced: Option<Peer>,
     /// The API server's version.
     pub server_version: Option<semver::Version>,
+    /// Owned CRDs of this CSV that another CSV of the namespace, outside its
+    /// upgrade chain, also owns: `(crd, other csv)`.
+    pub crd_owner_conflicts: Vec<(String, String)>,
     /// For each group/version of the CSV's `nativeAPIs` (`v1` for the core
     /// group), the kinds the API server serves there.
     pub served_kinds: BTreeMap<String, BTreeSet<String>>,
@@ -117,6 +120,7 @@ pub async fn dereference(ctx: &Context, csv: &ClusterServiceVersion) -> Result<D
         })?
         .items;
     let (replacement, replaced) = neighbours(csv, &csvs);
+    let crd_owner_conflicts = crd_owner_conflicts(csv, &csvs);
 
     let crd_api = Api::<CustomResourceDefinition>::all(client.clone());
     let mut crds = BTreeMap::new();
@@ -149,6 +153,7 @@ pub async fn dereference(ctx: &Context, csv: &ClusterServiceVersion) -> Result<D
 
     Ok(Dereferenced {
         served_kinds,
+        crd_owner_conflicts,
         operator_groups,
         crds,
         service_accounts,
@@ -238,6 +243,47 @@ pub fn neighbours(
     (replacement, replaced)
 }
 
+/// The names of the CSVs of `csvs` in `csv`'s upgrade chain (those it
+/// replaces, transitively, and those that replace it), itself included.
+pub fn replacement_chain(csv: &ClusterServiceVersion, csvs: &[ClusterServiceVersion]) -> BTreeSet<String> {
+    let by_name: BTreeMap<String, &ClusterServiceVersion> = csvs.iter().map(|c| (c.name_any(), c)).collect();
+    let mut chain = BTreeSet::from([csv.name_any()]);
+    let mut previous = csv.spec.replaces.clone();
+    while let Some(name) = previous {
+        let Some(older) = by_name.get(&name) else { break };
+        if !chain.insert(name) {
+            break;
+        }
+        previous = older.spec.replaces.clone();
+    }
+    let mut current = csv.name_any();
+    while let Some(newer) = csvs
+        .iter()
+        .find(|c| c.spec.replaces.as_deref() == Some(current.as_str()) && !chain.contains(&c.name_any()))
+    {
+        current = newer.name_any();
+        chain.insert(current.clone());
+    }
+    chain
+}
+
+/// The owned CRDs of `csv` that a CSV of `csvs` outside its upgrade chain owns too.
+pub fn crd_owner_conflicts(
+    csv: &ClusterServiceVersion,
+    csvs: &[ClusterServiceVersion],
+) -> Vec<(String, String)> {
+    let chain = replacement_chain(csv, csvs);
+    let mut conflicts = Vec::new();
+    for owned in csv.owned_crds() {
+        for other in csvs.iter().filter(|other| !chain.contains(&other.name_any())) {
+            if other.owned_crds().iter().any(|crd| crd.name == owned.name) {
+                conflicts.push((owned.name.clone(), other.name_any()));
+            }
+        }
+    }
+    conflicts
+}
+
 /// Names of the owned and required CRDs.
 pub fn crd_names(csv: &ClusterServiceVersion) -> BTreeSet<String> {
     csv.owned_crds()
@@ -270,4 +316,89 @@ fn deployment_names(csv: &ClusterServiceVersion) -> BTreeSet<String> {
         .map(|d| d.name.clone())
         .filter(|name| !name.is_empty())
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn csv(name: &str, replaces: Option<&str>, owns: &[&str]) -> ClusterServiceVersion {
+        let owned: Vec<serde_json::Value> = owns
+            .iter()
+            .map(|crd| serde_json::json!({"name": crd, "version": "v1", "kind": "Thing"}))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "metadata": {"name": name, "namespace": "ops"},
+            "spec": {
+                "displayName": name,
+                "replaces": replaces,
+                "install": {"strategy": "deployment"},
+                "customresourcedefinitions": {"owned": owned},
+            },
+        }))
+        .expect("a valid CSV")
+    }
+
+    #[test]
+    fn the_upgrade_chain_runs_both_ways_and_stops_at_gaps_and_cycles() {
+        let csvs = vec![
+            csv("a.v1", None, &[]),
+            csv("a.v2", Some("a.v1"), &[]),
+            csv("a.v3", Some("a.v2"), &[]),
+            csv("a.v5", Some("a.v4"), &[]),
+            csv("loop.v1", Some("loop.v2"), &[]),
+            csv("loop.v2", Some("loop.v1"), &[]),
+        ];
+        let chain = |name: &str| {
+            let me = csvs.iter().find(|c| c.name_any() == name).expect("listed");
+            replacement_chain(me, &csvs).into_iter().collect::<Vec<_>>()
+        };
+        assert_eq!(chain("a.v2"), ["a.v1", "a.v2", "a.v3"]);
+        assert_eq!(chain("a.v5"), ["a.v5"]);
+        assert_eq!(chain("loop.v1"), ["loop.v1", "loop.v2"]);
+    }
+
+    #[test]
+    fn only_owners_outside_the_chain_conflict() {
+        let csvs = vec![
+            csv("a.v1", None, &["widgets.example.com"]),
+            csv(
+                "a.v2",
+                Some("a.v1"),
+                &["widgets.example.com", "gadgets.example.com"],
+            ),
+            csv("b.v1", None, &["gadgets.example.com"]),
+        ];
+        assert_eq!(
+            crd_owner_conflicts(&csvs[1], &csvs),
+            [("gadgets.example.com".to_owned(), "b.v1".to_owned())]
+        );
+        assert!(crd_owner_conflicts(&csvs[0], &csvs).is_empty());
+    }
+
+    #[test]
+    fn neighbours_are_the_replaced_and_the_replacing_csv() {
+        let mut newer = csv("a.v2", Some("a.v1"), &[]);
+        newer.status = Some(olm_api::v1alpha1::ClusterServiceVersionStatus {
+            phase: Some(CsvPhase::Pending),
+            ..Default::default()
+        });
+        let csvs = vec![csv("a.v1", None, &[]), newer];
+        let (replacement, replaced) = neighbours(&csvs[0], &csvs);
+        assert_eq!(
+            replacement,
+            Some(Peer {
+                name: "a.v2".to_owned(),
+                phase: Some(CsvPhase::Pending)
+            })
+        );
+        assert_eq!(replaced, None);
+        let (replacement, replaced) = neighbours(&csvs[1], &csvs);
+        assert_eq!(
+            (replacement, replaced.map(|p| p.name)),
+            (None, Some("a.v1".to_owned()))
+        );
+    }
 }

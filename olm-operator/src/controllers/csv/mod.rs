@@ -10,7 +10,8 @@
 //! references); Roles, RoleBindings, ClusterRoles and ClusterRoleBindings
 //! mapped back by their `olm.owner*` labels; OperatorGroups (→ the CSVs of
 //! their namespace); CRDs (→ the CSVs that own or require them); and CSVs
-//! again (→ the CSVs they replace or are replaced by).
+//! again (→ the CSVs they replace or are replaced by, and those of their
+//! namespace held back by an owner conflict).
 
 pub mod apply;
 pub mod build;
@@ -326,12 +327,16 @@ fn upgrade_neighbours(
 ) -> Vec<ObjectRef<ClusterServiceVersion>> {
     let namespace = csv.namespace().unwrap_or_default();
     let name = csv.name_any();
+    let blocked_by_owner = |other: &ClusterServiceVersion| {
+        other.status.as_ref().and_then(|s| s.reason) == Some(olm_api::v1alpha1::CsvReason::OwnerConflict)
+    };
     let mut related: Vec<_> = store
         .state()
         .iter()
         .filter(|other| {
             other.namespace().as_deref() == Some(namespace.as_str())
-                && other.spec.replaces.as_deref() == Some(name.as_str())
+                && other.name_any() != name
+                && (other.spec.replaces.as_deref() == Some(name.as_str()) || blocked_by_owner(other))
         })
         .map(|other| ObjectRef::from_obj(other.as_ref()))
         .collect();

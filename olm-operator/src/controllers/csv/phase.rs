@@ -118,6 +118,8 @@ pub fn decide(status: &ClusterServiceVersionStatus, facts: &Facts<'_>) -> Decisi
                     requirements.unmet().join(", ")
                 );
                 Decision::Settle(Some(to(Pending, RequirementsNotMet, message)))
+            } else if let Some(conflict) = &facts.validation.owner_conflict {
+                Decision::Settle(Some(to(Failed, OwnerConflict, conflict.to_string())))
             } else if facts
                 .replaced
                 .is_some_and(|previous| previous.phase != Some(Replacing))
@@ -152,6 +154,10 @@ pub fn decide(status: &ClusterServiceVersionStatus, facts: &Facts<'_>) -> Decisi
                 return Decision::Settle(Some(to(Pending, RequirementsNotMet, "requirements not met")));
             }
             match status.reason {
+                Some(OwnerConflict) if facts.validation.owner_conflict.is_none() => Decision::Settle(Some(
+                    to(Pending, RequirementsUnknown, "the conflicting CRD owner is gone"),
+                )),
+                Some(OwnerConflict) => Decision::Settle(None),
                 Some(InvalidStrategy) => Decision::Settle(Some(to(
                     Pending,
                     RequirementsUnknown,
@@ -660,6 +666,28 @@ mod tests {
             (CsvPhase::Pending, CsvReason::RequirementsUnknown)
         );
         assert_eq!(decide(&pending, &facts(&not_ready)), Decision::Settle(None));
+    }
+
+    #[test]
+    fn a_crd_owned_by_another_csv_is_an_owner_conflict_until_that_csv_goes() {
+        let mut conflicting = validation(&["OwnNamespace"], &[NAMESPACE], true);
+        conflicting.owner_conflict = Some(validate::OwnerConflict {
+            crd: "widgets.example.com".to_owned(),
+            owner: "other.v1".to_owned(),
+        });
+        let pending = status(CsvPhase::Pending, CsvReason::RequirementsUnknown);
+        let Decision::Settle(Some(t)) = decide(&pending, &facts(&conflicting)) else {
+            panic!("expected a transition")
+        };
+        assert_eq!((t.phase, t.reason), (CsvPhase::Failed, CsvReason::OwnerConflict));
+        assert!(t.message.contains("widgets.example.com") && t.message.contains("other.v1"));
+        let failed = next_status(&pending, Some(&t), None, at(1));
+        assert_eq!(decide(&failed, &facts(&conflicting)), Decision::Settle(None));
+        let clear = validation(&["OwnNamespace"], &[NAMESPACE], true);
+        assert_eq!(
+            transition(decide(&failed, &facts(&clear))),
+            (CsvPhase::Pending, CsvReason::RequirementsUnknown)
+        );
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub struct Validation {
     pub strategy: Result<Strategy, InvalidStrategy>,
     /// The status of every requirement.
     pub requirements: Requirements,
+    /// Another CSV of the namespace already owns a CRD this one owns.
+    pub owner_conflict: Option<OwnerConflict>,
 }
 
 /// Runs every check.
@@ -44,7 +46,24 @@ pub fn validate(csv: &ClusterServiceVersion, found: &Dereferenced) -> Validation
         membership: membership(csv, &found.operator_groups),
         strategy: strategy(csv),
         requirements: requirements(csv, found),
+        owner_conflict: found
+            .crd_owner_conflicts
+            .first()
+            .map(|(crd, owner)| OwnerConflict {
+                crd: crd.clone(),
+                owner: owner.clone(),
+            }),
     }
+}
+
+/// A CRD this CSV owns that another CSV of the namespace owns too (OLM's `OwnerConflict`).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("conflicting CRD owner in namespace: {crd} is owned by ClusterServiceVersion {owner}")]
+pub struct OwnerConflict {
+    /// The CRD.
+    pub crd: String,
+    /// The other CSV.
+    pub owner: String,
 }
 
 // === Membership ===

@@ -15,10 +15,10 @@ demo: ## The main job: build both operators and print the CRDs they serve
 	$(CARGO) run -q -p catalog-operator -- --help
 
 test: ## Every test: unit and corpus tests, then e2e on a real control plane
-	hack/test.sh
+	hack/test.sh -- --show-output
 
 unit: ## Unit and corpus tests only (no cluster)
-	$(CARGO) test --workspace
+	$(CARGO) test --workspace --exclude e2e
 
 e2e: ## e2e tests against the cluster in KUBECONFIG
 	$(CARGO) test -p e2e

@@ -1,5 +1,66 @@
 #!/usr/bin/env bash
-# The one test command (`make test`): unit and corpus tests of the workspace.
+# The project's test entry point (`make test`):
+#   1. unit and corpus tests of every crate except e2e;
+#   2. against a real Kubernetes API server, the cluster-tier tests of those crates (the ones marked
+#      #[ignore = "needs a cluster ..."], run with --ignored), then the e2e tests (`cargo test -p e2e`):
+#      - KUBECONFIG set: that cluster (e.g. kind); nothing is started or stopped;
+#      - KUBECONFIG unset: a fresh control plane from hack/cluster.sh in its own state directory,
+#        torn down when this script ends, whether the tests pass, fail or are interrupted. If this
+#        script is killed outright, the control plane notices and stops by itself.
+# Exits non-zero if anything fails. Extra arguments go to both cargo test runs (e.g. -- --nocapture).
 set -euo pipefail
-cd "$(dirname "$0")/.."
-cargo test --workspace -- --show-output
+# Job control: each command below runs as a job in a process group of its own, so that on a signal
+# the whole of it (cargo and the test binaries it started) can be stopped at once.
+set -m
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$repo"
+
+child=
+cluster_dir=
+# Runs a command in the background and waits for it: unlike a foreground command, `wait` returns
+# as soon as a signal arrives, so the traps below act at once.
+run() {
+	"$@" &
+	child=$!
+	local status=0
+	wait "$child" || status=$?
+	child=
+	return "$status"
+}
+cleanup() {
+	local status=$?
+	trap - EXIT INT TERM
+	if [ -n "$child" ]; then
+		kill -TERM -- "-$child" 2>/dev/null || true
+		wait "$child" 2>/dev/null || true
+	fi
+	if [ -n "$cluster_dir" ]; then
+		OLM_RS_CLUSTER_DIR=$cluster_dir "$repo/hack/cluster.sh" down || status=1
+	fi
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+echo "test.sh: unit tests" >&2
+run cargo test --workspace --exclude e2e "$@"
+
+if [ -n "${KUBECONFIG:-}" ]; then
+	echo "test.sh: using the cluster in KUBECONFIG=$KUBECONFIG" >&2
+else
+	# A state directory of its own, so that parallel runs, or a cluster started by hand with
+	# hack/cluster.sh up, are left alone.
+	cluster_dir=$(mktemp -d "${TMPDIR:-/tmp}/olm-rs-test-cluster.XXXXXX")
+	OLM_RS_CLUSTER_DIR=$cluster_dir OLM_RS_CLUSTER_OWNER_PID=$$ run "$repo/hack/cluster.sh" up >&2
+	export KUBECONFIG=$cluster_dir/kubeconfig
+	echo "test.sh: using the local control plane" >&2
+fi
+# The cluster-tier tests: only the ignored ones, with --ignored added to the test binaries' arguments.
+ignored=("$@")
+if printf '%s\n' "$@" | grep -qx -- --; then ignored+=(--ignored); else ignored+=(-- --ignored); fi
+echo "test.sh: cluster-tier tests of the other crates" >&2
+run cargo test --workspace --exclude e2e "${ignored[@]}"
+echo "test.sh: e2e tests" >&2
+run cargo test -p e2e "$@"

@@ -1,14 +1,9 @@
-//! catalog-operator: the controllers for CatalogSources, Subscriptions and
-//! InstallPlans, and offline catalog tools.
+//! catalog-operator: see the library documentation and `catalog-operator --help`.
+
+use std::process::ExitCode;
 
 use clap::Parser;
 
-/// Runs the controllers for CatalogSources, Subscriptions and InstallPlans.
-#[derive(Parser, Debug)]
-#[command(version, about)]
-struct Args {}
-
-fn main() {
-    let Args {} = Args::parse();
-    eprintln!("catalog-operator: no controller is wired in yet; see README.md");
+fn main() -> ExitCode {
+    catalog_operator::Args::parse().run()
 }

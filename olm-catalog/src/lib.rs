@@ -1,1 +1,43 @@
-//! Catalog content: packages, channels, bundles and their properties, and the loaders that read them.
+//! Catalog content for olm-rs: packages, channels, bundles and their properties, and the loaders
+//! that read them from every format OLM v0 accepts.
+//!
+//! - [`fbc`]: file-based catalogs (JSON streams and YAML, files and directory trees), and writing a
+//!   catalog back as a deterministic JSON stream.
+//! - [`bundle`]: bundle directories (`manifests/` + `metadata/`), read as operator-registry does.
+//! - [`render`]: bundles to `olm.bundle` blobs as `opm render` makes them, and a directory of
+//!   bundle versions to a whole package.
+//! - [`packagemanifest`]: OLM's legacy package-manifest layout.
+//! - [`configmap`]: OLM's ConfigMap catalog format.
+//! - [`validate`]: the checks `opm validate` makes on a catalog.
+//! - [`template`]: the community pipeline's `olm.template.basic` catalog templates.
+//!
+//! CSVs and other manifests are kept as `serde_json::Value`, with typed accessors in [`bundle`] for
+//! what catalogs need.
+
+#![warn(missing_docs)]
+
+pub mod bundle;
+pub mod configmap;
+mod docs;
+pub mod error;
+mod fastyaml;
+pub mod fbc;
+mod gojson;
+mod legacy;
+pub mod model;
+pub mod packagemanifest;
+mod par;
+pub mod property;
+pub mod render;
+pub mod size;
+pub mod template;
+pub mod validate;
+pub mod version;
+
+pub use error::LoadError;
+pub use model::{
+    Bundle, Catalog, Channel, ChannelEntry, Deprecation, DeprecationEntry, DeprecationReference, Icon, Meta,
+    Package, RelatedImage,
+};
+pub use property::{Gvk, Property};
+pub use version::Version;

@@ -1,0 +1,315 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	nodefast "sigs.k8s.io/kwok/kustomize/stage/node/fast"
+	nodeheartbeat "sigs.k8s.io/kwok/kustomize/stage/node/heartbeat-with-lease"
+	podfast "sigs.k8s.io/kwok/kustomize/stage/pod/fast"
+)
+
+const (
+	// Service and Pod address ranges; nothing routes them (the nodes are fake), they only must not overlap.
+	serviceCIDR          = "10.96.0.0/16"
+	podCIDR              = "10.244.0.0/16"
+	frontProxyClientName = "front-proxy-client"
+	contextName          = "olm-rs-testcluster"
+	// Nodes with this annotation are the ones kwok plays the kubelet for.
+	fakeNodeAnnotation = "kwok.x-k8s.io/node"
+)
+
+// serviceIP is the first address of serviceCIDR: the `kubernetes` Service.
+var serviceIP = net.IPv4(10, 96, 0, 1)
+
+type cluster struct {
+	kubeconfig string // admin kubeconfig
+	server     string // API server URL
+}
+
+// start brings every component up in dependency order and waits until the cluster can run Pods.
+func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error) {
+	ctx, cancel := context.WithTimeout(parent, cfg.timeout)
+	defer cancel()
+
+	ports, err := freePorts(3)
+	if err != nil {
+		return nil, err
+	}
+	etcdURL := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
+	etcdPeerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
+	apiPort := ports[2]
+	c := &cluster{
+		kubeconfig: filepath.Join(cfg.dir, "kubeconfig"),
+		server:     fmt.Sprintf("https://127.0.0.1:%d", apiPort),
+	}
+
+	pkiDir := filepath.Join(cfg.dir, "pki")
+	p, err := newPKI(pkiDir)
+	if err != nil {
+		return nil, err
+	}
+	kcmKubeconfig := filepath.Join(pkiDir, "kube-controller-manager.kubeconfig")
+	schedulerKubeconfig := filepath.Join(pkiDir, "kube-scheduler.kubeconfig")
+	for _, kc := range []struct {
+		path string
+		user *keyPair
+	}{
+		{c.kubeconfig, p.admin},
+		{kcmKubeconfig, p.controllerManager},
+		{schedulerKubeconfig, p.scheduler},
+	} {
+		if err := writeKubeconfig(kc.path, c.server, p.ca.certPEM, kc.user); err != nil {
+			return nil, err
+		}
+	}
+
+	if _, err := sup.start("etcd",
+		"--name=testcluster",
+		"--data-dir="+filepath.Join(cfg.dir, "etcd"),
+		"--listen-client-urls="+etcdURL,
+		"--advertise-client-urls="+etcdURL,
+		"--listen-peer-urls="+etcdPeerURL,
+		"--initial-advertise-peer-urls="+etcdPeerURL,
+		"--initial-cluster=testcluster="+etcdPeerURL,
+		// Test data is disposable: skipping fsync makes every write much cheaper.
+		"--unsafe-no-fsync=true",
+		"--log-level=warn",
+	); err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, "etcd is healthy", 200*time.Millisecond, etcdHealthy(etcdURL)); err != nil {
+		return nil, err
+	}
+
+	if _, err := sup.start("kube-apiserver",
+		"--etcd-servers="+etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(apiPort),
+		// The default reconciler would publish 127.0.0.1 as the `kubernetes` Service endpoint,
+		// which the API rejects.
+		"--endpoint-reconciler-type=none",
+		"--tls-cert-file="+p.servingCert,
+		"--tls-private-key-file="+p.servingKey,
+		"--client-ca-file="+p.caCert,
+		"--authorization-mode=RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+p.saPublicKey,
+		"--service-account-signing-key-file="+p.saPrivateKey,
+		"--service-cluster-ip-range="+serviceCIDR,
+		"--allow-privileged=true",
+		"--profiling=false",
+		// Front proxy, so that aggregated API servers can be registered.
+		"--requestheader-client-ca-file="+p.frontProxyCA,
+		"--requestheader-allowed-names="+frontProxyClientName,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file="+p.frontProxyCert,
+		"--proxy-client-key-file="+p.frontProxyKey,
+	); err != nil {
+		return nil, err
+	}
+	client, err := clientFor(c.kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	if err := waitFor(ctx, "kube-apiserver is ready", 250*time.Millisecond, apiserverReady(client)); err != nil {
+		return nil, err
+	}
+
+	if _, err := sup.start("kube-controller-manager",
+		"--kubeconfig="+kcmKubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		// Each controller gets its own ServiceAccount and RBAC role, as in a kubeadm cluster.
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+p.saPrivateKey,
+		"--root-ca-file="+p.caCert,
+		"--cluster-signing-cert-file="+p.caCert,
+		"--cluster-signing-key-file="+p.caKey,
+		"--service-cluster-ip-range="+serviceCIDR,
+	); err != nil {
+		return nil, err
+	}
+	if _, err := sup.start("kube-scheduler",
+		"--kubeconfig="+schedulerKubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+	); err != nil {
+		return nil, err
+	}
+	kwokConfig := filepath.Join(cfg.dir, "kwok.yaml")
+	if err := os.WriteFile(kwokConfig, []byte(kwokStages()), 0o644); err != nil {
+		return nil, err
+	}
+	if _, err := sup.start("kwok",
+		"--kubeconfig="+c.kubeconfig,
+		"--config="+kwokConfig,
+		"--manage-nodes-with-annotation-selector="+fakeNodeAnnotation+"=fake",
+		"--cidr="+podCIDR,
+	); err != nil {
+		return nil, err
+	}
+
+	for i := range cfg.nodes {
+		if _, err := client.CoreV1().Nodes().Create(ctx, fakeNode(fmt.Sprintf("kwok-node-%d", i)), metav1.CreateOptions{}); err != nil {
+			return nil, fmt.Errorf("create fake node: %w", err)
+		}
+	}
+	if err := waitFor(ctx, fmt.Sprintf("%d fake nodes are Ready", cfg.nodes), 250*time.Millisecond, nodesReady(client, cfg.nodes)); err != nil {
+		return nil, err
+	}
+	// Pods can only be created once the namespace's `default` ServiceAccount exists.
+	if err := waitFor(ctx, "ServiceAccount default/default exists", 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
+		return err == nil, err
+	}); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func writeKubeconfig(path, server string, caPEM []byte, user *keyPair) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[contextName] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	cfg.AuthInfos[user.cert.Subject.CommonName] = &clientcmdapi.AuthInfo{
+		ClientCertificateData: user.certPEM,
+		ClientKeyData:         user.keyPEM,
+	}
+	cfg.Contexts[contextName] = &clientcmdapi.Context{
+		Cluster:   contextName,
+		AuthInfo:  user.cert.Subject.CommonName,
+		Namespace: metav1.NamespaceDefault,
+	}
+	cfg.CurrentContext = contextName
+	return clientcmd.WriteToFile(*cfg, path)
+}
+
+func clientFor(kubeconfig string) (*kubernetes.Clientset, error) {
+	rc, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, err
+	}
+	rc.Timeout = 10 * time.Second
+	rc.UserAgent = "olm-rs-testcluster"
+	return kubernetes.NewForConfig(rc)
+}
+
+func etcdHealthy(url string) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url+"/health", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"health":"true"`) {
+			return false, fmt.Errorf("etcd /health: %s: %s", resp.Status, body)
+		}
+		return true, nil
+	}
+}
+
+func apiserverReady(client *kubernetes.Clientset) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		body, err := client.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return false, fmt.Errorf("%w %s", err, body)
+		}
+		return strings.TrimSpace(string(body)) == "ok", nil
+	}
+}
+
+func nodesReady(client *kubernetes.Clientset, want int) func(context.Context) (bool, error) {
+	return func(ctx context.Context) (bool, error) {
+		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ready := 0
+		for _, n := range nodes.Items {
+			for _, cond := range n.Status.Conditions {
+				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		if ready < want {
+			return false, fmt.Errorf("%d of %d nodes Ready", ready, want)
+		}
+		return true, nil
+	}
+}
+
+// kwokStages is kwok's configuration: the stages that play the kubelet, as published by kwok.
+// Nodes become Ready and keep their Lease renewed (otherwise the node lifecycle controller taints
+// them and evicts their Pods); Pods become Running and Ready, Pods of finished containers
+// complete, and deleted Pods are removed (otherwise they stay Terminating and block namespace
+// deletion).
+func kwokStages() string {
+	stages := []string{
+		nodefast.DefaultNodeInit,
+		nodeheartbeat.DefaultNodeHeartbeatWithLease,
+		podfast.DefaultPodReady,
+		podfast.DefaultPodComplete,
+		podfast.DefaultPodDelete,
+	}
+	for i, s := range stages {
+		stages[i] = strings.TrimSpace(s)
+	}
+	return strings.Join(stages, "\n---\n") + "\n"
+}
+
+// fakeNode is a Node for kwok to manage, shaped like the nodes kwokctl creates.
+func fakeNode(name string) *corev1.Node {
+	resources := corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("32"),
+		corev1.ResourceMemory: resource.MustParse("256Gi"),
+		corev1.ResourcePods:   resource.MustParse("110"),
+	}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Annotations: map[string]string{
+				fakeNodeAnnotation:             "fake",
+				"node.alpha.kubernetes.io/ttl": "0",
+			},
+			Labels: map[string]string{
+				"type":                          "kwok",
+				"kubernetes.io/arch":            "amd64",
+				"kubernetes.io/os":              "linux",
+				"kubernetes.io/hostname":        name,
+				"kubernetes.io/role":            "agent",
+				"node-role.kubernetes.io/agent": "",
+			},
+		},
+		Status: corev1.NodeStatus{
+			Allocatable: resources,
+			Capacity:    resources,
+			NodeInfo: corev1.NodeSystemInfo{
+				Architecture:    "amd64",
+				OperatingSystem: "linux",
+			},
+		},
+	}
+}

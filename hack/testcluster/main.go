@@ -1,0 +1,205 @@
+// Command testcluster runs a real Kubernetes control plane on 127.0.0.1 for olm-rs tests:
+// etcd, kube-apiserver, kube-controller-manager, kube-scheduler, and kwok, which simulates the
+// kubelets of fake nodes so that Pods are scheduled, become Ready, and go away when deleted.
+//
+//	testcluster up --dir DIR --bin BIN [--nodes 2] [--timeout 3m] [--owner-pid PID]
+//
+// `up` starts every component as a child process (logs in DIR/logs), writes an admin kubeconfig to
+// DIR/kubeconfig, waits until the API server is ready, the fake nodes are Ready and the `default`
+// ServiceAccount exists, then writes DIR/ready and blocks. On SIGINT or SIGTERM it stops the
+// components in reverse order and exits 0; if a component dies, it stops the rest and exits 1.
+// With --owner-pid it also stops, and removes DIR, once that process is gone, so that a test run
+// killed outright leaves nothing behind. hack/cluster.sh is the usual way to run it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func init() {
+	// Children are started from the main goroutine; keeping it on the main thread, which lives as
+	// long as the process, makes their Pdeathsig fire only when the supervisor itself dies.
+	runtime.LockOSThread()
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "testcluster %s: %s\n", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: testcluster up --dir DIR --bin BIN [--nodes N] [--timeout DURATION] [--owner-pid PID]")
+	os.Exit(2)
+}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] != "up" {
+		usage()
+	}
+	fs := flag.NewFlagSet("up", flag.ExitOnError)
+	var cfg config
+	fs.StringVar(&cfg.dir, "dir", "", "state directory (created; PKI, etcd data, logs, kubeconfig)")
+	fs.StringVar(&cfg.bin, "bin", "", "directory with etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok")
+	fs.IntVar(&cfg.nodes, "nodes", 2, "number of fake nodes")
+	fs.DurationVar(&cfg.timeout, "timeout", 3*time.Minute, "how long start-up may take")
+	fs.IntVar(&cfg.ownerPID, "owner-pid", 0, "stop, and remove --dir, once this process is gone")
+	_ = fs.Parse(os.Args[2:])
+	if cfg.dir == "" || cfg.bin == "" || cfg.nodes < 1 || fs.NArg() != 0 {
+		usage()
+	}
+	var err error
+	if cfg.dir, err = filepath.Abs(cfg.dir); err != nil {
+		logf("%v", err)
+		os.Exit(1)
+	}
+	if cfg.bin, err = filepath.Abs(cfg.bin); err != nil {
+		logf("%v", err)
+		os.Exit(1)
+	}
+	if err := up(cfg); err != nil {
+		logf("%v", err)
+		os.Exit(1)
+	}
+}
+
+type config struct {
+	dir, bin string
+	nodes    int
+	timeout  time.Duration
+	ownerPID int
+}
+
+var (
+	// errInterrupted is the cause of a shutdown by signal, which is a clean exit.
+	errInterrupted = errors.New("interrupted")
+	// errOwnerGone is the cause of a shutdown because the owner process is gone, also clean.
+	errOwnerGone = errors.New("owner process gone")
+)
+
+func up(cfg config) error {
+	for _, sub := range []string{"logs", "etcd"} {
+		if err := os.MkdirAll(filepath.Join(cfg.dir, sub), 0o700); err != nil {
+			return err
+		}
+	}
+	readyFile := filepath.Join(cfg.dir, "ready")
+	_ = os.Remove(readyFile)
+	defer os.Remove(readyFile)
+
+	// Everything below stops on a signal or when a component dies; each names the cause.
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)
+	go func() {
+		s := <-signals
+		logf("received %v, stopping", s)
+		cancel(errInterrupted)
+	}()
+	if cfg.ownerPID > 0 {
+		go watchOwner(cfg.ownerPID, cancel)
+		// Registered before stopAll, so it runs after it: nobody else will remove DIR.
+		defer func() {
+			if errors.Is(context.Cause(ctx), errOwnerGone) {
+				_ = os.RemoveAll(cfg.dir)
+			}
+		}()
+	}
+	sup := newSupervisor(cfg.dir, cfg.bin)
+	defer sup.stopAll(15 * time.Second)
+	go func() {
+		p := <-sup.died
+		cancel(fmt.Errorf("%s exited unexpectedly (%v); last lines of %s:\n%s", p.name, p.err, p.log, p.tail(30)))
+	}()
+
+	cluster, err := start(ctx, cfg, sup)
+	if err != nil {
+		if cause := context.Cause(ctx); cleanStop(cause) {
+			return nil
+		} else if cause != nil {
+			return cause
+		}
+		return err
+	}
+	ready := fmt.Sprintf("kubeconfig=%s\nserver=%s\nsupervisor=%d\n", cluster.kubeconfig, cluster.server, os.Getpid())
+	if err := os.WriteFile(readyFile+".tmp", []byte(ready), 0o644); err != nil {
+		return err
+	}
+	if err := os.Rename(readyFile+".tmp", readyFile); err != nil {
+		return err
+	}
+	logf("ready: export KUBECONFIG=%s", cluster.kubeconfig)
+
+	<-ctx.Done()
+	if cause := context.Cause(ctx); !cleanStop(cause) {
+		return cause
+	}
+	return nil
+}
+
+func cleanStop(cause error) bool {
+	return errors.Is(cause, errInterrupted) || errors.Is(cause, errOwnerGone)
+}
+
+// watchOwner cancels with errOwnerGone once process pid no longer exists.
+func watchOwner(pid int, cancel context.CancelCauseFunc) {
+	for {
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			logf("owner process %d is gone, stopping", pid)
+			cancel(errOwnerGone)
+			return
+		}
+		time.Sleep(time.Second)
+	}
+}
+
+// freePorts reserves n distinct free TCP ports on 127.0.0.1. They are released before the
+// components bind them; another process could take one in between, which start-up then reports.
+func freePorts(n int) ([]int, error) {
+	ports := make([]int, 0, n)
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+// waitFor polls check every interval until it reports true, or ctx ends. The error then names
+// what was awaited and the last problem seen.
+func waitFor(ctx context.Context, what string, interval time.Duration, check func(context.Context) (bool, error)) error {
+	start := time.Now()
+	var last error
+	for {
+		ok, err := check(ctx)
+		if ok {
+			logf("%s (%.1fs)", what, time.Since(start).Seconds())
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			msg := fmt.Sprintf("gave up waiting until %s after %.0fs", what, time.Since(start).Seconds())
+			if last != nil {
+				msg += ": last error: " + strings.TrimSpace(last.Error())
+			}
+			return errors.New(msg)
+		case <-time.After(interval):
+		}
+	}
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// process is one running component.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan struct{} // closed when the process has exited
+	err  error         // its exit status, valid once done is closed
+}
+
+// supervisor starts components as child processes and stops them in reverse order.
+//
+// Children get SIGKILL from the kernel when the supervisor dies (Pdeathsig), so a killed
+// supervisor leaves nothing behind. Pdeathsig fires when the *thread* that started the child
+// exits, so every child is started from the main goroutine, which main() locks to the main thread.
+type supervisor struct {
+	dir, bin string
+
+	mu       sync.Mutex
+	procs    []*process
+	stopping bool
+	// died receives the first component that exits while the supervisor is not stopping.
+	died chan *process
+}
+
+func newSupervisor(dir, bin string) *supervisor {
+	return &supervisor{dir: dir, bin: bin, died: make(chan *process, 1)}
+}
+
+// start runs bin/<name> with args, its output appended to dir/logs/<name>.log.
+func (s *supervisor) start(name string, args ...string) (*process, error) {
+	logPath := filepath.Join(s.dir, "logs", name+".log")
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close() // the child keeps its own descriptor
+	cmd := exec.Command(filepath.Join(s.bin, name), args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Dir = s.dir
+	cmd.SysProcAttr = childProcAttr()
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return nil, fmt.Errorf("not starting %s: shutting down", name)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	s.procs = append(s.procs, p)
+	if err := appendLine(filepath.Join(s.dir, "pids"), fmt.Sprintf("%d %s", cmd.Process.Pid, name)); err != nil {
+		return p, err
+	}
+	logf("started %s (pid %d), log %s", name, cmd.Process.Pid, logPath)
+	go func() {
+		p.err = cmd.Wait()
+		close(p.done)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !s.stopping {
+			select {
+			case s.died <- p:
+			default:
+			}
+		}
+	}()
+	return p, nil
+}
+
+// stopAll stops every component, the last started first: SIGTERM, then SIGKILL after a grace period.
+func (s *supervisor) stopAll(grace time.Duration) {
+	s.mu.Lock()
+	s.stopping = true
+	procs := append([]*process(nil), s.procs...)
+	s.mu.Unlock()
+	for i := len(procs) - 1; i >= 0; i-- {
+		p := procs[i]
+		select {
+		case <-p.done:
+			continue
+		default:
+		}
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+			logf("stopped %s", p.name)
+		case <-time.After(grace):
+			_ = p.cmd.Process.Kill()
+			<-p.done
+			logf("killed %s (no exit %s after SIGTERM)", p.name, grace)
+		}
+	}
+}
+
+// tail returns the last lines of a component's log, for error messages.
+func (p *process) tail(lines int) string {
+	data, err := os.ReadFile(p.log)
+	if err != nil {
+		return ""
+	}
+	data = bytes.TrimRight(data, "\n")
+	parts := bytes.Split(data, []byte("\n"))
+	if len(parts) > lines {
+		parts = parts[len(parts)-lines:]
+	}
+	return string(bytes.Join(parts, []byte("\n")))
+}
+
+func appendLine(path, line string) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(f, line); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}

@@ -1,0 +1,802 @@
+//! Checks on a whole catalog, as `opm validate` makes them when it builds its model: every
+//! reference resolves, every package has a usable default channel, names are unique, every bundle
+//! has exactly one valid `olm.package`, and every channel's replaces chain has one head and reaches
+//! all its entries.
+
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt,
+};
+
+use crate::{
+    model::{Catalog, Channel, schema},
+    property::Property,
+};
+
+/// How serious a problem is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// OLM's tools refuse such a catalog.
+    Error,
+    /// The catalog loads, but some upgrades or channels will not behave as intended.
+    Warning,
+}
+
+/// One problem found in a catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ValidationError {
+    /// Two `olm.package` blobs with the same name.
+    DuplicatePackage {
+        /// Package.
+        package: String,
+    },
+    /// Two channels of a package with the same name.
+    DuplicateChannel {
+        /// Package.
+        package: String,
+        /// Channel.
+        channel: String,
+    },
+    /// Two bundles of a package with the same name.
+    DuplicateBundle {
+        /// Package.
+        package: String,
+        /// Bundle.
+        bundle: String,
+    },
+    /// A channel or bundle of a package that has no `olm.package` blob.
+    UnknownPackage {
+        /// `olm.channel`, `olm.bundle` or `olm.deprecations`.
+        schema: &'static str,
+        /// The missing package.
+        package: String,
+        /// Name of the blob that refers to it.
+        name: String,
+    },
+    /// A package without channels.
+    NoChannels {
+        /// Package.
+        package: String,
+    },
+    /// A package without a default channel.
+    NoDefaultChannel {
+        /// Package.
+        package: String,
+    },
+    /// The default channel is not a channel of the package.
+    DefaultChannelMissing {
+        /// Package.
+        package: String,
+        /// The named default channel.
+        channel: String,
+    },
+    /// A channel without entries.
+    EmptyChannel {
+        /// Package.
+        package: String,
+        /// Channel.
+        channel: String,
+    },
+    /// A bundle listed twice in one channel.
+    DuplicateEntry {
+        /// Package.
+        package: String,
+        /// Channel.
+        channel: String,
+        /// Bundle.
+        bundle: String,
+    },
+    /// A channel entry names a bundle the package does not have.
+    MissingBundle {
+        /// Package.
+        package: String,
+        /// Channel.
+        channel: String,
+        /// The missing bundle.
+        bundle: String,
+    },
+    /// An empty name in an entry's `skips`.
+    EmptySkip {
+        /// Package.
+        package: String,
+        /// Channel.
+        channel: String,
+        /// The entry.
+        bundle: String,
+    },
+    /// A bundle that no channel lists.
+    BundleInNoChannel {
+        /// Package.
+        package: String,
+        /// Bundle.
+        bundle: String,
+    },
+    /// A bundle with no, or more than one, `olm.package` property.
+    PackagePropertyCount {
+        /// Package.
+        package: String,
+        /// Bundle.
+        bundle: String,
+        /// How many it has.
+        count: usize,
+    },
+    /// A bundle whose `olm.package` names another package.
+    PackagePropertyMismatch {
+        /// Package of the bundle blob.
+        package: String,
+        /// Bundle.
+        bundle: String,
+        /// The package the property names.
+        property_package: String,
+    },
+    /// A bundle version that is not semver.
+    InvalidVersion {
+        /// Package.
+        package: String,
+        /// Bundle.
+        bundle: String,
+        /// The version as written.
+        version: String,
+        /// The parser's reason.
+        reason: String,
+    },
+    /// Two bundles of a package with the same version.
+    DuplicateVersion {
+        /// Package.
+        package: String,
+        /// Version.
+        version: String,
+        /// The bundles.
+        bundles: Vec<String>,
+    },
+    /// A bundle with neither an image nor bundle objects: nothing to install.
+    NoImage {
+        /// Package.
+        package: String,
+        /// Bundle.
+        bundle: String,
+    },
+    /// A deprecation entry pointing at a channel or bundle the package does not have, or of an
+    /// unknown schema.
+    BadDeprecationReference {
+        /// Package.
+        package: String,
+        /// Referenced schema.
+        schema: String,
+        /// Referenced name.
+        name: String,
+    },
+    /// No entry of the channel is left without an incoming `replaces`/`skips` edge.
+    NoChannelHead {
+        /// Package.
+        package: String,
+        /// Channel.
+        channel: String,
+    },
+    /// More than one entry has no incoming edge: the channel forks.
+    MultipleChannelHeads {
+        /// Package.
+        package: String,
+        /// Channel.
+        channel: String,
+        /// The heads, sorted.
+        heads: Vec<String>,
+    },
+    /// The replaces chain from the head loops.
+    ReplacesCycle {
+        /// Package.
+        package: String,
+        /// Channel.
+        channel: String,
+        /// The chain, from the head to the repeated bundle.
+        chain: Vec<String>,
+    },
+    /// Entries the replaces chain from the head never reaches, and no entry skips.
+    StrandedBundles {
+        /// Package.
+        package: String,
+        /// Channel.
+        channel: String,
+        /// The bundles, sorted.
+        bundles: Vec<String>,
+    },
+}
+
+impl ValidationError {
+    /// How serious it is. A forked channel (several heads) or stranded entries are warnings: OLM v0
+    /// installs from such a catalog and only a subscription to that channel fails to resolve, while
+    /// `opm validate` rejects it.
+    pub fn severity(&self) -> Severity {
+        match self {
+            Self::MultipleChannelHeads { .. } | Self::StrandedBundles { .. } => Severity::Warning,
+            _ => Severity::Error,
+        }
+    }
+
+    /// The package the problem is in.
+    pub fn package(&self) -> &str {
+        match self {
+            Self::DuplicatePackage { package }
+            | Self::DuplicateChannel { package, .. }
+            | Self::DuplicateBundle { package, .. }
+            | Self::UnknownPackage { package, .. }
+            | Self::NoChannels { package }
+            | Self::NoDefaultChannel { package }
+            | Self::DefaultChannelMissing { package, .. }
+            | Self::EmptyChannel { package, .. }
+            | Self::DuplicateEntry { package, .. }
+            | Self::MissingBundle { package, .. }
+            | Self::EmptySkip { package, .. }
+            | Self::BundleInNoChannel { package, .. }
+            | Self::PackagePropertyCount { package, .. }
+            | Self::PackagePropertyMismatch { package, .. }
+            | Self::InvalidVersion { package, .. }
+            | Self::DuplicateVersion { package, .. }
+            | Self::NoImage { package, .. }
+            | Self::BadDeprecationReference { package, .. }
+            | Self::NoChannelHead { package, .. }
+            | Self::MultipleChannelHeads { package, .. }
+            | Self::ReplacesCycle { package, .. }
+            | Self::StrandedBundles { package, .. } => package,
+        }
+    }
+}
+
+impl fmt::Display for ValidationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::DuplicatePackage { package } => write!(f, "package {package:?} is defined more than once"),
+            Self::DuplicateChannel { package, channel } => {
+                write!(
+                    f,
+                    "package {package:?}: channel {channel:?} is defined more than once"
+                )
+            }
+            Self::DuplicateBundle { package, bundle } => {
+                write!(
+                    f,
+                    "package {package:?}: bundle {bundle:?} is defined more than once"
+                )
+            }
+            Self::UnknownPackage {
+                schema,
+                package,
+                name,
+            } => {
+                write!(
+                    f,
+                    "{schema} {name:?} belongs to package {package:?}, which is not defined"
+                )
+            }
+            Self::NoChannels { package } => write!(f, "package {package:?} has no channels"),
+            Self::NoDefaultChannel { package } => write!(f, "package {package:?} has no default channel"),
+            Self::DefaultChannelMissing { package, channel } => {
+                write!(
+                    f,
+                    "package {package:?}: default channel {channel:?} is not one of its channels"
+                )
+            }
+            Self::EmptyChannel { package, channel } => {
+                write!(f, "package {package:?}: channel {channel:?} has no entries")
+            }
+            Self::DuplicateEntry {
+                package,
+                channel,
+                bundle,
+            } => {
+                write!(
+                    f,
+                    "package {package:?}: channel {channel:?} lists bundle {bundle:?} more than once"
+                )
+            }
+            Self::MissingBundle {
+                package,
+                channel,
+                bundle,
+            } => write!(
+                f,
+                "package {package:?}: channel {channel:?} lists bundle {bundle:?}, which is not in the catalog"
+            ),
+            Self::EmptySkip {
+                package,
+                channel,
+                bundle,
+            } => {
+                write!(
+                    f,
+                    "package {package:?}: channel {channel:?}: entry {bundle:?} has an empty skip"
+                )
+            }
+            Self::BundleInNoChannel { package, bundle } => {
+                write!(f, "package {package:?}: bundle {bundle:?} is in no channel")
+            }
+            Self::PackagePropertyCount {
+                package,
+                bundle,
+                count,
+            } => write!(
+                f,
+                "package {package:?}: bundle {bundle:?} must have exactly one olm.package property, it has {count}"
+            ),
+            Self::PackagePropertyMismatch {
+                package,
+                bundle,
+                property_package,
+            } => write!(
+                f,
+                "package {package:?}: bundle {bundle:?} has an olm.package property for package {property_package:?}"
+            ),
+            Self::InvalidVersion {
+                package,
+                bundle,
+                version,
+                reason,
+            } => write!(
+                f,
+                "package {package:?}: bundle {bundle:?} has version {version:?}, which is not semver: {reason}"
+            ),
+            Self::DuplicateVersion {
+                package,
+                version,
+                bundles,
+            } => write!(
+                f,
+                "package {package:?}: bundles {} have the same version {version:?}",
+                bundles.join(", ")
+            ),
+            Self::NoImage { package, bundle } => {
+                write!(
+                    f,
+                    "package {package:?}: bundle {bundle:?} has neither an image nor bundle objects"
+                )
+            }
+            Self::BadDeprecationReference {
+                package,
+                schema,
+                name,
+            } => write!(
+                f,
+                "package {package:?}: deprecation of {schema} {name:?} refers to nothing in the package"
+            ),
+            Self::NoChannelHead { package, channel } => write!(
+                f,
+                "package {package:?}: channel {channel:?} has no head (every entry is replaced or skipped)"
+            ),
+            Self::MultipleChannelHeads {
+                package,
+                channel,
+                heads,
+            } => write!(
+                f,
+                "package {package:?}: channel {channel:?} has several heads: {}",
+                heads.join(", ")
+            ),
+            Self::ReplacesCycle {
+                package,
+                channel,
+                chain,
+            } => write!(
+                f,
+                "package {package:?}: channel {channel:?} has a replaces cycle: {}",
+                chain.join(" -> ")
+            ),
+            Self::StrandedBundles {
+                package,
+                channel,
+                bundles,
+            } => write!(
+                f,
+                "package {package:?}: channel {channel:?}: no upgrade path from the head reaches {}",
+                bundles.join(", ")
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ValidationError {}
+
+/// Every problem of `catalog`, errors and warnings (see [`ValidationError::severity`]), in a
+/// deterministic order.
+pub fn validate(catalog: &Catalog) -> Vec<ValidationError> {
+    let mut out = Vec::new();
+
+    let mut packages: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in &catalog.packages {
+        *packages.entry(&p.name).or_default() += 1;
+    }
+    for (name, n) in &packages {
+        if *n > 1 {
+            out.push(ValidationError::DuplicatePackage {
+                package: name.to_string(),
+            });
+        }
+    }
+
+    let mut channels: BTreeMap<(&str, &str), Vec<&Channel>> = BTreeMap::new();
+    for c in &catalog.channels {
+        channels.entry((&c.package, &c.name)).or_default().push(c);
+        if !packages.contains_key(c.package.as_str()) {
+            out.push(ValidationError::UnknownPackage {
+                schema: schema::CHANNEL,
+                package: c.package.clone(),
+                name: c.name.clone(),
+            });
+        }
+    }
+    let mut bundles: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    for b in &catalog.bundles {
+        *bundles.entry((&b.package, &b.name)).or_default() += 1;
+        if !packages.contains_key(b.package.as_str()) {
+            out.push(ValidationError::UnknownPackage {
+                schema: schema::BUNDLE,
+                package: b.package.clone(),
+                name: b.name.clone(),
+            });
+        }
+    }
+    for ((package, channel), cs) in &channels {
+        if cs.len() > 1 {
+            out.push(ValidationError::DuplicateChannel {
+                package: package.to_string(),
+                channel: channel.to_string(),
+            });
+        }
+    }
+    for ((package, bundle), n) in &bundles {
+        if *n > 1 {
+            out.push(ValidationError::DuplicateBundle {
+                package: package.to_string(),
+                bundle: bundle.to_string(),
+            });
+        }
+    }
+
+    // Packages: channels and default channel.
+    for p in &catalog.packages {
+        let has = |c: &str| channels.contains_key(&(p.name.as_str(), c));
+        if !channels.keys().any(|(pkg, _)| *pkg == p.name) {
+            out.push(ValidationError::NoChannels {
+                package: p.name.clone(),
+            });
+        }
+        match &p.default_channel {
+            None => out.push(ValidationError::NoDefaultChannel {
+                package: p.name.clone(),
+            }),
+            Some(d) if !has(d) => out.push(ValidationError::DefaultChannelMissing {
+                package: p.name.clone(),
+                channel: d.clone(),
+            }),
+            Some(_) => {}
+        }
+    }
+
+    // Channels: entries resolve, and the replaces chain.
+    let mut in_channel: BTreeSet<(&str, &str)> = BTreeSet::new();
+    for c in &catalog.channels {
+        let (package, channel) = (c.package.clone(), c.name.clone());
+        if c.entries.is_empty() {
+            out.push(ValidationError::EmptyChannel { package, channel });
+            continue;
+        }
+        let mut names = BTreeSet::new();
+        for e in &c.entries {
+            in_channel.insert((&c.package, &e.name));
+            if !names.insert(e.name.as_str()) {
+                out.push(ValidationError::DuplicateEntry {
+                    package: package.clone(),
+                    channel: channel.clone(),
+                    bundle: e.name.clone(),
+                });
+            }
+            if !bundles.contains_key(&(c.package.as_str(), e.name.as_str())) {
+                out.push(ValidationError::MissingBundle {
+                    package: package.clone(),
+                    channel: channel.clone(),
+                    bundle: e.name.clone(),
+                });
+            }
+            if e.skips.iter().any(String::is_empty) {
+                out.push(ValidationError::EmptySkip {
+                    package: package.clone(),
+                    channel: channel.clone(),
+                    bundle: e.name.clone(),
+                });
+            }
+        }
+        check_replaces_chain(c, &mut out);
+    }
+
+    // Bundles: channel membership, olm.package, version, image.
+    let mut versions: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
+    for b in &catalog.bundles {
+        let (package, bundle) = (b.package.clone(), b.name.clone());
+        if !in_channel.contains(&(b.package.as_str(), b.name.as_str())) {
+            out.push(ValidationError::BundleInNoChannel {
+                package: package.clone(),
+                bundle: bundle.clone(),
+            });
+        }
+        let pkg_props: Vec<_> = b
+            .properties
+            .iter()
+            .filter_map(|p| match p {
+                Property::Package(p) => Some(p),
+                _ => None,
+            })
+            .collect();
+        if pkg_props.len() != 1 {
+            out.push(ValidationError::PackagePropertyCount {
+                package: package.clone(),
+                bundle: bundle.clone(),
+                count: pkg_props.len(),
+            });
+        }
+        if let Some(p) = pkg_props.first() {
+            if p.package_name != b.package {
+                out.push(ValidationError::PackagePropertyMismatch {
+                    package: package.clone(),
+                    bundle: bundle.clone(),
+                    property_package: p.package_name.clone(),
+                });
+            }
+            match p.version.parse_error() {
+                Some(e) => out.push(ValidationError::InvalidVersion {
+                    package: package.clone(),
+                    bundle: bundle.clone(),
+                    version: p.version.to_string(),
+                    reason: e.to_string(),
+                }),
+                None => {
+                    versions
+                        .entry((&b.package, p.version.as_str()))
+                        .or_default()
+                        .insert(&b.name);
+                }
+            }
+        }
+        if b.image.is_empty()
+            && !b
+                .properties
+                .iter()
+                .any(|p| matches!(p, Property::BundleObject(_)))
+        {
+            out.push(ValidationError::NoImage { package, bundle });
+        }
+    }
+    for ((package, version), names) in versions {
+        if names.len() > 1 {
+            out.push(ValidationError::DuplicateVersion {
+                package: package.to_owned(),
+                version: version.to_owned(),
+                bundles: names.into_iter().map(str::to_owned).collect(),
+            });
+        }
+    }
+
+    // Deprecations.
+    for d in &catalog.deprecations {
+        if !packages.contains_key(d.package.as_str()) {
+            out.push(ValidationError::UnknownPackage {
+                schema: schema::DEPRECATIONS,
+                package: d.package.clone(),
+                name: d.package.clone(),
+            });
+            continue;
+        }
+        for e in &d.entries {
+            let name = e.reference.name.clone().unwrap_or_default();
+            let ok = match e.reference.schema.as_str() {
+                schema::PACKAGE => true,
+                schema::CHANNEL => channels.contains_key(&(d.package.as_str(), name.as_str())),
+                schema::BUNDLE => bundles.contains_key(&(d.package.as_str(), name.as_str())),
+                _ => false,
+            };
+            if !ok {
+                out.push(ValidationError::BadDeprecationReference {
+                    package: d.package.clone(),
+                    schema: e.reference.schema.clone(),
+                    name,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// One head, no cycle, and every entry either on the replaces chain from the head or skipped; the
+/// tail may replace a bundle that is not in the channel.
+fn check_replaces_chain(c: &Channel, out: &mut Vec<ValidationError>) {
+    let (package, channel) = (c.package.clone(), c.name.clone());
+    let mut incoming: BTreeSet<&str> = BTreeSet::new();
+    let mut skipped: BTreeSet<&str> = BTreeSet::new();
+    for e in &c.entries {
+        if let Some(r) = &e.replaces {
+            incoming.insert(r);
+        }
+        for s in &e.skips {
+            incoming.insert(s);
+            skipped.insert(s);
+        }
+    }
+    let heads: BTreeSet<&str> = c
+        .entries
+        .iter()
+        .map(|e| e.name.as_str())
+        .filter(|n| !incoming.contains(n))
+        .collect();
+    let head = match heads.len() {
+        0 => {
+            out.push(ValidationError::NoChannelHead { package, channel });
+            return;
+        }
+        1 => heads.first().copied().unwrap_or_default(),
+        _ => {
+            out.push(ValidationError::MultipleChannelHeads {
+                package,
+                channel,
+                heads: heads.iter().map(|h| h.to_string()).collect(),
+            });
+            return;
+        }
+    };
+    let by_name: BTreeMap<&str, &crate::model::ChannelEntry> =
+        c.entries.iter().map(|e| (e.name.as_str(), e)).collect();
+    let mut chain = vec![head];
+    let mut on_chain: BTreeSet<&str> = BTreeSet::from([head]);
+    let mut cur = by_name.get(head).copied();
+    while let Some(e) = cur {
+        let Some(next) = e.replaces.as_deref() else { break };
+        if skipped.contains(next) {
+            break;
+        }
+        chain.push(next);
+        if !on_chain.insert(next) {
+            out.push(ValidationError::ReplacesCycle {
+                package,
+                channel,
+                chain: chain.iter().map(|s| s.to_string()).collect(),
+            });
+            return;
+        }
+        cur = by_name.get(next).copied();
+    }
+    let stranded: Vec<String> = by_name
+        .keys()
+        .filter(|n| !on_chain.contains(*n) && !skipped.contains(*n))
+        .map(|n| n.to_string())
+        .collect();
+    if !stranded.is_empty() {
+        out.push(ValidationError::StrandedBundles {
+            package,
+            channel,
+            bundles: stranded,
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fbc::parse_str;
+
+    fn errors(yaml: &str) -> Vec<String> {
+        validate(&parse_str("t.yaml", yaml).unwrap())
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    const GOOD: &str = r#"
+schema: olm.package
+name: p
+defaultChannel: stable
+---
+schema: olm.channel
+name: stable
+package: p
+entries:
+  - {name: p.v2, replaces: p.v1, skips: [p.v1.5]}
+  - {name: p.v1, replaces: p.v0}
+---
+schema: olm.bundle
+name: p.v1
+package: p
+image: img:1
+properties: [{type: olm.package, value: {packageName: p, version: 1.0.0}}]
+---
+schema: olm.bundle
+name: p.v2
+package: p
+image: img:2
+properties: [{type: olm.package, value: {packageName: p, version: 2.0.0}}]
+"#;
+
+    #[test]
+    fn a_sound_catalog_has_no_problem() {
+        assert_eq!(errors(GOOD), Vec::<String>::new());
+    }
+
+    #[test]
+    fn each_problem_is_reported() {
+        let bad = GOOD.replace("defaultChannel: stable", "defaultChannel: fast")
+            + r#"
+---
+schema: olm.channel
+name: alpha
+package: p
+entries: [{name: p.v3}, {name: p.v2}]
+---
+schema: olm.bundle
+name: p.v2
+package: p
+image: img:2
+properties: [{type: olm.package, value: {packageName: q, version: 2.0.0}}]
+---
+schema: olm.bundle
+name: p.v4
+package: p
+properties: []
+---
+schema: olm.bundle
+name: p.v5
+package: p
+image: img:5
+properties: [{type: olm.package, value: {packageName: p, version: v5}}]
+---
+schema: olm.channel
+name: loop
+package: p
+entries: [{name: p.v1, replaces: p.v2}, {name: p.v2, replaces: p.v1}, {name: p.v5, replaces: p.v1}]
+---
+schema: olm.bundle
+name: x.v1
+package: x
+image: img
+properties: [{type: olm.package, value: {packageName: x, version: 1.0.0}}]
+---
+schema: olm.deprecations
+package: p
+entries: [{reference: {schema: olm.channel, name: beta}, message: gone}]
+"#;
+        let got = errors(&bad);
+        let want = [
+            "olm.bundle \"x.v1\" belongs to package \"x\", which is not defined",
+            "package \"p\": bundle \"p.v2\" is defined more than once",
+            "package \"p\": default channel \"fast\" is not one of its channels",
+            "package \"p\": channel \"alpha\" lists bundle \"p.v3\", which is not in the catalog",
+            "package \"p\": channel \"alpha\" has several heads: p.v2, p.v3",
+            "package \"p\": channel \"loop\" has a replaces cycle: p.v5 -> p.v1 -> p.v2 -> p.v1",
+            "package \"p\": bundle \"p.v2\" has an olm.package property for package \"q\"",
+            "package \"p\": bundle \"p.v4\" is in no channel",
+            "package \"p\": bundle \"p.v4\" must have exactly one olm.package property, it has 0",
+            "package \"p\": bundle \"p.v4\" has neither an image nor bundle objects",
+            "package \"p\": bundle \"p.v5\" has version \"v5\", which is not semver: unexpected character 'v' while parsing major version number",
+            "package \"p\": deprecation of olm.channel \"beta\" refers to nothing in the package",
+            "package \"x\": bundle \"x.v1\" is in no channel",
+        ];
+        for w in want {
+            assert!(got.iter().any(|g| g == w), "missing {w:?} in {got:#?}");
+        }
+        assert_eq!(got.len(), want.len(), "{got:#?}");
+    }
+
+    #[test]
+    fn missing_default_channel_and_stranded_entries() {
+        let c = GOOD
+            .replace("defaultChannel: stable\n", "")
+            .replace("replaces: p.v1, skips: [p.v1.5]", "replaces: p.v0");
+        let v = validate(&parse_str("t.yaml", &c).unwrap());
+        let msgs: Vec<String> = v.iter().map(ToString::to_string).collect();
+        assert!(
+            msgs.contains(&"package \"p\" has no default channel".to_owned()),
+            "{msgs:?}"
+        );
+        // p.v2 and p.v1 both replace p.v0: two heads, a warning.
+        assert!(
+            v.iter()
+                .any(|e| matches!(e, ValidationError::MultipleChannelHeads { .. })
+                    && e.severity() == Severity::Warning)
+        );
+    }
+}

@@ -1,26 +1,29 @@
-//! What every reconcile gets: a client, the metrics, the field manager, an
+//! What every reconcile gets: a client, the metrics, the fenced writer, an
 //! event recorder and the settings.
 //!
-//! Every write olm-operator makes goes through the methods here ([`Context::apply`],
-//! [`Context::apply_status`], [`Context::apply_metadata`], [`Context::delete`]),
-//! all server-side apply with one field manager. This is the seam where the
-//! shared runtime crate (leader fencing, patch metrics) plugs in later.
+//! Every write olm-operator makes goes through the methods here
+//! ([`Context::apply`], [`Context::apply_status`], [`Context::apply_annotations`],
+//! [`Context::delete`]): server-side apply with one field manager, fenced by
+//! [`olm_runtime::apply::Writer`] so that only the replica holding the leader
+//! lease writes. Events are published by the leader only.
 
 use std::{collections::BTreeMap, fmt::Debug, sync::Arc, time::Duration};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Api, Client, Resource,
-    api::{DeleteParams, Patch, PatchParams},
+    api::DeleteParams,
+    core::{PartialObjectMeta, PartialObjectMetaExt},
     runtime::events::{Event, Recorder, Reporter},
 };
+use olm_runtime::apply::{FIELD_MANAGER_OLM, WriteError, Writer};
 use serde::{Serialize, de::DeserializeOwned};
 use tokio::sync::{Mutex, OnceCell};
 
 use crate::metrics::Metrics;
 
 /// The field manager of every write olm-operator makes.
-pub const FIELD_MANAGER: &str = "olm-operator";
+pub const FIELD_MANAGER: &str = FIELD_MANAGER_OLM;
 
 /// Tunable behaviour of the controllers.
 #[derive(Clone, Debug)]
@@ -43,12 +46,12 @@ impl Default for Settings {
 
 /// Shared state of the controllers.
 pub struct Context {
-    /// The operator's own client: reads, status writes, cleanup.
+    /// The operator's own client: reads, and the client writes go through.
     pub client: Client,
     /// The metrics registry and OLM's metrics.
     pub metrics: Arc<Metrics>,
-    /// The field manager of every server-side apply.
-    pub field_manager: String,
+    /// Fenced server-side apply: writes only while this replica leads.
+    pub writer: Writer,
     /// Settings.
     pub settings: Settings,
     recorder: Recorder,
@@ -60,12 +63,14 @@ pub struct Context {
 }
 
 impl Context {
-    /// A context for `client`. Without `config`, scoped installs (an
-    /// OperatorGroup with `serviceAccountName`) fail with a clear message.
+    /// A context for `client` that writes through `writer`. Without `config`,
+    /// scoped installs (an OperatorGroup with `serviceAccountName`) fail with a
+    /// clear message.
     pub fn new(
         client: Client,
         config: Option<kube::Config>,
         metrics: Arc<Metrics>,
+        writer: Writer,
         settings: Settings,
     ) -> Self {
         let reporter = Reporter {
@@ -76,7 +81,7 @@ impl Context {
             recorder: Recorder::new(client.clone(), reporter),
             client,
             metrics,
-            field_manager: FIELD_MANAGER.to_owned(),
+            writer,
             settings,
             config,
             scoped_clients: Mutex::new(BTreeMap::new()),
@@ -84,80 +89,69 @@ impl Context {
         }
     }
 
+    /// Whether this replica leads and may write now.
+    pub fn is_leader(&self) -> bool {
+        self.writer.leadership().is_leader()
+    }
+
     /// Server-side applies `obj` (forcing ownership of the fields it sets) and
     /// returns the object the API server stored.
-    pub async fn apply<K>(&self, api: &Api<K>, obj: &K) -> Result<K, kube::Error>
+    pub async fn apply<K>(&self, api: &Api<K>, obj: &K) -> Result<K, WriteError>
     where
-        K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
     {
-        let name = obj.meta().name.as_deref().unwrap_or_default();
-        api.patch(name, &self.apply_params(), &Patch::Apply(obj)).await
+        let name = obj.meta().name.clone().unwrap_or_default();
+        self.writer.apply(api, &name, obj).await
     }
 
     /// Server-side applies `status` to the status subresource of `name`.
-    pub async fn apply_status<K, S>(&self, api: &Api<K>, name: &str, status: &S) -> Result<K, kube::Error>
+    pub async fn apply_status<K, S>(&self, api: &Api<K>, name: &str, status: &S) -> Result<K, WriteError>
     where
         K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
-        S: Serialize + Debug,
+        S: Serialize,
     {
-        let body = StatusPatch {
-            api_version: K::api_version(&()).into_owned(),
-            kind: K::kind(&()).into_owned(),
-            status,
-        };
-        api.patch_status(name, &self.apply_params(), &Patch::Apply(&body))
-            .await
+        self.writer.apply_status(api, name, status).await
     }
 
-    /// Server-side applies `annotations` (and only those) to the metadata of `name`.
+    /// Server-side applies `annotations` (and only those) to the metadata of
+    /// `name` in `namespace`.
     pub async fn apply_annotations<K>(
         &self,
-        api: &Api<K>,
+        namespace: &str,
         name: &str,
         annotations: BTreeMap<String, String>,
-    ) -> Result<K, kube::Error>
+    ) -> Result<(), WriteError>
     where
-        K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + Debug,
     {
-        let body = MetadataPatch {
-            api_version: K::api_version(&()).into_owned(),
-            kind: K::kind(&()).into_owned(),
-            metadata: ObjectMeta {
-                name: Some(name.to_owned()),
-                annotations: Some(annotations),
-                ..ObjectMeta::default()
-            },
-        };
-        self.apply_metadata(api, name, &body).await
-    }
-
-    async fn apply_metadata<K>(
-        &self,
-        api: &Api<K>,
-        name: &str,
-        body: &MetadataPatch,
-    ) -> Result<K, kube::Error>
-    where
-        K: Resource + DeserializeOwned + Clone + Debug,
-    {
-        api.patch(name, &self.apply_params(), &Patch::Apply(body)).await
+        let api = Api::<PartialObjectMeta<K>>::namespaced(self.client.clone(), namespace);
+        let body = ObjectMeta {
+            name: Some(name.to_owned()),
+            annotations: Some(annotations),
+            ..ObjectMeta::default()
+        }
+        .into_request_partial::<K>();
+        self.writer.apply(&api, name, &body).await.map(|_| ())
     }
 
     /// Deletes `name`; an object that is already gone is not an error.
-    pub async fn delete<K>(&self, api: &Api<K>, name: &str) -> Result<(), kube::Error>
+    pub async fn delete<K>(&self, api: &Api<K>, name: &str) -> Result<(), WriteError>
     where
-        K: Resource + DeserializeOwned + Clone + Debug,
+        K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
     {
-        match api.delete(name, &DeleteParams::background()).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-            Err(e) => Err(e),
-        }
+        self.writer
+            .delete(api, name, &DeleteParams::background())
+            .await
+            .map(|_| ())
     }
 
-    /// Publishes a Kubernetes Event about `object`. Failures are logged, never
-    /// returned: an event is not worth failing a reconcile for.
+    /// Publishes a Kubernetes Event about `object` when this replica leads.
+    /// Failures are logged, never returned: an event is not worth failing a
+    /// reconcile for.
     pub async fn publish<K: Resource<DynamicType = ()>>(&self, object: &K, event: Event) {
+        if !self.is_leader() {
+            return;
+        }
         let reference = object.object_ref(&());
         if let Err(error) = self.recorder.publish(&event, &reference).await {
             // Typically a namespace being deleted; nothing to do about it.
@@ -207,9 +201,29 @@ impl Context {
             .await
             .clone()
     }
+}
 
-    fn apply_params(&self) -> PatchParams {
-        PatchParams::apply(&self.field_manager).force()
+/// Whether `error`, or an error it was caused by, is a write that fencing
+/// refused or abandoned because this replica does not lead.
+pub fn lost_leadership(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        let write = error
+            .downcast_ref::<WriteError>()
+            .or_else(|| error.downcast_ref::<Box<WriteError>>().map(AsRef::as_ref));
+        if write.is_some_and(WriteError::is_not_leader) {
+            return true;
+        }
+        current = error.source();
+    }
+    false
+}
+
+/// The HTTP status code of a write the API server refused, if it answered.
+pub fn api_code(error: &WriteError) -> Option<u16> {
+    match error.api_error() {
+        Some(kube::Error::Api(status)) => Some(status.code),
+        _ => None,
     }
 }
 
@@ -243,22 +257,6 @@ pub fn parse_kube_version(text: &str) -> Option<semver::Version> {
         return None;
     }
     Some(semver::Version::new(major, minor, patch))
-}
-
-#[derive(Serialize, Debug)]
-#[serde(rename_all = "camelCase")]
-struct StatusPatch<'a, S> {
-    api_version: String,
-    kind: String,
-    status: &'a S,
-}
-
-#[derive(Serialize, Debug)]
-#[serde(rename_all = "camelCase")]
-struct MetadataPatch {
-    api_version: String,
-    kind: String,
-    metadata: ObjectMeta,
 }
 
 #[cfg(test)]

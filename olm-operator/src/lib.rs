@@ -9,16 +9,17 @@
 //! - [`controllers::operatorgroup`] keeps an OperatorGroup's
 //!   `status.namespaces` and its `olm.providedAPIs` annotation.
 //! - [`context::Context`] is what every reconcile gets; every write to the API
-//!   server goes through its methods, so the shared runtime crate can take them
-//!   over in one place.
-//! - [`metrics::Metrics`] holds OLM's `csv_*` metrics and reconcile counters.
-//! - [`run`] wires both controllers together until a shutdown signal; the
-//!   binary's `main` only parses [`Args`] and calls it.
+//!   server goes through its methods and olm-runtime's fenced writer, so only
+//!   the replica holding the Lease writes.
+//! - [`metrics::Metrics`] holds OLM's `csv_*` metrics beside olm-runtime's
+//!   reconcile, leader and write metrics.
+//! - [`run`] wires telemetry, leader election, the admin server and both
+//!   controllers until a shutdown signal; the binary's `main` only parses
+//!   [`Args`] and calls it.
 
-pub mod admin;
 pub mod context;
 pub mod controllers;
 pub mod metrics;
 mod run;
 
-pub use run::{Args, run, run_controllers};
+pub use run::{Args, LEASE_NAME, RunError, leadership_terms, run, run_controllers};

@@ -1,18 +1,14 @@
-//! Metrics: OLM's `csv_*` series with OLM's names and labels, plus reconcile
-//! counts, errors by category and durations per controller (no per-object
-//! labels on those).
-
-use std::time::Instant;
+//! Metrics: OLM's `csv_*` series with OLM's names and labels, registered on
+//! the registry of [`olm_runtime::metrics::Metrics`], which also carries the
+//! reconcile, leader and write metrics (no per-object labels on those).
 
 use olm_api::v1alpha1::{ClusterServiceVersion, CsvPhase};
-use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
-    TextEncoder,
-};
+use olm_runtime::metrics::{Metrics as RuntimeMetrics, ReconcileTimer};
+use prometheus::{Encoder, IntCounter, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 /// Every metric of olm-operator, in one registry.
 pub struct Metrics {
-    registry: Registry,
+    runtime: RuntimeMetrics,
     /// `csv_count`: the number of ClusterServiceVersions.
     pub csv_count: IntGauge,
     /// `csv_succeeded{namespace,name,version}`: 1 when the CSV is Succeeded, else 0.
@@ -21,18 +17,13 @@ pub struct Metrics {
     pub csv_abnormal: IntGaugeVec,
     /// `csv_upgrade_count`: how many CSVs went Replacing.
     pub csv_upgrade_count: IntCounter,
-    /// `olm_operator_reconciles_total{controller}`.
-    pub reconciles: IntCounterVec,
-    /// `olm_operator_reconcile_errors_total{controller,category}`.
-    pub reconcile_errors: IntCounterVec,
-    /// `olm_operator_reconcile_duration_seconds{controller}`.
-    pub reconcile_duration: HistogramVec,
 }
 
 impl Metrics {
-    /// Registers every metric in a new registry.
+    /// The runtime's metrics with OLM's CSV metrics registered beside them.
     pub fn new() -> Result<Self, prometheus::Error> {
-        let registry = Registry::new();
+        let runtime = RuntimeMetrics::new()?;
+        let registry = runtime.registry();
         let csv_count = IntGauge::new("csv_count", "Number of CSVs successfully registered")?;
         let csv_succeeded = IntGaugeVec::new(
             Opts::new("csv_succeeded", "Successful CSV install"),
@@ -43,47 +34,27 @@ impl Metrics {
             &["namespace", "name", "version", "phase", "reason"],
         )?;
         let csv_upgrade_count = IntCounter::new("csv_upgrade_count", "Monotonic count of CSV upgrades")?;
-        let reconciles = IntCounterVec::new(
-            Opts::new("olm_operator_reconciles_total", "Reconciles run, by controller"),
-            &["controller"],
-        )?;
-        let reconcile_errors = IntCounterVec::new(
-            Opts::new(
-                "olm_operator_reconcile_errors_total",
-                "Reconciles that failed, by controller and error category",
-            ),
-            &["controller", "category"],
-        )?;
-        let reconcile_duration = HistogramVec::new(
-            HistogramOpts::new(
-                "olm_operator_reconcile_duration_seconds",
-                "Time spent in one reconcile",
-            )
-            .buckets(vec![0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0]),
-            &["controller"],
-        )?;
         registry.register(Box::new(csv_count.clone()))?;
         registry.register(Box::new(csv_succeeded.clone()))?;
         registry.register(Box::new(csv_abnormal.clone()))?;
         registry.register(Box::new(csv_upgrade_count.clone()))?;
-        registry.register(Box::new(reconciles.clone()))?;
-        registry.register(Box::new(reconcile_errors.clone()))?;
-        registry.register(Box::new(reconcile_duration.clone()))?;
         Ok(Self {
-            registry,
+            runtime,
             csv_count,
             csv_succeeded,
             csv_abnormal,
             csv_upgrade_count,
-            reconciles,
-            reconcile_errors,
-            reconcile_duration,
         })
     }
 
-    /// The registry, for an admin server to serve.
+    /// The runtime's metrics (leader election and writes register there).
+    pub fn runtime(&self) -> &RuntimeMetrics {
+        &self.runtime
+    }
+
+    /// The registry, for the admin server to serve.
     pub fn registry(&self) -> &Registry {
-        &self.registry
+        self.runtime.registry()
     }
 
     /// Every metric in the Prometheus text format.
@@ -92,7 +63,7 @@ impl Metrics {
         // Encoding into a Vec cannot fail on I/O; a metric family the encoder
         // rejects would be a programming error, and then the page is empty.
         if TextEncoder::new()
-            .encode(&self.registry.gather(), &mut buffer)
+            .encode(&self.registry().gather(), &mut buffer)
             .is_err()
         {
             return String::new();
@@ -101,20 +72,13 @@ impl Metrics {
     }
 
     /// Counts a reconcile of `controller` and times it until the guard drops.
-    pub fn reconcile_started(&self, controller: &'static str) -> ReconcileTimer<'_> {
-        self.reconciles.with_label_values(&[controller]).inc();
-        ReconcileTimer {
-            metrics: self,
-            controller,
-            start: Instant::now(),
-        }
+    pub fn reconcile_started(&self, controller: &'static str) -> ReconcileTimer {
+        self.runtime.reconcile.start(controller)
     }
 
     /// Counts a failed reconcile.
     pub fn reconcile_failed(&self, controller: &'static str, category: &'static str) {
-        self.reconcile_errors
-            .with_label_values(&[controller, category])
-            .inc();
+        self.runtime.reconcile.error(controller, category);
     }
 
     /// Moves a CSV's `csv_succeeded` and `csv_abnormal` series from its old
@@ -152,22 +116,6 @@ impl Metrics {
         let _ = self
             .csv_abnormal
             .remove_label_values(&[&namespace, &name, &version, &phase, &reason]);
-    }
-}
-
-/// Observes the duration of one reconcile when dropped.
-pub struct ReconcileTimer<'a> {
-    metrics: &'a Metrics,
-    controller: &'static str,
-    start: Instant,
-}
-
-impl Drop for ReconcileTimer<'_> {
-    fn drop(&mut self) {
-        self.metrics
-            .reconcile_duration
-            .with_label_values(&[self.controller])
-            .observe(self.start.elapsed().as_secs_f64());
     }
 }
 

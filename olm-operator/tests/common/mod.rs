@@ -25,6 +25,10 @@ use olm_operator::{
     context::{Context, Settings},
     metrics::Metrics,
 };
+use olm_runtime::{
+    Leadership, Readiness,
+    apply::{FIELD_MANAGER_OLM, Writer},
+};
 use serde::{Serialize, de::DeserializeOwned};
 
 /// The field manager of the tests' own writes.
@@ -88,8 +92,11 @@ pub async fn start_operator(client: &Client) {
                         install_timeout: Duration::from_secs(300),
                         resync: Duration::from_secs(60),
                     };
-                    let ctx = Arc::new(Context::new(client, Some(config), metrics, settings));
-                    olm_operator::run_controllers(ctx, std::future::pending()).await;
+                    // One replica: it writes without a Lease.
+                    let writer = Writer::new(Leadership::standalone(), FIELD_MANAGER_OLM)
+                        .with_metrics(&metrics.runtime().writes);
+                    let ctx = Arc::new(Context::new(client, Some(config), metrics, writer, settings));
+                    olm_operator::run_controllers(ctx, Readiness::new(), std::future::pending()).await;
                 });
             })
             .expect("the operator thread starts");

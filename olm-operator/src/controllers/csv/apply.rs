@@ -27,7 +27,8 @@ use super::{
     dereference::Dereferenced,
     validate::Membership,
 };
-use crate::context::{Context, ScopedClientError};
+use crate::context::{Context, ScopedClientError, api_code};
+use olm_runtime::apply::WriteError;
 
 /// What the API server holds after the apply.
 #[derive(Clone, Debug, Default)]
@@ -73,7 +74,7 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// The API server refused or failed a write.
+    /// The API server refused or failed a write, or this replica stopped leading.
     #[error("failed to apply {kind} {name}")]
     Apply {
         /// The kind.
@@ -82,7 +83,7 @@ pub enum Error {
         name: String,
         /// The cause.
         #[source]
-        source: kube::Error,
+        source: Box<WriteError>,
     },
     /// Listing the CSV's objects (to find leftovers) failed.
     #[error("failed to list the {kind} objects of the ClusterServiceVersion")]
@@ -102,7 +103,7 @@ pub enum Error {
         name: String,
         /// The cause.
         #[source]
-        source: kube::Error,
+        source: Box<WriteError>,
     },
 }
 
@@ -113,7 +114,10 @@ impl Error {
     pub fn is_terminal(&self) -> bool {
         match self {
             Error::Conflict { .. } | Error::MissingServiceAccount { .. } | Error::ScopedClient(_) => true,
-            Error::Apply { source, .. } | Error::Delete { source, .. } | Error::List { source, .. } => {
+            Error::Apply { source, .. } | Error::Delete { source, .. } => {
+                matches!(api_code(source), Some(400 | 403 | 422))
+            }
+            Error::List { source, .. } => {
                 matches!(source, kube::Error::Api(status) if matches!(status.code, 400 | 403 | 422))
             }
             Error::GetServiceAccount { .. } => false,
@@ -123,9 +127,11 @@ impl Error {
     /// The error with its cause, for the CSV's status message.
     pub fn detail(&self) -> String {
         match self {
-            Error::Apply { source, .. } | Error::Delete { source, .. } | Error::List { source, .. } => {
-                format!("{self}: {}", api_message(source))
-            }
+            Error::Apply { source, .. } | Error::Delete { source, .. } => match source.api_error() {
+                Some(api) => format!("{self}: {}", api_message(api)),
+                None => format!("{self}: {source}"),
+            },
+            Error::List { source, .. } => format!("{self}: {}", api_message(source)),
             Error::ScopedClient(source) => format!("{self}: {source}"),
             _ => self.to_string(),
         }
@@ -293,12 +299,12 @@ fn check_adoptable(
 
 async fn apply_one<K>(ctx: &Context, api: &Api<K>, obj: &K, kind: &'static str) -> Result<K, Error>
 where
-    K: Resource + Serialize + DeserializeOwned + Clone + Debug,
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
     ctx.apply(api, obj).await.map_err(|source| Error::Apply {
         kind,
         name: display_name(obj.meta()),
-        source,
+        source: Box::new(source),
     })
 }
 
@@ -401,14 +407,14 @@ impl Prune<'_> {
 
     async fn delete<K>(&self, api: &Api<K>, kind: &'static str, obj: &K) -> Result<(), Error>
     where
-        K: Resource + Clone + DeserializeOwned + Debug,
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
         let name = obj.meta().name.clone().unwrap_or_default();
         tracing::info!(kind, name = %display_name(obj.meta()), "removing an object the install no longer has");
         self.ctx.delete(api, &name).await.map_err(|source| Error::Delete {
             kind,
             name: display_name(obj.meta()),
-            source,
+            source: Box::new(source),
         })
     }
 }
@@ -511,9 +517,13 @@ mod tests {
         let api_error = |code: u16| Error::Apply {
             kind: "Deployment",
             name: "ops/demo".to_owned(),
-            source: kube::Error::Api(Box::new(
-                kube::core::Status::failure(&format!("refused with {code}"), "Forbidden").with_code(code),
-            )),
+            source: Box::new(WriteError::Apply {
+                kind: "Deployment".to_owned(),
+                name: "demo".to_owned(),
+                source: kube::Error::Api(Box::new(
+                    kube::core::Status::failure(&format!("refused with {code}"), "Forbidden").with_code(code),
+                )),
+            }),
         };
         assert!(api_error(403).is_terminal());
         assert!(api_error(422).is_terminal());
@@ -523,5 +533,15 @@ mod tests {
             api_error(403).detail(),
             "failed to apply Deployment ops/demo: refused with 403"
         );
+        let fenced = Error::Apply {
+            kind: "Deployment",
+            name: "ops/demo".to_owned(),
+            source: Box::new(WriteError::NotLeader {
+                kind: "Deployment".to_owned(),
+                name: "demo".to_owned(),
+            }),
+        };
+        assert!(!fenced.is_terminal(), "a lost lease is not a refusal");
+        assert!(crate::context::lost_leadership(&fenced));
     }
 }

@@ -13,6 +13,7 @@ use std::fmt::Debug;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::{Api, Resource, ResourceExt, api::ListParams, runtime::controller::Action};
 use olm_api::v1alpha1::ClusterServiceVersion;
+use olm_runtime::apply::WriteError;
 use serde::de::DeserializeOwned;
 
 use super::build::owner_selector;
@@ -41,7 +42,7 @@ pub enum Error {
         name: String,
         /// The cause.
         #[source]
-        source: kube::Error,
+        source: WriteError,
     },
 }
 
@@ -118,7 +119,7 @@ where
 
 async fn remove<K>(ctx: &Context, api: &Api<K>, obj: &K, kind: &'static str) -> Result<(), Error>
 where
-    K: Resource + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
     let name = obj.meta().name.clone().unwrap_or_default();
     ctx.delete(api, &name)

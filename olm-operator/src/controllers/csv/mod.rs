@@ -47,12 +47,13 @@ use kube::{
     },
 };
 use olm_api::{labels, v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
+use olm_runtime::ReadyGate;
 
 use self::{
     build::OWNER_KIND,
     phase::{Decision, Facts, InstallOutcome},
 };
-use crate::context::Context;
+use crate::{context::Context, run::leadership_terms};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "clusterserviceversion";
@@ -80,7 +81,7 @@ pub enum Error {
     UpdateStatus(#[source] update_status::Error),
     /// Deleting a replaced CSV failed.
     #[error("failed to delete the replaced ClusterServiceVersion")]
-    DeleteReplaced(#[source] kube::Error),
+    DeleteReplaced(#[source] olm_runtime::apply::WriteError),
     /// Removing cluster-scoped objects failed.
     #[error("failed to clean up after the ClusterServiceVersion")]
     Cleanup(#[source] cleanup::Error),
@@ -92,6 +93,9 @@ pub enum Error {
 impl Error {
     /// A low-cardinality label for metrics.
     pub fn category(&self) -> &'static str {
+        if self.is_not_leader() {
+            return "not_leader";
+        }
         match self {
             Error::NoNamespace => "invalid",
             Error::Dereference(_) => "dereference",
@@ -105,6 +109,12 @@ impl Error {
                 _ => "finalizer",
             },
         }
+    }
+
+    /// True when a write was not made because this replica stopped leading:
+    /// not a failure, the leader converges the object.
+    pub fn is_not_leader(&self) -> bool {
+        crate::context::lost_leadership(self)
     }
 
     /// True when only a change of the object can help: wait for one.
@@ -125,6 +135,11 @@ pub async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Re
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
     if csv.labels().contains_key(labels::COPIED_FROM) {
         // A copy OLM made in a target namespace; olm-rs makes none and leaves these alone.
+        return Ok(Action::await_change());
+    }
+    if !ctx.is_leader() {
+        // Standbys keep their caches warm and write nothing; a new leader
+        // reconciles every CSV (see `run`).
         return Ok(Action::await_change());
     }
     let namespace = csv.namespace().ok_or(Error::NoNamespace)?;
@@ -161,7 +176,7 @@ async fn install(
         .map_err(Error::Dereference)?;
     let validation = validate::validate(csv, &found);
     if let Ok(membership) = &validation.membership {
-        update_status::annotate(ctx, api, csv, membership)
+        update_status::annotate(ctx, csv, membership)
             .await
             .map_err(Error::UpdateStatus)?;
     }
@@ -220,6 +235,10 @@ async fn install(
 /// can help, otherwise try again soon.
 pub fn error_policy(csv: Arc<ClusterServiceVersion>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_failed(CONTROLLER, error.category());
+    if error.is_not_leader() {
+        tracing::debug!(csv = %csv.name_any(), "stopped leading during a reconcile");
+        return Action::await_change();
+    }
     tracing::warn!(
         csv = %csv.name_any(),
         namespace = %csv.namespace().unwrap_or_default(),
@@ -234,8 +253,13 @@ pub fn error_policy(csv: Arc<ClusterServiceVersion>, error: &Error, ctx: Arc<Con
     }
 }
 
-/// Runs the controller until `shutdown` completes.
-pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+/// Runs the controller until `shutdown` completes; opens `ready` once the
+/// CSV cache has synced.
+pub async fn run(
+    ctx: Arc<Context>,
+    ready: ReadyGate,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
     let client = ctx.client.clone();
     let children = watcher::Config::default().labels(&format!("{}={OWNER_KIND}", labels::OWNER_KIND));
     let controller = Controller::new(
@@ -243,9 +267,10 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
         watcher::Config::default(),
     );
     let store = controller.store();
-    let (by_group, by_crd, by_csv) = (store.clone(), store.clone(), store.clone());
+    let (by_group, by_crd, by_csv, synced) = (store.clone(), store.clone(), store.clone(), store.clone());
     let metrics = ctx.metrics.clone();
-    controller
+    let terms = leadership_terms(ctx.writer.leadership().clone());
+    let controller = controller
         .owns(Api::<Deployment>::all(client.clone()), children.clone())
         .owns(Api::<ServiceAccount>::all(client.clone()), children.clone())
         .watches(Api::<Role>::all(client.clone()), children.clone(), |o| {
@@ -275,6 +300,7 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             watcher::Config::default(),
             move |csv| upgrade_neighbours(&by_csv, &csv),
         )
+        .reconcile_all_on(terms)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
         .for_each(|result| {
@@ -285,8 +311,13 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
                 tracing::debug!(%object, "reconciled");
             }
             futures::future::ready(())
-        })
-        .await;
+        });
+    let readiness = async move {
+        if synced.wait_until_ready().await.is_ok() {
+            ready.ready();
+        }
+    };
+    futures::future::join(controller, readiness).await;
 }
 
 /// The CSV an object's `olm.owner*` labels name.

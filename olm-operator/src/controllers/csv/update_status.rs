@@ -8,6 +8,8 @@ use kube::{
 };
 use olm_api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
 
+use olm_runtime::apply::WriteError;
+
 use super::{build::operator_group_annotations, validate::Membership};
 use crate::{context::Context, metrics::enum_string};
 
@@ -21,7 +23,7 @@ pub enum Error {
         name: String,
         /// The cause.
         #[source]
-        source: kube::Error,
+        source: WriteError,
     },
     /// The annotation write failed.
     #[error("failed to write the OperatorGroup annotations of ClusterServiceVersion {name}")]
@@ -30,7 +32,7 @@ pub enum Error {
         name: String,
         /// The cause.
         #[source]
-        source: kube::Error,
+        source: WriteError,
     },
 }
 
@@ -38,7 +40,6 @@ pub enum Error {
 /// on the CSV, as OLM does, when they are missing or stale.
 pub async fn annotate(
     ctx: &Context,
-    api: &Api<ClusterServiceVersion>,
     csv: &ClusterServiceVersion,
     membership: &Membership,
 ) -> Result<(), Error> {
@@ -48,7 +49,8 @@ pub async fn annotate(
         return Ok(());
     }
     let name = csv.name_any();
-    ctx.apply_annotations(api, &name, wanted)
+    let namespace = csv.namespace().unwrap_or_default();
+    ctx.apply_annotations::<ClusterServiceVersion>(&namespace, &name, wanted)
         .await
         .map_err(|source| Error::Annotations { name, source })?;
     Ok(())

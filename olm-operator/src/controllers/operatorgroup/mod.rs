@@ -34,8 +34,13 @@ use olm_api::{
     v1alpha1::ClusterServiceVersion,
 };
 
+use olm_runtime::ReadyGate;
+
 use self::targets::Selection;
-use crate::context::{self, Context};
+use crate::{
+    context::{self, Context},
+    run::leadership_terms,
+};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "operatorgroup";
@@ -65,7 +70,7 @@ pub enum Error {
         name: String,
         /// The cause.
         #[source]
-        source: kube::Error,
+        source: olm_runtime::apply::WriteError,
     },
 }
 
@@ -73,6 +78,7 @@ impl Error {
     /// A low-cardinality label for metrics.
     pub fn category(&self) -> &'static str {
         match self {
+            Error::Write { source, .. } if source.is_not_leader() => "not_leader",
             Error::NoNamespace | Error::InvalidSelector(_) => "invalid",
             Error::Read { .. } => "dereference",
             Error::Write { .. } => "update_status",
@@ -88,6 +94,9 @@ impl Error {
 /// Reconciles one OperatorGroup.
 pub async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
+    if !ctx.is_leader() {
+        return Ok(Action::await_change());
+    }
     let namespace = group.namespace().ok_or(Error::NoNamespace)?;
     let name = group.name_any();
     let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -122,8 +131,8 @@ pub async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<Context>) -> Result<A
     if !group.spec.static_provided_apis.unwrap_or(false) {
         let provided = targets::provided_apis(&csvs);
         if group.annotations().get(labels::PROVIDED_APIS) != Some(&provided) {
-            ctx.apply_annotations(
-                &api,
+            ctx.apply_annotations::<OperatorGroup>(
+                &namespace,
                 &name,
                 BTreeMap::from([(labels::PROVIDED_APIS.to_owned(), provided)]),
             )
@@ -202,6 +211,9 @@ async fn selected_namespaces(ctx: &Context, selection: &Selection) -> Result<Vec
 /// What to do after a failed reconcile.
 pub fn error_policy(group: Arc<OperatorGroup>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics.reconcile_failed(CONTROLLER, error.category());
+    if error.category() == "not_leader" {
+        return Action::await_change();
+    }
     tracing::warn!(
         operatorgroup = %group.name_any(),
         namespace = %group.namespace().unwrap_or_default(),
@@ -215,16 +227,22 @@ pub fn error_policy(group: Arc<OperatorGroup>, error: &Error, ctx: Arc<Context>)
     }
 }
 
-/// Runs the controller until `shutdown` completes.
-pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + Sync + 'static) {
+/// Runs the controller until `shutdown` completes; opens `ready` once the
+/// OperatorGroup cache has synced.
+pub async fn run(
+    ctx: Arc<Context>,
+    ready: ReadyGate,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
     let client = ctx.client.clone();
     let controller = Controller::new(
         Api::<OperatorGroup>::all(client.clone()),
         watcher::Config::default(),
     );
     let store = controller.store();
-    let (by_namespace, by_csv) = (store.clone(), store);
-    controller
+    let (by_namespace, by_csv, synced) = (store.clone(), store.clone(), store);
+    let terms = leadership_terms(ctx.writer.leadership().clone());
+    let controller = controller
         .watches(
             Api::<Namespace>::all(client.clone()),
             watcher::Config::default(),
@@ -235,10 +253,16 @@ pub async fn run(ctx: Arc<Context>, shutdown: impl Future<Output = ()> + Send + 
             watcher::Config::default(),
             move |csv| in_namespace(&by_csv, &csv.namespace().unwrap_or_default()),
         )
+        .reconcile_all_on(terms)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
-        .for_each(|_| futures::future::ready(()))
-        .await;
+        .for_each(|_| futures::future::ready(()));
+    let readiness = async move {
+        if synced.wait_until_ready().await.is_ok() {
+            ready.ready();
+        }
+    };
+    futures::future::join(controller, readiness).await;
 }
 
 /// The OperatorGroups whose namespaces can change with a namespace: those

@@ -234,11 +234,12 @@ async fn install(
 /// What to do after a failed reconcile: wait for a change when only a change
 /// can help, otherwise try again soon.
 pub fn error_policy(csv: Arc<ClusterServiceVersion>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     if error.is_not_leader() {
+        // Not a failure: the new leader reconciles this CSV.
         tracing::debug!(csv = %csv.name_any(), "stopped leading during a reconcile");
         return Action::await_change();
     }
+    ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     tracing::warn!(
         csv = %csv.name_any(),
         namespace = %csv.namespace().unwrap_or_default(),

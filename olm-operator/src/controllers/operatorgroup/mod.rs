@@ -210,10 +210,11 @@ async fn selected_namespaces(ctx: &Context, selection: &Selection) -> Result<Vec
 
 /// What to do after a failed reconcile.
 pub fn error_policy(group: Arc<OperatorGroup>, error: &Error, ctx: Arc<Context>) -> Action {
-    ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     if error.category() == "not_leader" {
+        // Not a failure: the new leader reconciles this OperatorGroup.
         return Action::await_change();
     }
+    ctx.metrics.reconcile_failed(CONTROLLER, error.category());
     tracing::warn!(
         operatorgroup = %group.name_any(),
         namespace = %group.namespace().unwrap_or_default(),

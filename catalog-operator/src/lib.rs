@@ -4,9 +4,19 @@
 //!
 //! - [`source`]: reading catalog content from disk in any layout OLM uses.
 //! - [`snapshot`]: catalog content → the resolver's input.
-//! - [`cli`]: the offline commands.
+//! - [`registry`]: the operator-registry gRPC API (server, client).
+//! - [`catalogs`]: the shared in-memory store of catalog snapshots.
+//! - [`controllers`]: the CatalogSource, Subscription and InstallPlan controllers.
+//! - [`metrics`]: OLM's catalog-operator metrics.
+//! - [`run`]: the `run` command, wiring the controllers with olm-runtime.
+//! - [`cli`]: the offline commands and `serve`.
 
+pub mod catalogs;
 pub mod cli;
+pub mod controllers;
+pub mod metrics;
+pub mod registry;
+pub mod run;
 pub mod snapshot;
 pub mod source;
 
@@ -32,15 +42,21 @@ pub enum Command {
     Validate(cli::ValidateArgs),
     /// Resolve Subscriptions offline against catalogs on disk; exit 1 when unsatisfiable.
     Resolve(cli::ResolveArgs),
+    /// Serve a catalog over the operator-registry gRPC API, as `opm serve` does.
+    Serve(cli::ServeArgs),
+    /// Run the controllers for CatalogSources, Subscriptions and InstallPlans.
+    Run(run::RunArgs),
 }
 
 impl Args {
-    /// Runs the chosen command.
-    pub fn run(self) -> ExitCode {
+    /// Runs an offline command. The long-running commands (`serve`, `run`) are
+    /// run by `main` on a tokio runtime; this hands them back.
+    pub fn run_offline(self) -> Result<ExitCode, Box<Command>> {
         match self.command {
-            Command::Render(args) => args.run(),
-            Command::Validate(args) => args.run(),
-            Command::Resolve(args) => args.run(),
+            Command::Render(args) => Ok(args.run()),
+            Command::Validate(args) => Ok(args.run()),
+            Command::Resolve(args) => Ok(args.run()),
+            other => Err(Box::new(other)),
         }
     }
 }

@@ -4,6 +4,7 @@
 
 mod render;
 mod resolve;
+mod serve;
 mod validate;
 
 use std::process::ExitCode;
@@ -13,6 +14,7 @@ pub use resolve::ResolveArgs;
 pub use resolve::{
     GroupReport, GroupStatus, Report, ResolveInputError, StepReport, SubscriptionArg, installed_csv, resolve,
 };
+pub use serve::{ServeArgs, ServeCommandError};
 pub use validate::ValidateArgs;
 
 /// Exit code of a command whose input could not be read.

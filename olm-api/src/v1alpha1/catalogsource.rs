@@ -183,6 +183,9 @@ pub struct RegistryPoll {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogSourceStatus {
+    /// The `metadata.generation` this status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// Why the CatalogSource is in its state, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,

@@ -88,6 +88,12 @@ pub enum InstallPlanConditionType {
     Resolved,
     /// The plan's steps were applied.
     Installed,
+    /// kstatus: True once the plan is Complete.
+    Ready,
+    /// kstatus: present (True) only while the plan is being applied.
+    Reconciling,
+    /// kstatus: present (True) only when the plan failed or cannot proceed.
+    Stalled,
 }
 
 /// Why an InstallPlan condition has its status.
@@ -103,12 +109,21 @@ pub enum InstallPlanConditionReason {
     /// A step failed.
     #[serde(rename = "InstallComponentFailed")]
     ComponentFailed,
+    /// A Manual plan waits for `spec.approved`.
+    RequiresApproval,
+    /// The steps are being applied.
+    Installing,
+    /// Every step was applied.
+    Complete,
 }
 
 /// The observed state of an InstallPlan.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct InstallPlanStatus {
+    /// The `metadata.generation` this status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// The current phase.
     pub phase: InstallPlanPhase,
     /// Conditions of the plan as a whole.

@@ -144,6 +144,13 @@ pub enum SubscriptionConditionType {
     PackageDeprecated,
     /// Some deprecation applies.
     Deprecated,
+    /// kstatus: True exactly when Argo CD would call the Subscription Healthy.
+    Ready,
+    /// kstatus: present (True) only while an install or upgrade is under way.
+    Reconciling,
+    /// kstatus: present (True) only when no progress is possible without a change
+    /// (Argo CD's Degraded).
+    Stalled,
 }
 
 /// One condition of a Subscription.
@@ -173,6 +180,9 @@ pub struct SubscriptionCondition {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SubscriptionStatus {
+    /// The `metadata.generation` this status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// The CSV the Subscription is moving to.
     #[serde(rename = "currentCSV", default, skip_serializing_if = "Option::is_none")]
     pub current_csv: Option<String>,

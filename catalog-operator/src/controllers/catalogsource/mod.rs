@@ -1,0 +1,220 @@
+//! The CatalogSource controller: reads each catalog into the [`CatalogStore`] and
+//! reports how the connection to it stands.
+//!
+//! Pipeline per reconcile: [`validate`] the spec (pure) → read the catalog
+//! ([`read`]: a gRPC health check and, when due, a full load; or the ConfigMap) →
+//! record the result in the store → [`status::compute`] (pure) → write the status
+//! when it changed. A reachable catalog is checked again every
+//! `catalog_health_interval`; its content is reloaded every
+//! `updateStrategy.registryPoll.interval` and whenever it comes back after an
+//! outage. An unreachable or malformed catalog only marks itself unhealthy: the
+//! store keeps its last content and every other catalog is untouched.
+
+mod read;
+mod registry_pod;
+pub mod status;
+mod validate;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+use kube::{Api, ResourceExt, runtime::controller::Action};
+use olm_api::v1alpha1::CatalogSource;
+use olm_resolver::model::CatalogId;
+use olm_runtime::apply::WriteError;
+use tokio::time::Instant;
+
+pub use validate::{SourceSpec, parse_go_duration, validate};
+
+use super::{Context, ReconcileError};
+use crate::registry::client::RegistryClient;
+
+/// The controller's name in metrics and logs.
+pub const CONTROLLER: &str = "catalogsource";
+
+/// Errors of the CatalogSource controller. Problems of the catalog itself (down,
+/// malformed, invalid spec) are not errors: they are reported in its status.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The CatalogSource has no namespace or name (never from the API server).
+    #[error("the CatalogSource has no namespace")]
+    NoNamespace,
+    /// The status could not be written.
+    #[error("failed to write the status of CatalogSource {namespace}/{name}")]
+    WriteStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Why.
+        #[source]
+        source: WriteError,
+    },
+    /// Reading the registry Pod, Service or ConfigMap failed.
+    #[error("failed to read {what} for CatalogSource {namespace}/{name}")]
+    Read {
+        /// What was read.
+        what: String,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Why.
+        #[source]
+        source: kube::Error,
+    },
+    /// Creating the registry Pod or Service failed.
+    #[error("failed to create the registry {what} for CatalogSource {namespace}/{name}")]
+    Registry {
+        /// What was written.
+        what: &'static str,
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Why.
+        #[source]
+        source: WriteError,
+    },
+}
+
+impl ReconcileError for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::NoNamespace => "invalid",
+            Error::WriteStatus { source, .. } | Error::Registry { source, .. } if source.is_not_leader() => {
+                "not_leader"
+            }
+            Error::WriteStatus { .. } | Error::Registry { .. } | Error::Read { .. } => "api",
+        }
+    }
+
+    fn is_terminal(&self) -> bool {
+        matches!(self, Error::NoNamespace)
+    }
+}
+
+/// What the controller remembers of one catalog between reconciles.
+#[derive(Clone)]
+pub(crate) struct Runtime {
+    /// The client of the catalog's registry, for its current address.
+    client: Option<RegistryClient>,
+    /// When the content was last loaded.
+    loaded_at: Option<Instant>,
+    /// The resourceVersion of the ConfigMap last loaded.
+    config_map_version: Option<String>,
+}
+
+/// Per-catalog state kept between reconciles (registry clients, load times).
+#[derive(Default)]
+pub struct Clients {
+    inner: Mutex<HashMap<CatalogId, Runtime>>,
+}
+
+impl Clients {
+    fn lock(&self) -> MutexGuard<'_, HashMap<CatalogId, Runtime>> {
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn get(&self, id: &CatalogId) -> Runtime {
+        self.lock().get(id).cloned().unwrap_or(Runtime {
+            client: None,
+            loaded_at: None,
+            config_map_version: None,
+        })
+    }
+
+    fn put(&self, id: &CatalogId, runtime: Runtime) {
+        self.lock().insert(id.clone(), runtime);
+    }
+
+    /// Forgets the catalogs for which `keep` is false.
+    pub(crate) fn retain(&self, mut keep: impl FnMut(&CatalogId) -> bool) {
+        self.lock().retain(|id, _| keep(id));
+    }
+}
+
+/// Reconciles one CatalogSource.
+pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.reconciles.start(CONTROLLER);
+    let namespace = source.namespace().ok_or(Error::NoNamespace)?;
+    let name = source.name_any();
+    let id = CatalogId::new(name.clone(), namespace.clone());
+    let now = olm_runtime::conditions::now();
+    let priority = source.spec.priority.unwrap_or(0);
+    ctx.catalogs.register(&id, priority, &now);
+    forget_deleted(&ctx);
+
+    let spec = validate(&source.spec, ctx.options.default_poll_interval);
+    let observed = read::read(&ctx, &source, &id, &spec, &now).await?;
+    let ready = observed.is_ready();
+    ctx.metrics.set_catalog_ready(&namespace, &name, ready);
+
+    let new_status = status::compute(&source, &spec, &observed, &now);
+    if source.status.as_ref() != Some(&new_status) {
+        let api: Api<CatalogSource> = Api::namespaced(ctx.client.clone(), &namespace);
+        ctx.writer
+            .apply_status(&api, &name, &new_status)
+            .await
+            .map_err(|source| Error::WriteStatus {
+                namespace: namespace.clone(),
+                name: name.clone(),
+                source,
+            })?;
+    }
+    Ok(requeue_after(&ctx, &spec, &observed))
+}
+
+/// How soon to look at the catalog again.
+fn requeue_after(ctx: &Context, spec: &SourceSpec, observed: &read::Observed) -> Action {
+    match observed {
+        read::Observed::Invalid { .. } => Action::await_change(),
+        read::Observed::Ready { .. } => {
+            Action::requeue(ctx.options.catalog_health_interval.min(spec.poll_interval))
+        }
+        read::Observed::Unreachable { .. } | read::Observed::Starting { .. } => {
+            Action::requeue(ctx.options.catalog_health_interval.min(Duration::from_secs(10)))
+        }
+    }
+}
+
+/// Drops catalogs whose CatalogSource is gone from the store and the metrics.
+pub(crate) fn forget_deleted(ctx: &Context) {
+    let existing = ctx.stores.catalog_sources.state();
+    let exists = |id: &CatalogId| {
+        existing.iter().any(|s| {
+            s.metadata.name.as_deref() == Some(&id.name)
+                && s.metadata.namespace.as_deref() == Some(&id.namespace)
+        })
+    };
+    ctx.metrics.catalog_source_count.set(existing.len() as i64);
+    // A store that has not synced yet is empty: keep everything until it has (the
+    // watch's delete events forget the last catalogs of a namespace).
+    if existing.is_empty() {
+        return;
+    }
+    for ((namespace, name), _) in ctx.catalogs.all() {
+        let id = CatalogId::new(name.clone(), namespace.clone());
+        if !exists(&id) {
+            ctx.catalogs.remove(&id);
+            ctx.metrics.forget_catalog(&namespace, &name);
+        }
+    }
+    ctx.registry_clients.retain(|id| exists(id));
+}
+
+/// Forgets one deleted CatalogSource at once (from the watch's delete event).
+pub fn forget(ctx: &Context, namespace: &str, name: &str) {
+    let id = CatalogId::new(name, namespace);
+    ctx.catalogs.remove(&id);
+    ctx.metrics.forget_catalog(namespace, name);
+    ctx.registry_clients.retain(|other| *other != id);
+}
+
+/// The error policy of the controller.
+pub fn error_policy(_source: Arc<CatalogSource>, error: &Error, ctx: Arc<Context>) -> Action {
+    super::error_policy(CONTROLLER, error, &ctx)
+}

@@ -1,0 +1,255 @@
+//! The status of a CatalogSource, computed from what reading it found (pure).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use olm_api::v1alpha1::{
+    CatalogSource, CatalogSourceReason, CatalogSourceStatus, ConnectivityState, GrpcConnectionState,
+};
+use olm_runtime::conditions::{ConditionReason, Outcome, set_kstatus_conditions};
+
+use super::{SourceSpec, read::Observed};
+
+/// Why a CatalogSource's kstatus conditions have their status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CatalogReason {
+    /// The catalog is read and serving.
+    Serving,
+    /// The registry Pod is starting.
+    Connecting,
+    /// The registry server cannot be reached or read.
+    RegistryServerError,
+    /// The ConfigMap is missing or invalid.
+    ConfigMapError,
+    /// The spec names no usable source.
+    SpecInvalidError,
+}
+
+impl ConditionReason for CatalogReason {
+    fn as_str(&self) -> &'static str {
+        match self {
+            CatalogReason::Serving => "Serving",
+            CatalogReason::Connecting => "Connecting",
+            CatalogReason::RegistryServerError => "RegistryServerError",
+            CatalogReason::ConfigMapError => "ConfigMapError",
+            CatalogReason::SpecInvalidError => "SpecInvalidError",
+        }
+    }
+}
+
+impl CatalogReason {
+    /// Every reason, for tests.
+    pub const ALL: [CatalogReason; 5] = [
+        CatalogReason::Serving,
+        CatalogReason::Connecting,
+        CatalogReason::RegistryServerError,
+        CatalogReason::ConfigMapError,
+        CatalogReason::SpecInvalidError,
+    ];
+
+    fn of(reason: CatalogSourceReason) -> Self {
+        match reason {
+            CatalogSourceReason::ConfigMap => CatalogReason::ConfigMapError,
+            CatalogSourceReason::SpecInvalid | CatalogSourceReason::InvalidInterval => {
+                CatalogReason::SpecInvalidError
+            }
+            CatalogSourceReason::RegistryServer => CatalogReason::RegistryServerError,
+        }
+    }
+}
+
+/// The status `source` should have after `observed`.
+pub fn compute(
+    source: &CatalogSource,
+    spec: &SourceSpec,
+    observed: &Observed,
+    now: &Time,
+) -> CatalogSourceStatus {
+    let old = source.status.clone().unwrap_or_default();
+    let generation = source.metadata.generation;
+    let connection = |address: &Option<String>, state: ConnectivityState, changed: bool| {
+        let old_state = old.connection_state.as_ref();
+        let same = old_state.is_some_and(|c| c.last_observed_state == state && c.address == *address);
+        Some(GrpcConnectionState {
+            address: address.clone(),
+            last_observed_state: state,
+            last_connect_time: if same && !changed {
+                old_state.and_then(|c| c.last_connect_time.clone())
+            } else {
+                Some(now.clone())
+            },
+        })
+    };
+    let mut status = CatalogSourceStatus {
+        observed_generation: generation,
+        latest_image_registry_poll: old.latest_image_registry_poll.clone(),
+        ..CatalogSourceStatus::default()
+    };
+    let outcome = match observed {
+        Observed::Ready {
+            address,
+            config_map,
+            registry_service,
+            changed,
+        } => {
+            status.connection_state = connection(address, ConnectivityState::Ready, *changed);
+            status.config_map_resource = config_map.clone().map(|mut c| {
+                if c.last_update_time.is_none() {
+                    c.last_update_time = old
+                        .config_map_resource
+                        .as_ref()
+                        .and_then(|o| o.last_update_time.clone());
+                }
+                c
+            });
+            status.registry_service = registry_service.clone();
+            if let Some(error) = &spec.interval_error {
+                status.reason = Some(CatalogSourceReason::InvalidInterval);
+                status.message = Some(error.clone());
+            }
+            Outcome::done(CatalogReason::Serving, "the catalog is serving")
+        }
+        Observed::Starting {
+            address,
+            registry_service,
+            message,
+        } => {
+            status.connection_state = connection(address, ConnectivityState::Connecting, false);
+            status.registry_service = registry_service.clone();
+            Outcome::working(CatalogReason::Connecting, message.clone())
+        }
+        Observed::Unreachable {
+            address,
+            config_map,
+            registry_service,
+            reason,
+            message,
+            changed,
+        } => {
+            status.connection_state = connection(address, ConnectivityState::TransientFailure, *changed);
+            status.config_map_resource = config_map.clone();
+            status.registry_service = registry_service.clone();
+            status.reason = Some(*reason);
+            status.message = Some(message.clone());
+            Outcome::working(CatalogReason::of(*reason), message.clone())
+        }
+        Observed::Invalid { reason, message } => {
+            status.reason = Some(*reason);
+            status.message = Some(message.clone());
+            Outcome::stalled(CatalogReason::of(*reason), message.clone())
+        }
+    };
+    let mut conditions = old.conditions.clone().unwrap_or_default();
+    set_kstatus_conditions(&mut conditions, &outcome, generation, now);
+    status.conditions = Some(conditions);
+    status
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use k8s_openapi::jiff::Timestamp;
+    use kube::api::ObjectMeta;
+    use olm_api::v1alpha1::{CatalogSourceSpec, SourceType};
+    use olm_runtime::conditions::{KstatusResult, is_valid_reason, kstatus};
+
+    use super::*;
+    use crate::controllers::catalogsource::validate;
+
+    fn at(second: i64) -> Time {
+        Time(Timestamp::from_second(second).unwrap())
+    }
+
+    fn source() -> CatalogSource {
+        let mut spec: CatalogSourceSpec =
+            serde_json::from_value(serde_json::json!({"sourceType": "grpc", "address": "r:50051"})).unwrap();
+        spec.source_type = SourceType::Grpc;
+        CatalogSource {
+            metadata: ObjectMeta {
+                name: Some("demo".into()),
+                namespace: Some("olm".into()),
+                generation: Some(3),
+                ..ObjectMeta::default()
+            },
+            spec,
+            status: None,
+        }
+    }
+
+    #[test]
+    fn every_reason_is_valid() {
+        for reason in CatalogReason::ALL {
+            assert!(is_valid_reason(reason.as_str()), "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn ready_then_down_then_back() {
+        let mut source = source();
+        let spec = validate(&source.spec, Duration::from_secs(600));
+        let ready = Observed::Ready {
+            address: Some("r:50051".into()),
+            config_map: None,
+            registry_service: None,
+            changed: true,
+        };
+        let status = compute(&source, &spec, &ready, &at(1));
+        let connection = status.connection_state.clone().unwrap();
+        assert_eq!(connection.last_observed_state, ConnectivityState::Ready);
+        assert_eq!(connection.last_connect_time, Some(at(1)));
+        assert_eq!(status.observed_generation, Some(3));
+        let conditions = status.conditions.clone().unwrap();
+        assert_eq!(
+            kstatus(false, Some(3), Some(3), &conditions),
+            KstatusResult::Current
+        );
+        source.status = Some(status.clone());
+
+        // Nothing new: the same status, so nothing is written.
+        let quiet = Observed::Ready {
+            address: Some("r:50051".into()),
+            config_map: None,
+            registry_service: None,
+            changed: false,
+        };
+        assert_eq!(compute(&source, &spec, &quiet, &at(2)), status);
+
+        let down = Observed::Unreachable {
+            address: Some("r:50051".into()),
+            config_map: None,
+            registry_service: None,
+            reason: CatalogSourceReason::RegistryServer,
+            message: "connection refused".into(),
+            changed: true,
+        };
+        let status = compute(&source, &spec, &down, &at(3));
+        assert_eq!(
+            status.connection_state.as_ref().unwrap().last_observed_state,
+            ConnectivityState::TransientFailure
+        );
+        assert_eq!(status.reason, Some(CatalogSourceReason::RegistryServer));
+        assert_eq!(
+            kstatus(false, Some(3), Some(3), status.conditions.as_deref().unwrap()),
+            KstatusResult::InProgress
+        );
+        source.status = Some(status);
+        let back = compute(&source, &spec, &ready, &at(4));
+        assert_eq!(back.reason, None);
+        assert_eq!(back.connection_state.unwrap().last_connect_time, Some(at(4)));
+    }
+
+    #[test]
+    fn an_invalid_spec_stalls() {
+        let source = source();
+        let spec = validate(&source.spec, Duration::from_secs(600));
+        let invalid = Observed::Invalid {
+            reason: CatalogSourceReason::SpecInvalid,
+            message: "needs an address".into(),
+        };
+        let status = compute(&source, &spec, &invalid, &at(1));
+        assert!(status.connection_state.is_none());
+        assert_eq!(
+            kstatus(false, Some(3), Some(3), status.conditions.as_deref().unwrap()),
+            KstatusResult::Failed
+        );
+    }
+}

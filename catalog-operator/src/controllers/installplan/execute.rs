@@ -1,0 +1,289 @@
+//! Applying the steps of an InstallPlan, in order, by server-side apply.
+//!
+//! Every step is applied whole with the field manager `catalog-operator`, so
+//! applying it again is harmless: a plan interrupted at any step (a crash, a lost
+//! lease) resumes from its recorded progress and re-applies at most the steps that
+//! were in flight. Namespaced objects other than the CSV get the CSV as a
+//! (non-controller) owner, so Kubernetes collects them with it.
+
+use std::collections::HashMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::{
+    Api, Client, ResourceExt,
+    api::{DynamicObject, GroupVersionKind},
+    core::ApiResource,
+    discovery::{ApiCapabilities, Scope},
+};
+use olm_api::{
+    OPERATORS_GROUP,
+    v1alpha1::{ClusterServiceVersion, Step, StepStatus},
+};
+use olm_runtime::apply::{WriteError, Writer};
+use serde_json::Value;
+
+use crate::controllers::{is_transient, subscription::steps::is_supported, write::apply_dynamic};
+
+/// Why a step could not be applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StepFailure {
+    /// The step's API is not served (yet): wait for it.
+    WaitingForApi(String),
+    /// Worth retrying (the server failed, a conflict, a missing permission).
+    Transient(String),
+    /// Retrying cannot help: the object is invalid, unsafe or not allowed.
+    Terminal(String),
+    /// This replica stopped leading: stop, the leader goes on.
+    NotLeader(String),
+}
+
+fn describe(step: &Step) -> String {
+    let r = &step.resource;
+    if r.group.is_empty() {
+        format!("{} {} ({}/{})", r.kind, r.name, r.version, r.kind)
+    } else {
+        format!("{} {} ({}/{})", r.kind, r.name, r.group, r.version)
+    }
+}
+
+fn from_write(step: &Step, error: WriteError) -> StepFailure {
+    let what = describe(step);
+    if error.is_not_leader() {
+        return StepFailure::NotLeader(format!("{what}: {error}"));
+    }
+    let message = match error.api_error() {
+        Some(kube::Error::Api(status)) => format!("{what}: {} ({})", status.message, status.reason),
+        Some(other) => format!("{what}: {other}"),
+        None => format!("{what}: {error}"),
+    };
+    match error.api_error() {
+        Some(e) if !is_transient(e) => StepFailure::Terminal(message),
+        _ => StepFailure::Transient(message),
+    }
+}
+
+/// What applying steps needs, kept for one reconcile: discovery answers and the
+/// UIDs of the plan's CSVs.
+pub struct Executor<'a> {
+    client: &'a Client,
+    writer: &'a Writer,
+    namespace: &'a str,
+    discovered: HashMap<(String, String, String), (ApiResource, ApiCapabilities)>,
+    csv_uids: HashMap<String, String>,
+}
+
+impl<'a> Executor<'a> {
+    /// An executor for the plans of `namespace`.
+    pub fn new(client: &'a Client, writer: &'a Writer, namespace: &'a str) -> Self {
+        Executor {
+            client,
+            writer,
+            namespace,
+            discovered: HashMap::new(),
+            csv_uids: HashMap::new(),
+        }
+    }
+
+    async fn resource(&mut self, step: &Step) -> Result<(ApiResource, ApiCapabilities), StepFailure> {
+        let r = &step.resource;
+        let key = (r.group.clone(), r.version.clone(), r.kind.clone());
+        if let Some(found) = self.discovered.get(&key) {
+            return Ok(found.clone());
+        }
+        let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
+        match kube::discovery::pinned_kind(self.client, &gvk).await {
+            Ok(found) => {
+                self.discovered.insert(key, found.clone());
+                Ok(found)
+            }
+            Err(kube::Error::Discovery(e)) => Err(StepFailure::WaitingForApi(format!(
+                "{}: the API server does not serve it yet ({e})",
+                describe(step)
+            ))),
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(StepFailure::WaitingForApi(format!(
+                "{}: the API server does not serve it yet",
+                describe(step)
+            ))),
+            Err(e) => Err(StepFailure::Transient(format!(
+                "{}: discovery failed: {e}",
+                describe(step)
+            ))),
+        }
+    }
+
+    /// The UID of CSV `name` of the namespace, to own the bundle's other objects.
+    async fn csv_uid(&mut self, name: &str) -> Result<String, StepFailure> {
+        if let Some(uid) = self.csv_uids.get(name) {
+            return Ok(uid.clone());
+        }
+        let api: Api<ClusterServiceVersion> = Api::namespaced(self.client.clone(), self.namespace);
+        match api.get_metadata_opt(name).await {
+            Ok(Some(csv)) => {
+                let uid = csv.uid().unwrap_or_default();
+                self.csv_uids.insert(name.to_owned(), uid.clone());
+                Ok(uid)
+            }
+            Ok(None) => Err(StepFailure::Transient(format!(
+                "ClusterServiceVersion {name} is not there yet to own the objects of its bundle"
+            ))),
+            Err(e) => Err(StepFailure::Transient(format!(
+                "cannot read ClusterServiceVersion {name}: {e}"
+            ))),
+        }
+    }
+
+    /// Applies one step; returns Created (new) or Present (it existed).
+    pub async fn apply(&mut self, step: &Step) -> Result<StepStatus, StepFailure> {
+        let r = &step.resource;
+        if !is_supported(&r.group, &r.kind) {
+            return Err(StepFailure::Terminal(format!(
+                "{}: an install plan may not create objects of this kind",
+                describe(step)
+            )));
+        }
+        let manifest = r
+            .manifest
+            .as_deref()
+            .ok_or_else(|| StepFailure::Terminal(format!("{}: the step has no manifest", describe(step))))?;
+        let mut object: DynamicObject = serde_json::from_str(manifest).map_err(|e| {
+            StepFailure::Terminal(format!(
+                "{}: the manifest is not a Kubernetes object: {e}",
+                describe(step)
+            ))
+        })?;
+        let (resource, capabilities) = self.resource(step).await?;
+        let namespaced = capabilities.scope == Scope::Namespaced;
+        let api: Api<DynamicObject> = if namespaced {
+            object.metadata.namespace = Some(self.namespace.to_owned());
+            Api::namespaced_with(self.client.clone(), self.namespace, &resource)
+        } else {
+            object.metadata.namespace = None;
+            Api::all_with(self.client.clone(), &resource)
+        };
+        let is_csv = r.group == OPERATORS_GROUP && r.kind == "ClusterServiceVersion";
+        let is_subscription = r.group == OPERATORS_GROUP && r.kind == "Subscription";
+        if namespaced && !is_csv && !is_subscription {
+            let uid = self.csv_uid(&step.resolving).await?;
+            object.metadata.owner_references = Some(vec![OwnerReference {
+                api_version: format!("{OPERATORS_GROUP}/v1alpha1"),
+                kind: "ClusterServiceVersion".to_owned(),
+                name: step.resolving.clone(),
+                uid,
+                controller: Some(false),
+                block_owner_deletion: Some(false),
+            }]);
+        }
+        let existing = api
+            .get_opt(&r.name)
+            .await
+            .map_err(|e| StepFailure::Transient(format!("{}: cannot read it: {e}", describe(step))))?;
+        if r.group == "apiextensions.k8s.io"
+            && r.kind == "CustomResourceDefinition"
+            && let Some(existing) = &existing
+        {
+            check_stored_versions(step, existing, manifest)?;
+        }
+        let applied = apply_dynamic(self.writer, &api, &r.kind, &r.name, &object)
+            .await
+            .map_err(|e| from_write(step, e))?;
+        if is_csv && let Some(uid) = applied.uid() {
+            self.csv_uids.insert(r.name.clone(), uid);
+        }
+        Ok(if existing.is_some() {
+            StepStatus::Present
+        } else {
+            StepStatus::Created
+        })
+    }
+}
+
+/// OLM's storage check for a CRD update: no version in the existing CRD's
+/// `status.storedVersions` may disappear from the new CRD, or objects stored in
+/// it could no longer be read.
+pub fn check_stored_versions(
+    step: &Step,
+    existing: &DynamicObject,
+    manifest: &str,
+) -> Result<(), StepFailure> {
+    let new: Value = serde_json::from_str(manifest).unwrap_or(Value::Null);
+    let mut versions: Vec<&str> = new
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.get("name").and_then(Value::as_str))
+        .collect();
+    if let Some(version) = new.pointer("/spec/version").and_then(Value::as_str) {
+        versions.push(version);
+    }
+    let stored: Vec<&str> = existing
+        .data
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let dropped: Vec<&str> = stored.into_iter().filter(|v| !versions.contains(v)).collect();
+    if dropped.is_empty() {
+        return Ok(());
+    }
+    Err(StepFailure::Terminal(format!(
+        "{}: the new CRD drops version(s) {} that objects are stored in (status.storedVersions); \
+         updating it risks data loss: migrate the stored objects and remove the version from \
+         status.storedVersions first",
+        describe(step),
+        dropped.join(", ")
+    )))
+}
+
+#[cfg(test)]
+mod tests {
+    use olm_api::v1alpha1::StepResource;
+    use serde_json::json;
+
+    use super::*;
+
+    fn crd_step(manifest: &Value) -> Step {
+        Step {
+            resolving: "db.v2".into(),
+            resource: StepResource {
+                catalog_source: "demo".into(),
+                catalog_source_namespace: "olm".into(),
+                group: "apiextensions.k8s.io".into(),
+                version: "v1".into(),
+                kind: "CustomResourceDefinition".into(),
+                name: "dbs.demo.io".into(),
+                manifest: Some(manifest.to_string()),
+            },
+            status: StepStatus::NotPresent,
+            optional: None,
+        }
+    }
+
+    fn existing(stored: &[&str]) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": "dbs.demo.io"},
+            "status": {"storedVersions": stored},
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_stored_version_may_not_disappear() {
+        let new = json!({"spec": {"versions": [{"name": "v2"}]}});
+        let step = crd_step(&new);
+        let manifest = step.resource.manifest.clone().unwrap();
+        assert!(check_stored_versions(&step, &existing(&["v2"]), &manifest).is_ok());
+        let error = check_stored_versions(&step, &existing(&["v1", "v2"]), &manifest).unwrap_err();
+        let StepFailure::Terminal(message) = error else {
+            panic!("{error:?}")
+        };
+        assert!(
+            message.contains("v1") && message.contains("data loss"),
+            "{message}"
+        );
+    }
+}

@@ -1,0 +1,267 @@
+//! The InstallPlan controller: runs a plan once it may run.
+//!
+//! The Subscription controller plans (it writes the steps into the status); this
+//! controller moves a plan through its phases:
+//! RequiresApproval → (spec.approved) → Installing → Complete, or Failed.
+//! Installing applies the steps in order ([`execute::Executor`]) and records
+//! progress in the status after each bundle, so a plan resumes where it stopped.
+//! A step whose API is not served yet waits (WaitingForApi); transient failures
+//! are retried for `install_plan_retry_timeout` (permission errors for ever, as
+//! OLM does); anything else fails the plan with a message that names the step.
+
+pub mod execute;
+pub mod status;
+
+use std::{sync::Arc, time::Duration};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::{Api, ResourceExt, runtime::controller::Action};
+use olm_api::v1alpha1::{
+    InstallPlan, InstallPlanConditionReason, InstallPlanPhase, InstallPlanStatus, StepStatus,
+};
+use olm_runtime::apply::WriteError;
+
+use self::execute::{Executor, StepFailure};
+use super::{Context, ReconcileError};
+
+/// The controller's name in metrics and logs.
+pub const CONTROLLER: &str = "installplan";
+
+/// How soon a waiting or retrying plan is looked at again.
+const RETRY: Duration = Duration::from_secs(3);
+
+/// Errors of the InstallPlan controller. A step that fails is not an error of the
+/// controller: it is recorded in the plan's status.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The InstallPlan has no namespace (never from the API server).
+    #[error("the InstallPlan has no namespace")]
+    NoNamespace,
+    /// The status could not be written.
+    #[error("failed to write the status of InstallPlan {namespace}/{name}")]
+    WriteStatus {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Why.
+        #[source]
+        source: WriteError,
+    },
+    /// This replica stopped leading while applying a step.
+    #[error("stopped applying InstallPlan {namespace}/{name}: {message}")]
+    NotLeader {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// What was being applied.
+        message: String,
+    },
+}
+
+impl ReconcileError for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::NoNamespace => "invalid",
+            Error::NotLeader { .. } => "not_leader",
+            Error::WriteStatus { source, .. } if source.is_not_leader() => "not_leader",
+            Error::WriteStatus { .. } => "api",
+        }
+    }
+
+    fn is_terminal(&self) -> bool {
+        matches!(self, Error::NoNamespace)
+    }
+}
+
+/// Reconciles one InstallPlan.
+pub async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.reconciles.start(CONTROLLER);
+    let namespace = plan.namespace().ok_or(Error::NoNamespace)?;
+    let name = plan.name_any();
+    if !ctx.writer.leadership().is_leader() {
+        return Ok(Action::await_change());
+    }
+    let Some(current) = plan.status.clone() else {
+        // Not planned yet: the Subscription controller writes the steps.
+        return Ok(Action::await_change());
+    };
+    let now = olm_runtime::conditions::now();
+    let writer = StatusWriter {
+        ctx: &ctx,
+        namespace: &namespace,
+        name: &name,
+        generation: plan.metadata.generation,
+    };
+    match current.phase {
+        InstallPlanPhase::Complete | InstallPlanPhase::Failed | InstallPlanPhase::Planning => {
+            Ok(Action::await_change())
+        }
+        InstallPlanPhase::RequiresApproval if !plan.spec.approved => Ok(Action::await_change()),
+        InstallPlanPhase::RequiresApproval | InstallPlanPhase::Installing => {
+            let mut next = current.clone();
+            if next.phase == InstallPlanPhase::RequiresApproval {
+                tracing::info!(namespace, install_plan = %name, "install plan approved");
+                next.phase = InstallPlanPhase::Installing;
+            }
+            install(&ctx, &writer, &current, next, &now).await
+        }
+    }
+}
+
+/// Writes the status of one plan when it changed.
+struct StatusWriter<'a> {
+    ctx: &'a Context,
+    namespace: &'a str,
+    name: &'a str,
+    generation: Option<i64>,
+}
+
+impl StatusWriter<'_> {
+    async fn write(
+        &self,
+        old: &InstallPlanStatus,
+        new: &mut InstallPlanStatus,
+        now: &Time,
+    ) -> Result<(), Error> {
+        new.observed_generation = self.generation;
+        status::set_kstatus(new, now);
+        if new == old {
+            return Ok(());
+        }
+        let api: Api<InstallPlan> = Api::namespaced(self.ctx.client.clone(), self.namespace);
+        self.ctx
+            .writer
+            .apply_status(&api, self.name, &*new)
+            .await
+            .map(drop)
+            .map_err(|source| Error::WriteStatus {
+                namespace: self.namespace.to_owned(),
+                name: self.name.to_owned(),
+                source,
+            })
+    }
+}
+
+/// Applies the steps not yet done, in order.
+async fn install(
+    ctx: &Context,
+    writer: &StatusWriter<'_>,
+    old: &InstallPlanStatus,
+    mut status: InstallPlanStatus,
+    now: &Time,
+) -> Result<Action, Error> {
+    if status.start_time.is_none() {
+        status.start_time = Some(now.clone());
+    }
+    let mut written = old.clone();
+    let mut steps = status.plan.clone().unwrap_or_default();
+    if let Some(step) = steps.iter().find(|s| s.status == StepStatus::UnsupportedResource) {
+        let message = format!(
+            "step {} {} of bundle {}: an install plan may not create objects of kind {}",
+            step.resource.kind, step.resource.name, step.resolving, step.resource.kind
+        );
+        status::fail(
+            &mut status,
+            InstallPlanConditionReason::ComponentFailed,
+            message,
+            now,
+        );
+        writer.write(&written, &mut status, now).await?;
+        return Ok(Action::await_change());
+    }
+    let mut executor = Executor::new(&ctx.client, &ctx.writer, writer.namespace);
+    for i in 0..steps.len() {
+        if matches!(steps[i].status, StepStatus::Created | StepStatus::Present) {
+            continue;
+        }
+        match executor.apply(&steps[i]).await {
+            Ok(done) => {
+                steps[i].status = done;
+                status.message = None;
+            }
+            Err(StepFailure::NotLeader(message)) => {
+                return Err(Error::NotLeader {
+                    namespace: writer.namespace.to_owned(),
+                    name: writer.name.to_owned(),
+                    message,
+                });
+            }
+            Err(StepFailure::WaitingForApi(message)) => {
+                steps[i].status = StepStatus::WaitingForApi;
+                status.plan = Some(steps);
+                status.message = Some(message);
+                writer.write(&written, &mut status, now).await?;
+                return Ok(Action::requeue(RETRY));
+            }
+            Err(StepFailure::Transient(message)) => {
+                let forbidden = message.contains("Forbidden") || message.contains("forbidden");
+                if !forbidden && retry_expired(&status, ctx.options.install_plan_retry_timeout) {
+                    status.plan = Some(steps);
+                    status::fail(
+                        &mut status,
+                        InstallPlanConditionReason::ComponentFailed,
+                        format!("gave up retrying: {message}"),
+                        now,
+                    );
+                    writer.write(&written, &mut status, now).await?;
+                    return Ok(Action::await_change());
+                }
+                status.plan = Some(steps);
+                status.message = Some(message);
+                writer.write(&written, &mut status, now).await?;
+                return Ok(Action::requeue(RETRY));
+            }
+            Err(StepFailure::Terminal(message)) => {
+                status.plan = Some(steps);
+                status::fail(
+                    &mut status,
+                    InstallPlanConditionReason::ComponentFailed,
+                    message,
+                    now,
+                );
+                writer.write(&written, &mut status, now).await?;
+                tracing::warn!(
+                    namespace = writer.namespace,
+                    install_plan = writer.name,
+                    message = status.message.as_deref().unwrap_or_default(),
+                    "install plan failed"
+                );
+                return Ok(Action::await_change());
+            }
+        }
+        // Record progress at each bundle's last step, so a restart resumes there.
+        let bundle_done = steps
+            .get(i + 1)
+            .is_none_or(|next| next.resolving != steps[i].resolving);
+        if bundle_done && i + 1 < steps.len() {
+            status.plan = Some(steps.clone());
+            writer.write(&written, &mut status, now).await?;
+            written = status.clone();
+        }
+    }
+    status.plan = Some(steps);
+    status::complete(&mut status, now);
+    writer.write(&written, &mut status, now).await?;
+    tracing::info!(
+        namespace = writer.namespace,
+        install_plan = writer.name,
+        "install plan complete"
+    );
+    Ok(Action::await_change())
+}
+
+/// Whether the plan has been retrying for longer than `timeout`.
+fn retry_expired(status: &InstallPlanStatus, timeout: Duration) -> bool {
+    let Some(start) = &status.start_time else {
+        return false;
+    };
+    let elapsed = k8s_openapi::jiff::Timestamp::now().duration_since(start.0);
+    elapsed.as_secs() >= timeout.as_secs() as i64
+}
+
+/// The error policy of the controller.
+pub fn error_policy(_plan: Arc<InstallPlan>, error: &Error, ctx: Arc<Context>) -> Action {
+    super::error_policy(CONTROLLER, error, &ctx)
+}

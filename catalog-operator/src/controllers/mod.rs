@@ -1,0 +1,192 @@
+//! The controllers of catalog-operator and what they share.
+//!
+//! - [`catalogsource`]: reads each CatalogSource into the [`CatalogStore`] and
+//!   reports its connection state.
+//! - [`subscription`]: resolves the Subscriptions of a namespace together, creates
+//!   one InstallPlan per independent group, and reports on each Subscription.
+//! - [`installplan`]: applies an InstallPlan's steps once it may run.
+//!
+//! All three read the same reflector stores ([`Stores`]) and write through one
+//! fenced [`Writer`], so only the leader writes.
+
+pub mod catalogsource;
+pub mod conditions;
+pub mod installplan;
+pub mod subscription;
+pub mod write;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use kube::{
+    Client,
+    runtime::{controller::Action, reflector::Store},
+};
+use olm_api::v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use olm_runtime::{apply::Writer, metrics::ReconcileMetrics};
+
+use crate::{catalogs::CatalogStore, metrics::CatalogMetrics};
+
+/// How the controllers behave; the defaults are OLM's where OLM has one.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The namespace whose CatalogSources every namespace may use (OLM's global
+    /// catalog namespace).
+    pub global_catalog_namespace: String,
+    /// Watch only this namespace (all namespaces when `None`).
+    pub namespace: Option<String>,
+    /// How often a reachable catalog is checked for health, and how soon an
+    /// unreachable one is retried.
+    pub catalog_health_interval: Duration,
+    /// How often catalog content is reloaded when the CatalogSource sets no
+    /// `updateStrategy.registryPoll.interval`.
+    pub default_poll_interval: Duration,
+    /// How long an InstallPlan retries a step that fails for a transient reason
+    /// before it fails (OLM's `--install-plan-retry-timeout`).
+    pub install_plan_retry_timeout: Duration,
+    /// How many InstallPlans are kept per namespace (OLM keeps 5).
+    pub max_install_plans: usize,
+    /// How often everything is reconciled even without a change (OLM: 15 minutes).
+    pub resync_interval: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            global_catalog_namespace: "olm".to_owned(),
+            namespace: None,
+            catalog_health_interval: Duration::from_secs(10),
+            default_poll_interval: Duration::from_secs(15 * 60),
+            install_plan_retry_timeout: Duration::from_secs(60),
+            max_install_plans: 5,
+            resync_interval: Duration::from_secs(15 * 60),
+        }
+    }
+}
+
+/// The reflector stores the controllers read.
+#[derive(Clone)]
+pub struct Stores {
+    /// Subscriptions.
+    pub subscriptions: Store<Subscription>,
+    /// InstallPlans.
+    pub install_plans: Store<InstallPlan>,
+    /// ClusterServiceVersions.
+    pub csvs: Store<ClusterServiceVersion>,
+    /// CatalogSources.
+    pub catalog_sources: Store<CatalogSource>,
+}
+
+/// What every reconcile gets.
+pub struct Context {
+    /// The API client.
+    pub client: Client,
+    /// Fenced writes as `catalog-operator`.
+    pub writer: Writer,
+    /// Catalog content.
+    pub catalogs: CatalogStore,
+    /// The reflector stores.
+    pub stores: Stores,
+    /// Settings.
+    pub options: Options,
+    /// OLM's metrics.
+    pub metrics: CatalogMetrics,
+    /// Reconcile counts, errors and durations.
+    pub reconciles: ReconcileMetrics,
+    /// One lock per namespace: a namespace is resolved by one reconcile at a time.
+    namespace_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per-controller state that outlives one reconcile.
+    pub(crate) subscription_state: subscription::State,
+    /// Registry clients of gRPC catalogs, by namespace/name.
+    pub(crate) registry_clients: catalogsource::Clients,
+}
+
+impl Context {
+    /// A context for the controllers.
+    pub fn new(
+        client: Client,
+        writer: Writer,
+        catalogs: CatalogStore,
+        stores: Stores,
+        options: Options,
+        metrics: CatalogMetrics,
+        reconciles: ReconcileMetrics,
+    ) -> Self {
+        Context {
+            client,
+            writer,
+            catalogs,
+            stores,
+            options,
+            metrics,
+            reconciles,
+            namespace_locks: Mutex::default(),
+            subscription_state: subscription::State::default(),
+            registry_clients: catalogsource::Clients::default(),
+        }
+    }
+
+    /// The lock of `namespace`.
+    pub(crate) fn namespace_lock(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = self
+            .namespace_locks
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        locks.entry(namespace.to_owned()).or_default().clone()
+    }
+
+    /// The namespaces whose catalogs a Subscription in `namespace` may use.
+    pub fn catalog_namespaces<'a>(&'a self, namespace: &'a str) -> Vec<&'a str> {
+        if namespace == self.options.global_catalog_namespace {
+            vec![namespace]
+        } else {
+            vec![namespace, self.options.global_catalog_namespace.as_str()]
+        }
+    }
+}
+
+/// What an error policy needs to know of a reconcile error.
+pub trait ReconcileError: std::error::Error + 'static {
+    /// A low-cardinality label for metrics.
+    fn category(&self) -> &'static str;
+    /// Whether retrying cannot help until the object (or something it refers to)
+    /// changes.
+    fn is_terminal(&self) -> bool;
+}
+
+/// How soon a failed reconcile is retried.
+pub const RETRY: Duration = Duration::from_secs(5);
+
+/// The error policy shared by the controllers: count the error, then wait for a
+/// change (terminal errors) or retry soon. A write refused because this replica
+/// does not lead is not an error of the object: retry quietly.
+pub fn error_policy<E: ReconcileError>(controller: &'static str, error: &E, ctx: &Context) -> Action {
+    ctx.reconciles.error(controller, error.category());
+    if error.category() == "not_leader" {
+        tracing::debug!(controller, error = error as &dyn std::error::Error, "not leading");
+        return Action::requeue(RETRY);
+    }
+    tracing::warn!(
+        controller,
+        error = error as &dyn std::error::Error,
+        "reconcile failed"
+    );
+    if error.is_terminal() {
+        Action::await_change()
+    } else {
+        Action::requeue(RETRY)
+    }
+}
+
+/// Whether a Kubernetes API error is worth retrying (the server or the network
+/// failed, or the request conflicted or was throttled), as opposed to a request
+/// the server refused as invalid.
+pub fn is_transient(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(status) => status.code >= 500 || matches!(status.code, 409 | 429 | 403 | 404),
+        _ => true,
+    }
+}

@@ -1,0 +1,762 @@
+//! The status of a Subscription, computed from its group's decision, its
+//! InstallPlan and the health of the catalogs it depends on (pure).
+//!
+//! The rules GitOps tools read (shared/research/gitops.md): conditions are always
+//! present (at least CatalogSourcesUnhealthy); InstallPlanPending and
+//! InstallPlanFailed are removed, never set False, when they no longer apply;
+//! `state` is AtLatestKnown exactly once the chosen CSV exists, and never parked
+//! at UpgradeAvailable; `installedCSV` is omitted until something is installed;
+//! Ready/Reconciling/Stalled mirror Argo CD's Healthy/Progressing/Degraded.
+
+use std::collections::HashMap;
+
+use k8s_openapi::{api::core::v1::ObjectReference, apimachinery::pkg::apis::meta::v1::Time};
+use kube::ResourceExt;
+use olm_api::{
+    OPERATORS_GROUP,
+    v1alpha1::{
+        InstallPlan, InstallPlanPhase, InstallPlanReference, Subscription, SubscriptionCatalogHealth,
+        SubscriptionConditionType as Type, SubscriptionState, SubscriptionStatus,
+    },
+};
+use olm_resolver::{
+    model::CatalogId,
+    plan::{Change, DeprecatedSubject},
+};
+
+use super::resolve::{Decision, GroupDecision};
+use crate::{
+    catalogs::{CatalogState, Health},
+    controllers::conditions::{
+        SubscriptionReason as Reason, remove_subscription_condition, set_subscription_condition,
+        subscription_condition_true,
+    },
+};
+
+/// Everything the status of one Subscription follows from.
+pub struct StatusInput<'a> {
+    /// The Subscription as last read.
+    pub subscription: &'a Subscription,
+    /// The decision for its group.
+    pub group: &'a GroupDecision,
+    /// The InstallPlan of the group when it has something to install, else the
+    /// one the Subscription refers to (if it still exists).
+    pub install_plan: Option<&'a InstallPlan>,
+    /// Whether a CSV of that name exists in the namespace.
+    pub csv_exists: &'a dyn Fn(&str) -> bool,
+    /// The catalogs the namespace may use.
+    pub catalogs: &'a [(CatalogId, CatalogState)],
+    /// UIDs of the CatalogSources, for references.
+    pub catalog_uids: &'a HashMap<CatalogId, String>,
+    /// Now.
+    pub now: &'a Time,
+}
+
+fn install_plan_refs(ip: &InstallPlan) -> (ObjectReference, InstallPlanReference) {
+    let api_version = format!("{OPERATORS_GROUP}/v1alpha1");
+    (
+        ObjectReference {
+            api_version: Some(api_version.clone()),
+            kind: Some("InstallPlan".to_owned()),
+            name: Some(ip.name_any()),
+            namespace: ip.namespace(),
+            uid: ip.uid(),
+            ..ObjectReference::default()
+        },
+        InstallPlanReference {
+            api_version,
+            kind: "InstallPlan".to_owned(),
+            name: ip.name_any(),
+            uuid: ip.uid().unwrap_or_default(),
+        },
+    )
+}
+
+/// Why the install plan failed, in words.
+fn failure_message(ip: &InstallPlan) -> String {
+    let status = ip.status.as_ref();
+    status
+        .and_then(|s| s.message.clone())
+        .or_else(|| {
+            status
+                .and_then(|s| s.conditions.as_ref())
+                .and_then(|c| c.iter().find_map(|c| c.message.clone()))
+        })
+        .unwrap_or_else(|| format!("install plan {} failed", ip.name_any()))
+}
+
+/// The status `input.subscription` should have.
+pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
+    let sub = input.subscription;
+    let name = sub.name_any();
+    let old = sub.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    status.observed_generation = sub.metadata.generation;
+    let mut conditions = old.conditions.clone().unwrap_or_default();
+    let now = input.now;
+    let exists = |csv: &String| (input.csv_exists)(csv);
+
+    let target = input.group.targets.get(&name);
+    status.installed_csv = match target {
+        // Once the chosen CSV exists it is the installed one, whatever it replaced.
+        Some(target) if exists(&target.bundle) => Some(target.bundle.clone()),
+        Some(target) => match &target.change {
+            Change::Stay => Some(target.bundle.clone()),
+            Change::Upgrade { from } => Some(from.clone()),
+            Change::Install => None,
+        },
+        None => old.installed_csv.clone(),
+    }
+    .filter(exists);
+    if let Some(target) = target {
+        status.current_csv = Some(target.bundle.clone());
+    }
+
+    match &input.group.decision {
+        Decision::Unsatisfiable(explanation) => {
+            set_subscription_condition(
+                &mut conditions,
+                Type::ResolutionFailed,
+                true,
+                Reason::ConstraintsNotSatisfiable,
+                explanation,
+                now,
+            );
+            remove_subscription_condition(&mut conditions, Type::InstallPlanPending);
+            remove_subscription_condition(&mut conditions, Type::InstallPlanFailed);
+        }
+        Decision::UpToDate => {
+            remove_subscription_condition(&mut conditions, Type::ResolutionFailed);
+            remove_subscription_condition(&mut conditions, Type::InstallPlanFailed);
+            // The CSV exists, but the plan that installs it may still be applying
+            // the rest of its bundle: the install is done only when the plan is.
+            let installing = input.install_plan.filter(|ip| {
+                let phase = ip.status.as_ref().map(|s| s.phase);
+                matches!(
+                    phase,
+                    Some(InstallPlanPhase::Installing | InstallPlanPhase::Planning)
+                ) && target.is_some_and(|t| ip.spec.cluster_service_version_names.contains(&t.bundle))
+            });
+            match installing {
+                Some(ip) => {
+                    set_subscription_condition(
+                        &mut conditions,
+                        Type::InstallPlanPending,
+                        true,
+                        Reason::Installing,
+                        &format!("install plan {} is installing", ip.name_any()),
+                        now,
+                    );
+                    status.state = Some(SubscriptionState::UpgradePending);
+                }
+                None => {
+                    remove_subscription_condition(&mut conditions, Type::InstallPlanPending);
+                    status.state = Some(SubscriptionState::AtLatestKnown);
+                }
+            }
+        }
+        Decision::Install(_) => {
+            remove_subscription_condition(&mut conditions, Type::ResolutionFailed);
+            status.state = Some(SubscriptionState::UpgradePending);
+            if let Some(ip) = input.install_plan {
+                let (reference, legacy) = install_plan_refs(ip);
+                status.install_plan_ref = Some(reference);
+                status.install = Some(legacy);
+                status.install_plan_generation = ip.spec.generation;
+                let phase = ip.status.as_ref().map(|s| s.phase);
+                match phase {
+                    Some(InstallPlanPhase::Failed) => {
+                        remove_subscription_condition(&mut conditions, Type::InstallPlanPending);
+                        set_subscription_condition(
+                            &mut conditions,
+                            Type::InstallPlanFailed,
+                            true,
+                            Reason::InstallComponentFailed,
+                            &failure_message(ip),
+                            now,
+                        );
+                        status.state = Some(SubscriptionState::UpgradeFailed);
+                    }
+                    Some(InstallPlanPhase::Complete) => {
+                        remove_subscription_condition(&mut conditions, Type::InstallPlanPending);
+                        remove_subscription_condition(&mut conditions, Type::InstallPlanFailed);
+                    }
+                    Some(InstallPlanPhase::RequiresApproval) => {
+                        remove_subscription_condition(&mut conditions, Type::InstallPlanFailed);
+                        set_subscription_condition(
+                            &mut conditions,
+                            Type::InstallPlanPending,
+                            true,
+                            Reason::RequiresApproval,
+                            &format!(
+                                "install plan {} waits for approval (set spec.approved: true)",
+                                ip.name_any()
+                            ),
+                            now,
+                        );
+                    }
+                    Some(InstallPlanPhase::Installing | InstallPlanPhase::Planning) | None => {
+                        remove_subscription_condition(&mut conditions, Type::InstallPlanFailed);
+                        set_subscription_condition(
+                            &mut conditions,
+                            Type::InstallPlanPending,
+                            true,
+                            Reason::Installing,
+                            &format!("install plan {} is installing", ip.name_any()),
+                            now,
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    // The catalogs this Subscription depends on, and their health.
+    let mut health = Vec::new();
+    let mut unhealthy = Vec::new();
+    for (id, state) in input.catalogs {
+        let healthy = state.is_healthy();
+        let previous = old.catalog_health.iter().flatten().find(|h| {
+            h.catalog_source_ref.name.as_deref() == Some(&id.name)
+                && h.catalog_source_ref.namespace.as_deref() == Some(&id.namespace)
+        });
+        health.push(SubscriptionCatalogHealth {
+            catalog_source_ref: ObjectReference {
+                api_version: Some(format!("{OPERATORS_GROUP}/v1alpha1")),
+                kind: Some("CatalogSource".to_owned()),
+                name: Some(id.name.clone()),
+                namespace: Some(id.namespace.clone()),
+                uid: input.catalog_uids.get(id).cloned(),
+                ..ObjectReference::default()
+            },
+            last_updated: match previous {
+                Some(p) if p.healthy == healthy => p.last_updated.clone(),
+                _ => Some(now.clone()),
+            },
+            healthy,
+        });
+        if !healthy && input.group.catalogs.contains(id) {
+            let why = match &state.health {
+                Health::Unhealthy(message) => message.clone(),
+                Health::Pending => "not read yet".to_owned(),
+                Health::Healthy => String::new(),
+            };
+            unhealthy.push(format!(
+                "targeted catalogsource {}/{} unhealthy: {why}",
+                id.namespace, id.name
+            ));
+        }
+    }
+    for id in &input.group.catalogs {
+        if !input.catalogs.iter().any(|(known, _)| known == id) && sub_names(sub, id) {
+            unhealthy.push(format!(
+                "targeted catalogsource {}/{} missing: create it or fix spec.source and spec.sourceNamespace",
+                id.namespace, id.name
+            ));
+        }
+    }
+    status.catalog_health = Some(health);
+    if unhealthy.is_empty() {
+        set_subscription_condition(
+            &mut conditions,
+            Type::CatalogSourcesUnhealthy,
+            false,
+            Reason::AllCatalogSourcesHealthy,
+            "all available catalogsources are healthy",
+            now,
+        );
+    } else {
+        set_subscription_condition(
+            &mut conditions,
+            Type::CatalogSourcesUnhealthy,
+            true,
+            Reason::UnhealthyCatalogSourceFound,
+            &unhealthy.join("; "),
+            now,
+        );
+    }
+
+    set_deprecations(&mut conditions, input, &name, now);
+    set_kstatus(&mut conditions, status.state, now);
+    status.conditions = Some(conditions);
+
+    let mut without_time = status.clone();
+    without_time.last_updated = old.last_updated.clone();
+    if without_time != old {
+        status.last_updated = Some(now.clone());
+    }
+    status
+}
+
+/// Whether the Subscription itself names catalog `id` (a missing catalog that
+/// only a dependency would come from is not this Subscription's to report).
+fn sub_names(sub: &Subscription, id: &CatalogId) -> bool {
+    sub.spec.catalog_source == id.name && sub.spec.catalog_source_namespace == id.namespace
+}
+
+/// PackageDeprecated, ChannelDeprecated, BundleDeprecated and Deprecated, from the
+/// deprecations of the package, channel and bundle this Subscription gets.
+fn set_deprecations(
+    conditions: &mut Vec<olm_api::v1alpha1::SubscriptionCondition>,
+    input: &StatusInput<'_>,
+    name: &str,
+    now: &Time,
+) {
+    let sub = input.subscription;
+    let target = input.group.targets.get(name);
+    let mut any = Vec::new();
+    let mut one = |type_: Type, message: Option<String>, any: &mut Vec<String>| match message {
+        Some(message) => {
+            set_subscription_condition(conditions, type_, true, Reason::Deprecated, &message, now);
+            any.push(message);
+        }
+        None => {
+            remove_subscription_condition(conditions, type_);
+        }
+    };
+    let find = |wanted: &dyn Fn(&DeprecatedSubject) -> bool| {
+        input
+            .group
+            .deprecations
+            .iter()
+            .find(|d| wanted(&d.subject))
+            .map(ToString::to_string)
+    };
+    let package = &sub.spec.package;
+    one(
+        Type::PackageDeprecated,
+        find(&|s| matches!(s, DeprecatedSubject::Package(p) if p == package)),
+        &mut any,
+    );
+    let channel = sub.spec.channel.clone().unwrap_or_default();
+    one(
+        Type::ChannelDeprecated,
+        find(
+            &|s| matches!(s, DeprecatedSubject::Channel { package: p, channel: c } if p == package && (channel.is_empty() || *c == channel)),
+        ),
+        &mut any,
+    );
+    one(
+        Type::BundleDeprecated,
+        target.and_then(|t| find(&|s| matches!(s, DeprecatedSubject::Bundle(b) if *b == t.bundle))),
+        &mut any,
+    );
+    if any.is_empty() {
+        remove_subscription_condition(conditions, Type::Deprecated);
+    } else {
+        set_subscription_condition(
+            conditions,
+            Type::Deprecated,
+            true,
+            Reason::Deprecated,
+            &any.join("; "),
+            now,
+        );
+    }
+}
+
+/// Ready, Reconciling and Stalled, as Argo CD would judge the Subscription.
+fn set_kstatus(
+    conditions: &mut Vec<olm_api::v1alpha1::SubscriptionCondition>,
+    state: Option<SubscriptionState>,
+    now: &Time,
+) {
+    let degraded = [
+        Type::ResolutionFailed,
+        Type::CatalogSourcesUnhealthy,
+        Type::InstallPlanFailed,
+    ]
+    .into_iter()
+    .find(|t| subscription_condition_true(conditions, *t))
+    .map(|t| {
+        let message = conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .and_then(|c| c.message.clone())
+            .unwrap_or_default();
+        let reason = match t {
+            Type::ResolutionFailed => Reason::ConstraintsNotSatisfiable,
+            Type::CatalogSourcesUnhealthy => Reason::UnhealthyCatalogSourceFound,
+            _ => Reason::InstallComponentFailed,
+        };
+        (reason, message)
+    })
+    .or_else(|| {
+        (state == Some(SubscriptionState::UpgradeFailed))
+            .then(|| (Reason::UpgradeFailed, "the install plan failed".to_owned()))
+    });
+    let pending = conditions
+        .iter()
+        .find(|c| c.type_ == Type::InstallPlanPending)
+        .and_then(|c| c.reason.clone());
+    match (degraded, state) {
+        (Some((reason, message)), _) => {
+            set_subscription_condition(conditions, Type::Ready, false, reason, &message, now);
+            remove_subscription_condition(conditions, Type::Reconciling);
+            set_subscription_condition(conditions, Type::Stalled, true, reason, &message, now);
+        }
+        (None, Some(SubscriptionState::AtLatestKnown)) => {
+            set_subscription_condition(
+                conditions,
+                Type::Ready,
+                true,
+                Reason::AtLatestKnown,
+                "the latest known CSV is installed",
+                now,
+            );
+            remove_subscription_condition(conditions, Type::Reconciling);
+            remove_subscription_condition(conditions, Type::Stalled);
+        }
+        (None, _) if pending.as_deref() == Some(Reason::RequiresApproval.as_str()) => {
+            set_subscription_condition(
+                conditions,
+                Type::Ready,
+                false,
+                Reason::RequiresApproval,
+                "the install plan waits for approval",
+                now,
+            );
+            remove_subscription_condition(conditions, Type::Reconciling);
+            remove_subscription_condition(conditions, Type::Stalled);
+        }
+        (None, _) => {
+            let message = "installing";
+            set_subscription_condition(
+                conditions,
+                Type::Ready,
+                false,
+                Reason::UpgradePending,
+                message,
+                now,
+            );
+            set_subscription_condition(
+                conditions,
+                Type::Reconciling,
+                true,
+                Reason::UpgradePending,
+                message,
+                now,
+            );
+            remove_subscription_condition(conditions, Type::Stalled);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use k8s_openapi::jiff::Timestamp;
+    use kube::api::ObjectMeta;
+    use olm_api::v1alpha1::{
+        Approval, ConditionStatus, InstallPlanSpec, InstallPlanStatus, SubscriptionSpec,
+    };
+    use olm_resolver::plan::Change;
+
+    use super::*;
+    use crate::controllers::subscription::resolve::{ResolvedStep, Target};
+
+    fn at(second: i64) -> Time {
+        Time(Timestamp::from_second(second).unwrap())
+    }
+
+    fn sub() -> Subscription {
+        Subscription {
+            metadata: ObjectMeta {
+                name: Some("db".into()),
+                namespace: Some("team".into()),
+                generation: Some(2),
+                ..ObjectMeta::default()
+            },
+            spec: SubscriptionSpec {
+                catalog_source: "demo".into(),
+                catalog_source_namespace: "team".into(),
+                package: "demo-db".into(),
+                channel: Some("stable".into()),
+                starting_csv: None,
+                install_plan_approval: Some(Approval::Manual),
+                config: None,
+            },
+            status: None,
+        }
+    }
+
+    fn group(decision: Decision, change: Change) -> GroupDecision {
+        GroupDecision {
+            subscriptions: vec!["db".into()],
+            decision,
+            targets: [(
+                "db".to_owned(),
+                Target {
+                    bundle: "demo-db.v1.1.0".into(),
+                    change,
+                },
+            )]
+            .into(),
+            approval: Approval::Manual,
+            catalogs: BTreeSet::from([CatalogId::new("demo", "team")]),
+            deprecations: Vec::new(),
+        }
+    }
+
+    fn step() -> ResolvedStep {
+        ResolvedStep {
+            bundle: "demo-db.v1.1.0".into(),
+            package: "demo-db".into(),
+            version: "1.1.0".into(),
+            catalog: CatalogId::new("demo", "team"),
+            channel: "stable".into(),
+            replaces: None,
+            dependency: false,
+        }
+    }
+
+    fn plan(phase: InstallPlanPhase) -> InstallPlan {
+        let mut plan = InstallPlan::new(
+            "install-abcde",
+            InstallPlanSpec {
+                catalog_source: None,
+                catalog_source_namespace: None,
+                cluster_service_version_names: vec!["demo-db.v1.1.0".into()],
+                approval: Approval::Manual,
+                approved: false,
+                generation: Some(1),
+            },
+        );
+        plan.metadata.namespace = Some("team".into());
+        plan.metadata.uid = Some("uid-1".into());
+        plan.status = Some(InstallPlanStatus {
+            observed_generation: None,
+            phase,
+            conditions: None,
+            catalog_sources: Vec::new(),
+            plan: Some(Vec::new()),
+            bundle_lookups: None,
+            attenuated_service_account_ref: None,
+            start_time: None,
+            message: Some("step X failed".into()),
+        });
+        plan
+    }
+
+    fn catalogs(healthy: bool) -> Vec<(CatalogId, CatalogState)> {
+        vec![(
+            CatalogId::new("demo", "team"),
+            CatalogState {
+                priority: 0,
+                health: if healthy {
+                    Health::Healthy
+                } else {
+                    Health::Unhealthy("connection refused".into())
+                },
+                content: None,
+                since: at(0),
+            },
+        )]
+    }
+
+    fn compute_with(
+        sub: &Subscription,
+        group: &GroupDecision,
+        plan: Option<&InstallPlan>,
+        csv: bool,
+        healthy: bool,
+        now: i64,
+    ) -> SubscriptionStatus {
+        let exists = move |name: &str| csv && name == "demo-db.v1.1.0";
+        let catalogs = catalogs(healthy);
+        compute(&StatusInput {
+            subscription: sub,
+            group,
+            install_plan: plan,
+            csv_exists: &exists,
+            catalogs: &catalogs,
+            catalog_uids: &HashMap::new(),
+            now: &at(now),
+        })
+    }
+
+    fn find(status: &SubscriptionStatus, type_: Type) -> Option<(ConditionStatus, String)> {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.status, c.reason.clone().unwrap_or_default()))
+    }
+
+    #[test]
+    fn a_manual_plan_shows_as_pending_approval() {
+        let ip = plan(InstallPlanPhase::RequiresApproval);
+        let status = compute_with(
+            &sub(),
+            &group(Decision::Install(vec![step()]), Change::Install),
+            Some(&ip),
+            false,
+            true,
+            1,
+        );
+        assert_eq!(status.state, Some(SubscriptionState::UpgradePending));
+        assert_eq!(status.installed_csv, None, "omitted until something is installed");
+        assert_eq!(status.current_csv.as_deref(), Some("demo-db.v1.1.0"));
+        assert_eq!(
+            status.install_plan_ref.as_ref().and_then(|r| r.name.as_deref()),
+            Some("install-abcde")
+        );
+        assert_eq!(status.install_plan_generation, Some(1));
+        assert_eq!(status.observed_generation, Some(2));
+        assert_eq!(
+            find(&status, Type::InstallPlanPending),
+            Some((ConditionStatus::True, "RequiresApproval".into()))
+        );
+        assert_eq!(
+            find(&status, Type::CatalogSourcesUnhealthy),
+            Some((ConditionStatus::False, "AllCatalogSourcesHealthy".into()))
+        );
+        assert_eq!(
+            find(&status, Type::Ready).map(|c| c.0),
+            Some(ConditionStatus::False)
+        );
+        assert_eq!(
+            find(&status, Type::Reconciling),
+            None,
+            "waiting for a person, not working"
+        );
+        assert_eq!(find(&status, Type::Stalled), None);
+    }
+
+    #[test]
+    fn a_failed_plan_degrades_and_a_done_install_is_healthy() {
+        let ip = plan(InstallPlanPhase::Failed);
+        let status = compute_with(
+            &sub(),
+            &group(Decision::Install(vec![step()]), Change::Install),
+            Some(&ip),
+            false,
+            true,
+            1,
+        );
+        assert_eq!(status.state, Some(SubscriptionState::UpgradeFailed));
+        assert_eq!(
+            find(&status, Type::InstallPlanFailed),
+            Some((ConditionStatus::True, "InstallComponentFailed".into()))
+        );
+        assert_eq!(find(&status, Type::InstallPlanPending), None);
+        assert_eq!(
+            find(&status, Type::Stalled).map(|c| c.0),
+            Some(ConditionStatus::True)
+        );
+
+        let mut after = sub();
+        after.status = Some(status);
+        let done = compute_with(
+            &after,
+            &group(Decision::UpToDate, Change::Stay),
+            None,
+            true,
+            true,
+            2,
+        );
+        assert_eq!(done.state, Some(SubscriptionState::AtLatestKnown));
+        assert_eq!(done.installed_csv.as_deref(), Some("demo-db.v1.1.0"));
+        assert_eq!(
+            find(&done, Type::InstallPlanFailed),
+            None,
+            "removed, never set False"
+        );
+        assert_eq!(
+            find(&done, Type::Ready),
+            Some((ConditionStatus::True, "AtLatestKnown".into()))
+        );
+        assert_eq!(find(&done, Type::Stalled), None);
+    }
+
+    #[test]
+    fn the_csv_alone_is_not_a_finished_install() {
+        let ip = plan(InstallPlanPhase::Installing);
+        let mut current = sub();
+        current.status = Some(SubscriptionStatus {
+            install_plan_ref: Some(ObjectReference {
+                name: Some("install-abcde".into()),
+                ..ObjectReference::default()
+            }),
+            ..SubscriptionStatus::default()
+        });
+        let status = compute_with(
+            &current,
+            &group(Decision::UpToDate, Change::Stay),
+            Some(&ip),
+            true,
+            true,
+            1,
+        );
+        assert_eq!(status.state, Some(SubscriptionState::UpgradePending));
+        assert_eq!(
+            find(&status, Type::InstallPlanPending),
+            Some((ConditionStatus::True, "Installing".into()))
+        );
+        assert_eq!(
+            find(&status, Type::Reconciling).map(|c| c.0),
+            Some(ConditionStatus::True)
+        );
+    }
+
+    #[test]
+    fn unsatisfiable_and_unhealthy_are_reported_in_words() {
+        let status = compute_with(
+            &sub(),
+            &group(
+                Decision::Unsatisfiable("demo-missing is in no catalog".into()),
+                Change::Install,
+            ),
+            None,
+            false,
+            false,
+            1,
+        );
+        let resolution = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == Type::ResolutionFailed)
+            .unwrap();
+        assert_eq!(
+            resolution.message.as_deref(),
+            Some("demo-missing is in no catalog")
+        );
+        let unhealthy = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == Type::CatalogSourcesUnhealthy)
+            .unwrap();
+        assert_eq!(unhealthy.status, ConditionStatus::True);
+        assert!(unhealthy.message.as_deref().unwrap().contains("team/demo"));
+        assert_eq!(status.catalog_health.as_ref().unwrap().len(), 1);
+        assert!(!status.catalog_health.as_ref().unwrap()[0].healthy);
+    }
+
+    #[test]
+    fn the_same_inputs_give_the_same_status() {
+        let mut current = sub();
+        let first = compute_with(
+            &current,
+            &group(Decision::UpToDate, Change::Stay),
+            None,
+            true,
+            true,
+            1,
+        );
+        assert_eq!(first.last_updated, Some(at(1)));
+        current.status = Some(first.clone());
+        let second = compute_with(
+            &current,
+            &group(Decision::UpToDate, Change::Stay),
+            None,
+            true,
+            true,
+            9,
+        );
+        assert_eq!(second, first, "nothing changed, nothing to write");
+    }
+}

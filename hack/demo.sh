@@ -52,7 +52,7 @@ export KUBECONFIG
 echo "==> using the cluster in KUBECONFIG=$KUBECONFIG" >&2
 
 echo "==> building olm-rs" >&2
-cargo build -q -p olm-operator -p catalog-operator -p e2e --bin olm-rs-demo
+cargo build -q --bins -p olm-operator -p catalog-operator -p e2e
 bin=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/debug
 
 start() { # name, command...

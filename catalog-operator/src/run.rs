@@ -2,19 +2,21 @@
 //! election, admin server, telemetry, metrics).
 //!
 //! Watch topology: one shared reflector per kind (Subscriptions, InstallPlans,
-//! CSVs, CatalogSources), in one namespace or in all of them.
-//! - CatalogSource controller ← CatalogSources.
+//! CSVs, CatalogSources, registry Pods and Services), in one namespace or in all.
+//! - CatalogSource controller ← CatalogSources; the registry Pods and Services
+//!   of image catalogs (only objects labelled `olm.catalogSource` are watched).
 //! - Subscription controller ← Subscriptions; InstallPlans (their owner
 //!   Subscriptions); CSVs, catalog changes (one Subscription per affected
 //!   namespace: any of them syncs the whole namespace).
 //! - InstallPlan controller ← InstallPlans.
 //!
 //! Every controller reconciles everything again when this replica gains the lease.
-//! `/readyz` turns ready once the four stores have synced, on standbys too.
+//! `/readyz` turns ready once every store has synced, on standbys too.
 
 use std::{sync::Arc, time::Duration};
 
 use futures::{FutureExt, Stream, StreamExt, future::BoxFuture, stream};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::{
     Api, Client, Resource, ResourceExt,
     runtime::{
@@ -181,6 +183,7 @@ where
 /// objects it applies.
 fn shared<K>(
     api: Api<K>,
+    config: watcher::Config,
     subscribers: usize,
     on_delete: impl Fn(&K) + Send + 'static,
 ) -> (
@@ -194,7 +197,7 @@ where
     let (reader, writer) = reflector::store_shared::<K>(1024);
     let streams = (0..subscribers).filter_map(|_| writer.subscribe()).collect();
     let kind = K::kind(&()).into_owned();
-    let driver = watcher(api, watcher::Config::default())
+    let driver = watcher(api, config)
         .default_backoff()
         .reflect_shared(writer)
         .for_each(move |event| {
@@ -287,22 +290,42 @@ pub async fn run_controllers(
     // Deleted CatalogSources leave the store through the watch; the context is not
     // built yet, so the watch reports them on a channel.
     let (deleted_tx, mut deleted_rx) = tokio::sync::mpsc::unbounded_channel::<(String, String)>();
+    let all = watcher::Config::default;
+    // Only the registry Pods and Services of image catalogs, never every Pod.
+    let registry_objects = || watcher::Config::default().labels(olm_api::labels::CATALOG_SOURCE);
     let (catalog_sources, cs_driver, mut cs_streams) =
-        shared::<CatalogSource>(api(&client, ns), 1, move |source| {
+        shared::<CatalogSource>(api(&client, ns), all(), 1, move |source: &CatalogSource| {
             if let Some(namespace) = source.namespace() {
                 let _ = deleted_tx.send((namespace, source.name_any()));
             }
         });
-    let (subscriptions, sub_driver, mut sub_streams) = shared::<Subscription>(api(&client, ns), 1, |_| {});
-    let (install_plans, ip_driver, mut ip_streams) = shared::<InstallPlan>(api(&client, ns), 2, |_| {});
-    let (csvs, csv_driver, mut csv_streams) = shared::<ClusterServiceVersion>(api(&client, ns), 1, |_| {});
-    let (Some(cs_stream), Some(sub_stream), Some(ip_stream_a), Some(ip_stream_b), Some(csv_stream)) = (
+    let (subscriptions, sub_driver, mut sub_streams) =
+        shared::<Subscription>(api(&client, ns), all(), 1, |_| {});
+    let (install_plans, ip_driver, mut ip_streams) =
+        shared::<InstallPlan>(api(&client, ns), all(), 2, |_| {});
+    let (csvs, csv_driver, mut csv_streams) =
+        shared::<ClusterServiceVersion>(api(&client, ns), all(), 1, |_| {});
+    let (pods, pod_driver, mut pod_streams) = shared::<Pod>(api(&client, ns), registry_objects(), 1, |_| {});
+    let (services, svc_driver, mut svc_streams) =
+        shared::<Service>(api(&client, ns), registry_objects(), 1, |_| {});
+    let (
+        Some(cs_stream),
+        Some(sub_stream),
+        Some(ip_stream_a),
+        Some(ip_stream_b),
+        Some(csv_stream),
+        Some(pod_stream),
+        Some(svc_stream),
+    ) = (
         cs_streams.pop(),
         sub_streams.pop(),
         ip_streams.pop(),
         ip_streams.pop(),
         csv_streams.pop(),
-    ) else {
+        pod_streams.pop(),
+        svc_streams.pop(),
+    )
+    else {
         unreachable!("shared stores always have subscribers");
     };
 
@@ -311,6 +334,8 @@ pub async fn run_controllers(
     tasks.spawn(sub_driver);
     tasks.spawn(ip_driver);
     tasks.spawn(csv_driver);
+    tasks.spawn(pod_driver);
+    tasks.spawn(svc_driver);
     gate(
         &mut tasks,
         &readiness,
@@ -325,6 +350,8 @@ pub async fn run_controllers(
     );
     gate(&mut tasks, &readiness, "installplan store", install_plans.clone());
     gate(&mut tasks, &readiness, "csv store", csvs.clone());
+    gate(&mut tasks, &readiness, "registry pod store", pods.clone());
+    gate(&mut tasks, &readiness, "registry service store", services.clone());
 
     let ctx = Arc::new(Context::new(
         client.clone(),
@@ -335,6 +362,8 @@ pub async fn run_controllers(
             install_plans: install_plans.clone(),
             csvs: csvs.clone(),
             catalog_sources: catalog_sources.clone(),
+            pods,
+            services,
         },
         options.clone(),
         catalog_metrics,
@@ -361,6 +390,8 @@ pub async fn run_controllers(
 
     let catalog_controller = Controller::for_shared_stream(cs_stream, catalog_sources.clone())
         .with_config(config.clone())
+        .owns_shared_stream(pod_stream)
+        .owns_shared_stream(svc_stream)
         .reconcile_all_on(leadership_gained(&leadership))
         .graceful_shutdown_on(stopped())
         .run(catalogsource::reconcile, catalogsource::error_policy, ctx.clone())

@@ -15,20 +15,23 @@ use catalog_operator::{
 use e2e::{FIELD_MANAGER, install_crds, repo_root, wait_for, with_namespace};
 use futures::FutureExt;
 use k8s_openapi::{
-    api::core::v1::ConfigMap, apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    api::core::v1::{ConfigMap, Pod, Service},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    apimachinery::pkg::api::resource::Quantity,
 };
 use kube::{
     Api, Client, ResourceExt,
-    api::{Patch, PatchParams, PostParams},
+    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    runtime::wait::conditions,
 };
 use olm_api::v1alpha1::{
     Approval, CatalogSource, CatalogSourceSpec, ClusterServiceVersion, ConditionStatus, ConnectivityState,
-    InstallPlan, InstallPlanPhase, RegistryPoll, SourceType, StepStatus, Subscription,
-    SubscriptionConditionType, SubscriptionSpec, SubscriptionState, UpdateStrategy,
+    GrpcPodConfig, InstallPlan, InstallPlanPhase, RegistryPoll, SecurityConfig, SourceType, StepStatus,
+    Subscription, SubscriptionConditionType, SubscriptionSpec, SubscriptionState, UpdateStrategy,
 };
 use olm_catalog::{Catalog, ChannelEntry};
 use olm_runtime::{
-    Leadership, Readiness,
+    LeaderElectionArgs, Leadership, Readiness,
     apply::{FIELD_MANAGER_CATALOG, Writer},
     metrics::Metrics,
 };
@@ -95,10 +98,18 @@ fn demo_index(tools: bool) -> Arc<RegistryIndex> {
 struct Operator {
     stop: oneshot::Sender<()>,
     task: JoinHandle<()>,
+    metrics: prometheus::Registry,
 }
 
 impl Operator {
     fn start(client: &Client, namespace: &str) -> Operator {
+        // E2E_LOG=debug (or any filter) shows what the controllers do.
+        if let Ok(filter) = std::env::var("E2E_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
         let options = Options {
             global_catalog_namespace: namespace.to_owned(),
             namespace: Some(namespace.to_owned()),
@@ -107,6 +118,7 @@ impl Operator {
         };
         let writer = Writer::new(Leadership::standalone(), FIELD_MANAGER_CATALOG);
         let metrics = Metrics::new().expect("a metrics registry");
+        let registry = metrics.registry().clone();
         let (stop, stopped) = oneshot::channel::<()>();
         let shutdown = async move {
             let _ = stopped.await;
@@ -118,7 +130,73 @@ impl Operator {
                 .await
                 .expect("the controllers run");
         });
-        Operator { stop, task }
+        Operator {
+            stop,
+            task,
+            metrics: registry,
+        }
+    }
+
+    /// The metrics, as `/metrics` shows them.
+    fn metrics_text(&self) -> String {
+        prometheus::TextEncoder::new()
+            .encode_to_string(&self.metrics.gather())
+            .expect("metrics encode")
+    }
+
+    /// A replica that writes only while it holds the Lease `catalog-operator` in
+    /// `namespace`, as `catalog-operator run` does; returns its leadership too.
+    fn start_elected(client: &Client, namespace: &str, identity: &str) -> (Operator, Leadership) {
+        let options = Options {
+            global_catalog_namespace: namespace.to_owned(),
+            namespace: Some(namespace.to_owned()),
+            catalog_health_interval: Duration::from_secs(1),
+            ..Options::default()
+        };
+        let election = LeaderElectionArgs {
+            leader_elect: true,
+            lease_name: None,
+            lease_namespace: Some(namespace.to_owned()),
+            leader_identity: Some(identity.to_owned()),
+            lease_duration: Duration::from_secs(4),
+            renew_deadline: Duration::from_secs(3),
+            retry_period: Duration::from_millis(500),
+        };
+        let metrics = Metrics::new().expect("a metrics registry");
+        let registry = metrics.registry().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let stopped = stopped.shared();
+        let (leadership, mut election) = election
+            .start(
+                client.clone(),
+                "catalog-operator",
+                Some(&metrics.leader),
+                stopped.clone().map(drop),
+            )
+            .expect("leader election starts");
+        let writer = Writer::new(leadership.clone(), FIELD_MANAGER_CATALOG);
+        let client = client.clone();
+        let task = tokio::spawn(async move {
+            run_controllers(
+                client,
+                writer,
+                options,
+                metrics,
+                Readiness::new(),
+                stopped.map(drop).boxed(),
+            )
+            .await
+            .expect("the controllers run");
+            election.finished().await.expect("the lease is released");
+        });
+        (
+            Operator {
+                stop,
+                task,
+                metrics: registry,
+            },
+            leadership,
+        )
     }
 
     async fn stop(self) {
@@ -385,6 +463,20 @@ async fn an_automatic_subscription_installs_its_dependency_first() {
             at_latest("demo-db.v1.1.0"),
         )
         .await;
+
+        // OLM's metric names, as /metrics serves them.
+        let metrics = operator.metrics_text();
+        for wanted in [
+            format!("catalogsource_ready{{name=\"demo\",namespace=\"{ns}\"}} 1"),
+            "catalog_source_count 1".to_owned(),
+            "subscription_sync_total{approval=\"Automatic\",channel=\"stable\",installed=\"demo-app.v0.2.0\",name=\"app\",package=\"demo-app\"}".to_owned(),
+            "olm_resolution_duration_seconds_count{outcome=\"succeeded\"}".to_owned(),
+            "install_plan_count".to_owned(),
+            "subscription_count".to_owned(),
+            "olm_reconcile_total{controller=\"installplan\"}".to_owned(),
+        ] {
+            assert!(metrics.contains(&wanted), "{wanted} is missing from\n{metrics}");
+        }
 
         operator.stop().await;
         registry.stop().await;
@@ -720,6 +812,624 @@ async fn a_catalog_update_upgrades_a_subscription_untouched() {
         assert_eq!(upgraded.spec.replaces.as_deref(), Some("demo-db.v1.1.0"));
 
         operator.stop().await;
+        registry.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_image_catalog_runs_as_a_registry_pod_behind_a_service() {
+    with_namespace("catimage", |client, ns| async move {
+        install_crds(&client).await;
+        let operator = Operator::start(&client, &ns);
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        let mut source = catalog_source("community", "");
+        source.spec.address = None;
+        source.spec.image = Some("quay.io/operatorhubio/catalog:latest".to_owned());
+        source.spec.grpc_pod_config = Some(GrpcPodConfig {
+            node_selector: Some([("type".to_owned(), "kwok".to_owned())].into()),
+            security_context_config: Some(SecurityConfig::Restricted),
+            memory_target: Some(Quantity("30Mi".to_owned())),
+            ..GrpcPodConfig::default()
+        });
+        create(&sources, &source).await;
+
+        let source = wait_for(
+            &sources,
+            "community",
+            "CatalogSource community reports its registry service",
+            |s: Option<&CatalogSource>| {
+                s.and_then(|s| s.status.as_ref()?.registry_service.as_ref())
+                    .is_some()
+            },
+        )
+        .await
+        .unwrap();
+        let status = source.status.clone().unwrap();
+        let registry = status.registry_service.unwrap();
+        assert_eq!(registry.service_name.as_deref(), Some("community"));
+        assert_eq!(registry.port.as_deref(), Some("50051"));
+        // No container runs on the fake nodes: the registry is never reachable
+        // here, and the catalog says so instead of blocking anything.
+        let state = status.connection_state.unwrap();
+        assert_eq!(state.address, Some(format!("community.{ns}.svc:50051")));
+        assert!(matches!(
+            state.last_observed_state,
+            ConnectivityState::Connecting | ConnectivityState::TransientFailure
+        ));
+
+        let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+        let service = services.get("community").await.expect("the registry Service");
+        assert_eq!(
+            service.spec.unwrap().selector.unwrap()["olm.catalogSource"],
+            "community"
+        );
+        let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        let selector = ListParams::default().labels("olm.catalogSource=community");
+        let listed = pods.list(&selector).await.unwrap().items;
+        assert_eq!(listed.len(), 1, "one registry pod");
+        let first = listed[0].name_any();
+        let spec = listed[0].spec.clone().unwrap();
+        assert_eq!(spec.node_selector.unwrap()["type"], "kwok");
+        assert_eq!(spec.security_context.unwrap().run_as_non_root, Some(true));
+        let container = &spec.containers[0];
+        assert_eq!(
+            container.image.as_deref(),
+            Some("quay.io/operatorhubio/catalog:latest")
+        );
+        assert_eq!(
+            container.resources.as_ref().unwrap().requests.as_ref().unwrap()["memory"],
+            Quantity("30Mi".to_owned())
+        );
+
+        // A new image makes a new pod and the old one goes.
+        sources
+            .patch(
+                "community",
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"image": "quay.io/operatorhubio/catalog:v2"}})),
+            )
+            .await
+            .unwrap();
+        wait_for(
+            &pods,
+            &first,
+            "the old registry pod is deleted",
+            conditions::is_deleted(&listed[0].uid().unwrap()),
+        )
+        .await;
+        let listed = pods.list(&selector).await.unwrap().items;
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(
+            listed[0].spec.as_ref().unwrap().containers[0].image.as_deref(),
+            Some("quay.io/operatorhubio/catalog:v2")
+        );
+        let serving = listed[0].name_any();
+
+        // Polling a tag starts an update pod; the image did not change, so the
+        // serving pod stays and the update pod goes.
+        sources
+            .patch(
+                "community",
+                &PatchParams::default(),
+                &Patch::Merge(
+                    serde_json::json!({"spec": {"updateStrategy": {"registryPoll": {"interval": "1s"}}}}),
+                ),
+            )
+            .await
+            .unwrap();
+        wait_for(
+            &sources,
+            "community",
+            "the catalog image is polled",
+            |s: Option<&CatalogSource>| {
+                s.and_then(|s| s.status.as_ref()?.latest_image_registry_poll.as_ref())
+                    .is_some()
+            },
+        )
+        .await;
+        wait_for(
+            &pods,
+            &serving,
+            "the serving pod stays after a poll",
+            |pod: Option<&Pod>| pod.is_some(),
+        )
+        .await;
+
+        // The pod and the service belong to the catalog: deleting it collects them.
+        sources
+            .delete("community", &DeleteParams::foreground())
+            .await
+            .unwrap();
+        wait_for(
+            &services,
+            "community",
+            "the registry Service is collected",
+            conditions::is_deleted(&service_uid(&services).await),
+        )
+        .await;
+        operator.stop().await;
+    })
+    .await;
+}
+
+async fn service_uid(services: &Api<Service>) -> String {
+    match services.get_opt("community").await.unwrap() {
+        Some(service) => service.uid().unwrap(),
+        None => String::new(),
+    }
+}
+
+/// A bundle for the tests' own catalogs: its manifests and the API it provides.
+fn bundle(
+    name: &str,
+    package: &str,
+    version: &str,
+    objects: &[serde_json::Value],
+    gvk: Option<(&str, &str, &str)>,
+) -> olm_catalog::Bundle {
+    use olm_catalog::{
+        Property,
+        property::{BundleObject, PackageProperty},
+    };
+    let mut properties = vec![Property::Package(PackageProperty {
+        package_name: package.to_owned(),
+        version: olm_catalog::Version::new(version),
+        release: None,
+    })];
+    if let Some((group, version, kind)) = gvk {
+        properties.push(Property::Gvk(olm_catalog::Gvk {
+            group: group.to_owned(),
+            kind: kind.to_owned(),
+            version: version.to_owned(),
+        }));
+    }
+    properties.extend(
+        objects
+            .iter()
+            .map(|o| Property::BundleObject(BundleObject::from_json(&o.to_string()))),
+    );
+    olm_catalog::Bundle {
+        name: name.to_owned(),
+        package: package.to_owned(),
+        image: String::new(),
+        properties,
+        related_images: Vec::new(),
+    }
+}
+
+fn csv_manifest(
+    name: &str,
+    version: &str,
+    replaces: Option<&str>,
+    owned: Option<(&str, &str, &str)>,
+) -> serde_json::Value {
+    let mut csv = serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {"name": name},
+        "spec": {
+            "displayName": name,
+            "version": version,
+            "installModes": [{"type": "AllNamespaces", "supported": true}],
+            "install": {"strategy": "deployment", "spec": {"deployments": []}},
+        },
+    });
+    if let Some(replaces) = replaces {
+        csv["spec"]["replaces"] = replaces.into();
+    }
+    if let Some((crd, version, kind)) = owned {
+        csv["spec"]["customresourcedefinitions"] =
+            serde_json::json!({"owned": [{"name": crd, "version": version, "kind": kind}]});
+    }
+    csv
+}
+
+fn crd_manifest(group: &str, versions: &[&str]) -> serde_json::Value {
+    let last = versions.len() - 1;
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("things.{group}")},
+        "spec": {
+            "group": group,
+            "names": {"kind": "Thing", "listKind": "ThingList", "plural": "things", "singular": "thing"},
+            "scope": "Namespaced",
+            "versions": versions.iter().enumerate().map(|(i, v)| serde_json::json!({
+                "name": v,
+                "served": true,
+                "storage": i == last,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+            })).collect::<Vec<_>>(),
+        },
+    })
+}
+
+#[tokio::test]
+async fn an_upgrade_that_drops_a_stored_crd_version_fails_safely() {
+    with_namespace("catcrd", |client, ns| async move {
+        install_crds(&client).await;
+        // A CRD group of this test's own: CRDs are cluster-wide.
+        let group = format!("{ns}.e2e.olm-rs.dev");
+        let crd_name = format!("things.{group}");
+        let mut catalog = Catalog::default();
+        catalog.packages.push(olm_catalog::Package {
+            name: "demo-crd".to_owned(),
+            default_channel: Some("stable".to_owned()),
+            icon: None,
+            description: None,
+            properties: Vec::new(),
+        });
+        catalog.channels.push(olm_catalog::Channel {
+            name: "stable".to_owned(),
+            package: "demo-crd".to_owned(),
+            entries: vec![
+                ChannelEntry {
+                    name: "demo-crd.v1.0.0".to_owned(),
+                    ..ChannelEntry::default()
+                },
+                ChannelEntry {
+                    name: "demo-crd.v2.0.0".to_owned(),
+                    replaces: Some("demo-crd.v1.0.0".to_owned()),
+                    ..ChannelEntry::default()
+                },
+            ],
+            properties: Vec::new(),
+        });
+        catalog.bundles.push(bundle(
+            "demo-crd.v1.0.0",
+            "demo-crd",
+            "1.0.0",
+            &[
+                crd_manifest(&group, &["v1"]),
+                csv_manifest("demo-crd.v1.0.0", "1.0.0", None, Some((&crd_name, "v1", "Thing"))),
+            ],
+            Some((&group, "v1", "Thing")),
+        ));
+        catalog.bundles.push(bundle(
+            "demo-crd.v2.0.0",
+            "demo-crd",
+            "2.0.0",
+            &[
+                crd_manifest(&group, &["v2"]),
+                csv_manifest(
+                    "demo-crd.v2.0.0",
+                    "2.0.0",
+                    Some("demo-crd.v1.0.0"),
+                    Some((&crd_name, "v2", "Thing")),
+                ),
+            ],
+            Some((&group, "v2", "Thing")),
+        ));
+        let registry = Registry::start(
+            Arc::new(RegistryIndex::new(catalog)),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await;
+        let operator = Operator::start(&client, &ns);
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        create(&sources, &catalog_source("demo", &registry.addr.to_string())).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        create(
+            &subs,
+            &subscription_from(
+                "crd",
+                &ns,
+                "demo-crd",
+                Approval::Automatic,
+                Some("demo-crd.v1.0.0"),
+            ),
+        )
+        .await;
+
+        let failed = wait_for(
+            &subs,
+            "crd",
+            "the upgrade that drops v1 fails",
+            |sub: Option<&Subscription>| {
+                sub.and_then(|s| s.status.as_ref())
+                    .is_some_and(|s| s.state == Some(SubscriptionState::UpgradeFailed))
+            },
+        )
+        .await
+        .unwrap();
+        let (status, _, message) = condition(&failed, SubscriptionConditionType::InstallPlanFailed).unwrap();
+        assert_eq!(status, ConditionStatus::True);
+        assert!(
+            message.contains("v1") && message.contains("data loss"),
+            "{message}"
+        );
+        assert_eq!(
+            failed.status.as_ref().unwrap().installed_csv.as_deref(),
+            Some("demo-crd.v1.0.0")
+        );
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let crd = crds.get(&crd_name).await.unwrap();
+        let versions: Vec<_> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
+        assert_eq!(versions, ["v1"], "the CRD was left as it was");
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
+        let plan = plans.get(&plan_name(&failed).unwrap()).await.unwrap();
+        let plan_status = plan.status.unwrap();
+        assert_eq!(plan_status.phase, InstallPlanPhase::Failed);
+        assert!(
+            plan_status
+                .plan
+                .unwrap()
+                .iter()
+                .all(|s| s.status == StepStatus::NotPresent)
+        );
+
+        operator.stop().await;
+        registry.stop().await;
+        let _ = crds.delete(&crd_name, &DeleteParams::default()).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_interrupted_plan_resumes_from_its_recorded_progress() {
+    with_namespace("catresume", |client, ns| async move {
+        install_crds(&client).await;
+        let params = PostParams {
+            field_manager: Some(FIELD_MANAGER.to_owned()),
+            ..PostParams::default()
+        };
+        // What a plan interrupted after its first steps left behind: the CSV, and
+        // a ConfigMap whose step was applied but not yet recorded.
+        let csv_manifest = csv_manifest("resume.v1.0.0", "1.0.0", None, None);
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        csvs.create(&params, &serde_json::from_value(csv_manifest.clone()).unwrap())
+            .await
+            .unwrap();
+        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        let config_map = |name: &str| {
+            serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}})
+        };
+        config_maps
+            .create(&params, &serde_json::from_value(config_map("applied")).unwrap())
+            .await
+            .unwrap();
+        let step = |manifest: &serde_json::Value, status: &str| {
+            let api_version = manifest["apiVersion"].as_str().unwrap();
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            serde_json::json!({
+                "resolving": "resume.v1.0.0",
+                "status": status,
+                "resource": {
+                    "sourceName": "demo", "sourceNamespace": ns,
+                    "group": group, "version": version,
+                    "kind": manifest["kind"], "name": manifest["metadata"]["name"],
+                    "manifest": manifest.to_string(),
+                },
+            })
+        };
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
+        let plan: InstallPlan = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "InstallPlan",
+            "metadata": {"name": "install-resume"},
+            "spec": {"clusterServiceVersionNames": ["resume.v1.0.0"], "approval": "Automatic", "approved": true},
+        }))
+        .unwrap();
+        plans.create(&params, &plan).await.unwrap();
+        plans
+            .patch_status(
+                "install-resume",
+                &PatchParams::apply(FIELD_MANAGER),
+                &Patch::Apply(serde_json::json!({
+                    "apiVersion": "operators.coreos.com/v1alpha1",
+                    "kind": "InstallPlan",
+                    "status": {
+                        "phase": "Installing",
+                        "catalogSources": ["demo"],
+                        "plan": [
+                            step(&csv_manifest, "Created"),
+                            step(&config_map("applied"), "NotPresent"),
+                            step(&config_map("fresh"), "NotPresent"),
+                        ],
+                    },
+                })),
+            )
+            .await
+            .unwrap();
+
+        let operator = Operator::start(&client, &ns);
+        let plan = wait_for(&plans, "install-resume", "the plan completes", phase_is(InstallPlanPhase::Complete))
+            .await
+            .unwrap();
+        let steps: Vec<_> = plan.status.unwrap().plan.unwrap().iter().map(|s| s.status).collect();
+        assert_eq!(steps, [StepStatus::Created, StepStatus::Present, StepStatus::Created]);
+        for name in ["applied", "fresh"] {
+            let cm = config_maps.get(name).await.unwrap();
+            assert!(
+                cm.owner_references().iter().any(|o| o.name == "resume.v1.0.0"),
+                "{name} is owned by the CSV"
+            );
+        }
+        operator.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_configmap_catalog_serves_subscriptions() {
+    with_namespace("catcm", |client, ns| async move {
+        install_crds(&client).await;
+        let operator = Operator::start(&client, &ns);
+        let csv = e2e::yaml_file(
+            &repo_root()
+                .join("e2e/fixtures/demo-tools/0.1.0/manifests/demo-tools.clusterserviceversion.yaml"),
+        );
+        let packages = serde_json::json!([{
+            "packageName": "demo-tools",
+            "defaultChannel": "stable",
+            "channels": [{"name": "stable", "currentCSV": "demo-tools.v0.1.0"}],
+        }]);
+        let config_map: ConfigMap = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "tools-catalog"},
+            "data": {
+                "customResourceDefinitions": "[]",
+                "clusterServiceVersions": serde_json::to_string(&[csv]).unwrap(),
+                "packages": packages.to_string(),
+            },
+        }))
+        .unwrap();
+        let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+        create(&config_maps, &config_map).await;
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        let mut source = catalog_source("tools", "");
+        source.spec.source_type = SourceType::ConfigMap;
+        source.spec.address = None;
+        source.spec.config_map = Some("tools-catalog".to_owned());
+        create(&sources, &source).await;
+        let ready = wait_for(&sources, "tools", "CatalogSource tools is READY", is_ready)
+            .await
+            .unwrap();
+        let reference = ready.status.unwrap().config_map_resource.unwrap();
+        assert_eq!(reference.name, "tools-catalog");
+        assert!(reference.resource_version.is_some());
+
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        let mut sub = subscription("tools", &ns, "demo-tools", Approval::Automatic);
+        sub.spec.catalog_source = "tools".to_owned();
+        create(&subs, &sub).await;
+        wait_for(
+            &subs,
+            "tools",
+            "Subscription tools is AtLatestKnown",
+            at_latest("demo-tools.v0.1.0"),
+        )
+        .await;
+        operator.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_unreachable_catalog_only_marks_the_subscriptions_that_need_it() {
+    with_namespace("catisolate", |client, ns| async move {
+        let (registry, operator) = setup(&client, &ns, false).await;
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        // Nothing listens on port 1.
+        create(&sources, &catalog_source("nowhere", "127.0.0.1:1")).await;
+        wait_for(
+            &sources,
+            "nowhere",
+            "CatalogSource nowhere is in TRANSIENT_FAILURE",
+            |s: Option<&CatalogSource>| connection(s) == Some(ConnectivityState::TransientFailure),
+        )
+        .await;
+
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        create(&subs, &subscription("db", &ns, "demo-db", Approval::Automatic)).await;
+        let mut lost = subscription("lost", &ns, "demo-tools", Approval::Automatic);
+        lost.spec.catalog_source = "nowhere".to_owned();
+        create(&subs, &lost).await;
+
+        let db = wait_for(
+            &subs,
+            "db",
+            "Subscription db installs from the healthy catalog",
+            at_latest("demo-db.v1.1.0"),
+        )
+        .await
+        .unwrap();
+        let (unhealthy, _, _) = condition(&db, SubscriptionConditionType::CatalogSourcesUnhealthy).unwrap();
+        assert_eq!(
+            unhealthy,
+            ConditionStatus::False,
+            "db does not need the unreachable catalog"
+        );
+        let health = db.status.unwrap().catalog_health.unwrap();
+        assert_eq!(health.len(), 2, "both catalogs are listed");
+        assert!(
+            health
+                .iter()
+                .any(|h| h.catalog_source_ref.name.as_deref() == Some("nowhere") && !h.healthy)
+        );
+
+        let lost = wait_for(
+            &subs,
+            "lost",
+            "Subscription lost reports its catalog",
+            |sub: Option<&Subscription>| {
+                sub.and_then(|s| condition(s, SubscriptionConditionType::CatalogSourcesUnhealthy))
+                    .is_some_and(|(status, _, _)| status == ConditionStatus::True)
+            },
+        )
+        .await
+        .unwrap();
+        let (_, _, message) = condition(&lost, SubscriptionConditionType::CatalogSourcesUnhealthy).unwrap();
+        assert!(message.contains("nowhere"), "{message}");
+        assert!(plan_name(&lost).is_none());
+
+        operator.stop().await;
+        registry.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_standby_replica_takes_over_and_finishes_the_work() {
+    with_namespace("catha", |client, ns| async move {
+        install_crds(&client).await;
+        let registry = Registry::start(demo_index(true), "127.0.0.1:0".parse().unwrap()).await;
+        let (a, a_leads) = Operator::start_elected(&client, &ns, "replica-a");
+        let (b, b_leads) = Operator::start_elected(&client, &ns, "replica-b");
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        create(&sources, &catalog_source("demo", &registry.addr.to_string())).await;
+        wait_for(&sources, "demo", "CatalogSource demo is READY", is_ready).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        create(&subs, &subscription("db", &ns, "demo-db", Approval::Automatic)).await;
+        wait_for(
+            &subs,
+            "db",
+            "Subscription db is AtLatestKnown",
+            at_latest("demo-db.v1.1.0"),
+        )
+        .await;
+        assert!(
+            a_leads.is_leader() != b_leads.is_leader(),
+            "exactly one replica leads"
+        );
+
+        // The leader goes away; the standby takes over and serves new work.
+        let (leader, standby, standby_leads) = if a_leads.is_leader() {
+            (a, b, b_leads)
+        } else {
+            (b, a, a_leads)
+        };
+        leader.stop().await;
+        let mut watching = standby_leads.clone();
+        assert!(
+            tokio::time::timeout(Duration::from_secs(30), watching.acquired())
+                .await
+                .unwrap_or(false),
+            "the standby leads within the lease duration"
+        );
+        create(
+            &subs,
+            &subscription("tools", &ns, "demo-tools", Approval::Automatic),
+        )
+        .await;
+        wait_for(
+            &subs,
+            "tools",
+            "Subscription tools installs under the new leader",
+            at_latest("demo-tools.v0.1.0"),
+        )
+        .await;
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
+        let all = plans.list(&Default::default()).await.unwrap().items;
+        assert_eq!(
+            all.len(),
+            2,
+            "one plan per install, none duplicated by two writers: {all:?}"
+        );
+
+        standby.stop().await;
         registry.stop().await;
     })
     .await;

@@ -21,6 +21,7 @@ use std::{
     time::Duration,
 };
 
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::{
     Client,
     runtime::{controller::Action, reflector::Store},
@@ -78,6 +79,10 @@ pub struct Stores {
     pub csvs: Store<ClusterServiceVersion>,
     /// CatalogSources.
     pub catalog_sources: Store<CatalogSource>,
+    /// Registry Pods of image catalogs (labelled `olm.catalogSource`).
+    pub pods: Store<Pod>,
+    /// Registry Services of image catalogs (labelled `olm.catalogSource`).
+    pub services: Store<Service>,
 }
 
 /// What every reconcile gets.

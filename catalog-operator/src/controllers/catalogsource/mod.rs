@@ -149,12 +149,17 @@ pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<Context>) -> Result<
     forget_deleted(&ctx);
 
     let spec = validate(&source.spec, ctx.options.default_poll_interval);
-    let observed = read::read(&ctx, &source, &id, &spec, &now).await?;
+    let (observed, polled) = read::read(&ctx, &source, &id, &spec, &now).await?;
     let ready = observed.is_ready();
     ctx.metrics.set_catalog_ready(&namespace, &name, ready);
 
-    let new_status = status::compute(&source, &spec, &observed, &now);
-    if source.status.as_ref() != Some(&new_status) {
+    let mut new_status = status::compute(&source, &spec, &observed, &now);
+    if polled.is_some() {
+        new_status.latest_image_registry_poll = polled;
+    }
+    // Standbys read catalogs too (their store is warm when they take over), but
+    // only the leader reports.
+    if source.status.as_ref() != Some(&new_status) && ctx.writer.leadership().is_leader() {
         let api: Api<CatalogSource> = Api::namespaced(ctx.client.clone(), &namespace);
         ctx.writer
             .apply_status(&api, &name, &new_status)

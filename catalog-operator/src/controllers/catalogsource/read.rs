@@ -88,25 +88,30 @@ pub(crate) fn chain(error: &dyn std::error::Error) -> String {
 }
 
 /// Reads the catalog `id` as `spec` says and records the result in the store.
+/// Returns what was found and, for image catalogs, when the image was polled now.
 pub(super) async fn read(
     ctx: &Arc<Context>,
     source: &CatalogSource,
     id: &CatalogId,
     spec: &SourceSpec,
     now: &Time,
-) -> Result<Observed, Error> {
+) -> Result<(Observed, Option<Time>), Error> {
     let priority = source.spec.priority.unwrap_or(0);
     match &spec.kind {
         SourceKind::Invalid(message) => {
             ctx.catalogs.set_unhealthy(id, priority, message.clone(), now);
-            Ok(Observed::Invalid {
+            let invalid = Observed::Invalid {
                 reason: CatalogSourceReason::SpecInvalid,
                 message: message.clone(),
-            })
+            };
+            Ok((invalid, None))
         }
-        SourceKind::Address(address) => Ok(read_registry(ctx, id, priority, address, spec, None, now).await),
+        SourceKind::Address(address) => {
+            let observed = read_registry(ctx, id, priority, address, spec, None, now).await;
+            Ok((observed, None))
+        }
         SourceKind::Image(image) => super::registry_pod::read(ctx, source, id, image, spec, now).await,
-        SourceKind::ConfigMap(name) => read_config_map(ctx, id, priority, name, now).await,
+        SourceKind::ConfigMap(name) => Ok((read_config_map(ctx, id, priority, name, now).await?, None)),
     }
 }
 

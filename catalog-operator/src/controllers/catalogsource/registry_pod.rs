@@ -1,31 +1,708 @@
 //! Image catalogs: the catalog image runs as a registry Pod behind a Service, as
-//! OLM does, and is then read like any registry at an address.
+//! OLM does, and is then read like any registry at an address
+//! (`<service>.<namespace>.svc:50051`).
+//!
+//! The Pod is named after a hash of its spec (`<catalog>-<hash>`), so a changed
+//! image or `grpcPodConfig` makes a new Pod and the old ones are deleted once it
+//! exists; both Pod and Service are owned by the CatalogSource, so deleting the
+//! CatalogSource collects them. `grpcPodConfig` is honoured: node selector,
+//! tolerations, affinity, priority class, `securityContextConfig`
+//! (`restricted`, `legacy`, or by default what the namespace's Pod Security
+//! enforcement asks for), `memoryTarget` (memory request and `GOMEMLIMIT`) and
+//! `extractContent` (the image's own `opm` serves the given directories).
+//!
+//! Probes are gRPC probes with a generous startup budget: large catalogs take
+//! minutes to start, and OLM's short startup probe killing them is a known
+//! complaint (OLM#3269).
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use olm_api::v1alpha1::{CatalogSource, CatalogSourceReason};
+use k8s_openapi::{
+    api::core::v1::{
+        Capabilities, Container, ContainerPort, EnvVar, GRPCAction, LocalObjectReference, Namespace, Pod,
+        PodSecurityContext, PodSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext, Service,
+        ServicePort, ServiceSpec,
+    },
+    apimachinery::pkg::{
+        api::resource::Quantity,
+        apis::meta::v1::{ObjectMeta, Time},
+        util::intstr::IntOrString,
+    },
+};
+use kube::{Api, Resource, ResourceExt, api::DeleteParams};
+use olm_api::{
+    labels,
+    v1alpha1::{CatalogSource, GrpcPodConfig, RegistryServiceStatus, SecurityConfig},
+};
 use olm_resolver::model::CatalogId;
 
-use super::{Error, SourceSpec, read::Observed};
-use crate::controllers::Context;
+use super::{
+    Error, SourceSpec,
+    read::{Observed, read_registry},
+};
+use crate::controllers::{Context, write};
+
+/// The port registry servers listen on.
+pub const REGISTRY_PORT: i32 = 50051;
+/// The label with the hash of a registry Pod's spec.
+pub const POD_SPEC_HASH: &str = "olm.pod-spec-hash";
+/// The name of the registry container.
+const CONTAINER: &str = "registry-server";
+
+/// A stable 64-bit FNV-1a hash (unlike std's hasher, it never changes between
+/// releases, so Pod names survive an upgrade of the operator).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        hash ^= u64::from(*byte);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    hash
+}
+
+/// Bytes of a quantity such as `100Mi`, `1G` or `52428800`; `None` if it is not one.
+fn quantity_bytes(quantity: &Quantity) -> Option<u64> {
+    let text = quantity.0.trim();
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let number: f64 = number.parse().ok()?;
+    let factor: f64 = match suffix {
+        "" => 1.0,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "Ki" => 1024.0,
+        "Mi" => 1024.0 * 1024.0,
+        "Gi" => 1024.0 * 1024.0 * 1024.0,
+        "Ti" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return None,
+    };
+    Some((number * factor) as u64)
+}
+
+/// The Service in front of the registry Pods of `source`.
+pub fn service(source: &CatalogSource) -> Service {
+    let name = source.name_any();
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name.clone()),
+            namespace: source.namespace(),
+            labels: Some(BTreeMap::from([(
+                labels::CATALOG_SOURCE.to_owned(),
+                name.clone(),
+            )])),
+            owner_references: source.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            selector: Some(BTreeMap::from([(labels::CATALOG_SOURCE.to_owned(), name)])),
+            ports: Some(vec![ServicePort {
+                name: Some("grpc".to_owned()),
+                port: REGISTRY_PORT,
+                target_port: Some(IntOrString::Int(REGISTRY_PORT)),
+                protocol: Some("TCP".to_owned()),
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn grpc_probe(period: i32, failures: i32) -> Probe {
+    Probe {
+        grpc: Some(GRPCAction {
+            port: REGISTRY_PORT,
+            service: None,
+        }),
+        period_seconds: Some(period),
+        timeout_seconds: Some(5),
+        failure_threshold: Some(failures),
+        ..Probe::default()
+    }
+}
+
+/// The registry Pod of `source` for `image`. `restricted` says which security
+/// settings apply when `grpcPodConfig.securityContextConfig` is not set.
+pub fn pod(source: &CatalogSource, image: &str, restricted_by_default: bool) -> Pod {
+    let name = source.name_any();
+    let config = source.spec.grpc_pod_config.clone().unwrap_or_default();
+    let GrpcPodConfig {
+        node_selector,
+        tolerations,
+        affinity,
+        priority_class_name,
+        security_context_config,
+        memory_target,
+        extract_content,
+    } = config;
+    let restricted = match security_context_config {
+        Some(SecurityConfig::Restricted) => true,
+        Some(SecurityConfig::Legacy) => false,
+        None => restricted_by_default,
+    };
+    let mut requests = BTreeMap::from([
+        ("cpu".to_owned(), Quantity("10m".to_owned())),
+        ("memory".to_owned(), Quantity("50Mi".to_owned())),
+    ]);
+    let mut env = Vec::new();
+    if let Some(target) = &memory_target {
+        requests.insert("memory".to_owned(), target.clone());
+        if let Some(bytes) = quantity_bytes(target) {
+            env.push(EnvVar {
+                name: "GOMEMLIMIT".to_owned(),
+                value: Some(bytes.to_string()),
+                value_from: None,
+            });
+        }
+    }
+    let command = extract_content.map(|extract| {
+        let mut command = vec![
+            "/bin/opm".to_owned(),
+            "serve".to_owned(),
+            extract.config_dir.unwrap_or_else(|| "/configs".to_owned()),
+        ];
+        if let Some(cache) = extract.cache_dir {
+            command.push("--cache-dir".to_owned());
+            command.push(cache);
+        }
+        command
+    });
+    let pinned = image.contains('@');
+    let container = Container {
+        name: CONTAINER.to_owned(),
+        image: Some(image.to_owned()),
+        image_pull_policy: Some(if pinned { "IfNotPresent" } else { "Always" }.to_owned()),
+        command,
+        ports: Some(vec![ContainerPort {
+            name: Some("grpc".to_owned()),
+            container_port: REGISTRY_PORT,
+            protocol: Some("TCP".to_owned()),
+            ..ContainerPort::default()
+        }]),
+        env: (!env.is_empty()).then_some(env),
+        resources: Some(ResourceRequirements {
+            requests: Some(requests),
+            ..ResourceRequirements::default()
+        }),
+        readiness_probe: Some(grpc_probe(10, 3)),
+        liveness_probe: Some(grpc_probe(10, 3)),
+        // Up to ten minutes to start: big catalogs build their cache first.
+        startup_probe: Some(grpc_probe(10, 60)),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        security_context: restricted.then(|| SecurityContext {
+            allow_privilege_escalation: Some(false),
+            capabilities: Some(Capabilities {
+                drop: Some(vec!["ALL".to_owned()]),
+                add: None,
+            }),
+            ..SecurityContext::default()
+        }),
+        ..Container::default()
+    };
+    let spec = PodSpec {
+        containers: vec![container],
+        node_selector: Some(
+            node_selector
+                .unwrap_or_else(|| BTreeMap::from([("kubernetes.io/os".to_owned(), "linux".to_owned())])),
+        ),
+        tolerations,
+        affinity,
+        priority_class_name,
+        image_pull_secrets: source.spec.secrets.as_ref().map(|secrets| {
+            secrets
+                .iter()
+                .map(|name| LocalObjectReference { name: name.clone() })
+                .collect()
+        }),
+        security_context: restricted.then(|| PodSecurityContext {
+            run_as_non_root: Some(true),
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".to_owned(),
+                localhost_profile: None,
+            }),
+            ..PodSecurityContext::default()
+        }),
+        ..PodSpec::default()
+    };
+    let hash = format!(
+        "{:016x}",
+        fnv1a(serde_json::to_string(&spec).unwrap_or_default().as_bytes())
+    );
+    let short = &hash[..10];
+    // Room for the five random characters the API server appends.
+    let prefix: String = name.chars().take(57).collect();
+    Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{}-", prefix.trim_end_matches('-'))),
+            namespace: source.namespace(),
+            labels: Some(BTreeMap::from([
+                (labels::CATALOG_SOURCE.to_owned(), name),
+                (POD_SPEC_HASH.to_owned(), short.to_owned()),
+            ])),
+            owner_references: source.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// Whether the namespace enforces the `restricted` Pod Security Standard.
+async fn namespace_is_restricted(ctx: &Context, namespace: &str) -> Result<bool, Error> {
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    let found = api
+        .get_metadata_opt(namespace)
+        .await
+        .map_err(|source| Error::Read {
+            what: format!("Namespace {namespace}"),
+            namespace: namespace.to_owned(),
+            name: String::new(),
+            source,
+        })?;
+    Ok(found.is_some_and(|ns| {
+        ns.labels()
+            .get("pod-security.kubernetes.io/enforce")
+            .map(String::as_str)
+            == Some("restricted")
+    }))
+}
 
 /// Runs the registry Pod and Service for `image` and reads the catalog through them.
+/// Returns when the image was polled now, if it was.
 pub(super) async fn read(
     ctx: &Arc<Context>,
     source: &CatalogSource,
     id: &CatalogId,
     image: &str,
-    _spec: &SourceSpec,
+    spec: &SourceSpec,
     now: &Time,
-) -> Result<Observed, Error> {
-    let message = format!(
-        "catalog images ({image}) are not supported yet: serve the catalog with `catalog-operator serve` and set spec.address"
-    );
-    ctx.catalogs
-        .set_unhealthy(id, source.spec.priority.unwrap_or(0), message.clone(), now);
-    Ok(Observed::Invalid {
-        reason: CatalogSourceReason::SpecInvalid,
-        message,
-    })
+) -> Result<(Observed, Option<Time>), Error> {
+    let namespace = &id.namespace;
+    let registry_error = |what: &'static str| {
+        let (namespace, name) = (id.namespace.clone(), id.name.clone());
+        move |source| Error::Registry {
+            what,
+            namespace,
+            name,
+            source,
+        }
+    };
+
+    let services: Api<Service> = Api::namespaced(ctx.client.clone(), namespace);
+    let wanted_service = service(source);
+    let current_service = ctx
+        .stores
+        .services
+        .state()
+        .into_iter()
+        .find(|s| s.namespace().as_deref() == Some(namespace) && s.name_any() == id.name);
+    let service_ok = current_service.as_ref().is_some_and(|s| {
+        s.spec.as_ref().and_then(|s| s.selector.clone())
+            == wanted_service.spec.as_ref().and_then(|s| s.selector.clone())
+    });
+    let leading = ctx.writer.leadership().is_leader();
+    let created_at = match current_service.filter(|_| service_ok || !leading) {
+        Some(s) => s.metadata.creation_timestamp.clone(),
+        None if !leading => None,
+        None => {
+            ctx.writer
+                .apply(&services, &id.name, &wanted_service)
+                .await
+                .map_err(registry_error("Service"))?
+                .metadata
+                .creation_timestamp
+        }
+    };
+    let registry_service = RegistryServiceStatus {
+        protocol: Some("grpc".to_owned()),
+        service_name: Some(id.name.clone()),
+        service_namespace: Some(namespace.clone()),
+        port: Some(REGISTRY_PORT.to_string()),
+        created_at,
+    };
+
+    let restricted = match source
+        .spec
+        .grpc_pod_config
+        .as_ref()
+        .and_then(|c| c.security_context_config)
+    {
+        Some(_) => false,
+        None => namespace_is_restricted(ctx, namespace).await?,
+    };
+    let wanted = pod(source, image, restricted);
+    let hash = wanted.labels().get(POD_SPEC_HASH).cloned().unwrap_or_default();
+    let pods: Vec<Arc<Pod>> = ctx
+        .stores
+        .pods
+        .state()
+        .into_iter()
+        .filter(|p| {
+            p.namespace().as_deref() == Some(namespace)
+                && p.metadata.deletion_timestamp.is_none()
+                && p.labels().get(labels::CATALOG_SOURCE) == Some(&id.name)
+                && p.owner_references()
+                    .iter()
+                    .any(|o| Some(&o.uid) == source.uid().as_ref())
+        })
+        .collect();
+    let mut plan = plan_pods(&pods, &hash, poll_due(source, spec, image, &pods, &hash, now));
+    if !leading {
+        // Only the leader manages registry Pods; a standby reads through what is there.
+        plan.delete.clear();
+        plan.start_update = false;
+        if plan.serve.is_none() {
+            plan.serve = pods.first().cloned();
+        }
+    }
+    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    for name in &plan.delete {
+        ctx.writer
+            .delete(&api, name, &DeleteParams::background())
+            .await
+            .map_err(registry_error("Pod"))?;
+    }
+    let mut polled = None;
+    let current = match plan.serve {
+        Some(pod) => {
+            if plan.start_update {
+                tracing::info!(catalog = %id, image, "polling the catalog image with an update pod");
+                write::create(&ctx.writer, &api, &wanted)
+                    .await
+                    .map_err(registry_error("Pod"))?;
+                polled = Some(now.clone());
+            }
+            pod
+        }
+        None if !leading => {
+            return Ok((
+                Observed::Starting {
+                    address: Some(format!("{}.{namespace}.svc:{REGISTRY_PORT}", id.name)),
+                    registry_service: Some(registry_service),
+                    message: "the leader has not started the registry pod yet".to_owned(),
+                },
+                None,
+            ));
+        }
+        None => {
+            tracing::info!(catalog = %id, image, "starting the registry pod");
+            Arc::new(
+                write::create(&ctx.writer, &api, &wanted)
+                    .await
+                    .map_err(registry_error("Pod"))?,
+            )
+        }
+    };
+    let pod_name = current.name_any();
+    let address = format!("{}.{namespace}.svc:{REGISTRY_PORT}", id.name);
+    if !is_ready(&current) {
+        // Not readable yet: say so in the store, so that resolution does not wait for it.
+        let message = format!("registry pod {pod_name} is not ready yet");
+        ctx.catalogs
+            .set_unhealthy(id, source.spec.priority.unwrap_or(0), message.clone(), now);
+        return Ok((
+            Observed::Starting {
+                address: Some(address),
+                registry_service: Some(registry_service),
+                message,
+            },
+            polled,
+        ));
+    }
+    let priority = source.spec.priority.unwrap_or(0);
+    let observed = read_registry(ctx, id, priority, &address, spec, Some(registry_service), now).await;
+    Ok((observed, polled))
+}
+
+/// What to do with the registry Pods of a catalog.
+#[derive(Debug, PartialEq)]
+struct PodPlan {
+    /// The Pod to read the catalog through; `None`: create one.
+    serve: Option<Arc<Pod>>,
+    /// Pods to delete, by name.
+    delete: Vec<String>,
+    /// Start an update Pod (same spec) to see whether the image changed.
+    start_update: bool,
+}
+
+fn image_id(pod: &Pod) -> Option<&str> {
+    pod.status
+        .as_ref()?
+        .container_statuses
+        .as_ref()?
+        .first()
+        .map(|c| c.image_id.as_str())
+        .filter(|id| !id.is_empty())
+}
+
+/// The Pods of the current spec serve, oldest first. A newer Pod of the same spec
+/// is an update Pod: once Ready it takes over if its image differs (or the old
+/// one is not Ready), else it goes. Pods of another spec go once a Pod of the
+/// current spec is Ready, so that the catalog is served throughout a change.
+fn plan_pods(pods: &[Arc<Pod>], hash: &str, poll_due: bool) -> PodPlan {
+    let mut same: Vec<&Arc<Pod>> = pods
+        .iter()
+        .filter(|p| p.labels().get(POD_SPEC_HASH).map(String::as_str) == Some(hash))
+        .collect();
+    same.sort_by_key(|p| (p.metadata.creation_timestamp.clone().map(|t| t.0), p.name_any()));
+    let others = pods
+        .iter()
+        .filter(|p| p.labels().get(POD_SPEC_HASH).map(String::as_str) != Some(hash))
+        .map(|p| p.name_any());
+    let Some(&oldest) = same.first() else {
+        return PodPlan {
+            serve: None,
+            delete: Vec::new(),
+            start_update: false,
+        };
+    };
+    let mut delete: Vec<String> = Vec::new();
+    let serve = match same.last() {
+        Some(&newest) if same.len() > 1 && is_ready(newest) => {
+            if !is_ready(oldest) || image_id(newest) != image_id(oldest) {
+                delete.extend(same[..same.len() - 1].iter().map(|p| p.name_any()));
+                newest
+            } else {
+                delete.extend(same[1..].iter().map(|p| p.name_any()));
+                oldest
+            }
+        }
+        _ => oldest,
+    };
+    if is_ready(serve) {
+        delete.extend(others);
+    }
+    PodPlan {
+        serve: Some(serve.clone()),
+        delete,
+        start_update: poll_due && same.len() == 1 && is_ready(oldest),
+    }
+}
+
+/// Whether the image should be polled now: the CatalogSource asks for polling,
+/// the image is a tag (a digest never changes), and the interval has passed since
+/// the last poll or since the serving Pod started.
+fn poll_due(
+    source: &CatalogSource,
+    spec: &SourceSpec,
+    image: &str,
+    pods: &[Arc<Pod>],
+    hash: &str,
+    now: &Time,
+) -> bool {
+    if !spec.polls || image.contains('@') {
+        return false;
+    }
+    let started = pods
+        .iter()
+        .filter(|p| p.labels().get(POD_SPEC_HASH).map(String::as_str) == Some(hash))
+        .filter_map(|p| p.metadata.creation_timestamp.clone())
+        .map(|t| t.0)
+        .min();
+    let last_poll = source
+        .status
+        .as_ref()
+        .and_then(|s| s.latest_image_registry_poll.clone())
+        .map(|t| t.0);
+    let Some(since) = started.into_iter().chain(last_poll).max() else {
+        return false;
+    };
+    now.0.duration_since(since).as_secs() >= spec.poll_interval.as_secs() as i64
+}
+
+#[cfg(test)]
+mod tests {
+    use olm_api::v1alpha1::{CatalogSourceSpec, ExtractContentConfig, SourceType};
+
+    use super::*;
+
+    fn source(config: Option<GrpcPodConfig>) -> CatalogSource {
+        let mut source = CatalogSource::new(
+            "community",
+            CatalogSourceSpec {
+                source_type: SourceType::Grpc,
+                priority: None,
+                config_map: None,
+                address: None,
+                image: Some("quay.io/operatorhubio/catalog:latest".into()),
+                grpc_pod_config: config,
+                update_strategy: None,
+                secrets: Some(vec!["pull".into()]),
+                display_name: None,
+                description: None,
+                publisher: None,
+                icon: None,
+            },
+        );
+        source.metadata.namespace = Some("olm".into());
+        source.metadata.uid = Some("uid-1".into());
+        source
+    }
+
+    #[test]
+    fn the_pod_follows_grpc_pod_config() {
+        let config = GrpcPodConfig {
+            node_selector: Some(BTreeMap::from([("role".into(), "catalogs".into())])),
+            priority_class_name: Some("system-cluster-critical".into()),
+            security_context_config: Some(SecurityConfig::Restricted),
+            memory_target: Some(Quantity("100Mi".into())),
+            extract_content: Some(ExtractContentConfig {
+                cache_dir: Some("/tmp/cache".into()),
+                config_dir: Some("/configs".into()),
+            }),
+            ..GrpcPodConfig::default()
+        };
+        let pod = pod(
+            &source(Some(config)),
+            "quay.io/operatorhubio/catalog:latest",
+            false,
+        );
+        let spec = pod.spec.unwrap();
+        assert_eq!(spec.node_selector.unwrap()["role"], "catalogs");
+        assert_eq!(
+            spec.priority_class_name.as_deref(),
+            Some("system-cluster-critical")
+        );
+        assert_eq!(spec.security_context.unwrap().run_as_non_root, Some(true));
+        assert_eq!(spec.image_pull_secrets.unwrap()[0].name, "pull");
+        let container = &spec.containers[0];
+        assert_eq!(container.image_pull_policy.as_deref(), Some("Always"));
+        assert_eq!(
+            container.resources.as_ref().unwrap().requests.as_ref().unwrap()["memory"],
+            Quantity("100Mi".into())
+        );
+        let env = container.env.as_ref().unwrap();
+        assert_eq!(env[0].name, "GOMEMLIMIT");
+        assert_eq!(env[0].value.as_deref(), Some("104857600"));
+        assert_eq!(
+            container.command.as_deref().unwrap(),
+            ["/bin/opm", "serve", "/configs", "--cache-dir", "/tmp/cache"]
+        );
+        assert!(container.startup_probe.as_ref().unwrap().grpc.is_some());
+        let labels = pod.metadata.labels.unwrap();
+        assert_eq!(labels[labels::CATALOG_SOURCE], "community");
+        assert_eq!(pod.metadata.generate_name.as_deref(), Some("community-"));
+        let owner = &pod.metadata.owner_references.unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("CatalogSource", Some(true))
+        );
+    }
+
+    #[test]
+    fn a_changed_spec_makes_a_new_hash_and_defaults_are_legacy() {
+        let plain = pod(&source(None), "quay.io/x/catalog@sha256:abc", false);
+        let spec = plain.spec.clone().unwrap();
+        assert!(spec.security_context.is_none(), "legacy: no security context");
+        assert_eq!(spec.node_selector.unwrap()["kubernetes.io/os"], "linux");
+        assert_eq!(
+            spec.containers[0].image_pull_policy.as_deref(),
+            Some("IfNotPresent")
+        );
+        let hash = |p: &Pod| p.labels()[POD_SPEC_HASH].clone();
+        let again = pod(&source(None), "quay.io/x/catalog@sha256:abc", false);
+        assert_eq!(hash(&plain), hash(&again), "same spec, same hash");
+        let other = pod(&source(None), "quay.io/x/catalog@sha256:def", false);
+        assert_ne!(hash(&plain), hash(&other));
+        let restricted = pod(&source(None), "quay.io/x/catalog@sha256:abc", true);
+        assert!(
+            restricted.spec.unwrap().security_context.is_some(),
+            "the namespace asks for restricted"
+        );
+    }
+
+    #[test]
+    fn the_service_selects_the_catalog_pods() {
+        let service = service(&source(None));
+        let spec = service.spec.unwrap();
+        assert_eq!(spec.selector.unwrap()[labels::CATALOG_SOURCE], "community");
+        assert_eq!(spec.ports.unwrap()[0].port, REGISTRY_PORT);
+    }
+
+    #[test]
+    fn quantities_become_bytes() {
+        assert_eq!(quantity_bytes(&Quantity("1Gi".into())), Some(1 << 30));
+        assert_eq!(quantity_bytes(&Quantity("500M".into())), Some(500_000_000));
+        assert_eq!(quantity_bytes(&Quantity("1024".into())), Some(1024));
+        assert_eq!(quantity_bytes(&Quantity("1e3".into())), None);
+    }
+
+    fn running(name: &str, hash: &str, created: i64, ready: bool, image: &str) -> Arc<Pod> {
+        use k8s_openapi::{
+            api::core::v1::{ContainerStatus, PodCondition, PodStatus},
+            jiff::Timestamp,
+        };
+        Arc::new(Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                labels: Some(BTreeMap::from([(POD_SPEC_HASH.to_owned(), hash.to_owned())])),
+                creation_timestamp: Some(Time(Timestamp::from_second(created).unwrap())),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+            status: Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: "Ready".into(),
+                    status: if ready { "True" } else { "False" }.into(),
+                    ..PodCondition::default()
+                }]),
+                container_statuses: Some(vec![ContainerStatus {
+                    image_id: image.into(),
+                    ..ContainerStatus::default()
+                }]),
+                ..PodStatus::default()
+            }),
+        })
+    }
+
+    #[test]
+    fn update_pods_take_over_only_with_a_new_image() {
+        let old = running("a", "h1", 1, true, "sha256:1");
+        let plan = plan_pods(std::slice::from_ref(&old), "h1", true);
+        assert_eq!(plan.serve.as_deref().map(ResourceExt::name_any), Some("a".into()));
+        assert!(plan.start_update, "poll: start an update pod");
+        assert!(
+            plan_pods(std::slice::from_ref(&old), "h1", false)
+                .delete
+                .is_empty()
+        );
+
+        let same = running("b", "h1", 2, true, "sha256:1");
+        let plan = plan_pods(&[old.clone(), same], "h1", true);
+        assert_eq!(plan.serve.as_deref().map(ResourceExt::name_any), Some("a".into()));
+        assert_eq!(plan.delete, ["b"], "the same image: the update pod goes");
+        assert!(!plan.start_update);
+
+        let newer = running("c", "h1", 2, true, "sha256:2");
+        let plan = plan_pods(&[old.clone(), newer], "h1", true);
+        assert_eq!(plan.serve.as_deref().map(ResourceExt::name_any), Some("c".into()));
+        assert_eq!(plan.delete, ["a"], "a new image: the old pod goes");
+
+        let starting = running("d", "h1", 2, false, "");
+        let plan = plan_pods(&[old.clone(), starting], "h1", true);
+        assert_eq!(plan.serve.as_deref().map(ResourceExt::name_any), Some("a".into()));
+        assert!(plan.delete.is_empty(), "wait for the update pod");
+
+        let changed = running("e", "h2", 3, false, "");
+        let plan = plan_pods(&[old.clone(), changed.clone()], "h2", false);
+        assert_eq!(plan.serve.as_deref().map(ResourceExt::name_any), Some("e".into()));
+        assert!(
+            plan.delete.is_empty(),
+            "the old spec serves until the new pod is ready"
+        );
+        let ready = running("e", "h2", 3, true, "sha256:3");
+        assert_eq!(plan_pods(&[old, ready], "h2", false).delete, ["a"]);
+        assert_eq!(plan_pods(&[], "h2", false).serve, None);
+    }
 }

@@ -24,6 +24,9 @@ pub struct SourceSpec {
     pub kind: SourceKind,
     /// How often the content is reloaded.
     pub poll_interval: Duration,
+    /// Whether the CatalogSource asks for polling (`updateStrategy.registryPoll`
+    /// with a valid interval): only then are catalog images polled for updates.
+    pub polls: bool,
     /// Why `updateStrategy.registryPoll.interval` was ignored, if it was.
     pub interval_error: Option<String>,
 }
@@ -54,6 +57,7 @@ pub fn validate(spec: &CatalogSourceSpec, default_poll: Duration) -> SourceSpec 
         .as_ref()
         .and_then(|s| s.registry_poll.as_ref())
         .and_then(|p| p.interval.as_deref());
+    let polls = matches!(interval.map(parse_go_duration), Some(Ok(d)) if !d.is_zero());
     let (poll_interval, interval_error) = match interval.map(parse_go_duration) {
         None => (default_poll, None),
         Some(Ok(d)) if !d.is_zero() => (d, None),
@@ -71,6 +75,7 @@ pub fn validate(spec: &CatalogSourceSpec, default_poll: Duration) -> SourceSpec 
     SourceSpec {
         kind,
         poll_interval,
+        polls,
         interval_error,
     }
 }

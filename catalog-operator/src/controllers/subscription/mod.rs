@@ -20,7 +20,7 @@ use std::{
     time::Duration,
 };
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::OwnerReference, jiff::Timestamp};
 use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, ObjectMeta},
@@ -47,6 +47,10 @@ use crate::{catalogs::Health, controllers::catalogsource::forget_deleted, regist
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "subscription";
+
+/// How long a namespace waits for a catalog it names to be read for the first
+/// time before it is resolved without it.
+const PENDING_CATALOG_WAIT: Duration = Duration::from_secs(30);
 
 /// How long an InstallPlan created by this replica is remembered while the
 /// InstallPlan store has not seen it yet.
@@ -265,9 +269,13 @@ async fn sync_namespace(ctx: &Arc<Context>, namespace: &str) -> Result<Option<Ac
     forget_deleted(ctx);
     let named: Vec<CatalogId> = subscriptions.iter().map(|s| catalog_of(s)).collect();
     let catalogs = ctx.catalogs.visible(&ctx.catalog_namespaces(namespace), &named);
-    let waiting = catalogs
-        .iter()
-        .any(|(id, state)| named.contains(id) && state.health == Health::Pending && state.content.is_none());
+    let waiting = catalogs.iter().any(|(id, state)| {
+        named.contains(id)
+            && state.health == Health::Pending
+            && state.content.is_none()
+            && Timestamp::now().duration_since(state.since.0).as_secs()
+                < PENDING_CATALOG_WAIT.as_secs() as i64
+    });
     if waiting {
         // A catalog a Subscription names has not been read yet: resolving now
         // would report it missing. Its first read triggers this sync again.
@@ -614,39 +622,45 @@ async fn plan_status(
     Ok(status)
 }
 
-/// Deletes the oldest InstallPlans of the namespace beyond the limit, never one
-/// that a Subscription refers to.
-async fn collect_garbage(
-    ctx: &Context,
-    namespace: &str,
-    plans: &[Arc<InstallPlan>],
-    referenced: &HashSet<String>,
-) -> Result<(), Error> {
+/// The InstallPlans to delete so that at most `max` remain: the oldest first (by
+/// generation, then creation), never one that a Subscription refers to.
+pub fn plans_to_delete(plans: &[Arc<InstallPlan>], referenced: &HashSet<String>, max: usize) -> Vec<String> {
     let mut live: Vec<&Arc<InstallPlan>> = plans
         .iter()
         .filter(|p| p.metadata.deletion_timestamp.is_none())
         .collect();
-    let names: BTreeSet<String> = live.iter().map(|p| p.name_any()).collect();
-    if names.len() <= ctx.options.max_install_plans {
-        return Ok(());
-    }
     live.sort_by_key(|p| {
         (
             p.spec.generation.unwrap_or(0),
             p.metadata.creation_timestamp.clone().map(|t| t.0),
         )
     });
-    let mut excess = names.len() - ctx.options.max_install_plans;
-    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), namespace);
-    let mut deleted = HashSet::new();
+    live.dedup_by_key(|p| p.name_any());
+    let mut excess = live.len().saturating_sub(max);
+    let mut out = Vec::new();
     for plan in live {
         if excess == 0 {
             break;
         }
         let name = plan.name_any();
-        if referenced.contains(&name) || !deleted.insert(name.clone()) {
+        if referenced.contains(&name) {
             continue;
         }
+        out.push(name);
+        excess -= 1;
+    }
+    out
+}
+
+/// Deletes the oldest InstallPlans of the namespace beyond the limit.
+async fn collect_garbage(
+    ctx: &Context,
+    namespace: &str,
+    plans: &[Arc<InstallPlan>],
+    referenced: &HashSet<String>,
+) -> Result<(), Error> {
+    let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), namespace);
+    for name in plans_to_delete(plans, referenced, ctx.options.max_install_plans) {
         ctx.writer
             .delete(&api, &name, &DeleteParams::background())
             .await
@@ -655,7 +669,44 @@ async fn collect_garbage(
                 source,
             })?;
         tracing::info!(namespace, install_plan = %name, "deleted an old install plan");
-        excess -= 1;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use olm_api::v1alpha1::InstallPlanSpec;
+
+    use super::*;
+
+    fn plan(name: &str, generation: i64) -> Arc<InstallPlan> {
+        let mut plan = InstallPlan::new(
+            name,
+            InstallPlanSpec {
+                catalog_source: None,
+                catalog_source_namespace: None,
+                cluster_service_version_names: Vec::new(),
+                approval: Approval::Automatic,
+                approved: true,
+                generation: Some(generation),
+            },
+        );
+        plan.metadata.namespace = Some("team".into());
+        Arc::new(plan)
+    }
+
+    #[test]
+    fn the_oldest_unreferenced_plans_go_beyond_five() {
+        let plans: Vec<_> = (1..=8).map(|g| plan(&format!("install-{g}"), g)).collect();
+        let referenced = HashSet::from(["install-1".to_owned()]);
+        assert_eq!(
+            plans_to_delete(&plans, &referenced, 5),
+            ["install-2", "install-3", "install-4"],
+            "install-1 is still referenced"
+        );
+        assert!(plans_to_delete(&plans[..5], &HashSet::new(), 5).is_empty());
+        let mut with_dup = plans[..6].to_vec();
+        with_dup.push(plans[5].clone());
+        assert_eq!(plans_to_delete(&with_dup, &HashSet::new(), 5), ["install-1"]);
+    }
 }

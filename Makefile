@@ -2,17 +2,16 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo test unit e2e crds fmt lint cluster-up cluster-down
+.PHONY: help demo demo-down test unit e2e crds fmt lint cluster-up cluster-down
 
 help: ## List the tasks
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
 
-demo: ## The main job: build both operators and print the CRDs they serve
-	$(CARGO) build --workspace --bins
-	$(CARGO) run -q -p olm-api --bin crdgen -- target/crds
-	cat target/crds/*.yaml
-	$(CARGO) run -q -p olm-operator -- --help
-	$(CARGO) run -q -p catalog-operator -- --help
+demo: ## The main job: olm-rs installs an operator and its dependency from the demo catalog
+	hack/demo.sh
+
+demo-down: ## Stop what `make demo` started
+	hack/demo.sh down
 
 test: ## Every test: unit and corpus tests, then e2e on a real control plane
 	hack/test.sh -- --show-output

@@ -69,9 +69,9 @@ fn subscription(package: &str, catalog: &CatalogId) -> Subscription {
     Subscription::new(package, NAMESPACE, package, catalog.clone())
 }
 
-/// The bundles of the longest `replaces` chain of any channel, newest first.
-fn longest_chain(catalog: &Catalog) -> Vec<String> {
-    let mut best: Vec<String> = Vec::new();
+/// The channel with the longest `replaces` chain, and that chain's bundles, newest first.
+fn longest_chain(catalog: &Catalog) -> (String, Vec<String>) {
+    let mut best: (String, Vec<String>) = (String::new(), Vec::new());
     for channel in &catalog.channels {
         for start in &channel.entries {
             let mut chain = vec![start.name.clone()];
@@ -83,8 +83,8 @@ fn longest_chain(catalog: &Catalog) -> Vec<String> {
                 chain.push(next.name.clone());
                 at = next;
             }
-            if chain.len() > best.len() {
-                best = chain;
+            if chain.len() > best.1.len() {
+                best = (channel.name.clone(), chain);
             }
         }
     }
@@ -127,7 +127,7 @@ fn benches(c: &mut Criterion) {
 
     // Installed at the oldest bundle of the longest chain, resolving again
     // after each step (OLM upgrades one step per resolution) until the head.
-    let chain = longest_chain(&catalog);
+    let (channel, chain) = longest_chain(&catalog);
     let oldest = chain.last().expect("a chain").clone();
     let bundle = |name: &str| {
         catalog
@@ -147,7 +147,9 @@ fn benches(c: &mut Criterion) {
                 Some(&package),
                 BundleVersion::parse(&version).expect("semver"),
             );
-            let sub = subscription(&package, &id).installed_csv(at.clone());
+            let sub = subscription(&package, &id)
+                .channel(channel.clone())
+                .installed_csv(at.clone());
             let resolution = index.resolve(NAMESPACE, &[installed], &[sub]);
             let Outcome::Plan(plan) = &resolution.groups[0].outcome else {
                 break;
@@ -163,8 +165,9 @@ fn benches(c: &mut Criterion) {
         (at, steps)
     };
     let (head, steps) = walk();
+    assert!(steps > 0, "the walk from {oldest} upgrades at least once");
     println!(
-        "longest replaces chain: {} bundles of {package}, from {oldest} to {head} in {steps} upgrades",
+        "longest replaces chain: {} bundles of {package} in channel {channel}, from {oldest} to {head} in {steps} upgrades",
         chain.len()
     );
     c.bench_function(

@@ -1,14 +1,11 @@
-//! olm-operator: the controllers for ClusterServiceVersions, OperatorGroups
-//! and MachinePools.
+//! olm-operator: the controllers for ClusterServiceVersions and OperatorGroups.
+//! Everything but argument parsing lives in the library.
 
 use clap::Parser;
 
-/// Runs the controllers for ClusterServiceVersions, OperatorGroups and MachinePools.
-#[derive(Parser, Debug)]
-#[command(version, about)]
-struct Args {}
-
-fn main() {
-    let Args {} = Args::parse();
-    eprintln!("olm-operator: no controller is wired in yet; see README.md");
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = olm_operator::Args::parse();
+    olm_operator::run(args).await?;
+    Ok(())
 }

@@ -110,7 +110,8 @@ pub struct ChannelGraph {
     name: String,
     entries: Vec<ChannelEntry>,
     by_name: HashMap<String, usize>,
-    /// Head first, then down `replaces`; skipped entries included (see `skipped`).
+    /// Head first, then down `replaces`, then stranded entries; skipped entries included (see
+    /// `skipped`).
     chain: Vec<usize>,
     skipped: Vec<bool>,
     deprecation: Option<Deprecation>,
@@ -230,6 +231,19 @@ impl ChannelGraph {
                     .and_then(|r| by_name.get(r).copied());
             }
         }
+        // Entries no head reaches through `replaces` (stranded: e.g. the head skips the top of
+        // an older chain) come last, highest version first, so that a CSV installed from them
+        // can still find its upgrade.
+        let mut stranded: Vec<usize> = (0..n).filter(|&i| !seen[i]).collect();
+        stranded.sort_by(|&a, &b| {
+            let (va, vb) = (
+                version_of(&channel.entries[a].bundle),
+                version_of(&channel.entries[b].bundle),
+            );
+            vb.cmp(&va)
+                .then_with(|| channel.entries[a].bundle.cmp(&channel.entries[b].bundle))
+        });
+        chain.extend(stranded);
         Ok(ChannelGraph {
             name: channel.name.clone(),
             entries: channel.entries.clone(),
@@ -277,7 +291,8 @@ impl ChannelGraph {
         &self.entries
     }
 
-    /// OLM's preference order: the head, then down the `replaces` chain, without skipped entries.
+    /// OLM's preference order: the head, then down the `replaces` chain, without skipped entries;
+    /// entries that no chain reaches come last, highest version first.
     pub fn preference_order(&self) -> impl Iterator<Item = &ChannelEntry> + '_ {
         self.chain
             .iter()
@@ -462,6 +477,26 @@ mod tests {
         assert_eq!(names(g.preference_order()), ["a.v3", "a.v2", "a.v1"]);
         assert!(g.is_skipped("a.v2b"));
         assert!(g.entry("a.v2b").is_some());
+    }
+
+    #[test]
+    fn stranded_entries_come_last_and_still_upgrade() {
+        // The head skips the top of an older chain, so nothing reaches a.v1 and a.v2 by
+        // `replaces` from the head; an a.v1 install must still find a.v2.
+        let version = |bundle: &str| bundle.strip_prefix("a.v").map(|n| v(&format!("{n}.0.0")));
+        let channel = ChannelInput::new(
+            "stable",
+            vec![
+                e("a.v9").skips("a.v3"),
+                e("a.v3").replaces("a.v2"),
+                e("a.v2").replaces("a.v1"),
+                e("a.v1"),
+            ],
+        );
+        let g = ChannelGraph::build(&cat(), "etcd", &channel, &version).expect("valid");
+        assert_eq!(names(g.preference_order()), ["a.v9", "a.v2", "a.v1"]);
+        assert_eq!(names(g.successors("a.v1", &v("1.0.0"))), ["a.v2"]);
+        assert!(g.warnings().is_empty());
     }
 
     #[test]

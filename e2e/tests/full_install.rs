@@ -1,0 +1,209 @@
+//! Both halves of olm-rs together, as a user meets them: a Subscription to
+//! demo-app becomes an InstallPlan (catalog-operator), whose CSVs become
+//! running operators (olm-operator): demo-db first, as its dependency, then
+//! demo-app, each Succeeded with its Deployment Available.
+
+use std::{sync::Arc, time::Duration};
+
+use catalog_operator::{
+    controllers::Options,
+    registry::server::{self, RegistryIndex, RegistryService},
+};
+use e2e::{FIELD_MANAGER, install_crds, is_deployment_available, repo_root, wait_for_within, with_namespace};
+use futures::FutureExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::{
+    Api, Client,
+    api::{Patch, PatchParams},
+};
+use olm_api::{
+    v1::OperatorGroup,
+    v1alpha1::{
+        CatalogSource, ClusterServiceVersion, ConnectivityState, CsvPhase, InstallPlan, InstallPlanPhase,
+        Subscription,
+    },
+};
+use olm_runtime::{
+    Leadership, Readiness,
+    apply::{FIELD_MANAGER_CATALOG, FIELD_MANAGER_OLM, Writer},
+    metrics::Metrics,
+};
+use serde_json::json;
+use tokio::sync::oneshot;
+
+const STEP: Duration = Duration::from_secs(120);
+
+/// Applies a typed object given as JSON, server-side.
+async fn apply<K>(api: &Api<K>, object: serde_json::Value) -> K
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
+{
+    let object: K = serde_json::from_value(object).expect("a valid object");
+    let name = object.meta().name.clone().expect("named");
+    api.patch(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&object))
+        .await
+        .unwrap_or_else(|e| panic!("cannot apply {name}: {e}"))
+}
+
+#[tokio::test]
+async fn a_subscription_ends_in_running_operators() {
+    with_namespace("full", |client: Client, ns: String| async move {
+        install_crds(&client).await;
+
+        // The demo catalog, served over the registry API on loopback.
+        let (catalog, _) = catalog_operator::source::load(&repo_root().join("catalogs/demo-bundles"))
+            .expect("the demo catalog loads");
+        let listener = server::bind("127.0.0.1:0".parse().expect("an address"))
+            .await
+            .expect("bind the registry server");
+        let address = listener.local_addr().expect("the bound address").to_string();
+        let service = RegistryService::new(Arc::new(RegistryIndex::new(catalog)));
+        let (stop_registry, registry_stopped) = oneshot::channel::<()>();
+        let registry = tokio::spawn(async move {
+            server::serve_service(listener, service, async move {
+                let _ = registry_stopped.await;
+            })
+            .await
+            .expect("the registry server runs");
+        });
+
+        // Both operators, in-process.
+        let (stop_catalog, catalog_stopped) = oneshot::channel::<()>();
+        let options = Options {
+            global_catalog_namespace: ns.clone(),
+            namespace: Some(ns.clone()),
+            catalog_health_interval: Duration::from_secs(1),
+            ..Options::default()
+        };
+        let catalog_client = client.clone();
+        let catalog_operator = tokio::spawn(async move {
+            catalog_operator::run::run_controllers(
+                catalog_client,
+                Writer::new(Leadership::standalone(), FIELD_MANAGER_CATALOG),
+                options,
+                Metrics::new().expect("metrics"),
+                Readiness::new(),
+                async move {
+                    let _ = catalog_stopped.await;
+                }
+                .boxed(),
+            )
+            .await
+            .expect("catalog-operator runs");
+        });
+        let (stop_olm, olm_stopped) = oneshot::channel::<()>();
+        let ctx = Arc::new(olm_operator::context::Context::new(
+            client.clone(),
+            None,
+            Arc::new(olm_operator::metrics::Metrics::new().expect("metrics")),
+            Writer::new(Leadership::standalone(), FIELD_MANAGER_OLM),
+            olm_operator::context::Settings::default(),
+        ));
+        let olm_operator = tokio::spawn(olm_operator::run_controllers(ctx, Readiness::new(), async move {
+            let _ = olm_stopped.await;
+        }));
+
+        // What a user writes: an OperatorGroup, a CatalogSource and a Subscription.
+        let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
+        apply(
+            &groups,
+            json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": "demo", "namespace": ns}, "spec": {"targetNamespaces": [ns]}}),
+        )
+        .await;
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        apply(
+            &sources,
+            json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "demo", "namespace": ns},
+            "spec": {"sourceType": "grpc", "address": address}}),
+        )
+        .await;
+        wait_for_within(
+            STEP,
+            &sources,
+            "demo",
+            "CatalogSource demo is READY",
+            |c: Option<&CatalogSource>| {
+                c.and_then(|c| c.status.as_ref()?.connection_state.as_ref())
+                    .is_some_and(|s| s.last_observed_state == ConnectivityState::Ready)
+            },
+        )
+        .await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        apply(
+            &subs,
+            json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "demo-app", "namespace": ns},
+            "spec": {"name": "demo-app", "channel": "stable", "source": "demo", "sourceNamespace": ns}}),
+        )
+        .await;
+
+        // Subscription → InstallPlan → CSVs → Deployments.
+        let sub = wait_for_within(
+            STEP,
+            &subs,
+            "demo-app",
+            "Subscription demo-app has an InstallPlan",
+            |s: Option<&Subscription>| {
+                s.and_then(|s| s.status.as_ref()?.install_plan_ref.as_ref())
+                    .is_some()
+            },
+        )
+        .await
+        .expect("the Subscription");
+        let plan_name = sub
+            .status
+            .and_then(|s| s.install_plan_ref)
+            .and_then(|r| r.name)
+            .expect("a plan name");
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
+        wait_for_within(
+            STEP,
+            &plans,
+            &plan_name,
+            "the InstallPlan is Complete",
+            |p: Option<&InstallPlan>| {
+                p.and_then(|p| p.status.as_ref())
+                    .is_some_and(|s| s.phase == InstallPlanPhase::Complete)
+            },
+        )
+        .await;
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        for (csv, deployment) in [("demo-db.v1.1.0", "demo-db"), ("demo-app.v0.2.0", "demo-app")] {
+            wait_for_within(
+                STEP,
+                &csvs,
+                csv,
+                &format!("CSV {csv} is Succeeded"),
+                |c: Option<&ClusterServiceVersion>| {
+                    c.and_then(|c| c.status.as_ref()?.phase) == Some(CsvPhase::Succeeded)
+                },
+            )
+            .await;
+            wait_for_within(
+                STEP,
+                &deployments,
+                deployment,
+                &format!("Deployment {deployment} is Available"),
+                is_deployment_available(),
+            )
+            .await;
+        }
+        let sub = subs.get("demo-app").await.expect("the Subscription");
+        assert_eq!(
+            sub.status.and_then(|s| s.installed_csv).as_deref(),
+            Some("demo-app.v0.2.0"),
+            "the Subscription records what it installed"
+        );
+
+        let _ = stop_olm.send(());
+        let _ = stop_catalog.send(());
+        let _ = stop_registry.send(());
+        for task in [olm_operator, catalog_operator, registry] {
+            let _ = tokio::time::timeout(Duration::from_secs(20), task).await;
+        }
+    })
+    .await;
+}

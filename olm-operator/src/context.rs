@@ -1,0 +1,284 @@
+//! What every reconcile gets: a client, the metrics, the fenced writer, an
+//! event recorder and the settings.
+//!
+//! Every write olm-operator makes goes through the methods here
+//! ([`Context::apply`], [`Context::apply_status`], [`Context::apply_annotations`],
+//! [`Context::delete`]): server-side apply with one field manager, fenced by
+//! [`olm_runtime::apply::Writer`] so that only the replica holding the leader
+//! lease writes. Events are published by the leader only.
+
+use std::{collections::BTreeMap, fmt::Debug, sync::Arc, time::Duration};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::{
+    Api, Client, Resource,
+    api::DeleteParams,
+    core::{PartialObjectMeta, PartialObjectMetaExt},
+    runtime::events::{Event, Recorder, Reporter},
+};
+use olm_runtime::apply::{FIELD_MANAGER_OLM, WriteError, Writer};
+use serde::{Serialize, de::DeserializeOwned};
+use tokio::sync::{Mutex, OnceCell};
+
+use crate::metrics::Metrics;
+
+/// The field manager of every write olm-operator makes.
+pub const FIELD_MANAGER: &str = FIELD_MANAGER_OLM;
+
+/// Tunable behaviour of the controllers.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// How long an install may go without progress before the CSV fails with
+    /// `InstallCheckFailed` (OLM: 5 minutes).
+    pub install_timeout: Duration,
+    /// How often a settled object is checked again even without any event.
+    pub resync: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            install_timeout: Duration::from_secs(5 * 60),
+            resync: Duration::from_secs(10 * 60),
+        }
+    }
+}
+
+/// Shared state of the controllers.
+pub struct Context {
+    /// The operator's own client: reads, and the client writes go through.
+    pub client: Client,
+    /// The metrics registry and OLM's metrics.
+    pub metrics: Arc<Metrics>,
+    /// Fenced server-side apply: writes only while this replica leads.
+    pub writer: Writer,
+    /// Settings.
+    pub settings: Settings,
+    recorder: Recorder,
+    /// The client configuration, kept to derive clients that impersonate an
+    /// OperatorGroup's service account.
+    config: Option<kube::Config>,
+    scoped_clients: Mutex<BTreeMap<String, Client>>,
+    server_version: OnceCell<Option<semver::Version>>,
+}
+
+impl Context {
+    /// A context for `client` that writes through `writer`. Without `config`,
+    /// scoped installs (an OperatorGroup with `serviceAccountName`) fail with a
+    /// clear message.
+    pub fn new(
+        client: Client,
+        config: Option<kube::Config>,
+        metrics: Arc<Metrics>,
+        writer: Writer,
+        settings: Settings,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: FIELD_MANAGER.to_owned(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(client.clone(), reporter),
+            client,
+            metrics,
+            writer,
+            settings,
+            config,
+            scoped_clients: Mutex::new(BTreeMap::new()),
+            server_version: OnceCell::new(),
+        }
+    }
+
+    /// Whether this replica leads and may write now.
+    pub fn is_leader(&self) -> bool {
+        self.writer.leadership().is_leader()
+    }
+
+    /// Server-side applies `obj` (forcing ownership of the fields it sets) and
+    /// returns the object the API server stored.
+    pub async fn apply<K>(&self, api: &Api<K>, obj: &K) -> Result<K, WriteError>
+    where
+        K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+    {
+        let name = obj.meta().name.clone().unwrap_or_default();
+        self.writer.apply(api, &name, obj).await
+    }
+
+    /// Server-side applies `status` to the status subresource of `name`.
+    pub async fn apply_status<K, S>(&self, api: &Api<K>, name: &str, status: &S) -> Result<K, WriteError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+        S: Serialize,
+    {
+        self.writer.apply_status(api, name, status).await
+    }
+
+    /// Server-side applies `annotations` (and only those) to the metadata of
+    /// `name` in `namespace`.
+    pub async fn apply_annotations<K>(
+        &self,
+        namespace: &str,
+        name: &str,
+        annotations: BTreeMap<String, String>,
+    ) -> Result<(), WriteError>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + Debug,
+    {
+        let api = Api::<PartialObjectMeta<K>>::namespaced(self.client.clone(), namespace);
+        let body = ObjectMeta {
+            name: Some(name.to_owned()),
+            annotations: Some(annotations),
+            ..ObjectMeta::default()
+        }
+        .into_request_partial::<K>();
+        self.writer.apply(&api, name, &body).await.map(|_| ())
+    }
+
+    /// Deletes `name`; an object that is already gone is not an error.
+    pub async fn delete<K>(&self, api: &Api<K>, name: &str) -> Result<(), WriteError>
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Debug,
+    {
+        self.writer
+            .delete(api, name, &DeleteParams::background())
+            .await
+            .map(|_| ())
+    }
+
+    /// Publishes a Kubernetes Event about `object` when this replica leads.
+    /// Failures are logged, never returned: an event is not worth failing a
+    /// reconcile for.
+    pub async fn publish<K: Resource<DynamicType = ()>>(&self, object: &K, event: Event) {
+        if !self.is_leader() {
+            return;
+        }
+        let reference = object.object_ref(&());
+        if let Err(error) = self.recorder.publish(&event, &reference).await {
+            // Typically a namespace being deleted; nothing to do about it.
+            tracing::debug!(error = &error as &dyn std::error::Error, "cannot publish event");
+        }
+    }
+
+    /// A client that acts as service account `name` of `namespace`
+    /// (impersonation), for installs scoped by an OperatorGroup.
+    pub async fn client_as_service_account(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Client, ScopedClientError> {
+        let user = format!("system:serviceaccount:{namespace}:{name}");
+        let mut clients = self.scoped_clients.lock().await;
+        if let Some(client) = clients.get(&user) {
+            return Ok(client.clone());
+        }
+        let mut config = self.config.clone().ok_or(ScopedClientError::NoConfig)?;
+        config.auth_info.impersonate = Some(user.clone());
+        config.auth_info.impersonate_groups = Some(vec![
+            "system:serviceaccounts".to_owned(),
+            format!("system:serviceaccounts:{namespace}"),
+            "system:authenticated".to_owned(),
+        ]);
+        let client = Client::try_from(config).map_err(ScopedClientError::Build)?;
+        clients.insert(user, client.clone());
+        Ok(client)
+    }
+
+    /// The API server's version, asked once.
+    pub async fn server_version(&self) -> Option<semver::Version> {
+        self.server_version
+            .get_or_init(|| async {
+                match self.client.apiserver_version().await {
+                    Ok(info) => parse_kube_version(&info.git_version),
+                    Err(error) => {
+                        tracing::warn!(
+                            error = &error as &dyn std::error::Error,
+                            "cannot read the server version"
+                        );
+                        None
+                    }
+                }
+            })
+            .await
+            .clone()
+    }
+}
+
+/// Whether `error`, or an error it was caused by, is a write that fencing
+/// refused or abandoned because this replica does not lead.
+pub fn lost_leadership(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut current = Some(error);
+    while let Some(error) = current {
+        let write = error
+            .downcast_ref::<WriteError>()
+            .or_else(|| error.downcast_ref::<Box<WriteError>>().map(AsRef::as_ref));
+        if write.is_some_and(WriteError::is_not_leader) {
+            return true;
+        }
+        current = error.source();
+    }
+    false
+}
+
+/// The HTTP status code of a write the API server refused, if it answered.
+pub fn api_code(error: &WriteError) -> Option<u16> {
+    match error.api_error() {
+        Some(kube::Error::Api(status)) => Some(status.code),
+        _ => None,
+    }
+}
+
+/// Why a client for an OperatorGroup's service account could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum ScopedClientError {
+    /// The context was made without a client configuration.
+    #[error("scoped installs need the client configuration, and this operator was started without one")]
+    NoConfig,
+    /// The configuration did not give a client.
+    #[error("cannot build a client that impersonates the service account")]
+    Build(#[source] kube::Error),
+}
+
+/// Now, to the second (all a status timestamp keeps), so that a status
+/// computed now compares equal to the same status read back.
+pub fn now() -> k8s_openapi::jiff::Timestamp {
+    use k8s_openapi::jiff::Timestamp;
+    Timestamp::from_second(Timestamp::now().as_second()).unwrap_or_else(|_| Timestamp::now())
+}
+
+/// A Kubernetes version such as `v1.36.3` or `v1.30.2+k3s1` as a semantic version.
+pub fn parse_kube_version(text: &str) -> Option<semver::Version> {
+    let text = text.trim().trim_start_matches('v');
+    let core = text.split(['-', '+']).next().unwrap_or(text);
+    let mut parts = core.split('.').map(|part| part.parse::<u64>().ok());
+    let major = parts.next()??;
+    let minor = parts.next().unwrap_or(Some(0))?;
+    let patch = parts.next().unwrap_or(Some(0))?;
+    if parts.next().is_some() {
+        return None;
+    }
+    Some(semver::Version::new(major, minor, patch))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kube_versions_parse_with_and_without_suffixes() {
+        assert_eq!(
+            parse_kube_version("v1.36.3"),
+            Some(semver::Version::new(1, 36, 3))
+        );
+        assert_eq!(
+            parse_kube_version("v1.30.2+k3s1"),
+            Some(semver::Version::new(1, 30, 2))
+        );
+        assert_eq!(
+            parse_kube_version("v1.29.0-rc.1"),
+            Some(semver::Version::new(1, 29, 0))
+        );
+        assert_eq!(parse_kube_version("1.11"), Some(semver::Version::new(1, 11, 0)));
+        assert_eq!(parse_kube_version("banana"), None);
+        assert_eq!(parse_kube_version("1.2.3.4"), None);
+    }
+}

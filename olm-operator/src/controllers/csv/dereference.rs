@@ -1,0 +1,404 @@
+//! Dereference: reads everything a ClusterServiceVersion refers to, so that
+//! validate and build can be pure: the OperatorGroups of its namespace, the
+//! CRDs it owns and requires, the service accounts and Deployments it will
+//! create (to check who controls them), and its neighbours in the upgrade
+//! chain.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use k8s_openapi::{
+    api::{apps::v1::Deployment, core::v1::ServiceAccount},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{Api, ResourceExt, api::ListParams};
+use olm_api::{
+    v1::OperatorGroup,
+    v1alpha1::{ClusterServiceVersion, CsvPhase},
+};
+
+use crate::context::Context;
+
+/// Another CSV of the namespace, as far as the upgrade chain cares.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Peer {
+    /// Its name.
+    pub name: String,
+    /// Its phase.
+    pub phase: Option<CsvPhase>,
+}
+
+/// What a CSV refers to, as found in the cluster.
+#[derive(Clone, Debug, Default)]
+pub struct Dereferenced {
+    /// The OperatorGroups of the CSV's namespace.
+    pub operator_groups: Vec<OperatorGroup>,
+    /// The owned and required CRDs that exist, by name.
+    pub crds: BTreeMap<String, CustomResourceDefinition>,
+    /// The service accounts of the strategy that exist, by name.
+    pub service_accounts: BTreeMap<String, ServiceAccount>,
+    /// The Deployments of the strategy that exist, by name.
+    pub deployments: BTreeMap<String, Deployment>,
+    /// The names of every CSV in the namespace.
+    pub namespace_csvs: BTreeSet<String>,
+    /// A CSV of the namespace whose `spec.replaces` names this one.
+    pub replacement: Option<Peer>,
+    /// The CSV this one's `spec.replaces` names, when it is in the namespace.
+    pub replaced: Option<Peer>,
+    /// The API server's version.
+    pub server_version: Option<semver::Version>,
+    /// Owned CRDs of this CSV that another CSV of the namespace, outside its
+    /// upgrade chain, also owns: `(crd, other csv)`.
+    pub crd_owner_conflicts: Vec<(String, String)>,
+    /// For each group/version of the CSV's `nativeAPIs` (`v1` for the core
+    /// group), the kinds the API server serves there.
+    pub served_kinds: BTreeMap<String, BTreeSet<String>>,
+}
+
+/// Why dereferencing failed; every case is a failed API call, worth a retry.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Listing the OperatorGroups failed.
+    #[error("failed to list the OperatorGroups of namespace {namespace}")]
+    ListOperatorGroups {
+        /// The namespace.
+        namespace: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing the CSVs failed.
+    #[error("failed to list the ClusterServiceVersions of namespace {namespace}")]
+    ListCsvs {
+        /// The namespace.
+        namespace: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// API discovery failed.
+    #[error("failed to discover the kinds of API {group_version}")]
+    Discovery {
+        /// The group/version.
+        group_version: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Reading one object failed.
+    #[error("failed to get {kind} {name}")]
+    Get {
+        /// The kind.
+        kind: &'static str,
+        /// The name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+/// Reads what `csv` refers to.
+pub async fn dereference(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Dereferenced, Error> {
+    let namespace = csv.namespace().unwrap_or_default();
+    let client = ctx.client.clone();
+
+    let operator_groups = Api::<OperatorGroup>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::ListOperatorGroups {
+            namespace: namespace.clone(),
+            source,
+        })?
+        .items;
+
+    let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::ListCsvs {
+            namespace: namespace.clone(),
+            source,
+        })?
+        .items;
+    let (replacement, replaced) = neighbours(csv, &csvs);
+    let crd_owner_conflicts = crd_owner_conflicts(csv, &csvs);
+
+    let crd_api = Api::<CustomResourceDefinition>::all(client.clone());
+    let mut crds = BTreeMap::new();
+    for name in crd_names(csv) {
+        if let Some(crd) = get(&crd_api, &name, "CustomResourceDefinition").await? {
+            crds.insert(name, crd);
+        }
+    }
+
+    let sa_api = Api::<ServiceAccount>::namespaced(client.clone(), &namespace);
+    let mut service_accounts = BTreeMap::new();
+    for name in service_account_names(csv) {
+        if let Some(account) = get(&sa_api, &name, "ServiceAccount").await? {
+            service_accounts.insert(name, account);
+        }
+    }
+
+    let deployment_api = Api::<Deployment>::namespaced(client, &namespace);
+    let mut deployments = BTreeMap::new();
+    for name in deployment_names(csv) {
+        if let Some(deployment) = get(&deployment_api, &name, "Deployment").await? {
+            deployments.insert(name, deployment);
+        }
+    }
+
+    let mut served_kinds = BTreeMap::new();
+    for group_version in native_group_versions(csv) {
+        served_kinds.insert(group_version.clone(), discover(ctx, &group_version).await?);
+    }
+
+    Ok(Dereferenced {
+        served_kinds,
+        crd_owner_conflicts,
+        operator_groups,
+        crds,
+        service_accounts,
+        deployments,
+        namespace_csvs: csvs.iter().map(ResourceExt::name_any).collect(),
+        replacement,
+        replaced,
+        server_version: ctx.server_version().await,
+    })
+}
+
+/// The kinds served at `group_version`; none when it is not served at all.
+async fn discover(ctx: &Context, group_version: &str) -> Result<BTreeSet<String>, Error> {
+    let listed = if group_version.contains('/') {
+        ctx.client.list_api_group_resources(group_version).await
+    } else {
+        ctx.client.list_core_api_resources(group_version).await
+    };
+    match listed {
+        Ok(list) => Ok(list
+            .resources
+            .into_iter()
+            .filter(|resource| !resource.name.contains('/'))
+            .map(|resource| resource.kind)
+            .collect()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(BTreeSet::new()),
+        Err(source) => Err(Error::Discovery {
+            group_version: group_version.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// The group/version of a native API as discovery names it: `v1` for the
+/// core group, `<group>/<version>` otherwise.
+pub fn group_version(group: &str, version: &str) -> String {
+    if group.is_empty() {
+        version.to_owned()
+    } else {
+        format!("{group}/{version}")
+    }
+}
+
+fn native_group_versions(csv: &ClusterServiceVersion) -> BTreeSet<String> {
+    csv.spec
+        .native_apis
+        .iter()
+        .flatten()
+        .map(|api| group_version(&api.group, &api.version))
+        .collect()
+}
+
+async fn get<K>(api: &Api<K>, name: &str, kind: &'static str) -> Result<Option<K>, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.get_opt(name).await.map_err(|source| Error::Get {
+        kind,
+        name: name.to_owned(),
+        source,
+    })
+}
+
+/// The CSV of `csvs` that replaces `csv`, and the one `csv` replaces.
+pub fn neighbours(
+    csv: &ClusterServiceVersion,
+    csvs: &[ClusterServiceVersion],
+) -> (Option<Peer>, Option<Peer>) {
+    let name = csv.name_any();
+    let peer = |other: &ClusterServiceVersion| Peer {
+        name: other.name_any(),
+        phase: other.status.as_ref().and_then(|s| s.phase),
+    };
+    let mut replacements: Vec<&ClusterServiceVersion> = csvs
+        .iter()
+        .filter(|other| other.name_any() != name && other.spec.replaces.as_deref() == Some(name.as_str()))
+        .collect();
+    replacements.sort_by_key(|other| other.name_any());
+    let replacement = replacements.first().map(|other| peer(other));
+    let replaced = csv
+        .spec
+        .replaces
+        .as_deref()
+        .filter(|replaces| *replaces != name)
+        .and_then(|replaces| csvs.iter().find(|other| other.name_any() == replaces))
+        .map(peer);
+    (replacement, replaced)
+}
+
+/// The names of the CSVs of `csvs` in `csv`'s upgrade chain (those it
+/// replaces, transitively, and those that replace it), itself included.
+pub fn replacement_chain(csv: &ClusterServiceVersion, csvs: &[ClusterServiceVersion]) -> BTreeSet<String> {
+    let by_name: BTreeMap<String, &ClusterServiceVersion> = csvs.iter().map(|c| (c.name_any(), c)).collect();
+    let mut chain = BTreeSet::from([csv.name_any()]);
+    let mut previous = csv.spec.replaces.clone();
+    while let Some(name) = previous {
+        let Some(older) = by_name.get(&name) else { break };
+        if !chain.insert(name) {
+            break;
+        }
+        previous = older.spec.replaces.clone();
+    }
+    let mut current = csv.name_any();
+    while let Some(newer) = csvs
+        .iter()
+        .find(|c| c.spec.replaces.as_deref() == Some(current.as_str()) && !chain.contains(&c.name_any()))
+    {
+        current = newer.name_any();
+        chain.insert(current.clone());
+    }
+    chain
+}
+
+/// The owned CRDs of `csv` that a CSV of `csvs` outside its upgrade chain owns too.
+pub fn crd_owner_conflicts(
+    csv: &ClusterServiceVersion,
+    csvs: &[ClusterServiceVersion],
+) -> Vec<(String, String)> {
+    let chain = replacement_chain(csv, csvs);
+    let mut conflicts = Vec::new();
+    for owned in csv.owned_crds() {
+        for other in csvs.iter().filter(|other| !chain.contains(&other.name_any())) {
+            if other.owned_crds().iter().any(|crd| crd.name == owned.name) {
+                conflicts.push((owned.name.clone(), other.name_any()));
+            }
+        }
+    }
+    conflicts
+}
+
+/// Names of the owned and required CRDs.
+pub fn crd_names(csv: &ClusterServiceVersion) -> BTreeSet<String> {
+    csv.owned_crds()
+        .iter()
+        .chain(csv.required_crds())
+        .map(|crd| crd.name.clone())
+        .collect()
+}
+
+fn service_account_names(csv: &ClusterServiceVersion) -> BTreeSet<String> {
+    let Some(details) = csv.spec.install.spec.as_ref() else {
+        return BTreeSet::new();
+    };
+    details
+        .permissions
+        .iter()
+        .flatten()
+        .chain(details.cluster_permissions.iter().flatten())
+        .map(|p| p.service_account_name.clone())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+fn deployment_names(csv: &ClusterServiceVersion) -> BTreeSet<String> {
+    csv.spec
+        .install
+        .spec
+        .iter()
+        .flat_map(|details| details.deployments.iter())
+        .map(|d| d.name.clone())
+        .filter(|name| !name.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn csv(name: &str, replaces: Option<&str>, owns: &[&str]) -> ClusterServiceVersion {
+        let owned: Vec<serde_json::Value> = owns
+            .iter()
+            .map(|crd| serde_json::json!({"name": crd, "version": "v1", "kind": "Thing"}))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "metadata": {"name": name, "namespace": "ops"},
+            "spec": {
+                "displayName": name,
+                "replaces": replaces,
+                "install": {"strategy": "deployment"},
+                "customresourcedefinitions": {"owned": owned},
+            },
+        }))
+        .expect("a valid CSV")
+    }
+
+    #[test]
+    fn the_upgrade_chain_runs_both_ways_and_stops_at_gaps_and_cycles() {
+        let csvs = vec![
+            csv("a.v1", None, &[]),
+            csv("a.v2", Some("a.v1"), &[]),
+            csv("a.v3", Some("a.v2"), &[]),
+            csv("a.v5", Some("a.v4"), &[]),
+            csv("loop.v1", Some("loop.v2"), &[]),
+            csv("loop.v2", Some("loop.v1"), &[]),
+        ];
+        let chain = |name: &str| {
+            let me = csvs.iter().find(|c| c.name_any() == name).expect("listed");
+            replacement_chain(me, &csvs).into_iter().collect::<Vec<_>>()
+        };
+        assert_eq!(chain("a.v2"), ["a.v1", "a.v2", "a.v3"]);
+        assert_eq!(chain("a.v5"), ["a.v5"]);
+        assert_eq!(chain("loop.v1"), ["loop.v1", "loop.v2"]);
+    }
+
+    #[test]
+    fn only_owners_outside_the_chain_conflict() {
+        let csvs = vec![
+            csv("a.v1", None, &["widgets.example.com"]),
+            csv(
+                "a.v2",
+                Some("a.v1"),
+                &["widgets.example.com", "gadgets.example.com"],
+            ),
+            csv("b.v1", None, &["gadgets.example.com"]),
+        ];
+        assert_eq!(
+            crd_owner_conflicts(&csvs[1], &csvs),
+            [("gadgets.example.com".to_owned(), "b.v1".to_owned())]
+        );
+        assert!(crd_owner_conflicts(&csvs[0], &csvs).is_empty());
+    }
+
+    #[test]
+    fn neighbours_are_the_replaced_and_the_replacing_csv() {
+        let mut newer = csv("a.v2", Some("a.v1"), &[]);
+        newer.status = Some(olm_api::v1alpha1::ClusterServiceVersionStatus {
+            phase: Some(CsvPhase::Pending),
+            ..Default::default()
+        });
+        let csvs = vec![csv("a.v1", None, &[]), newer];
+        let (replacement, replaced) = neighbours(&csvs[0], &csvs);
+        assert_eq!(
+            replacement,
+            Some(Peer {
+                name: "a.v2".to_owned(),
+                phase: Some(CsvPhase::Pending)
+            })
+        );
+        assert_eq!(replaced, None);
+        let (replacement, replaced) = neighbours(&csvs[1], &csvs);
+        assert_eq!(
+            (replacement, replaced.map(|p| p.name)),
+            (None, Some("a.v1".to_owned()))
+        );
+    }
+}

@@ -1,0 +1,379 @@
+//! The ClusterServiceVersion controller.
+//!
+//! Each reconcile runs under a finalizer (so that cluster-scoped objects are
+//! removed on delete, see [`cleanup`]) and goes through the steps, one module
+//! each: [`dereference`] (client) → [`validate`] (pure) → [`phase`] (pure:
+//! which transition, whether to install) → [`build`] (pure) → [`apply`]
+//! (server-side apply) → [`update_status`] (client).
+//!
+//! Watches: CSVs; the Deployments and ServiceAccounts they own (owner
+//! references); Roles, RoleBindings, ClusterRoles and ClusterRoleBindings
+//! mapped back by their `olm.owner*` labels; OperatorGroups (→ the CSVs of
+//! their namespace); CRDs (→ the CSVs that own or require them); and CSVs
+//! again (→ the CSVs they replace or are replaced by, and those of their
+//! namespace held back by an owner conflict).
+
+pub mod apply;
+pub mod build;
+pub mod cleanup;
+pub mod dereference;
+pub mod phase;
+pub mod update_status;
+pub mod validate;
+
+#[cfg(test)]
+mod fixtures;
+
+use std::{future::Future, sync::Arc, time::Duration};
+
+use futures::StreamExt;
+use k8s_openapi::{
+    api::{
+        apps::v1::Deployment,
+        core::v1::ServiceAccount,
+        rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
+    },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+};
+use kube::{
+    Api, ResourceExt,
+    runtime::{
+        Controller,
+        controller::Action,
+        finalizer::{self, finalizer},
+        reflector::{ObjectRef, Store},
+        watcher,
+    },
+};
+use olm_api::{labels, v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
+use olm_runtime::ReadyGate;
+
+use self::{
+    build::OWNER_KIND,
+    phase::{Decision, Facts, InstallOutcome},
+};
+use crate::{context::Context, run::leadership_terms};
+
+/// The controller's name in metrics and logs.
+pub const CONTROLLER: &str = "clusterserviceversion";
+
+/// The finalizer that keeps a CSV until its cluster-scoped objects are gone.
+pub const FINALIZER: &str = "olm-operator.olm-rs.dev/cleanup";
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The CSV has no namespace (it always should).
+    #[error("the ClusterServiceVersion has no namespace")]
+    NoNamespace,
+    /// Reading what the CSV refers to failed.
+    #[error("failed to dereference the objects of the ClusterServiceVersion")]
+    Dereference(#[source] dereference::Error),
+    /// Building the install failed.
+    #[error("failed to build the install")]
+    Build(#[source] build::Error),
+    /// Applying the install failed (transiently; refusals become the status).
+    #[error("failed to apply the install")]
+    Apply(#[source] apply::Error),
+    /// Writing status or annotations failed.
+    #[error("failed to update the ClusterServiceVersion")]
+    UpdateStatus(#[source] update_status::Error),
+    /// Deleting a replaced CSV failed.
+    #[error("failed to delete the replaced ClusterServiceVersion")]
+    DeleteReplaced(#[source] olm_runtime::apply::WriteError),
+    /// Removing cluster-scoped objects failed.
+    #[error("failed to clean up after the ClusterServiceVersion")]
+    Cleanup(#[source] cleanup::Error),
+    /// The finalizer could not be added or removed, or a step failed under it.
+    #[error("finalizer {FINALIZER}")]
+    Finalizer(#[source] Box<finalizer::Error<Error>>),
+}
+
+impl Error {
+    /// A low-cardinality label for metrics.
+    pub fn category(&self) -> &'static str {
+        if self.is_not_leader() {
+            return "not_leader";
+        }
+        match self {
+            Error::NoNamespace => "invalid",
+            Error::Dereference(_) => "dereference",
+            Error::Build(_) => "build",
+            Error::Apply(_) => "apply",
+            Error::UpdateStatus(_) => "update_status",
+            Error::DeleteReplaced(_) => "delete",
+            Error::Cleanup(_) => "cleanup",
+            Error::Finalizer(inner) => match inner.as_ref() {
+                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.category(),
+                _ => "finalizer",
+            },
+        }
+    }
+
+    /// True when a write was not made because this replica stopped leading:
+    /// not a failure, the leader converges the object.
+    pub fn is_not_leader(&self) -> bool {
+        crate::context::lost_leadership(self)
+    }
+
+    /// True when only a change of the object can help: wait for one.
+    pub fn is_terminal(&self) -> bool {
+        match self {
+            Error::NoNamespace | Error::Build(_) => true,
+            Error::Finalizer(inner) => match inner.as_ref() {
+                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.is_terminal(),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
+/// Reconciles one CSV.
+pub async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.metrics.reconcile_started(CONTROLLER);
+    if csv.labels().contains_key(labels::COPIED_FROM) {
+        // A copy OLM made in a target namespace; olm-rs makes none and leaves these alone.
+        return Ok(Action::await_change());
+    }
+    if !ctx.is_leader() {
+        // Standbys keep their caches warm and write nothing; a new leader
+        // reconciles every CSV (see `run`).
+        return Ok(Action::await_change());
+    }
+    let namespace = csv.namespace().ok_or(Error::NoNamespace)?;
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+    let result = finalizer(&api, FINALIZER, csv, |event| async {
+        match event {
+            finalizer::Event::Apply(csv) => install(&ctx, &api, &csv).await,
+            finalizer::Event::Cleanup(csv) => cleanup::cleanup(&ctx, &csv).await.map_err(Error::Cleanup),
+        }
+    })
+    .await;
+    match result {
+        Ok(action) => Ok(action),
+        // The cache was behind: the finalizer is already there (the patch's
+        // test failed), or the CSV is already gone. Look again shortly.
+        Err(finalizer::Error::AddFinalizer(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => {
+            Ok(Action::requeue(Duration::from_secs(1)))
+        }
+        Err(finalizer::Error::RemoveFinalizer(kube::Error::Api(status))) if status.code == 404 => {
+            Ok(Action::await_change())
+        }
+        Err(e) => Err(Error::Finalizer(Box::new(e))),
+    }
+}
+
+/// The steps for a CSV that is not being deleted.
+async fn install(
+    ctx: &Context,
+    api: &Api<ClusterServiceVersion>,
+    csv: &ClusterServiceVersion,
+) -> Result<Action, Error> {
+    let found = dereference::dereference(ctx, csv)
+        .await
+        .map_err(Error::Dereference)?;
+    let validation = validate::validate(csv, &found);
+    if let Ok(membership) = &validation.membership {
+        update_status::annotate(ctx, csv, membership)
+            .await
+            .map_err(Error::UpdateStatus)?;
+    }
+
+    let status = csv.status.clone().unwrap_or_default();
+    let facts = Facts {
+        validation: &validation,
+        replacement: found.replacement.as_ref(),
+        replaced: found.replaced.as_ref(),
+    };
+    let now = crate::context::now();
+    let (transition, recheck_in) = match phase::decide(&status, &facts) {
+        Decision::DeleteSelf => {
+            tracing::info!(csv = %csv.name_any(), "deleting a replaced ClusterServiceVersion");
+            ctx.delete(api, &csv.name_any())
+                .await
+                .map_err(Error::DeleteReplaced)?;
+            return Ok(Action::await_change());
+        }
+        Decision::Settle(transition) => (transition, None),
+        Decision::Install => {
+            let (Ok(membership), Ok(strategy)) = (&validation.membership, &validation.strategy) else {
+                // decide() installs only with a membership and a valid strategy.
+                return Ok(Action::await_change());
+            };
+            let children = build::build(csv, membership, strategy).map_err(Error::Build)?;
+            let updated = apply::spec_changed(&children, &found);
+            let outcome = match apply::apply(ctx, csv, membership, &children, &found).await {
+                Ok(applied) if updated => InstallOutcome::Updated(phase::health(&applied.deployments)),
+                Ok(applied) => InstallOutcome::Applied(phase::health(&applied.deployments)),
+                Err(e) if e.is_terminal() => {
+                    tracing::warn!(csv = %csv.name_any(), error = %e.detail(), "the install was refused");
+                    InstallOutcome::Rejected(e.detail())
+                }
+                Err(e) => return Err(Error::Apply(e)),
+            };
+            let after = phase::after_install(&status, &outcome, now, ctx.settings.install_timeout);
+            (after.transition, after.recheck_in)
+        }
+    };
+
+    // Requirements are not re-checked while a CSV steps aside for its replacement.
+    let requirements = (!matches!(
+        status.phase,
+        Some(olm_api::v1alpha1::CsvPhase::Replacing | olm_api::v1alpha1::CsvPhase::Deleting)
+    ))
+    .then_some(validation.requirements.statuses.as_slice());
+    let next = phase::next_status(&status, transition.as_ref(), requirements, now);
+    update_status::write(ctx, api, csv, next)
+        .await
+        .map_err(Error::UpdateStatus)?;
+    Ok(Action::requeue(recheck_in.unwrap_or(ctx.settings.resync)))
+}
+
+/// What to do after a failed reconcile: wait for a change when only a change
+/// can help, otherwise try again soon.
+pub fn error_policy(csv: Arc<ClusterServiceVersion>, error: &Error, ctx: Arc<Context>) -> Action {
+    if error.is_not_leader() {
+        // Not a failure: the new leader reconciles this CSV.
+        tracing::debug!(csv = %csv.name_any(), "stopped leading during a reconcile");
+        return Action::await_change();
+    }
+    ctx.metrics.reconcile_failed(CONTROLLER, error.category());
+    tracing::warn!(
+        csv = %csv.name_any(),
+        namespace = %csv.namespace().unwrap_or_default(),
+        error = error as &dyn std::error::Error,
+        category = error.category(),
+        "reconcile failed"
+    );
+    if error.is_terminal() {
+        Action::await_change()
+    } else {
+        Action::requeue(Duration::from_secs(5))
+    }
+}
+
+/// Runs the controller until `shutdown` completes; opens `ready` once the
+/// CSV cache has synced.
+pub async fn run(
+    ctx: Arc<Context>,
+    ready: ReadyGate,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let children = watcher::Config::default().labels(&format!("{}={OWNER_KIND}", labels::OWNER_KIND));
+    let controller = Controller::new(
+        Api::<ClusterServiceVersion>::all(client.clone()),
+        watcher::Config::default(),
+    );
+    let store = controller.store();
+    let (by_group, by_crd, by_csv, synced) = (store.clone(), store.clone(), store.clone(), store.clone());
+    let metrics = ctx.metrics.clone();
+    let terms = leadership_terms(ctx.writer.leadership().clone());
+    let controller = controller
+        .owns(Api::<Deployment>::all(client.clone()), children.clone())
+        .owns(Api::<ServiceAccount>::all(client.clone()), children.clone())
+        .watches(Api::<Role>::all(client.clone()), children.clone(), |o| {
+            labelled_owner(&o.metadata)
+        })
+        .watches(Api::<RoleBinding>::all(client.clone()), children.clone(), |o| {
+            labelled_owner(&o.metadata)
+        })
+        .watches(Api::<ClusterRole>::all(client.clone()), children.clone(), |o| {
+            labelled_owner(&o.metadata)
+        })
+        .watches(Api::<ClusterRoleBinding>::all(client.clone()), children, |o| {
+            labelled_owner(&o.metadata)
+        })
+        .watches(
+            Api::<OperatorGroup>::all(client.clone()),
+            watcher::Config::default(),
+            move |group| in_namespace(&by_group, &group.namespace().unwrap_or_default()),
+        )
+        .watches(
+            Api::<CustomResourceDefinition>::all(client.clone()),
+            watcher::Config::default(),
+            move |crd| naming_crd(&by_crd, &crd.name_any()),
+        )
+        .watches(
+            Api::<ClusterServiceVersion>::all(client),
+            watcher::Config::default(),
+            move |csv| upgrade_neighbours(&by_csv, &csv),
+        )
+        .reconcile_all_on(terms)
+        .graceful_shutdown_on(shutdown)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|result| {
+            metrics
+                .csv_count
+                .set(i64::try_from(store.state().len()).unwrap_or(i64::MAX));
+            if let Ok((object, _)) = result {
+                tracing::debug!(%object, "reconciled");
+            }
+            futures::future::ready(())
+        });
+    let readiness = async move {
+        if synced.wait_until_ready().await.is_ok() {
+            ready.ready();
+        }
+    };
+    futures::future::join(controller, readiness).await;
+}
+
+/// The CSV an object's `olm.owner*` labels name.
+pub fn labelled_owner(meta: &ObjectMeta) -> Option<ObjectRef<ClusterServiceVersion>> {
+    let labels = meta.labels.as_ref()?;
+    if labels.get(labels::OWNER_KIND).map(String::as_str) != Some(OWNER_KIND) {
+        return None;
+    }
+    let name = labels.get(labels::OWNER)?;
+    let namespace = labels.get(labels::OWNER_NAMESPACE)?;
+    Some(ObjectRef::new(name).within(namespace))
+}
+
+fn in_namespace(
+    store: &Store<ClusterServiceVersion>,
+    namespace: &str,
+) -> Vec<ObjectRef<ClusterServiceVersion>> {
+    store
+        .state()
+        .iter()
+        .filter(|csv| csv.namespace().as_deref() == Some(namespace))
+        .map(|csv| ObjectRef::from_obj(csv.as_ref()))
+        .collect()
+}
+
+fn naming_crd(store: &Store<ClusterServiceVersion>, crd: &str) -> Vec<ObjectRef<ClusterServiceVersion>> {
+    store
+        .state()
+        .iter()
+        .filter(|csv| dereference::crd_names(csv).contains(crd))
+        .map(|csv| ObjectRef::from_obj(csv.as_ref()))
+        .collect()
+}
+
+fn upgrade_neighbours(
+    store: &Store<ClusterServiceVersion>,
+    csv: &ClusterServiceVersion,
+) -> Vec<ObjectRef<ClusterServiceVersion>> {
+    let namespace = csv.namespace().unwrap_or_default();
+    let name = csv.name_any();
+    let blocked_by_owner = |other: &ClusterServiceVersion| {
+        other.status.as_ref().and_then(|s| s.reason) == Some(olm_api::v1alpha1::CsvReason::OwnerConflict)
+    };
+    let mut related: Vec<_> = store
+        .state()
+        .iter()
+        .filter(|other| {
+            other.namespace().as_deref() == Some(namespace.as_str())
+                && other.name_any() != name
+                && (other.spec.replaces.as_deref() == Some(name.as_str()) || blocked_by_owner(other))
+        })
+        .map(|other| ObjectRef::from_obj(other.as_ref()))
+        .collect();
+    if let Some(replaces) = csv.spec.replaces.as_deref() {
+        related.push(ObjectRef::new(replaces).within(&namespace));
+    }
+    related
+}

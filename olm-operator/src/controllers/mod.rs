@@ -1,0 +1,4 @@
+//! The controllers of olm-operator, one module each.
+
+pub mod csv;
+pub mod operatorgroup;

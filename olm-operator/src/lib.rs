@@ -1,0 +1,25 @@
+//! olm-operator: the controllers for ClusterServiceVersions and OperatorGroups.
+//!
+//! - [`controllers::csv`] installs a ClusterServiceVersion: it checks the
+//!   OperatorGroup of its namespace, its install modes and its requirements,
+//!   then server-side applies its service accounts, RBAC and Deployments and
+//!   walks OLM's phases (Pending, InstallReady, Installing, Succeeded, and
+//!   Replacing, Deleting on upgrades). Each reconcile runs the steps
+//!   dereference → validate → build → apply → update_status, in one module each.
+//! - [`controllers::operatorgroup`] keeps an OperatorGroup's
+//!   `status.namespaces` and its `olm.providedAPIs` annotation.
+//! - [`context::Context`] is what every reconcile gets; every write to the API
+//!   server goes through its methods and olm-runtime's fenced writer, so only
+//!   the replica holding the Lease writes.
+//! - [`metrics::Metrics`] holds OLM's `csv_*` metrics beside olm-runtime's
+//!   reconcile, leader and write metrics.
+//! - [`run`] wires telemetry, leader election, the admin server and both
+//!   controllers until a shutdown signal; the binary's `main` only parses
+//!   [`Args`] and calls it.
+
+pub mod context;
+pub mod controllers;
+pub mod metrics;
+mod run;
+
+pub use run::{Args, LEASE_NAME, RunError, leadership_terms, run, run_controllers};

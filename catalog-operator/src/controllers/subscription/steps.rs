@@ -203,7 +203,13 @@ pub fn build(bundles: &[PlannedBundle], approval: Approval) -> Result<Vec<Step>,
                 objects.push(clean(value));
             }
         }
-        if objects.is_empty() {
+        // Catalogs that carry only `olm.csv.metadata` serve a CSV made from it, with
+        // no install strategy and no CRDs: the real manifests are in the image.
+        let only_metadata = !objects.iter().any(|o| {
+            o.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion")
+                && o.pointer("/spec/install").is_some()
+        });
+        if objects.is_empty() || (only_metadata && !planned.bundle.image.is_empty()) {
             return Err(StepError::NoManifests {
                 bundle: planned.bundle.name.clone(),
                 catalog: planned.step.catalog.to_string(),
@@ -371,5 +377,18 @@ mod tests {
     fn a_bundle_without_manifests_is_refused() {
         let error = build(&[planned(false, &[])], Approval::Automatic).unwrap_err();
         assert!(matches!(error, StepError::NoManifests { .. }), "{error}");
+        // A CSV made from olm.csv.metadata (no install strategy) for a bundle image.
+        let mut metadata_only = planned(
+            false,
+            &[
+                json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "metadata": {"name": "db.v1.1.0"}, "spec": {"displayName": "DB"}}),
+            ],
+        );
+        metadata_only.bundle.image = "quay.io/demo/db-bundle:v1.1.0".into();
+        let error = build(&[metadata_only], Approval::Automatic).unwrap_err();
+        assert!(
+            error.to_string().contains("quay.io/demo/db-bundle:v1.1.0"),
+            "{error}"
+        );
     }
 }

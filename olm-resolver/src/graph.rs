@@ -196,16 +196,18 @@ impl ChannelGraph {
                 entries,
             });
         }
-        let mut heads: Vec<usize> = (0..n).filter(|&i| !replaced_or_skipped[i]).collect();
-        // Highest version first; entries without a known version after those, by name.
-        heads.sort_by(|&a, &b| {
+        // Orders entries highest version first; entries without a known version after those,
+        // by name.
+        let highest_version_first = |a: usize, b: usize| {
             let (va, vb) = (
                 version_of(&channel.entries[a].bundle),
                 version_of(&channel.entries[b].bundle),
             );
             vb.cmp(&va)
                 .then_with(|| channel.entries[a].bundle.cmp(&channel.entries[b].bundle))
-        });
+        };
+        let mut heads: Vec<usize> = (0..n).filter(|&i| !replaced_or_skipped[i]).collect();
+        heads.sort_by(|&a, &b| highest_version_first(a, b));
         let mut warnings = Vec::new();
         if heads.len() > 1 {
             let mut names: Vec<String> = heads.iter().map(|&i| channel.entries[i].bundle.clone()).collect();
@@ -235,14 +237,7 @@ impl ChannelGraph {
         // an older chain) come last, highest version first, so that a CSV installed from them
         // can still find its upgrade.
         let mut stranded: Vec<usize> = (0..n).filter(|&i| !seen[i]).collect();
-        stranded.sort_by(|&a, &b| {
-            let (va, vb) = (
-                version_of(&channel.entries[a].bundle),
-                version_of(&channel.entries[b].bundle),
-            );
-            vb.cmp(&va)
-                .then_with(|| channel.entries[a].bundle.cmp(&channel.entries[b].bundle))
-        });
+        stranded.sort_by(|&a, &b| highest_version_first(a, b));
         chain.extend(stranded);
         Ok(ChannelGraph {
             name: channel.name.clone(),

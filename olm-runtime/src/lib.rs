@@ -9,6 +9,8 @@
 //! - [`telemetry`]: `tracing` setup from `--log-level` and `--log-format`.
 //! - [`conditions`]: typed `metav1.Condition` maintenance and the kstatus conditions.
 //! - [`metrics`]: the Prometheus registry and the reconcile, leader and write metrics.
+//! - [`backoff`]: the retry pause of a controller's watches, short enough to recover from an
+//!   API server outage in seconds.
 //!
 //! A binary flattens [`RuntimeArgs`] into its own arguments and wires it up like this:
 //!
@@ -46,6 +48,7 @@
 
 pub mod admin;
 pub mod apply;
+pub mod backoff;
 pub mod conditions;
 pub mod leader;
 pub mod metrics;

@@ -47,7 +47,7 @@ use kube::{
     },
 };
 use olm_api::{labels, v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
-use olm_runtime::ReadyGate;
+use olm_runtime::{ReadyGate, backoff::TriggerBackoff};
 
 use self::{
     build::OWNER_KIND,
@@ -266,7 +266,8 @@ pub async fn run(
     let controller = Controller::new(
         Api::<ClusterServiceVersion>::all(client.clone()),
         watcher::Config::default(),
-    );
+    )
+    .trigger_backoff(TriggerBackoff::default());
     let store = controller.store();
     let (by_group, by_crd, by_csv, synced) = (store.clone(), store.clone(), store.clone(), store.clone());
     let metrics = ctx.metrics.clone();

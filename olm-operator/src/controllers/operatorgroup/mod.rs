@@ -34,7 +34,7 @@ use olm_api::{
     v1alpha1::ClusterServiceVersion,
 };
 
-use olm_runtime::ReadyGate;
+use olm_runtime::{ReadyGate, backoff::TriggerBackoff};
 
 use self::targets::Selection;
 use crate::{
@@ -239,7 +239,8 @@ pub async fn run(
     let controller = Controller::new(
         Api::<OperatorGroup>::all(client.clone()),
         watcher::Config::default(),
-    );
+    )
+    .trigger_backoff(TriggerBackoff::default());
     let store = controller.store();
     let (by_namespace, by_csv, synced) = (store.clone(), store.clone(), store);
     let terms = leadership_terms(ctx.writer.leadership().clone());

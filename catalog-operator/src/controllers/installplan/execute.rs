@@ -151,6 +151,11 @@ impl<'a> Executor<'a> {
                 describe(step)
             ))
         })?;
+        let is_csv = r.group == OPERATORS_GROUP && r.kind == "ClusterServiceVersion";
+        let is_subscription = r.group == OPERATORS_GROUP && r.kind == "Subscription";
+        if is_csv {
+            object = prune_csv(step, object)?;
+        }
         let (resource, capabilities) = self.resource(step).await?;
         let namespaced = capabilities.scope == Scope::Namespaced;
         let api: Api<DynamicObject> = if namespaced {
@@ -160,8 +165,6 @@ impl<'a> Executor<'a> {
             object.metadata.namespace = None;
             Api::all_with(self.client.clone(), &resource)
         };
-        let is_csv = r.group == OPERATORS_GROUP && r.kind == "ClusterServiceVersion";
-        let is_subscription = r.group == OPERATORS_GROUP && r.kind == "Subscription";
         if namespaced && !is_csv && !is_subscription {
             let uid = self.csv_uid(&step.resolving).await?;
             object.metadata.owner_references = Some(vec![OwnerReference {
@@ -195,6 +198,23 @@ impl<'a> Executor<'a> {
             StepStatus::Created
         })
     }
+}
+
+/// A bundle's CSV as OLM's schema has it: fields the schema does not declare
+/// (authors add some, such as `spec.support`) are dropped, as the API server
+/// prunes them on create. Server-side apply would refuse them instead.
+pub fn prune_csv(step: &Step, object: DynamicObject) -> Result<DynamicObject, StepFailure> {
+    let invalid = |e: serde_json::Error| {
+        StepFailure::Terminal(format!(
+            "{}: the manifest is not a valid ClusterServiceVersion: {e}",
+            describe(step)
+        ))
+    };
+    let value = serde_json::to_value(&object).map_err(invalid)?;
+    let typed: ClusterServiceVersion = serde_json::from_value(value).map_err(invalid)?;
+    serde_json::to_value(&typed)
+        .and_then(serde_json::from_value)
+        .map_err(invalid)
 }
 
 /// OLM's storage check for a CRD update: no version in the existing CRD's
@@ -243,6 +263,51 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_csv_loses_the_fields_its_schema_does_not_declare() {
+        let manifest = json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "metadata": {"name": "db.v2", "annotations": {"kept": "yes"}},
+            "spec": {
+                "displayName": "DB",
+                "support": "someone",
+                "install": {"strategy": "deployment", "spec": {"deployments": []}},
+                "customresourcedefinitions": {"owned": [{"name": "dbs.demo.io", "version": "v1", "kind": "DB", "Kind": "typo"}]},
+            },
+        });
+        let mut step = crd_step(&manifest);
+        step.resource.kind = "ClusterServiceVersion".into();
+        let object: DynamicObject = serde_json::from_value(manifest).unwrap();
+        let pruned = serde_json::to_value(prune_csv(&step, object).unwrap()).unwrap();
+        assert_eq!(pruned.pointer("/metadata/annotations/kept"), Some(&json!("yes")));
+        assert_eq!(pruned.pointer("/spec/displayName"), Some(&json!("DB")));
+        assert_eq!(pruned.pointer("/spec/support"), None);
+        assert_eq!(
+            pruned.pointer("/spec/customresourcedefinitions/owned/0/Kind"),
+            None
+        );
+        assert_eq!(
+            pruned.pointer("/spec/customresourcedefinitions/owned/0/kind"),
+            Some(&json!("DB"))
+        );
+    }
+
+    #[test]
+    fn a_csv_that_is_not_one_is_refused_with_the_cause() {
+        let manifest = json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "metadata": {"name": "db.v2"},
+            "spec": {"displayName": 7},
+        });
+        let object: DynamicObject = serde_json::from_value(manifest.clone()).unwrap();
+        let Err(StepFailure::Terminal(message)) = prune_csv(&crd_step(&manifest), object) else {
+            panic!("a CSV whose displayName is a number is refused");
+        };
+        assert!(message.contains("not a valid ClusterServiceVersion"), "{message}");
+    }
 
     fn crd_step(manifest: &Value) -> Step {
         Step {

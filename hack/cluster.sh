@@ -6,6 +6,9 @@
 #   hack/cluster.sh down     stop every process it started and remove its state
 #   hack/cluster.sh env      print `export KUBECONFIG=...` (use: eval "$(hack/cluster.sh env)")
 #   hack/cluster.sh status   say whether it runs, and where
+#   hack/cluster.sh restart-apiserver
+#                            stop kube-apiserver and start it again (an outage for tests to survive);
+#                            returns once it is ready again
 #   hack/cluster.sh build    only build (or find) the binaries; print their directory
 #
 # Environment:
@@ -161,11 +164,39 @@ cmd_status() {
 	done <"$dir/pids"
 }
 
+cmd_restart_apiserver() {
+	if ! is_ready; then
+		say "no test control plane is running in $dir; start one with: $here/cluster.sh up"
+		return 1
+	fi
+	local pid before after start=$SECONDS
+	pid=$(supervisor_pid)
+	before=$(cat "$dir/apiserver-restarts" 2>/dev/null || echo 0)
+	# The supervisor restarts kube-apiserver on SIGUSR1 and counts the restarts in that file.
+	kill -USR1 "$pid"
+	while :; do
+		after=$(cat "$dir/apiserver-restarts" 2>/dev/null || echo 0)
+		[ "$after" = "$before" ] || break
+		if ! kill -0 "$pid" 2>/dev/null; then
+			say "the control plane stopped during the restart; its log ($dir/testcluster.log) ends with:"
+			tail -n 20 "$dir/testcluster.log" >&2 || true
+			return 1
+		fi
+		if [ $((SECONDS - start)) -gt 150 ]; then
+			say "kube-apiserver not ready again after 150s; see $dir/logs/kube-apiserver.log"
+			return 1
+		fi
+		sleep 0.2
+	done
+	say "kube-apiserver restarted and ready after $((SECONDS - start))s"
+}
+
 case "${1:-}" in
 up) cmd_up ;;
 down) cmd_down ;;
 env) cmd_env ;;
 status) cmd_status ;;
+restart-apiserver) cmd_restart_apiserver ;;
 build) "$here/testcluster/build.sh" ;;
 *)
 	sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2

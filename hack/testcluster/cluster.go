@@ -37,8 +37,9 @@ const (
 var serviceIP = net.IPv4(10, 96, 0, 1)
 
 type cluster struct {
-	kubeconfig string // admin kubeconfig
-	server     string // API server URL
+	kubeconfig string                // admin kubeconfig
+	server     string                // API server URL
+	client     *kubernetes.Clientset // admin client
 }
 
 // start brings every component up in dependency order and waits until the cluster can run Pods.
@@ -129,6 +130,7 @@ func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error
 	if err != nil {
 		return nil, err
 	}
+	c.client = client
 	if err := waitFor(ctx, "kube-apiserver is ready", 250*time.Millisecond, apiserverReady(client)); err != nil {
 		return nil, err
 	}
@@ -183,6 +185,18 @@ func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error
 		return nil, err
 	}
 	return c, nil
+}
+
+// restartAPIServer stops kube-apiserver and starts it again, as an outage would, and waits until it is
+// ready again. Clients see their connections and watches break; the other components reconnect.
+func (c *cluster) restartAPIServer(ctx context.Context, sup *supervisor) error {
+	// An outage need not be graceful: what has not stopped after a few seconds is killed.
+	if err := sup.restart("kube-apiserver", 3*time.Second); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return waitFor(ctx, "kube-apiserver is ready again", 250*time.Millisecond, apiserverReady(c.client))
 }
 
 func writeKubeconfig(path, server string, caPEM []byte, user *keyPair) error {

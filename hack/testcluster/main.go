@@ -9,7 +9,9 @@
 // ServiceAccount exists, then writes DIR/ready and blocks. On SIGINT or SIGTERM it stops the
 // components in reverse order and exits 0; if a component dies, it stops the rest and exits 1.
 // With --owner-pid it also stops, and removes DIR, once that process is gone, so that a test run
-// killed outright leaves nothing behind. hack/cluster.sh is the usual way to run it.
+// killed outright leaves nothing behind. On SIGUSR1 it restarts kube-apiserver (an outage for the
+// tests to survive) and, once it is ready again, writes the number of restarts so far to
+// DIR/apiserver-restarts. hack/cluster.sh is the usual way to run it.
 package main
 
 import (
@@ -132,19 +134,42 @@ func up(cfg config) error {
 		return err
 	}
 	ready := fmt.Sprintf("kubeconfig=%s\nserver=%s\nsupervisor=%d\n", cluster.kubeconfig, cluster.server, os.Getpid())
-	if err := os.WriteFile(readyFile+".tmp", []byte(ready), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(readyFile+".tmp", readyFile); err != nil {
+	if err := writeFileAtomic(readyFile, ready); err != nil {
 		return err
 	}
 	logf("ready: export KUBECONFIG=%s", cluster.kubeconfig)
 
-	<-ctx.Done()
+	// Restarts run here, on the main goroutine, because that is where children must be started.
+	restarts := make(chan os.Signal, 1)
+	signal.Notify(restarts, syscall.SIGUSR1)
+	for count := 1; ctx.Err() == nil; {
+		select {
+		case <-ctx.Done():
+		case <-restarts:
+			logf("received SIGUSR1: restarting kube-apiserver")
+			if err := cluster.restartAPIServer(ctx, sup); err != nil {
+				cancel(fmt.Errorf("restart kube-apiserver: %w", err))
+				continue
+			}
+			logf("kube-apiserver restarted (%d)", count)
+			if err := writeFileAtomic(filepath.Join(cfg.dir, "apiserver-restarts"), fmt.Sprintf("%d\n", count)); err != nil {
+				cancel(err)
+			}
+			count++
+		}
+	}
 	if cause := context.Cause(ctx); !cleanStop(cause) {
 		return cause
 	}
 	return nil
+}
+
+// writeFileAtomic writes content to path so that a reader sees either the old or the new file.
+func writeFileAtomic(path, content string) error {
+	if err := os.WriteFile(path+".tmp", []byte(content), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
 }
 
 func cleanStop(cause error) bool {

@@ -14,10 +14,14 @@ import (
 // process is one running component.
 type process struct {
 	name string
+	args []string
 	cmd  *exec.Cmd
 	log  string
 	done chan struct{} // closed when the process has exited
 	err  error         // its exit status, valid once done is closed
+	// stopped is set (under supervisor.mu) when the supervisor stops the process on purpose,
+	// so that its exit is not taken for a crash.
+	stopped bool
 }
 
 // supervisor starts components as child processes and stops them in reverse order.
@@ -60,7 +64,7 @@ func (s *supervisor) start(name string, args ...string) (*process, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
-	p := &process{name: name, cmd: cmd, log: logPath, done: make(chan struct{})}
+	p := &process{name: name, args: args, cmd: cmd, log: logPath, done: make(chan struct{})}
 	s.procs = append(s.procs, p)
 	if err := appendLine(filepath.Join(s.dir, "pids"), fmt.Sprintf("%d %s", cmd.Process.Pid, name)); err != nil {
 		return p, err
@@ -71,7 +75,7 @@ func (s *supervisor) start(name string, args ...string) (*process, error) {
 		close(p.done)
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if !s.stopping {
+		if !s.stopping && !p.stopped {
 			select {
 			case s.died <- p:
 			default:
@@ -104,6 +108,45 @@ func (s *supervisor) stopAll(grace time.Duration) {
 			logf("killed %s (no exit %s after SIGTERM)", p.name, grace)
 		}
 	}
+}
+
+// restart stops the component `name` (SIGTERM, then SIGKILL after grace) and starts it again with
+// the same arguments, in the same place of the stop order. Like start, it must be called from the
+// main goroutine.
+func (s *supervisor) restart(name string, grace time.Duration) error {
+	s.mu.Lock()
+	index := -1
+	for i, p := range s.procs {
+		if p.name == name {
+			index = i
+		}
+	}
+	if index < 0 || s.stopping {
+		s.mu.Unlock()
+		return fmt.Errorf("cannot restart %s: not running", name)
+	}
+	old := s.procs[index]
+	old.stopped = true
+	s.mu.Unlock()
+
+	_ = old.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-old.done:
+	case <-time.After(grace):
+		_ = old.cmd.Process.Kill()
+		<-old.done
+	}
+	logf("stopped %s (pid %d) for a restart", name, old.cmd.Process.Pid)
+	p, err := s.start(name, old.args...)
+	if err != nil {
+		return err
+	}
+	// start appended it; move it back to where the old one was.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.procs = s.procs[:len(s.procs)-1]
+	s.procs[index] = p
+	return nil
 }
 
 // tail returns the last lines of a component's log, for error messages.

@@ -3,7 +3,8 @@
 #   1. unit and corpus tests of every crate except e2e;
 #   2. against a real Kubernetes API server, the cluster-tier tests of those crates (the ones marked
 #      #[ignore = "needs a cluster ..."], run with --ignored), then the e2e tests (`cargo test -p e2e`):
-#      - KUBECONFIG set: that cluster (e.g. kind); nothing is started or stopped;
+#      - KUBECONFIG set: that cluster (e.g. kind); nothing is started or stopped; the API server
+#        restart test runs only if OLM_RS_RESTART_APISERVER names a command that restarts it;
 #      - KUBECONFIG unset: a fresh control plane from hack/cluster.sh in its own state directory,
 #        torn down when this script ends, whether the tests pass, fail or are interrupted. If this
 #        script is killed outright, the control plane notices and stops by itself.
@@ -18,6 +19,9 @@ cd "$repo"
 
 child=
 cluster_dir=
+# Everything cargo test prints is also kept here, so that the failures can be repeated at the end,
+# where a reader of a long log (or of its tail, as CI shows it) finds them.
+log=$(mktemp "${TMPDIR:-/tmp}/olm-rs-test-log.XXXXXX")
 # Runs a command in the background and waits for it: unlike a foreground command, `wait` returns
 # as soon as a signal arrives, so the traps below act at once.
 run() {
@@ -28,6 +32,18 @@ run() {
 	child=
 	return "$status"
 }
+# `cargo test ARGS`, its output also appended to $log.
+cargo_test() {
+	run bash -c 'set -o pipefail; cargo test --no-fail-fast "$@" 2>&1 | tee -a "$0"' "$log" "$@"
+}
+# The failure reports of the failed test binaries (from their `failures:` to their result line).
+print_failures() {
+	local failures
+	failures=$(awk '/^failures:$/ {on = 1} on {print} /^test result: FAILED/ {on = 0}' "$log" | tail -n 200)
+	[ -n "$failures" ] || return 0
+	echo "test.sh: what failed (last 200 lines of the failure reports):" >&2
+	echo "$failures" >&2
+}
 cleanup() {
 	local status=$?
 	trap - EXIT INT TERM
@@ -35,6 +51,8 @@ cleanup() {
 		kill -TERM -- "-$child" 2>/dev/null || true
 		wait "$child" 2>/dev/null || true
 	fi
+	[ "$status" = 0 ] || print_failures
+	rm -f "$log"
 	if [ -n "$cluster_dir" ]; then
 		OLM_RS_CLUSTER_DIR=$cluster_dir "$repo/hack/cluster.sh" down || status=1
 	fi
@@ -45,7 +63,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 echo "test.sh: unit tests" >&2
-run cargo test --workspace --exclude e2e "$@"
+cargo_test --workspace --exclude e2e "$@"
 
 if [ -n "${KUBECONFIG:-}" ]; then
 	echo "test.sh: using the cluster in KUBECONFIG=$KUBECONFIG" >&2
@@ -55,12 +73,14 @@ else
 	cluster_dir=$(mktemp -d "${TMPDIR:-/tmp}/olm-rs-test-cluster.XXXXXX")
 	OLM_RS_CLUSTER_DIR=$cluster_dir OLM_RS_CLUSTER_OWNER_PID=$$ run "$repo/hack/cluster.sh" up >&2
 	export KUBECONFIG=$cluster_dir/kubeconfig
+	# How the e2e tests restart this control plane's API server (an outage to survive).
+	export OLM_RS_RESTART_APISERVER="OLM_RS_CLUSTER_DIR=$cluster_dir $repo/hack/cluster.sh restart-apiserver"
 	echo "test.sh: using the local control plane" >&2
 fi
 # The cluster-tier tests: only the ignored ones, with --ignored added to the test binaries' arguments.
 ignored=("$@")
 if printf '%s\n' "$@" | grep -qx -- --; then ignored+=(--ignored); else ignored+=(-- --ignored); fi
 echo "test.sh: cluster-tier tests of the other crates" >&2
-run cargo test --workspace --exclude e2e "${ignored[@]}"
+cargo_test --workspace --exclude e2e "${ignored[@]}"
 echo "test.sh: e2e tests" >&2
-run cargo test -p e2e "$@"
+cargo_test -p e2e "$@"

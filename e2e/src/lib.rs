@@ -330,6 +330,9 @@ impl OlmKind {
     }
 }
 
+pub mod objects;
+pub mod process;
+
 /// OLM's kinds, as operator-framework's OLM serves them.
 pub mod olm {
     use super::OlmKind;

@@ -1,0 +1,308 @@
+//! The olm-rs binaries as child processes, for the tests and the bench that
+//! need the real thing: its flags, its leader election, its admin server, and
+//! a process that can be killed outright.
+
+use std::{
+    collections::HashMap,
+    io::{Read, Write},
+    net::{TcpListener, TcpStream},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::{Mutex, OnceLock},
+    time::Duration,
+};
+
+/// The path of the binary `name` of the workspace package of the same name
+/// (`olm-operator`, `catalog-operator`), built first (once per process) so that
+/// it is never stale: `cargo build` from inside a test is cheap when nothing
+/// changed.
+pub fn binary(name: &str) -> PathBuf {
+    static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    let mut built = BUILT
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(path) = built.get(name) {
+        return path.clone();
+    }
+    // This test binary is target/<profile>/deps/<test>; the others go to target/<profile>.
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary lives in target/<profile>/deps")
+        .to_path_buf();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut build = Command::new(cargo);
+    build
+        .current_dir(crate::repo_root())
+        .args(["build", "-q", "-p", name, "--bin", name]);
+    if profile_dir.file_name().is_some_and(|p| p == "release") {
+        build.arg("--release");
+    }
+    let status = build
+        .status()
+        .unwrap_or_else(|e| panic!("run cargo build -p {name}: {e}"));
+    assert!(status.success(), "cargo build -p {name} failed ({status})");
+    let path = profile_dir.join(name);
+    assert!(
+        path.is_file(),
+        "cargo built {name} but {} is missing",
+        path.display()
+    );
+    built.insert(name.to_owned(), path.clone());
+    path
+}
+
+/// A port nothing listens on right now.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|addr| addr.port())
+        .expect("a free local port")
+}
+
+/// A running olm-rs binary, killed when dropped (also when a test fails).
+///
+/// Its output goes to a log file (its path is printed at start) unless
+/// `E2E_LOG` is set, in which case it is shown; `RUST_LOG` is passed through
+/// (default `info`).
+pub struct Process {
+    /// What the tests call it (`catalog-operator-a`, `registry` ...).
+    pub label: String,
+    /// Its admin server port (`/metrics`, `/healthz`, `/readyz`), if it has one.
+    pub admin: Option<u16>,
+    child: Child,
+    log: Option<PathBuf>,
+}
+
+impl Process {
+    /// Starts `binary` with `args`. `admin` is the admin port the arguments give it, if any.
+    pub fn spawn(label: &str, binary: &Path, args: &[String], admin: Option<u16>) -> Process {
+        let mut command = Command::new(binary);
+        command
+            .args(args)
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned()),
+            )
+            // Outside a pod: the lease holder's identity comes from the arguments.
+            .env_remove("POD_NAME")
+            .env_remove("POD_NAMESPACE")
+            .stdin(Stdio::null());
+        let log = if std::env::var_os("E2E_LOG").is_some() {
+            None
+        } else {
+            let dir = std::env::temp_dir().join("olm-rs-e2e-logs");
+            std::fs::create_dir_all(&dir).expect("a directory for process logs");
+            let path = dir.join(format!("{label}-{}.log", std::process::id()));
+            let file =
+                std::fs::File::create(&path).unwrap_or_else(|e| panic!("create log {}: {e}", path.display()));
+            let err = file.try_clone().expect("a second handle on the log file");
+            command.stdout(file).stderr(err);
+            Some(path)
+        };
+        let child = command
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {label} ({}): {e}", binary.display()));
+        match &log {
+            Some(path) => eprintln!("started {label} (pid {}), log {}", child.id(), path.display()),
+            None => eprintln!("started {label} (pid {})", child.id()),
+        }
+        Process {
+            label: label.to_owned(),
+            admin,
+            child,
+            log,
+        }
+    }
+
+    /// A replica of `olm-operator` with leader election on the Lease
+    /// `lease` in `lease_namespace`, with short timings (4 s lease, 3 s renew
+    /// deadline, 1 s retry) so that failover is quick in tests.
+    pub fn olm_operator(identity: &str, lease: &str, lease_namespace: &str) -> Process {
+        let admin = free_port();
+        let mut args = election_args(identity, lease, lease_namespace, admin);
+        args.extend(["--resync-seconds".to_owned(), "30".to_owned()]);
+        Process::spawn(identity, &binary("olm-operator"), &args, Some(admin))
+    }
+
+    /// A replica of `catalog-operator run` like [`Process::olm_operator`],
+    /// watching only `watch_namespace` (all namespaces when `None`) and with
+    /// `global_catalog_namespace` as the namespace of shared catalogs.
+    pub fn catalog_operator(
+        identity: &str,
+        lease: &str,
+        lease_namespace: &str,
+        watch_namespace: Option<&str>,
+        global_catalog_namespace: &str,
+    ) -> Process {
+        let admin = free_port();
+        let mut args = vec!["run".to_owned()];
+        args.extend(election_args(identity, lease, lease_namespace, admin));
+        args.extend([
+            "--global-catalog-namespace".to_owned(),
+            global_catalog_namespace.to_owned(),
+            "--catalog-health-interval".to_owned(),
+            "1s".to_owned(),
+        ]);
+        if let Some(namespace) = watch_namespace {
+            args.extend(["--watch-namespace".to_owned(), namespace.to_owned()]);
+        }
+        Process::spawn(identity, &binary("catalog-operator"), &args, Some(admin))
+    }
+
+    /// `catalog-operator serve catalog` on 127.0.0.1:`port`.
+    pub fn registry(label: &str, catalog: &Path, port: u16) -> Process {
+        let args = [
+            "serve".to_owned(),
+            catalog.display().to_string(),
+            "--address".to_owned(),
+            "127.0.0.1".to_owned(),
+            "--port".to_owned(),
+            port.to_string(),
+        ];
+        Process::spawn(label, &binary("catalog-operator"), &args, None)
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Whether the process still runs.
+    pub fn is_running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Kills the process outright (SIGKILL), as a crash or an OOM kill would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Asks the process to stop (SIGTERM, as Kubernetes does) and waits up to
+    /// `grace` for it, then kills it. Returns whether it exited by itself.
+    pub fn terminate(&mut self, grace: Duration) -> bool {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < deadline {
+            if !self.is_running() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        self.kill();
+        false
+    }
+
+    /// Resident memory in KiB (`VmRSS` of /proc/<pid>/status), on Linux.
+    pub fn rss_kib(&self) -> Option<u64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        status
+            .lines()
+            .find_map(|line| line.strip_prefix("VmRSS:"))?
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// The status code and body of `GET path` on the admin port, if it answers.
+    pub fn admin_get(&self, path: &str) -> Option<(u16, String)> {
+        let mut stream = TcpStream::connect(("127.0.0.1", self.admin?)).ok()?;
+        stream.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut response = String::new();
+        stream.read_to_string(&mut response).ok()?;
+        let code = response.split_whitespace().nth(1)?.parse().ok()?;
+        let body = response.split_once("\r\n\r\n").map(|(_, body)| body.to_owned())?;
+        Some((code, body))
+    }
+
+    /// Waits up to `within` until `/readyz` answers 200.
+    pub async fn wait_ready(&self, within: Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < deadline {
+            if self.admin_get("/readyz").is_some_and(|(code, _)| code == 200) {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        false
+    }
+
+    /// The value of the metric line starting with `series` (name and labels, as
+    /// `/metrics` prints them), if present.
+    pub fn metric(&self, series: &str) -> Option<f64> {
+        let (_, body) = self.admin_get("/metrics")?;
+        body.lines()
+            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
+    }
+
+    /// The last `lines` lines of its log (empty when its output is shown).
+    pub fn log_tail(&self, lines: usize) -> String {
+        let Some(text) = self.log.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) else {
+            return String::new();
+        };
+        let all: Vec<&str> = text.lines().collect();
+        all[all.len().saturating_sub(lines)..].join("\n")
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn election_args(identity: &str, lease: &str, lease_namespace: &str, admin: u16) -> Vec<String> {
+    [
+        "--leader-elect=true",
+        "--lease-name",
+        lease,
+        "--lease-namespace",
+        lease_namespace,
+        "--leader-identity",
+        identity,
+        "--lease-duration",
+        "4s",
+        "--renew-deadline",
+        "3s",
+        "--retry-period",
+        "1s",
+        "--admin-addr",
+        &format!("127.0.0.1:{admin}"),
+    ]
+    .map(str::to_owned)
+    .to_vec()
+}
+
+/// How to restart the API server of the cluster under test, if known: the
+/// command in `OLM_RS_RESTART_APISERVER` (hack/test.sh sets it to
+/// `hack/cluster.sh restart-apiserver` for its own control plane).
+pub fn apiserver_restart_command() -> Option<String> {
+    std::env::var(RESTART_APISERVER_ENV)
+        .ok()
+        .filter(|c| !c.trim().is_empty())
+}
+
+/// The variable that holds the command restarting the API server.
+pub const RESTART_APISERVER_ENV: &str = "OLM_RS_RESTART_APISERVER";
+
+/// Runs the command from [`apiserver_restart_command`] through `sh -c` and
+/// waits for it: it must return once the API server serves again.
+pub fn restart_apiserver(command: &str) {
+    let status = Command::new("sh")
+        .args(["-c", command])
+        .status()
+        .unwrap_or_else(|e| panic!("run `{command}`: {e}"));
+    assert!(status.success(), "`{command}` failed ({status})");
+}

@@ -1,0 +1,163 @@
+//! Both binaries survive the loss of the API server: it is restarted in the
+//! middle of an install, and afterwards the install completes, both processes
+//! still run, and their watches work again (new objects are acted on, a
+//! deleted Deployment is put back).
+//!
+//! The restart is done by the command in `OLM_RS_RESTART_APISERVER`, which
+//! hack/test.sh sets for its own control plane (`hack/cluster.sh
+//! restart-apiserver`); against another cluster, set it to a command that
+//! restarts that cluster's API server and returns once it serves again.
+//!
+//! A test binary of its own: nothing else may run while the API server is
+//! down, and olm-operator watches every namespace.
+
+use std::time::{Duration, Instant};
+
+use e2e::{
+    install_crds, is_deployment_available,
+    objects::{
+        catalog_is_ready, csv_in, global_operator_group, grpc_catalog_source, install_plan_of, subscribe,
+        subscription_at,
+    },
+    process::{Process, RESTART_APISERVER_ENV, apiserver_restart_command, free_port, restart_apiserver},
+    repo_root, wait_for, wait_for_within, with_namespace,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::{Api, ResourceExt, api::DeleteParams};
+use olm_api::{
+    v1::OperatorGroup,
+    v1alpha1::{Approval, CatalogSource, ClusterServiceVersion, CsvPhase, Subscription},
+};
+
+const STEP: Duration = Duration::from_secs(120);
+
+#[tokio::test]
+async fn both_binaries_survive_an_api_server_restart_during_an_install() {
+    let Some(restart) = apiserver_restart_command() else {
+        eprintln!(
+            "NOT RUN: no way to restart this cluster's API server is known; set {RESTART_APISERVER_ENV} \
+             to a command that does (hack/test.sh sets it for its own control plane)"
+        );
+        return;
+    };
+    with_namespace("restart", |client, ns| async move {
+        install_crds(&client).await;
+        let port = free_port();
+        let _registry = Process::registry(
+            "restart-registry",
+            &repo_root().join("catalogs/demo-bundles"),
+            port,
+        );
+        let mut catalog =
+            Process::catalog_operator("catalog-operator", "catalog-operator", &ns, Some(&ns), &ns);
+        let mut olm = Process::olm_operator("olm-operator", "olm-operator", &ns);
+        for replica in [&catalog, &olm] {
+            assert!(replica.wait_ready(STEP).await, "{} is ready", replica.label);
+        }
+
+        let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
+        global_operator_group(&groups, "global").await;
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        grpc_catalog_source(&sources, "demo", &format!("127.0.0.1:{port}")).await;
+        wait_for_within(
+            STEP,
+            &sources,
+            "demo",
+            "CatalogSource demo is READY",
+            catalog_is_ready,
+        )
+        .await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        subscribe(
+            &subs,
+            "demo-app",
+            ("demo", &ns),
+            "demo-app",
+            "stable",
+            Approval::Automatic,
+        )
+        .await;
+        wait_for(
+            &subs,
+            "demo-app",
+            "Subscription demo-app has an InstallPlan",
+            |s: Option<&Subscription>| s.and_then(install_plan_of).is_some(),
+        )
+        .await;
+
+        // The API server goes away in the middle of the install, and comes back.
+        let started = Instant::now();
+        tokio::task::spawn_blocking(move || restart_apiserver(&restart))
+            .await
+            .expect("the restart command ran");
+        println!("the API server was restarted in {:.1?}", started.elapsed());
+        for process in [&mut catalog, &mut olm] {
+            assert!(
+                process.is_running(),
+                "{} survived the restart; its log ends with:\n{}",
+                process.label,
+                process.log_tail(30)
+            );
+        }
+
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        for (csv, deployment) in [("demo-db.v1.1.0", "demo-db"), ("demo-app.v0.2.0", "demo-app")] {
+            wait_for_within(
+                STEP,
+                &csvs,
+                csv,
+                &format!("CSV {csv} is Succeeded"),
+                csv_in(CsvPhase::Succeeded),
+            )
+            .await;
+            wait_for_within(
+                STEP,
+                &deployments,
+                deployment,
+                &format!("Deployment {deployment} is Available"),
+                is_deployment_available(),
+            )
+            .await;
+        }
+        wait_for(
+            &subs,
+            "demo-app",
+            "Subscription demo-app is at demo-app.v0.2.0",
+            subscription_at("demo-app.v0.2.0"),
+        )
+        .await;
+
+        // Their watches work again: catalog-operator connects a new CatalogSource,
+        // olm-operator puts back a Deployment that was deleted.
+        grpc_catalog_source(&sources, "again", &format!("127.0.0.1:{port}")).await;
+        wait_for_within(
+            STEP,
+            &sources,
+            "again",
+            "CatalogSource again is READY",
+            catalog_is_ready,
+        )
+        .await;
+        let old = deployments.get("demo-db").await.expect("Deployment demo-db");
+        deployments
+            .delete("demo-db", &DeleteParams::foreground())
+            .await
+            .expect("delete Deployment demo-db");
+        let old_uid = old.uid();
+        wait_for_within(
+            STEP,
+            &deployments,
+            "demo-db",
+            "olm-operator puts back Deployment demo-db",
+            |d: Option<&Deployment>| d.is_some_and(|d| d.uid() != old_uid),
+        )
+        .await;
+        for process in [&mut catalog, &mut olm] {
+            assert!(process.is_running(), "{} still runs", process.label);
+            let health = process.admin_get("/healthz").map(|(code, _)| code);
+            assert_eq!(health, Some(200), "{} is healthy", process.label);
+        }
+    })
+    .await;
+}

@@ -1,0 +1,300 @@
+//! The catalog-operator binary, as it runs in production, on a real control
+//! plane: `catalog-operator serve` serves a real catalog from the corpus, and
+//! `catalog-operator run` (scoped to the test's namespace) installs from it,
+//! also when it is killed outright in the middle of an InstallPlan.
+//!
+//! The CSVs' own install is olm-operator's job; these tests check what the
+//! InstallPlans create.
+
+use std::{collections::BTreeSet, path::PathBuf, time::Duration};
+
+use catalog_operator::registry::server::RegistryIndex;
+use e2e::{
+    corpus_dir, install_crds,
+    objects::{catalog_is_ready, grpc_catalog_source, install_plan_of, plan_in, subscribe, subscription_at},
+    process::{Process, free_port},
+    wait_for, wait_for_within, with_namespace,
+};
+use k8s_openapi::{
+    api::core::v1::ResourceQuota,
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
+use olm_api::v1alpha1::{
+    Approval, CatalogSource, ClusterServiceVersion, InstallPlan, InstallPlanPhase, InstallPlanStatus,
+    StepStatus, Subscription,
+};
+use olm_catalog::Catalog;
+use serde_json::json;
+
+/// The corpus catalog whose bundles carry their manifests (`olm.bundle.object`),
+/// so that they install without unpacking images.
+fn bundle_object_catalog() -> PathBuf {
+    let dir = corpus_dir().join("fbc/v4.16-bundle-object");
+    assert!(
+        dir.is_dir(),
+        "the corpus catalog {} is missing: set {} to the corpus",
+        dir.display(),
+        e2e::CORPUS_ENV
+    );
+    dir
+}
+
+/// How long a real catalog may take to load and a plan with many objects to run.
+const SLOW: Duration = Duration::from_secs(180);
+
+#[tokio::test]
+async fn a_real_corpus_catalog_served_by_the_binary_installs_its_packages() {
+    with_namespace("corpusbin", |client, ns| async move {
+        install_crds(&client).await;
+        let catalog_dir = bundle_object_catalog();
+        let (catalog, _) = catalog_operator::source::load(&catalog_dir).expect("the corpus catalog loads");
+        let port = free_port();
+        let _registry = Process::registry("corpus-registry", &catalog_dir, port);
+        let _operator =
+            Process::catalog_operator("catalog-operator", "catalog-operator", &ns, Some(&ns), &ns);
+
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        grpc_catalog_source(&sources, "corpus", &format!("127.0.0.1:{port}")).await;
+        wait_for_within(
+            SLOW,
+            &sources,
+            "corpus",
+            "CatalogSource corpus is READY",
+            catalog_is_ready,
+        )
+        .await;
+
+        // kube-green: a CRD, a CSV, a ClusterRole and two Services, all from the catalog.
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        let (head, version) = channel_head(&catalog, "kube-green", "alpha");
+        subscribe(
+            &subs,
+            "kube-green",
+            ("corpus", &ns),
+            "kube-green",
+            "alpha",
+            Approval::Automatic,
+        )
+        .await;
+        let sub = wait_for_within(
+            SLOW,
+            &subs,
+            "kube-green",
+            &format!("Subscription kube-green installs {head}"),
+            subscription_at(&head),
+        )
+        .await
+        .expect("the Subscription exists");
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
+        let plan_name = install_plan_of(&sub).expect("the Subscription names its InstallPlan");
+        let plan = wait_for(
+            &plans,
+            &plan_name,
+            "the InstallPlan is Complete",
+            plan_in(InstallPlanPhase::Complete),
+        )
+        .await
+        .expect("the InstallPlan exists");
+        let steps = plan.status.and_then(|s| s.plan).unwrap_or_default();
+        let kinds: BTreeSet<&str> = steps.iter().map(|s| s.resource.kind.as_str()).collect();
+        for kind in [
+            "ClusterServiceVersion",
+            "CustomResourceDefinition",
+            "ClusterRole",
+            "Service",
+        ] {
+            assert!(kinds.contains(kind), "the plan has a {kind} step: {kinds:?}");
+        }
+        assert!(
+            steps
+                .iter()
+                .all(|s| matches!(s.status, StepStatus::Created | StepStatus::Present)),
+            "every step applied"
+        );
+
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let crd = crds
+            .get("sleepinfos.kube-green.com")
+            .await
+            .expect("the CRD is created");
+        assert_eq!(crd.spec.names.kind, "SleepInfo");
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        let csv = csvs.get(&head).await.expect("the CSV is created");
+        assert_eq!(csv.spec.version.as_deref(), Some(version.as_str()));
+        println!(
+            "corpus: kube-green installed {head} in {} steps: {kinds:?}",
+            steps.len()
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_killed_catalog_operator_finishes_the_plan_when_it_starts_again() {
+    with_namespace("killplan", |client, ns| async move {
+        install_crds(&client).await;
+        let catalog_dir = bundle_object_catalog();
+        let (catalog, _) = catalog_operator::source::load(&catalog_dir).expect("the corpus catalog loads");
+        let port = free_port();
+        let _registry = Process::registry("killplan-registry", &catalog_dir, port);
+        let mut operator =
+            Process::catalog_operator("catalog-operator-1", "catalog-operator", &ns, Some(&ns), &ns);
+
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        grpc_catalog_source(&sources, "corpus", &format!("127.0.0.1:{port}")).await;
+        wait_for_within(
+            SLOW,
+            &sources,
+            "corpus",
+            "CatalogSource corpus is READY",
+            catalog_is_ready,
+        )
+        .await;
+
+        // A Manual plan, so that the test knows when the install starts: at approval.
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        let (head, _) = channel_head(&catalog, "kube-green", "alpha");
+        subscribe(
+            &subs,
+            "kube-green",
+            ("corpus", &ns),
+            "kube-green",
+            "alpha",
+            Approval::Manual,
+        )
+        .await;
+        let sub = wait_for_within(
+            SLOW,
+            &subs,
+            "kube-green",
+            "Subscription kube-green has an InstallPlan",
+            |s: Option<&Subscription>| s.and_then(install_plan_of).is_some(),
+        )
+        .await
+        .expect("the Subscription exists");
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
+        let plan_name = install_plan_of(&sub).expect("an InstallPlan");
+        wait_for(
+            &plans,
+            &plan_name,
+            "the InstallPlan waits for approval",
+            plan_in(InstallPlanPhase::RequiresApproval),
+        )
+        .await;
+        // Killed in the middle of the plan: a quota lets one of the bundle's two
+        // Services in, so the plan applies its first steps and then keeps
+        // retrying the last one.
+        let quotas: Api<ResourceQuota> = Api::namespaced(client.clone(), &ns);
+        quotas
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "ResourceQuota",
+                    "metadata": {"name": "one-service"},
+                    "spec": {"hard": {"services": "1"}},
+                }))
+                .expect("a ResourceQuota"),
+            )
+            .await
+            .expect("create the ResourceQuota");
+        plans
+            .patch(
+                &plan_name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"approved": true}})),
+            )
+            .await
+            .expect("approve the InstallPlan");
+        let stuck = wait_for(
+            &plans,
+            &plan_name,
+            "the InstallPlan is Installing with one step left",
+            |p: Option<&InstallPlan>| {
+                p.and_then(|p| p.status.as_ref())
+                    .is_some_and(|s| s.phase == InstallPlanPhase::Installing && applied(s) + 1 == steps_of(s))
+            },
+        )
+        .await
+        .and_then(|p| p.status)
+        .expect("the InstallPlan");
+        operator.kill();
+        println!(
+            "killed the catalog-operator with the plan Installing, {} of {} steps applied",
+            applied(&stuck),
+            steps_of(&stuck)
+        );
+        quotas
+            .delete("one-service", &Default::default())
+            .await
+            .expect("delete the ResourceQuota");
+
+        // A new process (a new identity: the old lease must expire first) finishes it.
+        let _restarted =
+            Process::catalog_operator("catalog-operator-2", "catalog-operator", &ns, Some(&ns), &ns);
+        let plan = wait_for_within(
+            SLOW,
+            &plans,
+            &plan_name,
+            "the InstallPlan completes after the restart",
+            plan_in(InstallPlanPhase::Complete),
+        )
+        .await
+        .expect("the InstallPlan exists");
+        wait_for(
+            &subs,
+            "kube-green",
+            &format!("Subscription kube-green is at {head}"),
+            subscription_at(&head),
+        )
+        .await;
+        let steps = plan.status.and_then(|s| s.plan).unwrap_or_default();
+        assert!(
+            steps
+                .iter()
+                .all(|s| matches!(s.status, StepStatus::Created | StepStatus::Present)),
+            "every step applied: {steps:?}"
+        );
+        // Nothing duplicated: one plan, one CSV.
+        assert_eq!(plans.list(&Default::default()).await.unwrap().items.len(), 1);
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        let names: Vec<String> = csvs
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .collect();
+        assert_eq!(names, [head]);
+    })
+    .await;
+}
+
+/// How many steps of the plan are applied.
+fn applied(status: &InstallPlanStatus) -> usize {
+    status
+        .plan
+        .iter()
+        .flatten()
+        .filter(|s| matches!(s.status, StepStatus::Created | StepStatus::Present))
+        .count()
+}
+
+/// How many steps the plan has.
+fn steps_of(status: &InstallPlanStatus) -> usize {
+    status.plan.as_ref().map_or(0, Vec::len)
+}
+
+/// The name and version of the head of `package`'s channel `channel`, as the
+/// registry API answers GetBundleForChannel.
+fn channel_head(catalog: &Catalog, package: &str, channel: &str) -> (String, String) {
+    let index = RegistryIndex::new(catalog.clone());
+    let bundle = index
+        .get_bundle_for_channel(package, channel)
+        .unwrap_or_else(|e| panic!("{package} has a head in channel {channel}: {e}"));
+    (bundle.csv_name, bundle.version)
+}

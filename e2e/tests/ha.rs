@@ -1,0 +1,190 @@
+//! High availability as it runs in production: two replicas of each binary,
+//! leading through their Leases. Both leaders are killed outright while an
+//! operator and its dependency are being installed; the standbys take over and
+//! finish the install, with nothing done twice.
+//!
+//! A test binary of its own: olm-operator watches every namespace, so no other
+//! test may run beside it.
+
+use std::time::{Duration, Instant};
+
+use e2e::{
+    install_crds, is_deployment_available,
+    objects::{
+        catalog_is_ready, csv_in, global_operator_group, grpc_catalog_source, install_plan_of, subscribe,
+        subscription_at,
+    },
+    process::{Process, free_port},
+    repo_root, wait_for, wait_for_within, with_namespace,
+};
+use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
+use kube::Api;
+use olm_api::{
+    v1::OperatorGroup,
+    v1alpha1::{Approval, CatalogSource, ClusterServiceVersion, CsvPhase, InstallPlan, Subscription},
+};
+
+const STEP: Duration = Duration::from_secs(120);
+
+/// The identity holding the Lease, if any.
+fn holder(lease: Option<&Lease>) -> Option<String> {
+    lease?.spec.as_ref()?.holder_identity.clone()
+}
+
+/// Waits until one of `replicas` holds `lease`; returns its index.
+async fn leader_of(leases: &Api<Lease>, lease: &str, replicas: &[Process]) -> usize {
+    let held = wait_for(
+        leases,
+        lease,
+        &format!("a replica holds Lease {lease}"),
+        |l: Option<&Lease>| holder(l).is_some_and(|h| replicas.iter().any(|r| r.label == h)),
+    )
+    .await;
+    let holder = holder(held.as_ref()).expect("a holder");
+    replicas
+        .iter()
+        .position(|r| r.label == holder)
+        .expect("the holder is a replica")
+}
+
+#[tokio::test]
+async fn the_standbys_finish_an_install_whose_leaders_were_killed() {
+    with_namespace("ha", |client, ns| async move {
+        install_crds(&client).await;
+        let port = free_port();
+        let _registry = Process::registry("ha-registry", &repo_root().join("catalogs/demo-bundles"), port);
+        let mut catalog = vec![
+            Process::catalog_operator("catalog-operator-a", "catalog-operator", &ns, Some(&ns), &ns),
+            Process::catalog_operator("catalog-operator-b", "catalog-operator", &ns, Some(&ns), &ns),
+        ];
+        let mut olm = vec![
+            Process::olm_operator("olm-operator-a", "olm-operator", &ns),
+            Process::olm_operator("olm-operator-b", "olm-operator", &ns),
+        ];
+        for replica in catalog.iter().chain(&olm) {
+            assert!(
+                replica.wait_ready(STEP).await,
+                "{} is ready, standby or not; its log ends with:\n{}",
+                replica.label,
+                replica.log_tail(20)
+            );
+        }
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &ns);
+        let catalog_leader = leader_of(&leases, "catalog-operator", &catalog).await;
+        let olm_leader = leader_of(&leases, "olm-operator", &olm).await;
+
+        let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
+        global_operator_group(&groups, "global").await;
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        grpc_catalog_source(&sources, "demo", &format!("127.0.0.1:{port}")).await;
+        wait_for_within(
+            STEP,
+            &sources,
+            "demo",
+            "CatalogSource demo is READY",
+            catalog_is_ready,
+        )
+        .await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        subscribe(
+            &subs,
+            "demo-app",
+            ("demo", &ns),
+            "demo-app",
+            "stable",
+            Approval::Automatic,
+        )
+        .await;
+
+        // The install has begun: the plan exists. Both leaders die at once.
+        wait_for(
+            &subs,
+            "demo-app",
+            "Subscription demo-app has an InstallPlan",
+            |s: Option<&Subscription>| s.and_then(install_plan_of).is_some(),
+        )
+        .await;
+        catalog[catalog_leader].kill();
+        olm[olm_leader].kill();
+        let killed = Instant::now();
+        println!(
+            "killed the leaders {} and {}",
+            catalog[catalog_leader].label, olm[olm_leader].label
+        );
+
+        for (lease, replicas, dead) in [
+            ("catalog-operator", &catalog, catalog_leader),
+            ("olm-operator", &olm, olm_leader),
+        ] {
+            let standby = replicas[1 - dead].label.clone();
+            wait_for_within(
+                Duration::from_secs(30),
+                &leases,
+                lease,
+                &format!("the standby {standby} holds Lease {lease}"),
+                |l: Option<&Lease>| holder(l).as_deref() == Some(standby.as_str()),
+            )
+            .await;
+            println!(
+                "{standby} took over Lease {lease} {:.1?} after the kill",
+                killed.elapsed()
+            );
+        }
+
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        for (csv, deployment) in [("demo-db.v1.1.0", "demo-db"), ("demo-app.v0.2.0", "demo-app")] {
+            wait_for_within(
+                STEP,
+                &csvs,
+                csv,
+                &format!("CSV {csv} is Succeeded"),
+                csv_in(CsvPhase::Succeeded),
+            )
+            .await;
+            wait_for_within(
+                STEP,
+                &deployments,
+                deployment,
+                &format!("Deployment {deployment} is Available"),
+                is_deployment_available(),
+            )
+            .await;
+        }
+        wait_for(
+            &subs,
+            "demo-app",
+            "Subscription demo-app is at demo-app.v0.2.0",
+            subscription_at("demo-app.v0.2.0"),
+        )
+        .await;
+        println!("the install finished {:.1?} after the kill", killed.elapsed());
+
+        // Nothing done twice: one plan, one CSV and one Deployment per operator.
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
+        let plan_count = plans.list(&Default::default()).await.unwrap().items.len();
+        assert_eq!(plan_count, 1, "one InstallPlan for the one install");
+        let mut csv_names: Vec<String> = csvs
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .filter_map(|c| c.metadata.name)
+            .collect();
+        csv_names.sort();
+        assert_eq!(csv_names, ["demo-app.v0.2.0", "demo-db.v1.1.0"]);
+        let deployment_count = deployments.list(&Default::default()).await.unwrap().items.len();
+        assert_eq!(deployment_count, 2, "one Deployment per operator");
+        let dead = [
+            catalog[catalog_leader].label.clone(),
+            olm[olm_leader].label.clone(),
+        ];
+        for replica in catalog.iter_mut().chain(olm.iter_mut()) {
+            if !dead.contains(&replica.label) {
+                assert!(replica.is_running(), "{} still runs", replica.label);
+            }
+        }
+    })
+    .await;
+}

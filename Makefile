@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo demo-down test unit e2e crds fmt lint cluster-up cluster-down
+.PHONY: help demo demo-down test unit e2e bench crds fmt lint cluster-up cluster-down
 
 help: ## List the tasks
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -21,6 +21,9 @@ unit: ## Unit and corpus tests only (no cluster)
 
 e2e: ## e2e tests against the cluster in KUBECONFIG
 	$(CARGO) test -p e2e
+
+bench: ## HA and delivery figures: RSS, Subscription->Succeeded, failover (release build)
+	hack/bench.sh
 
 crds: ## Regenerate crds/ from the types in olm-api
 	$(CARGO) run -q -p olm-api --bin crdgen -- crds

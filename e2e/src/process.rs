@@ -25,13 +25,16 @@ pub fn binary(name: &str) -> PathBuf {
     if let Some(path) = built.get(name) {
         return path.clone();
     }
-    // This test binary is target/<profile>/deps/<test>; the others go to target/<profile>.
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let profile_dir = exe
+    // A test binary is target/<profile>/deps/<test>, a binary of this crate
+    // target/<profile>/<name>; the operators go to target/<profile>.
+    let exe = std::env::current_exe().expect("the running binary's path");
+    let mut profile_dir = exe
         .parent()
-        .and_then(Path::parent)
-        .expect("the test binary lives in target/<profile>/deps")
+        .expect("the running binary's directory")
         .to_path_buf();
+    if profile_dir.file_name().is_some_and(|d| d == "deps") {
+        profile_dir.pop();
+    }
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut build = Command::new(cargo);
     build
@@ -118,12 +121,21 @@ impl Process {
     }
 
     /// A replica of `olm-operator` with leader election on the Lease
-    /// `lease` in `lease_namespace`, with short timings (4 s lease, 3 s renew
-    /// deadline, 1 s retry) so that failover is quick in tests.
+    /// `lease` in `lease_namespace`, with [`FAST_LEASE`] timings so that
+    /// failover is quick in tests.
     pub fn olm_operator(identity: &str, lease: &str, lease_namespace: &str) -> Process {
+        let mut extra = FAST_LEASE.to_vec();
+        extra.extend(["--resync-seconds", "30"]);
+        Process::olm_operator_with(identity, lease, lease_namespace, &extra)
+    }
+
+    /// A replica of `olm-operator` leading through the Lease `lease` in
+    /// `lease_namespace`, with an admin port of its own and `extra` arguments
+    /// (the defaults otherwise, as it ships).
+    pub fn olm_operator_with(identity: &str, lease: &str, lease_namespace: &str, extra: &[&str]) -> Process {
         let admin = free_port();
         let mut args = election_args(identity, lease, lease_namespace, admin);
-        args.extend(["--resync-seconds".to_owned(), "30".to_owned()]);
+        args.extend(extra.iter().map(|a| a.to_string()));
         Process::spawn(identity, &binary("olm-operator"), &args, Some(admin))
     }
 
@@ -137,18 +149,30 @@ impl Process {
         watch_namespace: Option<&str>,
         global_catalog_namespace: &str,
     ) -> Process {
+        let mut extra = FAST_LEASE.to_vec();
+        extra.extend([
+            "--global-catalog-namespace",
+            global_catalog_namespace,
+            "--catalog-health-interval",
+            "1s",
+        ]);
+        if let Some(namespace) = watch_namespace {
+            extra.extend(["--watch-namespace", namespace]);
+        }
+        Process::catalog_operator_with(identity, lease, lease_namespace, &extra)
+    }
+
+    /// A replica of `catalog-operator run` like [`Process::olm_operator_with`].
+    pub fn catalog_operator_with(
+        identity: &str,
+        lease: &str,
+        lease_namespace: &str,
+        extra: &[&str],
+    ) -> Process {
         let admin = free_port();
         let mut args = vec!["run".to_owned()];
         args.extend(election_args(identity, lease, lease_namespace, admin));
-        args.extend([
-            "--global-catalog-namespace".to_owned(),
-            global_catalog_namespace.to_owned(),
-            "--catalog-health-interval".to_owned(),
-            "1s".to_owned(),
-        ]);
-        if let Some(namespace) = watch_namespace {
-            args.extend(["--watch-namespace".to_owned(), namespace.to_owned()]);
-        }
+        args.extend(extra.iter().map(|a| a.to_string()));
         Process::spawn(identity, &binary("catalog-operator"), &args, Some(admin))
     }
 
@@ -263,6 +287,17 @@ impl Drop for Process {
     }
 }
 
+/// Lease timings for tests: a 4 s lease, renewed every second, given up after
+/// 3 s without renewal.
+pub const FAST_LEASE: [&str; 6] = [
+    "--lease-duration",
+    "4s",
+    "--renew-deadline",
+    "3s",
+    "--retry-period",
+    "1s",
+];
+
 fn election_args(identity: &str, lease: &str, lease_namespace: &str, admin: u16) -> Vec<String> {
     [
         "--leader-elect=true",
@@ -272,12 +307,6 @@ fn election_args(identity: &str, lease: &str, lease_namespace: &str, admin: u16)
         lease_namespace,
         "--leader-identity",
         identity,
-        "--lease-duration",
-        "4s",
-        "--renew-deadline",
-        "3s",
-        "--retry-period",
-        "1s",
         "--admin-addr",
         &format!("127.0.0.1:{admin}"),
     ]

@@ -1,0 +1,245 @@
+//! The figures of the HA and delivery targets, measured on the cluster in
+//! `KUBECONFIG` with the binaries as they ship (default flags, the profile this
+//! bench is built with; `hack/bench.sh` builds release and brings up the local
+//! control plane):
+//!
+//! - RSS of each binary once its caches have synced, before any work;
+//! - time from a Subscription to demo-app (which needs demo-db) being created to
+//!   both CSVs Succeeded, over `--installs` installs (20 by default), each in a
+//!   namespace of its own: median and worst;
+//! - RSS of each binary with those operators installed;
+//! - failover: a standby of each binary is started, then the leader is killed
+//!   (SIGKILL, a crash: the standby waits for the lease to expire) or stopped
+//!   (SIGTERM, a rollout or drain: the lease is released); time until the
+//!   standby holds the Lease.
+//!
+//! A bench, not a test: it prints what it measures and asserts nothing.
+
+use std::time::{Duration, Instant};
+
+use e2e::{
+    NAMESPACE_LABEL, client, install_crds,
+    objects::{catalog_is_ready, csv_in, global_operator_group, grpc_catalog_source, subscribe},
+    process::{Process, free_port},
+    repo_root, wait_for_within,
+};
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ObjectMeta, PostParams},
+};
+use olm_api::{
+    v1::OperatorGroup,
+    v1alpha1::{Approval, CatalogSource, ClusterServiceVersion, CsvPhase, Subscription},
+};
+
+const STEP: Duration = Duration::from_secs(180);
+/// What a Subscription to demo-app installs.
+const CSVS: [&str; 2] = ["demo-db.v1.1.0", "demo-app.v0.2.0"];
+
+#[tokio::main]
+async fn main() {
+    let installs: usize = std::env::args()
+        .skip_while(|a| a != "--installs")
+        .nth(1)
+        .map(|n| n.parse().expect("--installs takes a number"))
+        .unwrap_or(20);
+    let client = client().await;
+    install_crds(&client).await;
+    let run = format!("bench-{:x}", std::process::id());
+    let home = create_namespace(&client, &run).await;
+    let mut namespaces = vec![home.clone()];
+
+    let port = free_port();
+    let _registry = Process::registry("bench-registry", &repo_root().join("catalogs/demo-bundles"), port);
+    let mut catalog = Process::catalog_operator_with(
+        "catalog-operator-a",
+        "catalog-operator",
+        &home,
+        &["--global-catalog-namespace", &home],
+    );
+    let mut olm = Process::olm_operator_with("olm-operator-a", "olm-operator", &home, &[]);
+    for process in [&catalog, &olm] {
+        assert!(process.wait_ready(STEP).await, "{} is ready", process.label);
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let idle = (catalog.rss_kib(), olm.rss_kib());
+
+    let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &home);
+    grpc_catalog_source(&sources, "demo", &format!("127.0.0.1:{port}")).await;
+    wait_for_within(
+        STEP,
+        &sources,
+        "demo",
+        "CatalogSource demo is READY",
+        catalog_is_ready,
+    )
+    .await;
+
+    let mut times = Vec::new();
+    for i in 0..installs {
+        let ns = create_namespace(&client, &format!("{run}-{i}")).await;
+        namespaces.push(ns.clone());
+        global_operator_group(&Api::<OperatorGroup>::namespaced(client.clone(), &ns), "global").await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        let started = Instant::now();
+        subscribe(
+            &subs,
+            "demo-app",
+            ("demo", &home),
+            "demo-app",
+            "stable",
+            Approval::Automatic,
+        )
+        .await;
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        for csv in CSVS {
+            wait_for_within(
+                STEP,
+                &csvs,
+                csv,
+                &format!("{ns}: CSV {csv} is Succeeded"),
+                csv_in(CsvPhase::Succeeded),
+            )
+            .await;
+        }
+        times.push(started.elapsed());
+        eprintln!("install {}/{installs}: {:.2?}", i + 1, started.elapsed());
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let loaded = (catalog.rss_kib(), olm.rss_kib());
+
+    let leases: Api<Lease> = Api::namespaced(client.clone(), &home);
+    let mut catalog_b = Process::catalog_operator_with(
+        "catalog-operator-b",
+        "catalog-operator",
+        &home,
+        &["--global-catalog-namespace", &home],
+    );
+    let mut olm_b = Process::olm_operator_with("olm-operator-b", "olm-operator", &home, &[]);
+    let catalog_kill = failover(&leases, "catalog-operator", &mut catalog, &catalog_b, Stop::Kill).await;
+    let olm_term = failover(&leases, "olm-operator", &mut olm, &olm_b, Stop::Term).await;
+    // And the other way round: the first replicas come back as standbys.
+    let catalog_c = Process::catalog_operator_with(
+        "catalog-operator-c",
+        "catalog-operator",
+        &home,
+        &["--global-catalog-namespace", &home],
+    );
+    let olm_c = Process::olm_operator_with("olm-operator-c", "olm-operator", &home, &[]);
+    let catalog_term = failover(
+        &leases,
+        "catalog-operator",
+        &mut catalog_b,
+        &catalog_c,
+        Stop::Term,
+    )
+    .await;
+    let olm_kill = failover(&leases, "olm-operator", &mut olm_b, &olm_c, Stop::Kill).await;
+
+    times.sort();
+    let median = times[times.len() / 2];
+    let worst = times[times.len() - 1];
+    let mib = |kib: Option<u64>| kib.map_or("?".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
+    println!(
+        "olm-rs bench ({} build)",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+    );
+    println!(
+        "  Subscription -> CSVs Succeeded (demo-app + demo-db), {installs} installs: median {median:.2?}, worst {worst:.2?}"
+    );
+    println!(
+        "  RSS idle:                     catalog-operator {}, olm-operator {}",
+        mib(idle.0),
+        mib(idle.1)
+    );
+    println!(
+        "  RSS after {installs} operators:       catalog-operator {}, olm-operator {}",
+        mib(loaded.0),
+        mib(loaded.1)
+    );
+    println!(
+        "  failover after SIGKILL:       catalog-operator {catalog_kill:.1?}, olm-operator {olm_kill:.1?}"
+    );
+    println!(
+        "  failover after SIGTERM:       catalog-operator {catalog_term:.1?}, olm-operator {olm_term:.1?}"
+    );
+
+    for ns in namespaces {
+        let _ = Api::<Namespace>::all(client.clone())
+            .delete(&ns, &DeleteParams::background())
+            .await;
+    }
+}
+
+/// How the leader is stopped.
+#[derive(Clone, Copy)]
+enum Stop {
+    /// SIGKILL: a crash; the lease must expire.
+    Kill,
+    /// SIGTERM: a graceful stop; the lease is released.
+    Term,
+}
+
+/// Waits until `standby` is ready and `leader` holds `lease`, stops `leader`,
+/// and returns how long until `standby` holds the lease.
+async fn failover(
+    leases: &Api<Lease>,
+    lease: &str,
+    leader: &mut Process,
+    standby: &Process,
+    stop: Stop,
+) -> Duration {
+    assert!(standby.wait_ready(STEP).await, "{} is ready", standby.label);
+    let holds = |who: &str| {
+        let who = who.to_owned();
+        move |l: Option<&Lease>| {
+            l.and_then(|l| l.spec.as_ref()?.holder_identity.as_deref()) == Some(who.as_str())
+        }
+    };
+    wait_for_within(
+        STEP,
+        leases,
+        lease,
+        &format!("{} leads", leader.label),
+        holds(&leader.label),
+    )
+    .await;
+    let stopped = Instant::now();
+    match stop {
+        Stop::Kill => leader.kill(),
+        Stop::Term => {
+            leader.terminate(Duration::from_secs(30));
+        }
+    }
+    wait_for_within(
+        STEP,
+        leases,
+        lease,
+        &format!("{} leads", standby.label),
+        holds(&standby.label),
+    )
+    .await;
+    stopped.elapsed()
+}
+
+/// Creates the namespace `name`, labelled as the tests' namespaces are.
+async fn create_namespace(client: &Client, name: &str) -> String {
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some([(NAMESPACE_LABEL.to_owned(), "bench".to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+    name.to_owned()
+}

@@ -59,7 +59,7 @@ pub struct Context {
     /// OperatorGroup's service account.
     config: Option<kube::Config>,
     scoped_clients: Mutex<BTreeMap<String, Client>>,
-    server_version: OnceCell<Option<semver::Version>>,
+    server_version: OnceCell<semver::Version>,
 }
 
 impl Context {
@@ -183,23 +183,35 @@ impl Context {
         Ok(client)
     }
 
-    /// The API server's version, asked once.
+    /// The API server's version, asked until it is known, then remembered. An
+    /// answer that did not come (the API server is away) is not remembered, so
+    /// that the next reconcile asks again.
     pub async fn server_version(&self) -> Option<semver::Version> {
-        self.server_version
-            .get_or_init(|| async {
-                match self.client.apiserver_version().await {
-                    Ok(info) => parse_kube_version(&info.git_version),
-                    Err(error) => {
-                        tracing::warn!(
-                            error = &error as &dyn std::error::Error,
-                            "cannot read the server version"
-                        );
-                        None
-                    }
+        if let Some(version) = self.server_version.get() {
+            return Some(version.clone());
+        }
+        match self.client.apiserver_version().await {
+            Ok(info) => {
+                let version = parse_kube_version(&info.git_version);
+                if version.is_none() {
+                    tracing::warn!(version = info.git_version, "the server version is not a version");
                 }
-            })
-            .await
-            .clone()
+                let version = version?;
+                Some(
+                    self.server_version
+                        .get_or_init(|| async { version })
+                        .await
+                        .clone(),
+                )
+            }
+            Err(error) => {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "cannot read the server version; asking again at the next reconcile"
+                );
+                None
+            }
+        }
     }
 }
 
@@ -280,5 +292,57 @@ mod tests {
         assert_eq!(parse_kube_version("1.11"), Some(semver::Version::new(1, 11, 0)));
         assert_eq!(parse_kube_version("banana"), None);
         assert_eq!(parse_kube_version("1.2.3.4"), None);
+    }
+
+    /// A client for an API server that is away for the first `down` requests
+    /// (503), then answers `/version` with v1.36.3; it counts the requests.
+    fn flaky_server(down: usize) -> (Client, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+
+        let calls = Arc::new(AtomicUsize::new(0));
+        let seen = calls.clone();
+        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
+            let call = seen.fetch_add(1, Ordering::SeqCst);
+            async move {
+                assert_eq!(request.uri().path(), "/version");
+                let response = if call < down {
+                    http::Response::builder()
+                        .status(503)
+                        .body(kube::client::Body::from(
+                            br#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":503}"#.to_vec(),
+                        ))
+                } else {
+                    http::Response::builder().body(kube::client::Body::from(
+                        br#"{"major":"1","minor":"36","gitVersion":"v1.36.3","gitCommit":"","gitTreeState":"clean","buildDate":"","goVersion":"","compiler":"gc","platform":"linux/amd64"}"#.to_vec(),
+                    ))
+                };
+                Ok::<_, std::convert::Infallible>(response.expect("a response"))
+            }
+        });
+        (Client::new(service, "default"), calls)
+    }
+
+    fn context(client: Client) -> Context {
+        Context::new(
+            client,
+            None,
+            Arc::new(Metrics::new().expect("metrics")),
+            Writer::new(olm_runtime::Leadership::standalone(), FIELD_MANAGER_OLM),
+            Settings::default(),
+        )
+    }
+
+    #[tokio::test]
+    async fn the_server_version_is_asked_again_until_it_is_known() {
+        let (client, calls) = flaky_server(1);
+        let ctx = context(client);
+        assert_eq!(ctx.server_version().await, None, "the API server is away");
+        assert_eq!(ctx.server_version().await, Some(semver::Version::new(1, 36, 3)));
+        assert_eq!(ctx.server_version().await, Some(semver::Version::new(1, 36, 3)));
+        assert_eq!(
+            calls.load(std::sync::atomic::Ordering::SeqCst),
+            2,
+            "known once, it is remembered"
+        );
     }
 }

@@ -31,6 +31,7 @@ use olm_runtime::{
     Leadership, Readiness, RuntimeArgs,
     admin::{AdminError, AdminServer},
     apply::{FIELD_MANAGER_CATALOG, Writer},
+    backoff::TriggerBackoff,
     leader::{LeaderElectionError, parse_duration},
     metrics::Metrics,
     telemetry::TelemetryError,
@@ -198,7 +199,7 @@ where
     let streams = (0..subscribers).filter_map(|_| writer.subscribe()).collect();
     let kind = K::kind(&()).into_owned();
     let driver = watcher(api, config)
-        .default_backoff()
+        .backoff(TriggerBackoff::default())
         .reflect_shared(writer)
         .for_each(move |event| {
             match event {

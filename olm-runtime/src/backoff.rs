@@ -10,14 +10,16 @@
 //! comes back, push every watch to 30 s pauses in turn, and the controller goes
 //! deaf for minutes after a short outage. [`TriggerBackoff`] keeps the pauses
 //! short instead: one retry at most every second across all watches is still
-//! gentle on an API server.
+//! gentle on an API server. The catalog-operator's shared watches use it too,
+//! one each, so that they also hear again within a second of the API server's
+//! return, whatever the length of the outage.
 
 use std::time::Duration;
 
 use kube::runtime::utils::Backoff;
 
 /// Doubles from 100 ms up to 1 s; reset by the first event that is not an
-/// error. Give it to `Controller::trigger_backoff`.
+/// error. Give it to `Controller::trigger_backoff` or `WatchStreamExt::backoff`.
 #[derive(Debug, Clone)]
 pub struct TriggerBackoff {
     next: Duration,

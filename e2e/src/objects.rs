@@ -1,21 +1,33 @@
 //! The OLM objects a test creates as a user would, and what it waits for on
 //! them.
 
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
-    Api, Resource,
+    Api, Client, Resource,
     api::{Patch, PatchParams},
 };
 use olm_api::{
     v1::OperatorGroup,
     v1alpha1::{
         Approval, CatalogSource, ClusterServiceVersion, ConnectivityState, CsvPhase, InstallPlan,
-        InstallPlanPhase, Subscription, SubscriptionState,
+        InstallPlanPhase, InstallPlanStatus, StepStatus, Subscription, SubscriptionState,
     },
 };
 use serde::{Serialize, de::DeserializeOwned};
 use serde_json::json;
 
-use crate::FIELD_MANAGER;
+use crate::{FIELD_MANAGER, is_deployment_available, wait_for, wait_for_within};
+
+/// How long one step of an install (a catalog connecting, a CSV succeeding, a
+/// Deployment rolling out) may take.
+pub const STEP: Duration = Duration::from_secs(120);
+
+/// What a Subscription to the demo catalog's demo-app installs: each CSV with
+/// the Deployment it runs, its dependency first.
+pub const DEMO_APP_INSTALL: [(&str, &str); 2] =
+    [("demo-db.v1.1.0", "demo-db"), ("demo-app.v0.2.0", "demo-app")];
 
 /// Server-side applies `object` (JSON of a typed kind) with the tests' field
 /// manager, panicking with its name on error.
@@ -70,6 +82,123 @@ pub async fn subscribe(
         }),
     )
     .await
+}
+
+/// A gRPC CatalogSource `name` in `namespace` for the registry at `address`,
+/// once it is READY.
+pub async fn ready_catalog_source(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    address: &str,
+) -> CatalogSource {
+    let sources: Api<CatalogSource> = Api::namespaced(client.clone(), namespace);
+    grpc_catalog_source(&sources, name, address).await;
+    wait_for_within(
+        STEP,
+        &sources,
+        name,
+        &format!("CatalogSource {name} is READY"),
+        catalog_is_ready,
+    )
+    .await
+    .expect("the CatalogSource exists")
+}
+
+/// What a user writes to install demo-app in `namespace`: an OperatorGroup
+/// `global` and an Automatic Subscription `demo-app` to the catalog `source`
+/// (name, namespace).
+pub async fn subscribe_to_demo_app(client: &Client, namespace: &str, source: (&str, &str)) {
+    global_operator_group(&Api::namespaced(client.clone(), namespace), "global").await;
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), namespace);
+    subscribe(
+        &subs,
+        "demo-app",
+        source,
+        "demo-app",
+        "stable",
+        Approval::Automatic,
+    )
+    .await;
+}
+
+/// Waits until the Subscription `name` names an InstallPlan; returns its name.
+pub async fn wait_for_install_plan(subs: &Api<Subscription>, name: &str) -> String {
+    let sub = wait_for_within(
+        STEP,
+        subs,
+        name,
+        &format!("Subscription {name} has an InstallPlan"),
+        |s: Option<&Subscription>| s.and_then(install_plan_of).is_some(),
+    )
+    .await
+    .expect("the Subscription exists");
+    install_plan_of(&sub).expect("an InstallPlan")
+}
+
+/// Waits until each CSV of `operators` is Succeeded and the Deployment it
+/// names is Available, in `namespace`; each may take `within`.
+pub async fn wait_installed(client: &Client, namespace: &str, operators: &[(&str, &str)], within: Duration) {
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), namespace);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    for (csv, deployment) in operators {
+        wait_for_within(
+            within,
+            &csvs,
+            csv,
+            &format!("CSV {csv} is Succeeded"),
+            csv_in(CsvPhase::Succeeded),
+        )
+        .await;
+        wait_for_within(
+            within,
+            &deployments,
+            deployment,
+            &format!("Deployment {deployment} is Available"),
+            is_deployment_available(),
+        )
+        .await;
+    }
+}
+
+/// Waits until the Subscription `name` has installed `csv`.
+pub async fn wait_subscription_at(subs: &Api<Subscription>, name: &str, csv: &str) -> Subscription {
+    wait_for(
+        subs,
+        name,
+        &format!("Subscription {name} is at {csv}"),
+        subscription_at(csv),
+    )
+    .await
+    .expect("the Subscription exists")
+}
+
+/// The sorted names of the objects `api` lists.
+pub async fn names<K>(api: &Api<K>) -> Vec<String>
+where
+    K: Resource + Clone + std::fmt::Debug + DeserializeOwned,
+    K::DynamicType: Default,
+{
+    let mut names: Vec<String> = api
+        .list(&Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("list {}: {e}", K::plural(&Default::default())))
+        .items
+        .into_iter()
+        .filter_map(|o| o.meta().name.clone())
+        .collect();
+    names.sort();
+    names
+}
+
+/// How many steps of the plan are applied (Created or Present).
+pub fn applied_steps(status: &InstallPlanStatus) -> usize {
+    status
+        .plan
+        .iter()
+        .flatten()
+        .filter(|s| matches!(s.status, StepStatus::Created | StepStatus::Present))
+        .count()
 }
 
 /// An OperatorGroup `name` targeting all namespaces.

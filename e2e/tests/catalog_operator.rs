@@ -12,7 +12,11 @@ use catalog_operator::{
     registry::server::{self, RegistryIndex, RegistryService},
     run::run_controllers,
 };
-use e2e::{FIELD_MANAGER, install_crds, repo_root, wait_for, with_namespace};
+use e2e::{
+    FIELD_MANAGER, install_crds,
+    objects::{catalog_is_ready, install_plan_of, plan_in, subscription_at},
+    repo_root, wait_for, with_namespace,
+};
 use futures::FutureExt;
 use k8s_openapi::{
     api::core::v1::{ConfigMap, Pod, Service},
@@ -267,10 +271,6 @@ where
     .unwrap_or_else(|e| panic!("create {}: {e}", object.meta().name.clone().unwrap_or_default()))
 }
 
-fn is_ready(source: Option<&CatalogSource>) -> bool {
-    connection(source) == Some(ConnectivityState::Ready)
-}
-
 fn connection(source: Option<&CatalogSource>) -> Option<ConnectivityState> {
     source?
         .status
@@ -299,27 +299,8 @@ fn condition(
         })
 }
 
-fn at_latest(csv: &'static str) -> impl Fn(Option<&Subscription>) -> bool {
-    move |sub: Option<&Subscription>| {
-        sub.and_then(|s| s.status.as_ref()).is_some_and(|s| {
-            s.state == Some(SubscriptionState::AtLatestKnown) && s.installed_csv.as_deref() == Some(csv)
-        })
-    }
-}
-
-fn plan_name(sub: &Subscription) -> Option<String> {
-    sub.status.as_ref()?.install_plan_ref.as_ref()?.name.clone()
-}
-
 fn has_plan(sub: Option<&Subscription>) -> bool {
-    sub.is_some_and(|s| plan_name(s).is_some())
-}
-
-fn phase_is(phase: InstallPlanPhase) -> impl Fn(Option<&InstallPlan>) -> bool {
-    move |plan: Option<&InstallPlan>| {
-        plan.and_then(|p| p.status.as_ref())
-            .is_some_and(|s| s.phase == phase)
-    }
+    sub.is_some_and(|s| install_plan_of(s).is_some())
 }
 
 /// Starts a registry, the operator and a READY CatalogSource `demo` in `namespace`.
@@ -345,7 +326,7 @@ async fn setup_polling(
         }),
     });
     create(&sources, &source).await;
-    wait_for(&sources, "demo", "CatalogSource demo is READY", is_ready).await;
+    wait_for(&sources, "demo", "CatalogSource demo is READY", catalog_is_ready).await;
     (registry, operator)
 }
 
@@ -368,12 +349,12 @@ async fn an_automatic_subscription_installs_its_dependency_first() {
             .await
             .unwrap();
         let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
-        let name = plan_name(&sub).unwrap();
+        let name = install_plan_of(&sub).unwrap();
         let plan = wait_for(
             &plans,
             &name,
             &format!("InstallPlan {name} is Complete"),
-            phase_is(InstallPlanPhase::Complete),
+            plan_in(InstallPlanPhase::Complete),
         )
         .await
         .unwrap();
@@ -437,7 +418,7 @@ async fn an_automatic_subscription_installs_its_dependency_first() {
             &subs,
             "app",
             "Subscription app is AtLatestKnown",
-            at_latest("demo-app.v0.2.0"),
+            subscription_at("demo-app.v0.2.0"),
         )
         .await
         .unwrap();
@@ -460,7 +441,7 @@ async fn an_automatic_subscription_installs_its_dependency_first() {
             &subs,
             &dependency,
             "the dependency's Subscription is AtLatestKnown",
-            at_latest("demo-db.v1.1.0"),
+            subscription_at("demo-db.v1.1.0"),
         )
         .await;
 
@@ -500,12 +481,12 @@ async fn a_manual_plan_waits_for_approval_while_an_unrelated_subscription_instal
         let app = wait_for(&subs, "app", "Subscription app has an install plan", has_plan)
             .await
             .unwrap();
-        let manual = plan_name(&app).unwrap();
+        let manual = install_plan_of(&app).unwrap();
         let plan = wait_for(
             &plans,
             &manual,
             "the Manual plan waits for approval",
-            phase_is(InstallPlanPhase::RequiresApproval),
+            plan_in(InstallPlanPhase::RequiresApproval),
         )
         .await
         .unwrap();
@@ -517,11 +498,11 @@ async fn a_manual_plan_waits_for_approval_while_an_unrelated_subscription_instal
             &subs,
             "tools",
             "Subscription tools is AtLatestKnown",
-            at_latest("demo-tools.v0.1.0"),
+            subscription_at("demo-tools.v0.1.0"),
         )
         .await
         .unwrap();
-        let automatic = plan_name(&tools).unwrap();
+        let automatic = install_plan_of(&tools).unwrap();
         assert_ne!(automatic, manual, "independent groups get independent plans");
         let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
         let settings = config_maps
@@ -573,14 +554,14 @@ async fn a_manual_plan_waits_for_approval_while_an_unrelated_subscription_instal
             &plans,
             &manual,
             "the approved plan is Complete",
-            phase_is(InstallPlanPhase::Complete),
+            plan_in(InstallPlanPhase::Complete),
         )
         .await;
         let app = wait_for(
             &subs,
             "app",
             "Subscription app is AtLatestKnown after approval",
-            at_latest("demo-app.v0.2.0"),
+            subscription_at("demo-app.v0.2.0"),
         )
         .await
         .unwrap();
@@ -631,7 +612,7 @@ async fn an_unsatisfiable_subscription_explains_itself_while_another_installs() 
             "Flux sees it Failed"
         );
         assert!(
-            plan_name(&broken).is_none(),
+            install_plan_of(&broken).is_none(),
             "no install plan for an unsatisfiable group"
         );
 
@@ -639,7 +620,7 @@ async fn an_unsatisfiable_subscription_explains_itself_while_another_installs() 
             &subs,
             "db",
             "Subscription db is AtLatestKnown",
-            at_latest("demo-db.v1.1.0"),
+            subscription_at("demo-db.v1.1.0"),
         )
         .await;
 
@@ -660,7 +641,7 @@ async fn a_stopped_registry_marks_its_catalog_unhealthy_until_it_returns() {
             &subs,
             "db",
             "Subscription db is AtLatestKnown",
-            at_latest("demo-db.v1.1.0"),
+            subscription_at("demo-db.v1.1.0"),
         )
         .await;
 
@@ -696,7 +677,13 @@ async fn a_stopped_registry_marks_its_catalog_unhealthy_until_it_returns() {
         .await;
 
         let registry = Registry::start(demo_index(false), addr).await;
-        wait_for(&sources, "demo", "CatalogSource demo is READY again", is_ready).await;
+        wait_for(
+            &sources,
+            "demo",
+            "CatalogSource demo is READY again",
+            catalog_is_ready,
+        )
+        .await;
         wait_for(
             &subs,
             "db",
@@ -729,7 +716,7 @@ async fn a_starting_csv_installs_first_and_then_upgrades() {
             &subs,
             "db",
             "Subscription db upgrades to the channel head",
-            at_latest("demo-db.v1.1.0"),
+            subscription_at("demo-db.v1.1.0"),
         )
         .await
         .unwrap();
@@ -758,7 +745,7 @@ async fn a_starting_csv_installs_first_and_then_upgrades() {
             ],
             "the starting CSV first, the upgrade in a plan of its own"
         );
-        assert_eq!(plan_name(&db).as_deref(), Some(all[1].name_any().as_str()));
+        assert_eq!(install_plan_of(&db).as_deref(), Some(all[1].name_any().as_str()));
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
         let upgraded = csvs.get("demo-db.v1.1.0").await.unwrap();
         assert_eq!(upgraded.spec.replaces.as_deref(), Some("demo-db.v1.0.0"));
@@ -779,7 +766,7 @@ async fn a_catalog_update_upgrades_a_subscription_untouched() {
             &subs,
             "db",
             "Subscription db is AtLatestKnown",
-            at_latest("demo-db.v1.1.0"),
+            subscription_at("demo-db.v1.1.0"),
         )
         .await;
 
@@ -802,7 +789,7 @@ async fn a_catalog_update_upgrades_a_subscription_untouched() {
             &subs,
             "db",
             "Subscription db upgrades to the new head",
-            at_latest("demo-db.v1.2.0"),
+            subscription_at("demo-db.v1.2.0"),
         )
         .await
         .unwrap();
@@ -1148,7 +1135,7 @@ async fn an_upgrade_that_drops_a_stored_crd_version_fails_safely() {
         let versions: Vec<_> = crd.spec.versions.iter().map(|v| v.name.as_str()).collect();
         assert_eq!(versions, ["v1"], "the CRD was left as it was");
         let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
-        let plan = plans.get(&plan_name(&failed).unwrap()).await.unwrap();
+        let plan = plans.get(&install_plan_of(&failed).unwrap()).await.unwrap();
         let plan_status = plan.status.unwrap();
         assert_eq!(plan_status.phase, InstallPlanPhase::Failed);
         assert!(
@@ -1234,7 +1221,7 @@ async fn an_interrupted_plan_resumes_from_its_recorded_progress() {
             .unwrap();
 
         let operator = Operator::start(&client, &ns);
-        let plan = wait_for(&plans, "install-resume", "the plan completes", phase_is(InstallPlanPhase::Complete))
+        let plan = wait_for(&plans, "install-resume", "the plan completes", plan_in(InstallPlanPhase::Complete))
             .await
             .unwrap();
         let steps: Vec<_> = plan.status.unwrap().plan.unwrap().iter().map(|s| s.status).collect();
@@ -1284,9 +1271,14 @@ async fn a_configmap_catalog_serves_subscriptions() {
         source.spec.address = None;
         source.spec.config_map = Some("tools-catalog".to_owned());
         create(&sources, &source).await;
-        let ready = wait_for(&sources, "tools", "CatalogSource tools is READY", is_ready)
-            .await
-            .unwrap();
+        let ready = wait_for(
+            &sources,
+            "tools",
+            "CatalogSource tools is READY",
+            catalog_is_ready,
+        )
+        .await
+        .unwrap();
         let reference = ready.status.unwrap().config_map_resource.unwrap();
         assert_eq!(reference.name, "tools-catalog");
         assert!(reference.resource_version.is_some());
@@ -1299,7 +1291,7 @@ async fn a_configmap_catalog_serves_subscriptions() {
             &subs,
             "tools",
             "Subscription tools is AtLatestKnown",
-            at_latest("demo-tools.v0.1.0"),
+            subscription_at("demo-tools.v0.1.0"),
         )
         .await;
         operator.stop().await;
@@ -1332,7 +1324,7 @@ async fn an_unreachable_catalog_only_marks_the_subscriptions_that_need_it() {
             &subs,
             "db",
             "Subscription db installs from the healthy catalog",
-            at_latest("demo-db.v1.1.0"),
+            subscription_at("demo-db.v1.1.0"),
         )
         .await
         .unwrap();
@@ -1363,7 +1355,7 @@ async fn an_unreachable_catalog_only_marks_the_subscriptions_that_need_it() {
         .unwrap();
         let (_, _, message) = condition(&lost, SubscriptionConditionType::CatalogSourcesUnhealthy).unwrap();
         assert!(message.contains("nowhere"), "{message}");
-        assert!(plan_name(&lost).is_none());
+        assert!(install_plan_of(&lost).is_none());
 
         operator.stop().await;
         registry.stop().await;
@@ -1380,14 +1372,14 @@ async fn a_standby_replica_takes_over_and_finishes_the_work() {
         let (b, b_leads) = Operator::start_elected(&client, &ns, "replica-b");
         let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
         create(&sources, &catalog_source("demo", &registry.addr.to_string())).await;
-        wait_for(&sources, "demo", "CatalogSource demo is READY", is_ready).await;
+        wait_for(&sources, "demo", "CatalogSource demo is READY", catalog_is_ready).await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
         create(&subs, &subscription("db", &ns, "demo-db", Approval::Automatic)).await;
         wait_for(
             &subs,
             "db",
             "Subscription db is AtLatestKnown",
-            at_latest("demo-db.v1.1.0"),
+            subscription_at("demo-db.v1.1.0"),
         )
         .await;
         assert!(
@@ -1418,7 +1410,7 @@ async fn a_standby_replica_takes_over_and_finishes_the_work() {
             &subs,
             "tools",
             "Subscription tools installs under the new leader",
-            at_latest("demo-tools.v0.1.0"),
+            subscription_at("demo-tools.v0.1.0"),
         )
         .await;
         let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);

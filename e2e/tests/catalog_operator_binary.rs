@@ -11,7 +11,9 @@ use std::{collections::BTreeSet, path::PathBuf, time::Duration};
 use catalog_operator::registry::server::RegistryIndex;
 use e2e::{
     corpus_dir, install_crds,
-    objects::{catalog_is_ready, grpc_catalog_source, install_plan_of, plan_in, subscribe, subscription_at},
+    objects::{
+        applied_steps, install_plan_of, names, plan_in, ready_catalog_source, subscribe, subscription_at,
+    },
     process::{Process, free_port},
     wait_for, wait_for_within, with_namespace,
 };
@@ -20,12 +22,12 @@ use k8s_openapi::{
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
-    Api,
+    Api, Client,
     api::{Patch, PatchParams, PostParams},
 };
 use olm_api::v1alpha1::{
-    Approval, CatalogSource, ClusterServiceVersion, InstallPlan, InstallPlanPhase, InstallPlanStatus,
-    StepStatus, Subscription,
+    Approval, ClusterServiceVersion, InstallPlan, InstallPlanPhase, InstallPlanStatus, StepStatus,
+    Subscription,
 };
 use olm_catalog::Catalog;
 use serde_json::json;
@@ -43,30 +45,33 @@ fn bundle_object_catalog() -> PathBuf {
     dir
 }
 
-/// How long a real catalog may take to load and a plan with many objects to run.
+/// How long a plan with many objects may take.
 const SLOW: Duration = Duration::from_secs(180);
+
+/// The corpus catalog, served by `catalog-operator serve`, a `catalog-operator
+/// run` named `identity` watching `namespace`, and the READY CatalogSource
+/// `corpus` there.
+async fn serve_corpus(client: &Client, namespace: &str, identity: &str) -> (Catalog, Process, Process) {
+    install_crds(client).await;
+    let catalog_dir = bundle_object_catalog();
+    let (catalog, _) = catalog_operator::source::load(&catalog_dir).expect("the corpus catalog loads");
+    let port = free_port();
+    let registry = Process::registry(&format!("{identity}-registry"), &catalog_dir, port);
+    let operator = Process::catalog_operator(
+        identity,
+        "catalog-operator",
+        namespace,
+        Some(namespace),
+        namespace,
+    );
+    ready_catalog_source(client, namespace, "corpus", &format!("127.0.0.1:{port}")).await;
+    (catalog, registry, operator)
+}
 
 #[tokio::test]
 async fn a_real_corpus_catalog_served_by_the_binary_installs_its_packages() {
     with_namespace("corpusbin", |client, ns| async move {
-        install_crds(&client).await;
-        let catalog_dir = bundle_object_catalog();
-        let (catalog, _) = catalog_operator::source::load(&catalog_dir).expect("the corpus catalog loads");
-        let port = free_port();
-        let _registry = Process::registry("corpus-registry", &catalog_dir, port);
-        let _operator =
-            Process::catalog_operator("catalog-operator", "catalog-operator", &ns, Some(&ns), &ns);
-
-        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
-        grpc_catalog_source(&sources, "corpus", &format!("127.0.0.1:{port}")).await;
-        wait_for_within(
-            SLOW,
-            &sources,
-            "corpus",
-            "CatalogSource corpus is READY",
-            catalog_is_ready,
-        )
-        .await;
+        let (catalog, _registry, _operator) = serve_corpus(&client, &ns, "catalog-operator").await;
 
         // kube-green: a CRD, a CSV, a ClusterRole and two Services, all from the catalog.
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
@@ -136,24 +141,7 @@ async fn a_real_corpus_catalog_served_by_the_binary_installs_its_packages() {
 #[tokio::test]
 async fn a_killed_catalog_operator_finishes_the_plan_when_it_starts_again() {
     with_namespace("killplan", |client, ns| async move {
-        install_crds(&client).await;
-        let catalog_dir = bundle_object_catalog();
-        let (catalog, _) = catalog_operator::source::load(&catalog_dir).expect("the corpus catalog loads");
-        let port = free_port();
-        let _registry = Process::registry("killplan-registry", &catalog_dir, port);
-        let mut operator =
-            Process::catalog_operator("catalog-operator-1", "catalog-operator", &ns, Some(&ns), &ns);
-
-        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
-        grpc_catalog_source(&sources, "corpus", &format!("127.0.0.1:{port}")).await;
-        wait_for_within(
-            SLOW,
-            &sources,
-            "corpus",
-            "CatalogSource corpus is READY",
-            catalog_is_ready,
-        )
-        .await;
+        let (catalog, _registry, mut operator) = serve_corpus(&client, &ns, "catalog-operator-1").await;
 
         // A Manual plan, so that the test knows when the install starts: at approval.
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
@@ -214,8 +202,9 @@ async fn a_killed_catalog_operator_finishes_the_plan_when_it_starts_again() {
             &plan_name,
             "the InstallPlan is Installing with one step left",
             |p: Option<&InstallPlan>| {
-                p.and_then(|p| p.status.as_ref())
-                    .is_some_and(|s| s.phase == InstallPlanPhase::Installing && applied(s) + 1 == steps_of(s))
+                p.and_then(|p| p.status.as_ref()).is_some_and(|s| {
+                    s.phase == InstallPlanPhase::Installing && applied_steps(s) + 1 == steps_of(s)
+                })
             },
         )
         .await
@@ -224,7 +213,7 @@ async fn a_killed_catalog_operator_finishes_the_plan_when_it_starts_again() {
         operator.kill();
         println!(
             "killed the catalog-operator with the plan Installing, {} of {} steps applied",
-            applied(&stuck),
+            applied_steps(&stuck),
             steps_of(&stuck)
         );
         quotas
@@ -251,37 +240,18 @@ async fn a_killed_catalog_operator_finishes_the_plan_when_it_starts_again() {
             subscription_at(&head),
         )
         .await;
-        let steps = plan.status.and_then(|s| s.plan).unwrap_or_default();
-        assert!(
-            steps
-                .iter()
-                .all(|s| matches!(s.status, StepStatus::Created | StepStatus::Present)),
-            "every step applied: {steps:?}"
+        let status = plan.status.expect("a status");
+        assert_eq!(
+            applied_steps(&status),
+            steps_of(&status),
+            "every step applied: {status:?}"
         );
         // Nothing duplicated: one plan, one CSV.
-        assert_eq!(plans.list(&Default::default()).await.unwrap().items.len(), 1);
+        assert_eq!(names(&plans).await, [plan_name]);
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
-        let names: Vec<String> = csvs
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|c| c.metadata.name)
-            .collect();
-        assert_eq!(names, [head]);
+        assert_eq!(names(&csvs).await, [head]);
     })
     .await;
-}
-
-/// How many steps of the plan are applied.
-fn applied(status: &InstallPlanStatus) -> usize {
-    status
-        .plan
-        .iter()
-        .flatten()
-        .filter(|s| matches!(s.status, StepStatus::Created | StepStatus::Present))
-        .count()
 }
 
 /// How many steps the plan has.

@@ -9,19 +9,16 @@ use catalog_operator::{
     controllers::Options,
     registry::server::{self, RegistryIndex, RegistryService},
 };
-use e2e::{FIELD_MANAGER, install_crds, is_deployment_available, repo_root, wait_for_within, with_namespace};
-use futures::FutureExt;
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::{
-    Api, Client,
-    api::{Patch, PatchParams},
+use e2e::{
+    install_crds,
+    objects::{DEMO_APP_INSTALL, STEP, apply, wait_installed},
+    repo_root, wait_for_within, with_namespace,
 };
+use futures::FutureExt;
+use kube::{Api, Client};
 use olm_api::{
     v1::OperatorGroup,
-    v1alpha1::{
-        CatalogSource, ClusterServiceVersion, ConnectivityState, CsvPhase, InstallPlan, InstallPlanPhase,
-        Subscription,
-    },
+    v1alpha1::{CatalogSource, ConnectivityState, InstallPlan, InstallPlanPhase, Subscription},
 };
 use olm_runtime::{
     Leadership, Readiness,
@@ -30,20 +27,6 @@ use olm_runtime::{
 };
 use serde_json::json;
 use tokio::sync::oneshot;
-
-const STEP: Duration = Duration::from_secs(120);
-
-/// Applies a typed object given as JSON, server-side.
-async fn apply<K>(api: &Api<K>, object: serde_json::Value) -> K
-where
-    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
-{
-    let object: K = serde_json::from_value(object).expect("a valid object");
-    let name = object.meta().name.clone().expect("named");
-    api.patch(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&object))
-        .await
-        .unwrap_or_else(|e| panic!("cannot apply {name}: {e}"))
-}
 
 #[tokio::test]
 async fn a_subscription_ends_in_running_operators() {
@@ -169,28 +152,7 @@ async fn a_subscription_ends_in_running_operators() {
             },
         )
         .await;
-        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
-        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-        for (csv, deployment) in [("demo-db.v1.1.0", "demo-db"), ("demo-app.v0.2.0", "demo-app")] {
-            wait_for_within(
-                STEP,
-                &csvs,
-                csv,
-                &format!("CSV {csv} is Succeeded"),
-                |c: Option<&ClusterServiceVersion>| {
-                    c.and_then(|c| c.status.as_ref()?.phase) == Some(CsvPhase::Succeeded)
-                },
-            )
-            .await;
-            wait_for_within(
-                STEP,
-                &deployments,
-                deployment,
-                &format!("Deployment {deployment} is Available"),
-                is_deployment_available(),
-            )
-            .await;
-        }
+        wait_installed(&client, &ns, &DEMO_APP_INSTALL, STEP).await;
         let sub = subs.get("demo-app").await.expect("the Subscription");
         assert_eq!(
             sub.status.and_then(|s| s.installed_csv).as_deref(),

@@ -9,22 +9,17 @@
 use std::time::{Duration, Instant};
 
 use e2e::{
-    install_crds, is_deployment_available,
+    install_crds,
     objects::{
-        catalog_is_ready, csv_in, global_operator_group, grpc_catalog_source, install_plan_of, subscribe,
-        subscription_at,
+        DEMO_APP_INSTALL, STEP, names, ready_catalog_source, subscribe_to_demo_app, wait_for_install_plan,
+        wait_installed, wait_subscription_at,
     },
     process::{Process, free_port},
     repo_root, wait_for, wait_for_within, with_namespace,
 };
 use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
 use kube::Api;
-use olm_api::{
-    v1::OperatorGroup,
-    v1alpha1::{Approval, CatalogSource, ClusterServiceVersion, CsvPhase, InstallPlan, Subscription},
-};
-
-const STEP: Duration = Duration::from_secs(120);
+use olm_api::v1alpha1::{ClusterServiceVersion, InstallPlan, Subscription};
 
 /// The identity holding the Lease, if any.
 fn holder(lease: Option<&Lease>) -> Option<String> {
@@ -73,37 +68,12 @@ async fn the_standbys_finish_an_install_whose_leaders_were_killed() {
         let catalog_leader = leader_of(&leases, "catalog-operator", &catalog).await;
         let olm_leader = leader_of(&leases, "olm-operator", &olm).await;
 
-        let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
-        global_operator_group(&groups, "global").await;
-        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
-        grpc_catalog_source(&sources, "demo", &format!("127.0.0.1:{port}")).await;
-        wait_for_within(
-            STEP,
-            &sources,
-            "demo",
-            "CatalogSource demo is READY",
-            catalog_is_ready,
-        )
-        .await;
+        ready_catalog_source(&client, &ns, "demo", &format!("127.0.0.1:{port}")).await;
+        subscribe_to_demo_app(&client, &ns, ("demo", &ns)).await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
-        subscribe(
-            &subs,
-            "demo-app",
-            ("demo", &ns),
-            "demo-app",
-            "stable",
-            Approval::Automatic,
-        )
-        .await;
 
         // The install has begun: the plan exists. Both leaders die at once.
-        wait_for(
-            &subs,
-            "demo-app",
-            "Subscription demo-app has an InstallPlan",
-            |s: Option<&Subscription>| s.and_then(install_plan_of).is_some(),
-        )
-        .await;
+        wait_for_install_plan(&subs, "demo-app").await;
         catalog[catalog_leader].kill();
         olm[olm_leader].kill();
         let killed = Instant::now();
@@ -131,51 +101,21 @@ async fn the_standbys_finish_an_install_whose_leaders_were_killed() {
             );
         }
 
-        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
-        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
-        for (csv, deployment) in [("demo-db.v1.1.0", "demo-db"), ("demo-app.v0.2.0", "demo-app")] {
-            wait_for_within(
-                STEP,
-                &csvs,
-                csv,
-                &format!("CSV {csv} is Succeeded"),
-                csv_in(CsvPhase::Succeeded),
-            )
-            .await;
-            wait_for_within(
-                STEP,
-                &deployments,
-                deployment,
-                &format!("Deployment {deployment} is Available"),
-                is_deployment_available(),
-            )
-            .await;
-        }
-        wait_for(
-            &subs,
-            "demo-app",
-            "Subscription demo-app is at demo-app.v0.2.0",
-            subscription_at("demo-app.v0.2.0"),
-        )
-        .await;
+        wait_installed(&client, &ns, &DEMO_APP_INSTALL, STEP).await;
+        wait_subscription_at(&subs, "demo-app", "demo-app.v0.2.0").await;
         println!("the install finished {:.1?} after the kill", killed.elapsed());
 
         // Nothing done twice: one plan, one CSV and one Deployment per operator.
-        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
-        let plan_count = plans.list(&Default::default()).await.unwrap().items.len();
-        assert_eq!(plan_count, 1, "one InstallPlan for the one install");
-        let mut csv_names: Vec<String> = csvs
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .filter_map(|c| c.metadata.name)
-            .collect();
-        csv_names.sort();
-        assert_eq!(csv_names, ["demo-app.v0.2.0", "demo-db.v1.1.0"]);
-        let deployment_count = deployments.list(&Default::default()).await.unwrap().items.len();
-        assert_eq!(deployment_count, 2, "one Deployment per operator");
+        let plans = names(&Api::<InstallPlan>::namespaced(client.clone(), &ns)).await;
+        assert_eq!(plans.len(), 1, "one InstallPlan for the one install: {plans:?}");
+        let csvs = names(&Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns)).await;
+        assert_eq!(csvs, ["demo-app.v0.2.0", "demo-db.v1.1.0"]);
+        let deployments = names(&Api::<Deployment>::namespaced(client.clone(), &ns)).await;
+        assert_eq!(
+            deployments,
+            ["demo-app", "demo-db"],
+            "one Deployment per operator"
+        );
         let dead = [
             catalog[catalog_leader].label.clone(),
             olm[olm_leader].label.clone(),

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use e2e::{
     NAMESPACE_LABEL, client, install_crds,
-    objects::{catalog_is_ready, csv_in, global_operator_group, grpc_catalog_source, subscribe},
+    objects::{STEP, csv_in, global_operator_group, ready_catalog_source, subscribe},
     process::{Process, free_port},
     repo_root, wait_for_within,
 };
@@ -30,10 +30,9 @@ use kube::{
 };
 use olm_api::{
     v1::OperatorGroup,
-    v1alpha1::{Approval, CatalogSource, ClusterServiceVersion, CsvPhase, Subscription},
+    v1alpha1::{Approval, ClusterServiceVersion, CsvPhase, Subscription},
 };
 
-const STEP: Duration = Duration::from_secs(180);
 /// What a Subscription to demo-app installs.
 const CSVS: [&str; 2] = ["demo-db.v1.1.0", "demo-app.v0.2.0"];
 
@@ -65,16 +64,7 @@ async fn main() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let idle = (catalog.rss_kib(), olm.rss_kib());
 
-    let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &home);
-    grpc_catalog_source(&sources, "demo", &format!("127.0.0.1:{port}")).await;
-    wait_for_within(
-        STEP,
-        &sources,
-        "demo",
-        "CatalogSource demo is READY",
-        catalog_is_ready,
-    )
-    .await;
+    ready_catalog_source(&client, &home, "demo", &format!("127.0.0.1:{port}")).await;
 
     let mut times = Vec::new();
     for i in 0..installs {

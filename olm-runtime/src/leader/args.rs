@@ -34,12 +34,12 @@ pub struct LeaderElectionArgs {
     pub leader_identity: Option<String>,
 
     /// How long standbys wait after the Lease last changed before taking it over.
-    #[arg(long, env = "OLM_LEASE_DURATION", default_value = "12s", value_parser = parse_duration)]
+    #[arg(long, env = "OLM_LEASE_DURATION", default_value = "10s", value_parser = parse_duration)]
     pub lease_duration: Duration,
 
     /// How long the leader keeps writing after the start of its last successful
     /// renewal; must be shorter than the lease duration.
-    #[arg(long, env = "OLM_RENEW_DEADLINE", default_value = "7s", value_parser = parse_duration)]
+    #[arg(long, env = "OLM_RENEW_DEADLINE", default_value = "5s", value_parser = parse_duration)]
     pub renew_deadline: Duration,
 
     /// How often the leader renews and standbys try to acquire.
@@ -181,8 +181,8 @@ mod tests {
         assert!(cli.le.leader_elect);
         assert_eq!(cli.le.lease_duration, super::super::DEFAULT_LEASE_DURATION);
         assert_eq!(cli.le.renew_deadline, super::super::DEFAULT_RENEW_DEADLINE);
-        assert_eq!(cli.le.lease_duration, Duration::from_secs(12));
-        assert_eq!(cli.le.renew_deadline, Duration::from_secs(7));
+        assert_eq!(cli.le.lease_duration, Duration::from_secs(10));
+        assert_eq!(cli.le.renew_deadline, Duration::from_secs(5));
         assert_eq!(cli.le.retry_period, Duration::from_secs(2));
 
         let cli = Cli::try_parse_from([

@@ -38,14 +38,15 @@ pub use args::{LeaderElectionArgs, default_identity, parse_duration};
 pub use elector::{ElectionTask, LeaderElector};
 
 /// The defaults: fast failover. After a crash a standby takes over once the lease
-/// has gone unrenewed for its duration (10 to 14 s after the crash, as standbys
-/// look every retry period); after a clean shutdown the lease is released and a
-/// standby takes it at its next look (within the retry period). The leader stops
-/// writing 5 s before any standby could take over, and an API server outage
-/// shorter than the renew deadline does not cost it the lease.
-pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(12);
+/// has gone unrenewed for its duration as the standby saw it (10 to 14 s after
+/// the crash, as standbys look every retry period); after a clean shutdown the
+/// lease is released and a standby takes it at its next look (within the retry
+/// period). The leader stops writing 5 s before any standby could take over; an
+/// API server outage longer than the renew deadline makes it step down until it
+/// can renew again.
+pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(10);
 /// See [`DEFAULT_LEASE_DURATION`].
-pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(7);
+pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(5);
 /// See [`DEFAULT_LEASE_DURATION`].
 pub const DEFAULT_RETRY_PERIOD: Duration = Duration::from_secs(2);
 
@@ -302,10 +303,10 @@ mod tests {
     fn defaults_are_valid_and_fast() {
         let c = config();
         c.validate().unwrap();
-        assert_eq!(c.lease_duration, Duration::from_secs(12));
-        assert_eq!(c.renew_deadline, Duration::from_secs(7));
+        assert_eq!(c.lease_duration, Duration::from_secs(10));
+        assert_eq!(c.renew_deadline, Duration::from_secs(5));
         assert_eq!(c.retry_period, Duration::from_secs(2));
-        assert_eq!(c.lease_duration_seconds(), 12);
+        assert_eq!(c.lease_duration_seconds(), 10);
     }
 
     #[test]

@@ -1382,10 +1382,16 @@ async fn a_standby_replica_takes_over_and_finishes_the_work() {
             subscription_at("demo-db.v1.1.0"),
         )
         .await;
-        assert!(
-            a_leads.is_leader() != b_leads.is_leader(),
-            "exactly one replica leads"
-        );
+        // Exactly one leads (waited for: on a loaded machine a leader may have
+        // stepped down at its renew deadline, and the other not yet taken over).
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while a_leads.is_leader() == b_leads.is_leader() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "exactly one replica leads"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
 
         // The leader goes away; the standby takes over and serves new work.
         let (leader, standby, standby_leads) = if a_leads.is_leader() {

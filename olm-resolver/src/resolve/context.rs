@@ -1,0 +1,443 @@
+//! One namespace's resolution: its Subscriptions split into independent groups, each solved
+//! and, when it fails, explained.
+
+use super::*;
+
+pub(super) struct SubSetup<'a> {
+    pub(super) sub: &'a Subscription,
+    pub(super) channel: Option<&'a str>,
+    pub(super) current: Option<BundleId>,
+    pub(super) candidates: Vec<Cand<'a>>,
+    pub(super) problem: Option<SubscriptionProblem>,
+}
+
+pub(super) struct Context<'a> {
+    pub(super) view: View<'a>,
+    pub(super) subs: Vec<SubSetup<'a>>,
+    pub(super) fixed: Vec<BundleId>,
+    pub(super) fixed_set: HashSet<BundleId>,
+    /// Candidates of each need of each bundle the groups can reach; bundles of one catalog with
+    /// equal needs share one list.
+    pub(super) deps: HashMap<(BundleId, u16), Rc<Vec<Cand<'a>>>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Key<'a> {
+    Package(&'a str),
+    Api(&'a Gvk),
+}
+
+impl<'a> Context<'a> {
+    /// Splits the Subscriptions into groups: connected components of "may touch the same package
+    /// or API", over every bundle each one could bring in. Also fills the dependency candidates.
+    pub(super) fn groups(&mut self) -> Vec<Vec<usize>> {
+        let n = self.subs.len();
+        let mut parent: Vec<usize> = (0..n).collect();
+        fn find(parent: &mut [usize], mut x: usize) -> usize {
+            while parent[x] != x {
+                parent[x] = parent[parent[x]];
+                x = parent[x];
+            }
+            x
+        }
+        let mut first_toucher: HashMap<Key<'a>, usize> = HashMap::new();
+        let mut unranked: Vec<Cand<'a>> = self
+            .subs
+            .iter()
+            .flat_map(|s| s.candidates.iter().copied())
+            .filter(|c| {
+                !self.view.is_installed(c.id) && self.view.index.bundles[c.id.0 as usize].rank == UNRANKED
+            })
+            .collect();
+        unranked.sort_by_key(|c| c.id);
+        unranked.dedup_by_key(|c| c.id);
+        let mut shared: HashMap<(Option<u32>, &'a Requirement), Rc<Vec<Cand<'a>>>> = HashMap::new();
+        for s in 0..n {
+            let mut keys = vec![Key::Package(self.subs[s].sub.package.as_str())];
+            let mut stack: Vec<BundleId> = self.subs[s].candidates.iter().map(|c| c.id).collect();
+            let mut visited: HashSet<BundleId> = HashSet::new();
+            let mut expanded: HashSet<*const Vec<Cand<'a>>> = HashSet::new();
+            while let Some(id) = stack.pop() {
+                if self.fixed_set.contains(&id) || !visited.insert(id) {
+                    continue;
+                }
+                keys.extend(self.view.package(id).map(Key::Package));
+                keys.extend(self.view.provides(id).iter().map(Key::Api));
+                for (r, requirement) in self.view.requirements(id).iter().enumerate() {
+                    let view = &self.view;
+                    let list = self
+                        .deps
+                        .entry((id, r as u16))
+                        .or_insert_with(|| {
+                            shared
+                                .entry((view.catalog(id), requirement))
+                                .or_insert_with(|| {
+                                    Rc::new(view.dependency_candidates(id, requirement, &unranked))
+                                })
+                                .clone()
+                        })
+                        .clone();
+                    if expanded.insert(Rc::as_ptr(&list)) {
+                        stack.extend(list.iter().map(|c| c.id));
+                    }
+                }
+            }
+            for key in keys {
+                let other = *first_toucher.entry(key).or_insert(s);
+                let (a, b) = (find(&mut parent, s), find(&mut parent, other));
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        let mut group_of_root: HashMap<usize, usize> = HashMap::new();
+        for s in 0..n {
+            let root = find(&mut parent, s);
+            let g = *group_of_root.entry(root).or_insert_with(|| {
+                groups.push(Vec::new());
+                groups.len() - 1
+            });
+            groups[g].push(s);
+        }
+        groups
+    }
+
+    pub(super) fn solve_group(&self, members: &[usize]) -> Outcome {
+        let mut search = Search::new(self, members, None);
+        match search.run() {
+            Ok(()) => Outcome::Plan(self.plan(members, &search)),
+            Err(Fail::Limit) => Outcome::Unsatisfiable(Explanation {
+                conflicts: vec![Conflict::SearchLimit { steps: search.steps }],
+            }),
+            Err(Fail::Conflict(nogood)) => {
+                let order = search.consulted_order;
+                let mut core: Vec<ConstraintId<'a>> = order
+                    .iter()
+                    .copied()
+                    .filter(|c| nogood.constraints.contains(c))
+                    .collect();
+                // The search's core is unsatisfiable by construction; checking costs one solve
+                // and guards the explanation against a mistake there.
+                let enabled: HashSet<ConstraintId<'a>> = core.iter().copied().collect();
+                if Search::new(self, members, Some(&enabled)).run().is_ok() {
+                    core = order;
+                }
+                let core = self.minimal_core(members, core);
+                Outcome::Unsatisfiable(self.explain(&core))
+            }
+        }
+    }
+
+    /// Deletion-based minimal unsatisfiable subset of `core`, an unsatisfiable set of constraints
+    /// that the search collected while it failed.
+    pub(super) fn minimal_core(
+        &self,
+        members: &[usize],
+        core: Vec<ConstraintId<'a>>,
+    ) -> Vec<ConstraintId<'a>> {
+        // Subscriptions first: dropping one that takes no part shrinks every later trial, and
+        // the set found names as few Subscriptions as it can.
+        let rank = |c: &ConstraintId<'a>| match c {
+            ConstraintId::Sub(_) => 0,
+            ConstraintId::Dep(..) => 1,
+            ConstraintId::Api(_) => 2,
+            ConstraintId::Package(_) => 3,
+        };
+        let mut tries: Vec<ConstraintId<'a>> = core.clone();
+        let mut core = core;
+        tries.sort_by_key(rank);
+        for candidate in tries {
+            if !core.contains(&candidate) {
+                continue;
+            }
+            let trial: HashSet<ConstraintId<'a>> = core.iter().copied().filter(|c| *c != candidate).collect();
+            let mut search = Search::new(self, members, Some(&trial));
+            if let Err(Fail::Conflict(nogood)) = search.run() {
+                core.retain(|c| *c != candidate && nogood.constraints.contains(c));
+            }
+        }
+        core
+    }
+
+    pub(super) fn explain(&self, core: &[ConstraintId<'a>]) -> Explanation {
+        let view = &self.view;
+        let in_core: HashSet<ConstraintId<'a>> = core.iter().copied().collect();
+        let annotate = |id: BundleId| -> Vec<Exclusion> {
+            let mut excluded = Vec::new();
+            for (r, requirement) in view.requirements(id).iter().enumerate() {
+                if in_core.contains(&ConstraintId::Dep(id, r as u16)) {
+                    excluded.push(Exclusion::Requires {
+                        requirement: describe_requirement(requirement),
+                    });
+                }
+            }
+            if let Some(package) = view.package(id)
+                && in_core.contains(&ConstraintId::Package(package))
+            {
+                excluded.push(Exclusion::PackageConflict {
+                    package: package.to_owned(),
+                });
+            }
+            for gvk in view.provides(id) {
+                if in_core.contains(&ConstraintId::Api(gvk)) {
+                    excluded.push(Exclusion::ApiConflict { gvk: gvk.clone() });
+                }
+            }
+            excluded
+        };
+        let candidate = |id: BundleId, excluded: Vec<Exclusion>| Candidate {
+            bundle: view.name(id).to_owned(),
+            version: view.version(id).clone(),
+            catalog: view
+                .catalog(id)
+                .filter(|_| !view.is_installed(id))
+                .map(|c| view.index.catalogs[c as usize].id.clone()),
+            excluded,
+        };
+        // Bundles that the core's needs call for, to name them in invariant conflicts.
+        let mut called_for: Vec<BundleId> = self.fixed.clone();
+        let mut conflicts = Vec::new();
+        for c in core {
+            let ConstraintId::Sub(s) = *c else { continue };
+            let setup = &self.subs[s];
+            called_for.extend(setup.candidates.iter().map(|c| c.id));
+            conflicts.push(Conflict::Subscription(SubscriptionNeed {
+                subscription: setup.sub.name.clone(),
+                package: setup.sub.package.clone(),
+                channel: setup.channel.map(str::to_owned),
+                catalog: setup.sub.catalog.clone(),
+                installed: setup.current.map(|c| view.name(c).to_owned()),
+                candidates: setup
+                    .candidates
+                    .iter()
+                    .map(|c| candidate(c.id, annotate(c.id)))
+                    .collect(),
+                problem: setup.problem.clone(),
+            }));
+        }
+        let mut needs: Vec<DependencyNeed> = Vec::new();
+        for c in core {
+            let ConstraintId::Dep(id, r) = *c else { continue };
+            let requirement = &view.requirements(id)[r as usize];
+            let matching = &self.deps[&(id, r)];
+            called_for.extend(matching.iter().map(|c| c.id));
+            let (failure_message, unsupported) = match requirement {
+                Requirement::Constraint(constraint) => (
+                    constraint.failure_message.clone(),
+                    first_cel(&constraint.kind).map(|rule| Unsupported::Cel {
+                        rule: rule.to_owned(),
+                    }),
+                ),
+                _ => (None, None),
+            };
+            let range_package = match requirement {
+                Requirement::Package { package, range } => Some((package, Some(range))),
+                Requirement::Constraint(c) => match &c.kind {
+                    ConstraintKind::Package { package, range } => Some((package, range.as_ref())),
+                    _ => None,
+                },
+                Requirement::Gvk { .. } => None,
+            };
+            let candidates = match (range_package, &unsupported) {
+                (Some((package, Some(range))), None) => view
+                    .package_near_misses(id, package)
+                    .into_iter()
+                    .map(|b| {
+                        if matching.iter().any(|m| m.id == b) {
+                            candidate(b, annotate(b))
+                        } else {
+                            candidate(b, vec![Exclusion::OutsideRange { range: range.clone() }])
+                        }
+                    })
+                    .collect(),
+                _ => matching.iter().map(|m| candidate(m.id, annotate(m.id))).collect(),
+            };
+            let need = DependencyNeed {
+                dependents: vec![view.name(id).to_owned()],
+                requirement: describe_requirement(requirement),
+                failure_message,
+                candidates,
+                unsupported,
+            };
+            match needs.iter_mut().find(|n| {
+                n.requirement == need.requirement
+                    && n.candidates == need.candidates
+                    && n.failure_message == need.failure_message
+            }) {
+                Some(existing) => existing.dependents.push(view.name(id).to_owned()),
+                None => needs.push(need),
+            }
+        }
+        conflicts.extend(needs.into_iter().map(Conflict::Dependency));
+        let named = |keep: &dyn Fn(BundleId) -> bool| {
+            let mut names: Vec<String> = Vec::new();
+            for &id in &called_for {
+                let name = view.name(id).to_owned();
+                if keep(id) && !names.contains(&name) {
+                    names.push(name);
+                }
+            }
+            names
+        };
+        for c in core {
+            match *c {
+                ConstraintId::Package(package) => conflicts.push(Conflict::OneBundlePerPackage {
+                    package: package.to_owned(),
+                    bundles: named(&|id| view.package(id) == Some(package)),
+                }),
+                ConstraintId::Api(gvk) => conflicts.push(Conflict::OneProviderPerApi {
+                    gvk: gvk.clone(),
+                    bundles: named(&|id| view.provides(id).contains(gvk)),
+                }),
+                ConstraintId::Sub(_) | ConstraintId::Dep(..) => {}
+            }
+        }
+        Explanation { conflicts }
+    }
+
+    pub(super) fn plan(&self, members: &[usize], search: &Search<'_, 'a>) -> Plan {
+        let view = &self.view;
+        let chosen: Vec<&Choice<'a>> = search
+            .chosen
+            .iter()
+            .filter(|c| !matches!(c.origin, Origin::Fixed))
+            .collect();
+        let chosen_ids: HashSet<BundleId> = chosen.iter().map(|c| c.id).collect();
+        let mut subscriptions = Vec::new();
+        let mut replaces: HashMap<BundleId, &str> = HashMap::new();
+        let mut deprecations: Vec<DeprecationNotice> = Vec::new();
+        for &s in members {
+            let setup = &self.subs[s];
+            let Some(pick) = setup.candidates.iter().find(|c| chosen_ids.contains(&c.id)) else {
+                continue;
+            };
+            let change = match setup.current {
+                Some(current) if current == pick.id => Change::Stay,
+                Some(current) => {
+                    replaces.insert(pick.id, view.name(current));
+                    Change::Upgrade {
+                        from: view.name(current).to_owned(),
+                    }
+                }
+                None => Change::Install,
+            };
+            if change == Change::Stay
+                && let (Some(catalog), Some(channel)) =
+                    (view.index.catalog_number(&setup.sub.catalog), setup.channel)
+            {
+                self.deprecations(catalog, &setup.sub.package, channel, None, &mut deprecations);
+            }
+            subscriptions.push(SubscriptionResult {
+                subscription: setup.sub.name.clone(),
+                bundle: view.name(pick.id).to_owned(),
+                change,
+            });
+        }
+        let new: Vec<&Choice<'a>> = {
+            let mut new: Vec<&Choice<'a>> = chosen.into_iter().filter(|c| !view.is_installed(c.id)).collect();
+            new.sort_by_key(|c| view.name(c.id));
+            new
+        };
+        let mut graph = DiGraph::<usize, ()>::new();
+        let nodes: Vec<_> = (0..new.len()).map(|i| graph.add_node(i)).collect();
+        for (i, dependent) in new.iter().enumerate() {
+            for requirement in view.requirements(dependent.id) {
+                if let Some(j) = new
+                    .iter()
+                    .position(|c| c.id != dependent.id && view.matches(c.id, requirement))
+                {
+                    graph.update_edge(nodes[j], nodes[i], ());
+                }
+            }
+        }
+        let order = install_order(&graph);
+        let steps: Vec<Step> = order
+            .into_iter()
+            .map(|i| {
+                let choice = new[i];
+                let bundle = &view.index.bundles[choice.id.0 as usize];
+                let reason = match choice.origin {
+                    Origin::Sub(s) => StepReason::Subscription {
+                        name: self.subs[s].sub.name.clone(),
+                    },
+                    Origin::Dep(dependent, r) => StepReason::Dependency {
+                        dependent: view.name(dependent).to_owned(),
+                        requirement: describe_requirement(&view.requirements(dependent)[r as usize]),
+                    },
+                    // Fixed CSVs are installed, so never steps; this arm only completes the match.
+                    Origin::Fixed => StepReason::Subscription { name: String::new() },
+                };
+                let channel = choice
+                    .channel
+                    .or(bundle.channel.as_deref())
+                    .unwrap_or_default()
+                    .to_owned();
+                self.deprecations(
+                    bundle.catalog,
+                    &bundle.input.package,
+                    &channel,
+                    Some(choice.id),
+                    &mut deprecations,
+                );
+                Step {
+                    bundle: bundle.input.name.clone(),
+                    package: bundle.input.package.clone(),
+                    version: bundle.input.version.clone(),
+                    catalog: view.index.catalogs[bundle.catalog as usize].id.clone(),
+                    channel,
+                    reason,
+                    replaces: replaces.get(&choice.id).map(|s| (*s).to_owned()),
+                }
+            })
+            .collect();
+        Plan {
+            steps,
+            subscriptions,
+            deprecations,
+        }
+    }
+
+    pub(super) fn deprecations(
+        &self,
+        catalog: u32,
+        package: &str,
+        channel: &str,
+        bundle: Option<BundleId>,
+        out: &mut Vec<DeprecationNotice>,
+    ) {
+        let catalog_data = &self.view.index.catalogs[catalog as usize];
+        let mut push = |subject: DeprecatedSubject, message: &str| {
+            let notice = DeprecationNotice {
+                subject,
+                catalog: catalog_data.id.clone(),
+                message: message.to_owned(),
+            };
+            if !out.contains(&notice) {
+                out.push(notice);
+            }
+        };
+        if let Some(graph) = catalog_data.packages.get(package) {
+            if let Some(d) = graph.deprecation() {
+                push(DeprecatedSubject::Package(package.to_owned()), &d.message);
+            }
+            if let Some(Ok(c)) = graph.channel(channel)
+                && let Some(d) = c.deprecation()
+            {
+                push(
+                    DeprecatedSubject::Channel {
+                        package: package.to_owned(),
+                        channel: channel.to_owned(),
+                    },
+                    &d.message,
+                );
+            }
+        }
+        if let Some(id) = bundle
+            && let Some(d) = &self.view.index.bundles[id.0 as usize].input.deprecation
+        {
+            push(
+                DeprecatedSubject::Bundle(self.view.name(id).to_owned()),
+                &d.message,
+            );
+        }
+    }
+}

@@ -330,6 +330,7 @@ impl OlmKind {
     }
 }
 
+pub mod inprocess;
 pub mod objects;
 pub mod process;
 

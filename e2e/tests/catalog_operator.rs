@@ -5,19 +5,16 @@
 //! The CSVs' own install is olm-operator's job: these tests only check that the
 //! InstallPlans create them (and the CRDs and other bundle objects).
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
-use catalog_operator::{
-    controllers::Options,
-    registry::server::{self, RegistryIndex, RegistryService},
-    run::run_controllers,
-};
+use catalog_operator::registry::server::RegistryIndex;
 use e2e::{
-    FIELD_MANAGER, install_crds,
+    FIELD_MANAGER,
+    inprocess::{Operator, Registry, demo_catalog, demo_index},
+    install_crds,
     objects::{catalog_is_ready, install_plan_of, plan_in, subscription_at},
     repo_root, wait_for, with_namespace,
 };
-use futures::FutureExt;
 use k8s_openapi::{
     api::core::v1::{ConfigMap, Pod, Service},
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -34,180 +31,6 @@ use olm_api::v1alpha1::{
     Subscription, SubscriptionConditionType, SubscriptionSpec, SubscriptionState, UpdateStrategy,
 };
 use olm_catalog::{Catalog, ChannelEntry};
-use olm_runtime::{
-    LeaderElectionArgs, Leadership, Readiness,
-    apply::{FIELD_MANAGER_CATALOG, Writer},
-    metrics::Metrics,
-};
-use tokio::{sync::oneshot, task::JoinHandle};
-
-/// A registry server serving a catalog on loopback, as `catalog-operator serve` does.
-struct Registry {
-    addr: SocketAddr,
-    service: RegistryService,
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-}
-
-impl Registry {
-    /// Serves `index` on `addr` (port 0: any free port).
-    async fn start(index: Arc<RegistryIndex>, addr: SocketAddr) -> Registry {
-        let listener = server::bind(addr).await.expect("bind the registry server");
-        let addr = listener.local_addr().expect("the bound address");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let service = RegistryService::new(index);
-        let serving = service.clone();
-        let task = tokio::spawn(async move {
-            server::serve_service(listener, serving, async move {
-                let _ = stopped.await;
-            })
-            .await
-            .expect("the registry server runs");
-        });
-        Registry {
-            addr,
-            service,
-            stop,
-            task,
-        }
-    }
-
-    /// Stops serving; returns the address it served on.
-    async fn stop(self) -> SocketAddr {
-        let _ = self.stop.send(());
-        self.task.await.expect("the registry server stops");
-        self.addr
-    }
-}
-
-/// The demo catalog, and with `tools` also the unrelated `demo-tools` package.
-fn demo_catalog(tools: bool) -> Catalog {
-    let root = repo_root();
-    let (mut catalog, _) =
-        catalog_operator::source::load(&root.join("catalogs/demo-bundles")).expect("the demo catalog loads");
-    if tools {
-        let (extra, _) = catalog_operator::source::load(&root.join("e2e/fixtures/demo-tools"))
-            .expect("the demo-tools fixture loads");
-        catalog.extend(extra);
-        catalog.sort();
-    }
-    catalog
-}
-
-fn demo_index(tools: bool) -> Arc<RegistryIndex> {
-    Arc::new(RegistryIndex::new(demo_catalog(tools)))
-}
-
-/// The catalog-operator's controllers, in-process, watching only `namespace`.
-struct Operator {
-    stop: oneshot::Sender<()>,
-    task: JoinHandle<()>,
-    metrics: prometheus::Registry,
-}
-
-impl Operator {
-    fn start(client: &Client, namespace: &str) -> Operator {
-        // E2E_LOG=debug (or any filter) shows what the controllers do.
-        if let Ok(filter) = std::env::var("E2E_LOG") {
-            let _ = tracing_subscriber::fmt()
-                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-                .with_test_writer()
-                .try_init();
-        }
-        let options = Options {
-            global_catalog_namespace: namespace.to_owned(),
-            namespace: Some(namespace.to_owned()),
-            catalog_health_interval: Duration::from_secs(1),
-            ..Options::default()
-        };
-        let writer = Writer::new(Leadership::standalone(), FIELD_MANAGER_CATALOG);
-        let metrics = Metrics::new().expect("a metrics registry");
-        let registry = metrics.registry().clone();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let shutdown = async move {
-            let _ = stopped.await;
-        }
-        .boxed();
-        let client = client.clone();
-        let task = tokio::spawn(async move {
-            run_controllers(client, writer, options, metrics, Readiness::new(), shutdown)
-                .await
-                .expect("the controllers run");
-        });
-        Operator {
-            stop,
-            task,
-            metrics: registry,
-        }
-    }
-
-    /// The metrics, as `/metrics` shows them.
-    fn metrics_text(&self) -> String {
-        prometheus::TextEncoder::new()
-            .encode_to_string(&self.metrics.gather())
-            .expect("metrics encode")
-    }
-
-    /// A replica that writes only while it holds the Lease `catalog-operator` in
-    /// `namespace`, as `catalog-operator run` does; returns its leadership too.
-    fn start_elected(client: &Client, namespace: &str, identity: &str) -> (Operator, Leadership) {
-        let options = Options {
-            global_catalog_namespace: namespace.to_owned(),
-            namespace: Some(namespace.to_owned()),
-            catalog_health_interval: Duration::from_secs(1),
-            ..Options::default()
-        };
-        let election = LeaderElectionArgs {
-            leader_elect: true,
-            lease_name: None,
-            lease_namespace: Some(namespace.to_owned()),
-            leader_identity: Some(identity.to_owned()),
-            lease_duration: Duration::from_secs(4),
-            renew_deadline: Duration::from_secs(3),
-            retry_period: Duration::from_millis(500),
-        };
-        let metrics = Metrics::new().expect("a metrics registry");
-        let registry = metrics.registry().clone();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let stopped = stopped.shared();
-        let (leadership, mut election) = election
-            .start(
-                client.clone(),
-                "catalog-operator",
-                Some(&metrics.leader),
-                stopped.clone().map(drop),
-            )
-            .expect("leader election starts");
-        let writer = Writer::new(leadership.clone(), FIELD_MANAGER_CATALOG);
-        let client = client.clone();
-        let task = tokio::spawn(async move {
-            run_controllers(
-                client,
-                writer,
-                options,
-                metrics,
-                Readiness::new(),
-                stopped.map(drop).boxed(),
-            )
-            .await
-            .expect("the controllers run");
-            election.finished().await.expect("the lease is released");
-        });
-        (
-            Operator {
-                stop,
-                task,
-                metrics: registry,
-            },
-            leadership,
-        )
-    }
-
-    async fn stop(self) {
-        let _ = self.stop.send(());
-        let _ = tokio::time::timeout(Duration::from_secs(20), self.task).await;
-    }
-}
 
 fn catalog_source(name: &str, address: &str) -> CatalogSource {
     CatalogSource::new(

@@ -5,16 +5,12 @@
 
 use std::{sync::Arc, time::Duration};
 
-use catalog_operator::{
-    controllers::Options,
-    registry::server::{self, RegistryIndex, RegistryService},
-};
 use e2e::{
+    inprocess::{Operator, Registry, demo_index},
     install_crds,
     objects::{DEMO_APP_INSTALL, STEP, apply, wait_installed},
-    repo_root, wait_for_within, with_namespace,
+    wait_for_within, with_namespace,
 };
-use futures::FutureExt;
 use kube::{Api, Client};
 use olm_api::{
     v1::OperatorGroup,
@@ -22,8 +18,7 @@ use olm_api::{
 };
 use olm_runtime::{
     Leadership, Readiness,
-    apply::{FIELD_MANAGER_CATALOG, FIELD_MANAGER_OLM, Writer},
-    metrics::Metrics,
+    apply::{FIELD_MANAGER_OLM, Writer},
 };
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -33,47 +28,11 @@ async fn a_subscription_ends_in_running_operators() {
     with_namespace("full", |client: Client, ns: String| async move {
         install_crds(&client).await;
 
-        // The demo catalog, served over the registry API on loopback.
-        let (catalog, _) = catalog_operator::source::load(&repo_root().join("catalogs/demo-bundles"))
-            .expect("the demo catalog loads");
-        let listener = server::bind("127.0.0.1:0".parse().expect("an address"))
-            .await
-            .expect("bind the registry server");
-        let address = listener.local_addr().expect("the bound address").to_string();
-        let service = RegistryService::new(Arc::new(RegistryIndex::new(catalog)));
-        let (stop_registry, registry_stopped) = oneshot::channel::<()>();
-        let registry = tokio::spawn(async move {
-            server::serve_service(listener, service, async move {
-                let _ = registry_stopped.await;
-            })
-            .await
-            .expect("the registry server runs");
-        });
-
-        // Both operators, in-process.
-        let (stop_catalog, catalog_stopped) = oneshot::channel::<()>();
-        let options = Options {
-            global_catalog_namespace: ns.clone(),
-            namespace: Some(ns.clone()),
-            catalog_health_interval: Duration::from_secs(1),
-            ..Options::default()
-        };
-        let catalog_client = client.clone();
-        let catalog_operator = tokio::spawn(async move {
-            catalog_operator::run::run_controllers(
-                catalog_client,
-                Writer::new(Leadership::standalone(), FIELD_MANAGER_CATALOG),
-                options,
-                Metrics::new().expect("metrics"),
-                Readiness::new(),
-                async move {
-                    let _ = catalog_stopped.await;
-                }
-                .boxed(),
-            )
-            .await
-            .expect("catalog-operator runs");
-        });
+        // The demo catalog, served over the registry API on loopback, and both
+        // operators, in-process.
+        let registry = Registry::start(demo_index(false), "127.0.0.1:0".parse().expect("an address")).await;
+        let address = registry.addr.to_string();
+        let catalog_operator = Operator::start(&client, &ns);
         let (stop_olm, olm_stopped) = oneshot::channel::<()>();
         let ctx = Arc::new(olm_operator::context::Context::new(
             client.clone(),
@@ -161,11 +120,9 @@ async fn a_subscription_ends_in_running_operators() {
         );
 
         let _ = stop_olm.send(());
-        let _ = stop_catalog.send(());
-        let _ = stop_registry.send(());
-        for task in [olm_operator, catalog_operator, registry] {
-            let _ = tokio::time::timeout(Duration::from_secs(20), task).await;
-        }
+        let _ = tokio::time::timeout(Duration::from_secs(20), olm_operator).await;
+        catalog_operator.stop().await;
+        registry.stop().await;
     })
     .await;
 }

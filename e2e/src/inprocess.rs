@@ -1,0 +1,197 @@
+//! catalog-operator in-process: its registry server and its controllers, run by
+//! the tests inside the test binary and scoped to the test's namespace, so
+//! that many tests can run side by side and a test can stop either at any
+//! moment.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use catalog_operator::{
+    controllers::Options,
+    registry::server::{self, RegistryIndex, RegistryService},
+    run::run_controllers,
+};
+use futures::FutureExt;
+use kube::Client;
+use olm_catalog::Catalog;
+use olm_runtime::{
+    LeaderElectionArgs, Leadership, Readiness,
+    apply::{FIELD_MANAGER_CATALOG, Writer},
+    metrics::Metrics,
+};
+use tokio::{sync::oneshot, task::JoinHandle};
+
+use crate::repo_root;
+
+/// A registry server serving a catalog on loopback, as `catalog-operator serve` does.
+pub struct Registry {
+    /// Where it serves.
+    pub addr: SocketAddr,
+    /// The service, whose index a test may replace (a catalog update).
+    pub service: RegistryService,
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+}
+
+impl Registry {
+    /// Serves `index` on `addr` (port 0: any free port).
+    pub async fn start(index: Arc<RegistryIndex>, addr: SocketAddr) -> Registry {
+        let listener = server::bind(addr).await.expect("bind the registry server");
+        let addr = listener.local_addr().expect("the bound address");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let service = RegistryService::new(index);
+        let serving = service.clone();
+        let task = tokio::spawn(async move {
+            server::serve_service(listener, serving, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("the registry server runs");
+        });
+        Registry {
+            addr,
+            service,
+            stop,
+            task,
+        }
+    }
+
+    /// Stops serving; returns the address it served on.
+    pub async fn stop(self) -> SocketAddr {
+        let _ = self.stop.send(());
+        self.task.await.expect("the registry server stops");
+        self.addr
+    }
+}
+
+/// The demo catalog, and with `tools` also the unrelated `demo-tools` package.
+pub fn demo_catalog(tools: bool) -> Catalog {
+    let root = repo_root();
+    let (mut catalog, _) =
+        catalog_operator::source::load(&root.join("catalogs/demo-bundles")).expect("the demo catalog loads");
+    if tools {
+        let (extra, _) = catalog_operator::source::load(&root.join("e2e/fixtures/demo-tools"))
+            .expect("the demo-tools fixture loads");
+        catalog.extend(extra);
+        catalog.sort();
+    }
+    catalog
+}
+
+/// [`demo_catalog`] as a registry index.
+pub fn demo_index(tools: bool) -> Arc<RegistryIndex> {
+    Arc::new(RegistryIndex::new(demo_catalog(tools)))
+}
+
+/// The catalog-operator's controllers, in-process, watching only `namespace`.
+pub struct Operator {
+    stop: oneshot::Sender<()>,
+    task: JoinHandle<()>,
+    metrics: prometheus::Registry,
+}
+
+impl Operator {
+    /// Starts the controllers, standalone (no leader election), watching `namespace`,
+    /// whose CatalogSources are also the global ones.
+    pub fn start(client: &Client, namespace: &str) -> Operator {
+        // E2E_LOG=debug (or any filter) shows what the controllers do.
+        if let Ok(filter) = std::env::var("E2E_LOG") {
+            let _ = tracing_subscriber::fmt()
+                .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_test_writer()
+                .try_init();
+        }
+        let options = Options {
+            global_catalog_namespace: namespace.to_owned(),
+            namespace: Some(namespace.to_owned()),
+            catalog_health_interval: Duration::from_secs(1),
+            ..Options::default()
+        };
+        let writer = Writer::new(Leadership::standalone(), FIELD_MANAGER_CATALOG);
+        let metrics = Metrics::new().expect("a metrics registry");
+        let registry = metrics.registry().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let shutdown = async move {
+            let _ = stopped.await;
+        }
+        .boxed();
+        let client = client.clone();
+        let task = tokio::spawn(async move {
+            run_controllers(client, writer, options, metrics, Readiness::new(), shutdown)
+                .await
+                .expect("the controllers run");
+        });
+        Operator {
+            stop,
+            task,
+            metrics: registry,
+        }
+    }
+
+    /// The metrics, as `/metrics` shows them.
+    pub fn metrics_text(&self) -> String {
+        prometheus::TextEncoder::new()
+            .encode_to_string(&self.metrics.gather())
+            .expect("metrics encode")
+    }
+
+    /// A replica that writes only while it holds the Lease `catalog-operator` in
+    /// `namespace`, as `catalog-operator run` does; returns its leadership too.
+    pub fn start_elected(client: &Client, namespace: &str, identity: &str) -> (Operator, Leadership) {
+        let options = Options {
+            global_catalog_namespace: namespace.to_owned(),
+            namespace: Some(namespace.to_owned()),
+            catalog_health_interval: Duration::from_secs(1),
+            ..Options::default()
+        };
+        let election = LeaderElectionArgs {
+            leader_elect: true,
+            lease_name: None,
+            lease_namespace: Some(namespace.to_owned()),
+            leader_identity: Some(identity.to_owned()),
+            lease_duration: Duration::from_secs(4),
+            renew_deadline: Duration::from_secs(3),
+            retry_period: Duration::from_millis(500),
+        };
+        let metrics = Metrics::new().expect("a metrics registry");
+        let registry = metrics.registry().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let stopped = stopped.shared();
+        let (leadership, mut election) = election
+            .start(
+                client.clone(),
+                "catalog-operator",
+                Some(&metrics.leader),
+                stopped.clone().map(drop),
+            )
+            .expect("leader election starts");
+        let writer = Writer::new(leadership.clone(), FIELD_MANAGER_CATALOG);
+        let client = client.clone();
+        let task = tokio::spawn(async move {
+            run_controllers(
+                client,
+                writer,
+                options,
+                metrics,
+                Readiness::new(),
+                stopped.map(drop).boxed(),
+            )
+            .await
+            .expect("the controllers run");
+            election.finished().await.expect("the lease is released");
+        });
+        (
+            Operator {
+                stop,
+                task,
+                metrics: registry,
+            },
+            leadership,
+        )
+    }
+
+    /// Stops the controllers (reconciles in flight finish first).
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        let _ = tokio::time::timeout(Duration::from_secs(20), self.task).await;
+    }
+}

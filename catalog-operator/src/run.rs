@@ -311,8 +311,16 @@ pub async fn run_controllers(
         });
     let (subscriptions, sub_driver, mut sub_streams) =
         shared::<Subscription>(api(&client, ns), all(), 1, |_| {});
+    // A deleted InstallPlan changes the status of the Subscriptions that refer to
+    // it (InstallPlanMissing); the shared streams carry no deletions, so the
+    // watch reports its namespace on a channel.
+    let (plan_deleted_tx, plan_deleted_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
     let (install_plans, ip_driver, mut ip_streams) =
-        shared::<InstallPlan>(api(&client, ns), all(), 2, |_| {});
+        shared::<InstallPlan>(api(&client, ns), all(), 2, move |plan: &InstallPlan| {
+            if let Some(namespace) = plan.namespace() {
+                let _ = plan_deleted_tx.send(namespace);
+            }
+        });
     let (csvs, csv_driver, mut csv_streams) =
         shared::<ClusterServiceVersion>(api(&client, ns), all(), 1, |_| {});
     let (pods, pod_driver, mut pod_streams) = shared::<Pod>(api(&client, ns), registry_objects(), 1, |_| {});
@@ -417,6 +425,14 @@ pub async fn run_controllers(
         })
         .flat_map(move |()| stream::iter(one_per_namespace(&subscriptions, namespace.as_deref())))
     };
+    let plan_deletions = {
+        let subscriptions = subscriptions.clone();
+        stream::unfold(plan_deleted_rx, |mut rx| async move {
+            let namespace = rx.recv().await?;
+            Some((namespace, rx))
+        })
+        .flat_map(move |namespace| stream::iter(one_per_namespace(&subscriptions, Some(&namespace))))
+    };
     let csv_mapper = {
         let subscriptions = subscriptions.clone();
         move |csv: Arc<ClusterServiceVersion>| {
@@ -430,7 +446,7 @@ pub async fn run_controllers(
         .with_config(config.clone())
         .owns_shared_stream(ip_stream_a)
         .watches_shared_stream(csv_stream, csv_mapper)
-        .reconcile_on(catalog_changes)
+        .reconcile_on(stream::select(catalog_changes, plan_deletions))
         .reconcile_all_on(leadership_gained(&leadership))
         .graceful_shutdown_on(stopped())
         .run(subscription::reconcile, subscription::error_policy, ctx.clone())

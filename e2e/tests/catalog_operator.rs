@@ -282,6 +282,29 @@ async fn an_automatic_subscription_installs_its_dependency_first() {
             assert!(metrics.contains(&wanted), "{wanted} is missing from\n{metrics}");
         }
 
+        // The plan is deleted after the install: the Subscription says so, in the
+        // one way Argo CD does not count as Degraded, and stays Ready.
+        let plan = install_plan_of(&app).expect("the Subscription names its plan");
+        plans.delete(&plan, &DeleteParams::default()).await.unwrap();
+        let missing = wait_for(
+            &subs,
+            "app",
+            "Subscription app reports its plan missing",
+            |s: Option<&Subscription>| {
+                s.and_then(|s| condition(s, SubscriptionConditionType::InstallPlanMissing))
+                    .is_some_and(|(status, _, _)| status == ConditionStatus::True)
+            },
+        )
+        .await
+        .unwrap();
+        let (_, reason, message) = condition(&missing, SubscriptionConditionType::InstallPlanMissing).unwrap();
+        assert_eq!(reason, "ReferencedInstallPlanNotFound");
+        assert!(message.contains(&plan), "{message}");
+        assert_eq!(
+            condition(&missing, SubscriptionConditionType::Ready).map(|c| c.0),
+            Some(ConditionStatus::True)
+        );
+
         operator.stop().await;
         registry.stop().await;
     })

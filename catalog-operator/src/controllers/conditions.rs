@@ -35,6 +35,8 @@ pub enum SubscriptionReason {
     UpgradePending,
     /// The install or upgrade failed.
     UpgradeFailed,
+    /// The InstallPlan the Subscription refers to no longer exists.
+    ReferencedInstallPlanNotFound,
 }
 
 impl SubscriptionReason {
@@ -51,11 +53,12 @@ impl SubscriptionReason {
             Self::AtLatestKnown => "AtLatestKnown",
             Self::UpgradePending => "UpgradePending",
             Self::UpgradeFailed => "UpgradeFailed",
+            Self::ReferencedInstallPlanNotFound => "ReferencedInstallPlanNotFound",
         }
     }
 
     /// Every reason, for tests.
-    pub const ALL: [SubscriptionReason; 10] = [
+    pub const ALL: [SubscriptionReason; 11] = [
         Self::AllCatalogSourcesHealthy,
         Self::UnhealthyCatalogSourceFound,
         Self::ConstraintsNotSatisfiable,
@@ -66,6 +69,7 @@ impl SubscriptionReason {
         Self::AtLatestKnown,
         Self::UpgradePending,
         Self::UpgradeFailed,
+        Self::ReferencedInstallPlanNotFound,
     ];
 }
 

@@ -2,8 +2,10 @@
 //! InstallPlan and the health of the catalogs it depends on (pure).
 //!
 //! The rules GitOps tools read (shared/research/gitops.md): conditions are always
-//! present (at least CatalogSourcesUnhealthy); InstallPlanPending and
-//! InstallPlanFailed are removed, never set False, when they no longer apply;
+//! present (at least CatalogSourcesUnhealthy); InstallPlanPending,
+//! InstallPlanFailed and InstallPlanMissing are removed, never set False, when
+//! they no longer apply (Argo CD counts any InstallPlanMissing whose reason is
+//! not ReferencedInstallPlanNotFound as Degraded);
 //! `state` is AtLatestKnown exactly once the chosen CSV exists, and never parked
 //! at UpgradeAvailable; `installedCSV` is omitted until something is installed;
 //! Ready/Reconciling/Stalled mirror Argo CD's Healthy/Progressing/Degraded.
@@ -208,6 +210,27 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
                     }
                 }
             }
+        }
+    }
+
+    // The plan the Subscription refers to is gone (deleted by hand, or beyond the
+    // plans a namespace keeps) and no other plan stands in for it.
+    match (&status.install_plan_ref, input.install_plan) {
+        (Some(reference), None) => {
+            set_subscription_condition(
+                &mut conditions,
+                Type::InstallPlanMissing,
+                true,
+                Reason::ReferencedInstallPlanNotFound,
+                &format!(
+                    "install plan {} was not found",
+                    reference.name.as_deref().unwrap_or_default()
+                ),
+                now,
+            );
+        }
+        _ => {
+            remove_subscription_condition(&mut conditions, Type::InstallPlanMissing);
         }
     }
 
@@ -669,6 +692,55 @@ mod tests {
             Some((ConditionStatus::True, "AtLatestKnown".into()))
         );
         assert_eq!(find(&done, Type::Stalled), None);
+    }
+
+    #[test]
+    fn a_deleted_plan_is_reported_missing_without_degrading() {
+        let ip = plan(InstallPlanPhase::Complete);
+        let installed = compute_with(
+            &sub(),
+            &group(Decision::Install(vec![step()]), Change::Install),
+            Some(&ip),
+            true,
+            true,
+            1,
+        );
+        assert_eq!(find(&installed, Type::InstallPlanMissing), None);
+
+        // The plan is deleted; nothing is left to install.
+        let mut after = sub();
+        after.status = Some(installed);
+        let missing = compute_with(
+            &after,
+            &group(Decision::UpToDate, Change::Stay),
+            None,
+            true,
+            true,
+            2,
+        );
+        assert_eq!(
+            find(&missing, Type::InstallPlanMissing),
+            Some((ConditionStatus::True, "ReferencedInstallPlanNotFound".into()))
+        );
+        assert_eq!(missing.state, Some(SubscriptionState::AtLatestKnown));
+        assert_eq!(
+            find(&missing, Type::Ready),
+            Some((ConditionStatus::True, "AtLatestKnown".into())),
+            "a plan cleaned up after the install is no fault"
+        );
+
+        // A new plan stands in: the condition goes away.
+        let mut again = after.clone();
+        again.status = Some(missing);
+        let replanned = compute_with(
+            &again,
+            &group(Decision::Install(vec![step()]), Change::Install),
+            Some(&ip),
+            true,
+            true,
+            3,
+        );
+        assert_eq!(find(&replanned, Type::InstallPlanMissing), None);
     }
 
     #[test]

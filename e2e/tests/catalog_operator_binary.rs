@@ -74,17 +74,8 @@ async fn a_real_corpus_catalog_served_by_the_binary_installs_its_packages() {
         let (catalog, _registry, _operator) = serve_corpus(&client, &ns, "catalog-operator").await;
 
         // kube-green: a CRD, a CSV, a ClusterRole and two Services, all from the catalog.
-        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
-        let (head, version) = channel_head(&catalog, "kube-green", "alpha");
-        subscribe(
-            &subs,
-            "kube-green",
-            ("corpus", &ns),
-            "kube-green",
-            "alpha",
-            Approval::Automatic,
-        )
-        .await;
+        let (subs, head, version) =
+            subscribe_to_kube_green(&client, &ns, &catalog, Approval::Automatic).await;
         let sub = wait_for_within(
             SLOW,
             &subs,
@@ -144,17 +135,7 @@ async fn a_killed_catalog_operator_finishes_the_plan_when_it_starts_again() {
         let (catalog, _registry, mut operator) = serve_corpus(&client, &ns, "catalog-operator-1").await;
 
         // A Manual plan, so that the test knows when the install starts: at approval.
-        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
-        let (head, _) = channel_head(&catalog, "kube-green", "alpha");
-        subscribe(
-            &subs,
-            "kube-green",
-            ("corpus", &ns),
-            "kube-green",
-            "alpha",
-            Approval::Manual,
-        )
-        .await;
+        let (subs, head, _) = subscribe_to_kube_green(&client, &ns, &catalog, Approval::Manual).await;
         let sub = wait_for_within(
             SLOW,
             &subs,
@@ -257,6 +238,29 @@ async fn a_killed_catalog_operator_finishes_the_plan_when_it_starts_again() {
 /// How many steps the plan has.
 fn steps_of(status: &InstallPlanStatus) -> usize {
     status.plan.as_ref().map_or(0, Vec::len)
+}
+
+/// A Subscription `kube-green` to the alpha channel of the corpus catalog in
+/// `namespace`; returns the Subscriptions' API and the name and version of the
+/// channel's head.
+async fn subscribe_to_kube_green(
+    client: &Client,
+    namespace: &str,
+    catalog: &Catalog,
+    approval: Approval,
+) -> (Api<Subscription>, String, String) {
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), namespace);
+    let (head, version) = channel_head(catalog, "kube-green", "alpha");
+    subscribe(
+        &subs,
+        "kube-green",
+        ("corpus", namespace),
+        "kube-green",
+        "alpha",
+        approval,
+    )
+    .await;
+    (subs, head, version)
 }
 
 /// The name and version of the head of `package`'s channel `channel`, as the

@@ -31,6 +31,8 @@ use olm_runtime::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 
+pub mod csv;
+
 /// The field manager of the tests' own writes.
 pub const FIELD_MANAGER: &str = "olm-operator-e2e";
 

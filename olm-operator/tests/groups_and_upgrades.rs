@@ -1,0 +1,333 @@
+//! OperatorGroups and upgrades with olm-operator on a real control plane: a
+//! CSV that replaces another, RBAC that follows the target namespaces, label
+//! selectors, and scoped installs bounded by a service account.
+//!
+//! Run with `cargo test -p olm-operator --test groups_and_upgrades -- --ignored`.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::{
+    apps::v1::Deployment,
+    core::v1::ServiceAccount,
+    rbac::v1::{Role, RoleBinding},
+};
+use kube::{
+    Api, ResourceExt,
+    api::{DeleteParams, Patch, PatchParams, PostParams},
+};
+use olm_api::{
+    labels,
+    v1::{OperatorGroup, OperatorGroupSpec},
+    v1alpha1::{ClusterServiceVersion, CsvPhase, CsvReason},
+};
+
+use common::{csv::*, *};
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn an_upgrade_replaces_the_old_csv_and_leaves_only_the_new_deployments() {
+    with_namespace("upgrade", |client, ns| async move {
+        operator_group(&client, &ns, own_namespace_group(&ns)).await;
+        let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+
+        // 1.0 runs `demo` and `demo-legacy`; 1.1 keeps `demo` and drops `demo-legacy`.
+        create_csv(
+            &client,
+            &ns,
+            demo_csv(
+                "demo.v1.0.0",
+                "1.0.0",
+                None,
+                &["demo", "demo-legacy"],
+                OWN_NAMESPACE,
+                None,
+            ),
+        )
+        .await;
+        let old = wait_for(&api, "demo.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+
+        // Record every phase the old CSV shows until it is gone.
+        let watch_api = api.clone();
+        let old_phases = tokio::spawn(async move {
+            use futures::StreamExt;
+            let mut seen: Vec<CsvPhase> = Vec::new();
+            let config = kube::runtime::watcher::Config::default().fields("metadata.name=demo.v1.0.0");
+            let mut events = std::pin::pin!(kube::runtime::watcher(watch_api, config));
+            while let Some(event) = events.next().await {
+                match event {
+                    Ok(
+                        kube::runtime::watcher::Event::Apply(csv)
+                        | kube::runtime::watcher::Event::InitApply(csv),
+                    ) => {
+                        if let Some(phase) = csv.status.and_then(|s| s.phase)
+                            && seen.last() != Some(&phase)
+                        {
+                            seen.push(phase);
+                        }
+                    }
+                    Ok(kube::runtime::watcher::Event::Delete(_)) => break,
+                    _ => {}
+                }
+            }
+            seen
+        });
+
+        create_csv(
+            &client,
+            &ns,
+            demo_csv(
+                "demo.v1.1.0",
+                "1.1.0",
+                Some("demo.v1.0.0"),
+                &["demo"],
+                OWN_NAMESPACE,
+                None,
+            ),
+        )
+        .await;
+        wait_gone(&api, "demo.v1.0.0").await;
+        // No gap: when the old CSV is gone, the new one already runs.
+        let new = api.get("demo.v1.1.0").await.expect("the new CSV");
+        assert_eq!(
+            new.status.as_ref().and_then(|s| s.phase),
+            Some(CsvPhase::Succeeded)
+        );
+        let demo = deployments.get("demo").await.expect("the demo Deployment");
+        assert!(controlled_by(&demo.metadata, &new), "demo now belongs to 1.1.0");
+        assert!(demo.status.and_then(|s| s.available_replicas).unwrap_or(0) >= 1);
+        let env = demo
+            .spec
+            .expect("spec")
+            .template
+            .spec
+            .expect("pod spec")
+            .containers[0]
+            .env
+            .clone()
+            .unwrap_or_default();
+        assert!(
+            env.iter()
+                .any(|e| e.name == "VERSION" && e.value.as_deref() == Some("1.1.0"))
+        );
+
+        let phases = tokio::time::timeout(TIMEOUT, old_phases)
+            .await
+            .expect("the old CSV's watch ends")
+            .expect("the watch task");
+        assert!(
+            phases.ends_with(&[CsvPhase::Replacing, CsvPhase::Deleting]),
+            "the old CSV went Replacing then Deleting: {phases:?}"
+        );
+        // The Deployment only 1.0 had is collected with it.
+        wait_gone(&deployments, "demo-legacy").await;
+        let left: BTreeMap<String, String> = list(&deployments, "")
+            .await
+            .iter()
+            .map(|d| {
+                (
+                    d.name_any(),
+                    d.labels().get(labels::OWNER).cloned().unwrap_or_default(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            left,
+            BTreeMap::from([("demo".to_owned(), "demo.v1.1.0".to_owned())])
+        );
+        let _ = old;
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn roles_follow_the_target_namespaces_and_go_with_the_csv() {
+    with_namespace("targets", |client, ns| async move {
+        let other = format!("{ns}-b");
+        create_namespace(&client, &other, &[]).await;
+        let both = OperatorGroupSpec {
+            target_namespaces: Some(vec![ns.clone(), other.clone()]),
+            ..OperatorGroupSpec::default()
+        };
+        operator_group(&client, &ns, both.clone()).await;
+        let csv = create_csv(
+            &client,
+            &ns,
+            demo_csv("multi.v1.0.0", "1.0.0", None, &["multi"], MULTI_NAMESPACE, None),
+        )
+        .await;
+        let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        let csv = wait_for(&api, &csv.name_any(), phase_is(CsvPhase::Succeeded)).await;
+        let mut targets = [ns.clone(), other.clone()];
+        targets.sort();
+        assert_eq!(
+            csv.annotations().get(labels::TARGET_NAMESPACES),
+            Some(&targets.join(","))
+        );
+
+        // The Role and RoleBinding are copied into the other target namespace,
+        // with labels and no owner reference (owners cannot cross namespaces).
+        let selector = owner_selector(&csv);
+        let other_roles = Api::<Role>::namespaced(client.clone(), &other);
+        let copied = list(&other_roles, &selector).await;
+        assert_eq!(copied.len(), 1, "a Role in {other}");
+        assert!(copied[0].metadata.owner_references.is_none());
+        let bindings = list(&Api::<RoleBinding>::namespaced(client.clone(), &other), &selector).await;
+        let subject = &bindings[0].subjects.as_ref().expect("subjects")[0];
+        assert_eq!(
+            subject.namespace.as_ref(),
+            Some(&ns),
+            "the subject is the operator's service account"
+        );
+
+        // Narrowing the group removes the copy...
+        operator_group(&client, &ns, own_namespace_group(&ns)).await;
+        eventually("the Role copy leaves the dropped namespace", || async {
+            list(&other_roles, &selector).await.is_empty()
+        })
+        .await;
+        // ...widening it brings it back, and deleting the CSV removes it.
+        operator_group(&client, &ns, both).await;
+        eventually("the Role copy is back", || async {
+            list(&other_roles, &selector).await.len() == 1
+        })
+        .await;
+        api.delete(&csv.name_any(), &DeleteParams::default())
+            .await
+            .expect("delete the CSV");
+        wait_gone(&api, &csv.name_any()).await;
+        assert!(
+            list(&other_roles, &selector).await.is_empty(),
+            "the finalizer removed the copy"
+        );
+        assert!(
+            list(&Api::<RoleBinding>::namespaced(client.clone(), &other), &selector)
+                .await
+                .is_empty()
+        );
+        delete_namespace(&client, &other).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn an_operator_group_selects_namespaces_by_label() {
+    with_namespace("selector", |client, ns| async move {
+        let other = format!("{ns}-b");
+        let label = "e2e.olm-rs.dev/selected-by";
+        create_namespace(&client, &other, &[(label, ns.as_str())]).await;
+        let spec: OperatorGroupSpec = serde_json::from_value(serde_json::json!({
+            "selector": {"matchLabels": {label: ns}},
+        }))
+        .expect("a valid spec");
+        operator_group(&client, &ns, spec).await;
+        let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
+        let wanted = vec![other.clone()];
+        wait_for(&groups, "operators", move |g: Option<&OperatorGroup>| {
+            g.and_then(|g| g.status.as_ref())
+                .and_then(|s| s.namespaces.as_ref())
+                == Some(&wanted)
+        })
+        .await;
+
+        // Labelling the group's own namespace adds it.
+        let patch = serde_json::json!({"metadata": {"labels": {label: ns}}});
+        Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+            .patch(&ns, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .expect("label the namespace");
+        let mut wanted = vec![ns.clone(), other.clone()];
+        wanted.sort();
+        wait_for(&groups, "operators", move |g: Option<&OperatorGroup>| {
+            g.and_then(|g| g.status.as_ref())
+                .and_then(|s| s.namespaces.as_ref())
+                == Some(&wanted)
+        })
+        .await;
+        delete_namespace(&client, &other).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn a_scoped_install_is_bounded_by_the_operator_groups_service_account() {
+    with_namespace("scoped", |client, ns| async move {
+        // The installer may manage service accounts and RBAC (and holds the
+        // rules it grants), but not Deployments.
+        let accounts = Api::<ServiceAccount>::namespaced(client.clone(), &ns);
+        let installer: ServiceAccount = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "installer"},
+        }))
+        .expect("a service account");
+        accounts.create(&PostParams::default(), &installer).await.expect("create the installer");
+        let grant = |name: &str, rules: serde_json::Value| -> (Role, RoleBinding) {
+            let role = serde_json::from_value(serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                "metadata": {"name": name}, "rules": rules,
+            }))
+            .expect("a Role");
+            let binding = serde_json::from_value(serde_json::json!({
+                "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+                "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns}],
+            }))
+            .expect("a RoleBinding");
+            (role, binding)
+        };
+        let verbs = ["get", "list", "watch", "create", "update", "patch", "delete"];
+        let (role, binding) = grant(
+            "installer-base",
+            serde_json::json!([
+                {"apiGroups": [""], "resources": ["serviceaccounts", "configmaps"], "verbs": verbs},
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": verbs},
+            ]),
+        );
+        let roles = Api::<Role>::namespaced(client.clone(), &ns);
+        let role_bindings = Api::<RoleBinding>::namespaced(client.clone(), &ns);
+        apply(&roles, &role).await;
+        apply(&role_bindings, &binding).await;
+
+        let mut spec = own_namespace_group(&ns);
+        spec.service_account_name = Some("installer".to_owned());
+        operator_group(&client, &ns, spec).await;
+        create_csv(&client, &ns, demo_csv("scoped.v1.0.0", "1.0.0", None, &["scoped"], OWN_NAMESPACE, None)).await;
+        let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        let failed = wait_for(
+            &api,
+            "scoped.v1.0.0",
+            phase_and_reason(CsvPhase::Failed, CsvReason::ComponentFailed),
+        )
+        .await;
+        let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(
+            message.contains("installer") && message.contains("\"deployments\""),
+            "the message names the account and the missing permission: {message}"
+        );
+        assert!(
+            Api::<Deployment>::namespaced(client.clone(), &ns).get_opt("scoped").await.expect("get").is_none(),
+            "nothing beyond the account's permissions was created"
+        );
+        let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
+        let group = groups.get("operators").await.expect("the group");
+        let reference = group.status.and_then(|s| s.service_account_ref).expect("serviceAccountRef");
+        assert_eq!(reference.name.as_deref(), Some("installer"));
+
+        // Granting the missing permission lets the install through.
+        let (role, binding) = grant(
+            "installer-deployments",
+            serde_json::json!([{"apiGroups": ["apps"], "resources": ["deployments"], "verbs": verbs}]),
+        );
+        apply(&roles, &role).await;
+        apply(&role_bindings, &binding).await;
+        let installed = wait_for(&api, "scoped.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        let deployment = Api::<Deployment>::namespaced(client.clone(), &ns).get("scoped").await.expect("the Deployment");
+        assert!(controlled_by(&deployment.metadata, &installed));
+    })
+    .await;
+}

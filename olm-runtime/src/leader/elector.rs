@@ -1,18 +1,27 @@
 //! The election task: acquire, renew and release one Lease.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
+use futures::StreamExt;
 use k8s_openapi::{
     api::coordination::v1::{Lease, LeaseSpec},
     apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
     jiff::Timestamp,
 };
-use kube::{Api, Client, api::PostParams};
-use tokio::{sync::watch, task::JoinHandle, time::Instant};
+use kube::{
+    Api, Client,
+    api::PostParams,
+    runtime::{WatchStreamExt, watcher},
+};
+use tokio::{
+    sync::{Notify, watch},
+    task::JoinHandle,
+    time::Instant,
+};
 use tracing::{debug, info, warn};
 
 use super::{LeaderElectionError, LeaderState, Leadership, LeaseConfig, leading_until, lease_expired};
-use crate::metrics::LeaderMetrics;
+use crate::{backoff::TriggerBackoff, metrics::LeaderMetrics};
 
 /// Runs the election of one Lease for this replica. See the [module docs](super).
 pub struct LeaderElector {
@@ -101,6 +110,35 @@ impl ElectionTask {
     }
 }
 
+/// Watches the Lease `name`; the returned `Notify` is woken at each change. The
+/// watch stops when the guard is dropped (also when the election task is
+/// aborted).
+fn watch_lease(api: Api<Lease>, name: &str) -> (Arc<Notify>, AbortOnDrop) {
+    let changed = Arc::new(Notify::new());
+    let notify = changed.clone();
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let task = tokio::spawn(
+        watcher(api, config)
+            .backoff(TriggerBackoff::default())
+            .for_each(move |event| {
+                if event.is_ok() {
+                    notify.notify_one();
+                }
+                std::future::ready(())
+            }),
+    );
+    (changed, AbortOnDrop(task))
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// What to do with a Lease as read.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Decision {
@@ -175,6 +213,7 @@ impl Run {
             identity = %self.config.identity,
             "starting leader election"
         );
+        let (lease_changed, _watching) = watch_lease(self.api.clone(), &self.config.name);
         loop {
             self.expire_if_due();
             let started = Instant::now();
@@ -207,9 +246,13 @@ impl Run {
                 Err(_) => warn!(lease = %self.config.name, "acquiring or renewing the lease timed out"),
             }
             self.expire_if_due();
+            // A standby also looks again as soon as the Lease changes: a released
+            // Lease is taken at once, and a renewal is seen when it happens.
+            let following = matches!(*self.tx.borrow(), LeaderState::Following { .. });
             tokio::select! {
                 () = &mut shutdown => break,
                 () = tokio::time::sleep_until(started + self.config.retry_period) => {}
+                () = lease_changed.notified(), if following => {}
             }
         }
         self.step_down_and_release().await;

@@ -25,7 +25,8 @@
 //! concurrency), or a `create` when the Lease is absent, so two replicas can never
 //! both succeed in claiming it. On shutdown the holder first stops leading locally,
 //! then releases the Lease (no holder, `leaseDurationSeconds: 1`) so that a standby
-//! takes over at its next retry instead of waiting for the lease to expire.
+//! takes over as soon as its watch of the Lease sees the release, instead of
+//! waiting for the lease to expire.
 
 mod args;
 mod elector;
@@ -37,13 +38,13 @@ use tokio::{sync::watch, time::Instant};
 pub use args::{LeaderElectionArgs, default_identity, parse_duration};
 pub use elector::{ElectionTask, LeaderElector};
 
-/// The defaults: fast failover. After a crash a standby takes over once the lease
-/// has gone unrenewed for its duration as the standby saw it (10 to 14 s after
-/// the crash, as standbys look every retry period); after a clean shutdown the
-/// lease is released and a standby takes it at its next look (within the retry
-/// period). The leader stops writing 5 s before any standby could take over; an
-/// API server outage longer than the renew deadline makes it step down until it
-/// can renew again.
+/// The defaults: fast failover. Standbys watch the Lease, so they see each
+/// renewal when it happens. After a crash a standby takes over once the lease
+/// has gone unrenewed for its duration (8 to 12 s after the crash, as it checks
+/// for expiry every retry period); after a clean shutdown the lease is released
+/// and a standby takes it at once. The leader stops writing 5 s before any
+/// standby could take over; an API server outage longer than the renew deadline
+/// makes it step down until it can renew again.
 pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(10);
 /// See [`DEFAULT_LEASE_DURATION`].
 pub const DEFAULT_RENEW_DEADLINE: Duration = Duration::from_secs(5);

@@ -98,6 +98,23 @@ pub async fn client() -> Client {
     }
 }
 
+/// Creates the namespace `name`, labelled [`NAMESPACE_LABEL`]`=<kind>` so that what the tests and
+/// the bench leave behind can be found; panics with the name on error.
+pub async fn create_namespace(client: &Client, name: &str, kind: &str) {
+    let namespace = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some([(NAMESPACE_LABEL.to_owned(), kind.to_owned())].into()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &namespace)
+        .await
+        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+}
+
 /// Runs `test` with a client and the name of a new namespace, `e2e-<prefix>-<random>`.
 ///
 /// When the test returns, the namespace is deleted. When it panics, the namespace is kept and its
@@ -113,18 +130,7 @@ where
         RandomState::new().build_hasher().finish() as u32
     );
     let namespaces: Api<Namespace> = Api::all(client.clone());
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            labels: Some([(NAMESPACE_LABEL.to_string(), prefix.to_string())].into()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    namespaces
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
+    create_namespace(&client, &name, prefix).await;
 
     // A task of its own, so that a panic is caught here and the namespace can be dumped.
     let outcome = tokio::spawn(test(client.clone(), name.clone())).await;

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
 use kube::{
     Api, Client, Resource,
     api::{Patch, PatchParams},
@@ -213,6 +213,11 @@ pub async fn global_operator_group(api: &Api<OperatorGroup>, name: &str) -> Oper
         }),
     )
     .await
+}
+
+/// The identity holding the Lease, if any.
+pub fn lease_holder(lease: Option<&Lease>) -> Option<&str> {
+    lease?.spec.as_ref()?.holder_identity.as_deref()
 }
 
 /// The CatalogSource has connected to its registry.

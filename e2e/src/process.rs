@@ -263,14 +263,6 @@ impl Process {
         false
     }
 
-    /// The value of the metric line starting with `series` (name and labels, as
-    /// `/metrics` prints them), if present.
-    pub fn metric(&self, series: &str) -> Option<f64> {
-        let (_, body) = self.admin_get("/metrics")?;
-        body.lines()
-            .find_map(|line| line.strip_prefix(series)?.trim().parse().ok())
-    }
-
     /// The last `lines` lines of its log (empty when its output is shown).
     pub fn log_tail(&self, lines: usize) -> String {
         let Some(text) = self.log.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) else {

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 use e2e::{
     install_crds,
     objects::{
-        DEMO_APP_INSTALL, STEP, names, ready_catalog_source, subscribe_to_demo_app, wait_for_install_plan,
-        wait_installed, wait_subscription_at,
+        DEMO_APP_INSTALL, STEP, lease_holder, names, ready_catalog_source, subscribe_to_demo_app,
+        wait_for_install_plan, wait_installed, wait_subscription_at,
     },
     process::{Process, free_port},
     repo_root, wait_for, wait_for_within, with_namespace,
@@ -21,21 +21,16 @@ use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
 use kube::Api;
 use olm_api::v1alpha1::{ClusterServiceVersion, InstallPlan, Subscription};
 
-/// The identity holding the Lease, if any.
-fn holder(lease: Option<&Lease>) -> Option<String> {
-    lease?.spec.as_ref()?.holder_identity.clone()
-}
-
 /// Waits until one of `replicas` holds `lease`; returns its index.
 async fn leader_of(leases: &Api<Lease>, lease: &str, replicas: &[Process]) -> usize {
     let held = wait_for(
         leases,
         lease,
         &format!("a replica holds Lease {lease}"),
-        |l: Option<&Lease>| holder(l).is_some_and(|h| replicas.iter().any(|r| r.label == h)),
+        |l: Option<&Lease>| lease_holder(l).is_some_and(|h| replicas.iter().any(|r| r.label == h)),
     )
     .await;
-    let holder = holder(held.as_ref()).expect("a holder");
+    let holder = lease_holder(held.as_ref()).expect("a holder");
     replicas
         .iter()
         .position(|r| r.label == holder)
@@ -92,7 +87,7 @@ async fn the_standbys_finish_an_install_whose_leaders_were_killed() {
                 &leases,
                 lease,
                 &format!("the standby {standby} holds Lease {lease}"),
-                |l: Option<&Lease>| holder(l).as_deref() == Some(standby.as_str()),
+                |l: Option<&Lease>| lease_holder(l) == Some(standby.as_str()),
             )
             .await;
             println!(

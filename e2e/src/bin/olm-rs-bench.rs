@@ -18,16 +18,13 @@
 use std::time::{Duration, Instant};
 
 use e2e::{
-    NAMESPACE_LABEL, client, install_crds,
-    objects::{STEP, csv_in, global_operator_group, ready_catalog_source, subscribe},
+    client, create_namespace, install_crds,
+    objects::{STEP, csv_in, global_operator_group, lease_holder, ready_catalog_source, subscribe},
     process::{Process, free_port},
     repo_root, wait_for_within,
 };
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
-use kube::{
-    Api, Client,
-    api::{DeleteParams, ObjectMeta, PostParams},
-};
+use kube::{Api, api::DeleteParams};
 use olm_api::{
     v1::OperatorGroup,
     v1alpha1::{Approval, ClusterServiceVersion, CsvPhase, Subscription},
@@ -46,7 +43,8 @@ async fn main() {
     let client = client().await;
     install_crds(&client).await;
     let run = format!("bench-{:x}", std::process::id());
-    let home = create_namespace(&client, &run).await;
+    let home = run.clone();
+    create_namespace(&client, &home, "bench").await;
     let mut namespaces = vec![home.clone()];
 
     let port = free_port();
@@ -68,7 +66,8 @@ async fn main() {
 
     let mut times = Vec::new();
     for i in 0..installs {
-        let ns = create_namespace(&client, &format!("{run}-{i}")).await;
+        let ns = format!("{run}-{i}");
+        create_namespace(&client, &ns, "bench").await;
         namespaces.push(ns.clone());
         global_operator_group(&Api::<OperatorGroup>::namespaced(client.clone(), &ns), "global").await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
@@ -187,9 +186,7 @@ async fn failover(
     assert!(standby.wait_ready(STEP).await, "{} is ready", standby.label);
     let holds = |who: &str| {
         let who = who.to_owned();
-        move |l: Option<&Lease>| {
-            l.and_then(|l| l.spec.as_ref()?.holder_identity.as_deref()) == Some(who.as_str())
-        }
+        move |l: Option<&Lease>| lease_holder(l) == Some(who.as_str())
     };
     wait_for_within(
         STEP,
@@ -215,21 +212,4 @@ async fn failover(
     )
     .await;
     stopped.elapsed()
-}
-
-/// Creates the namespace `name`, labelled as the tests' namespaces are.
-async fn create_namespace(client: &Client, name: &str) -> String {
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            labels: Some([(NAMESPACE_LABEL.to_owned(), "bench".to_owned())].into()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &namespace)
-        .await
-        .unwrap_or_else(|e| panic!("create namespace {name}: {e}"));
-    name.to_owned()
 }

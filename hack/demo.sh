@@ -41,7 +41,7 @@ mkdir -p "$state"
 stop # a previous demo's processes, if any
 
 if [ -z "${KUBECONFIG:-}" ]; then
-	echo "==> starting the local control plane (the first start builds it from Go modules: ~15 min)" >&2
+	echo "==> starting the local control plane (the first start builds it from Go modules: 6 to 16 min)" >&2
 	if ! hack/cluster.sh status >/dev/null 2>&1; then
 		touch "$state/started-cluster"
 	fi

@@ -9,6 +9,8 @@
 //! - [`telemetry`]: `tracing` setup from `--log-level` and `--log-format`.
 //! - [`conditions`]: typed `metav1.Condition` maintenance and the kstatus conditions.
 //! - [`metrics`]: the Prometheus registry and the reconcile, leader and write metrics.
+//! - [`errors`]: [`classify`] sorts a `kube::Error` into transient / conflict / forbidden /
+//!   gone / terminal, the one place that reads HTTP codes.
 //! - [`backoff`]: the retry pause of a controller's watches, short enough to recover from an
 //!   API server outage in seconds.
 //!
@@ -50,11 +52,13 @@ pub mod admin;
 pub mod apply;
 pub mod backoff;
 pub mod conditions;
+pub mod errors;
 pub mod leader;
 pub mod metrics;
 pub mod readiness;
 pub mod telemetry;
 
+pub use errors::{ErrorClass, classify};
 pub use leader::{LeaderElectionArgs, LeaderState, Leadership};
 pub use readiness::{Readiness, ReadyGate};
 

@@ -1,8 +1,9 @@
-//! Fenced writes: server-side apply (and delete) that refuse to run unless this
-//! replica leads.
+//! Fenced writes: server-side apply, create, status apply, delete and dynamic apply
+//! that refuse to run unless this replica leads.
 //!
-//! Every write of a controller goes through these functions, or through a [`Writer`]
-//! that bundles the leadership handle, the field manager and metrics. This is the one
+//! Every write of a controller goes through a [`Writer`], which bundles the
+//! leadership handle, the field manager and the write metrics (every write is
+//! counted by verb and outcome); the free functions are its building blocks. This is the one
 //! place where fencing is enforced: [`Leadership::is_leader`] is checked immediately
 //! before each request, and a replica that is not the leader gets
 //! [`WriteError::NotLeader`] without anything being sent. A request still in flight
@@ -12,13 +13,14 @@ use std::fmt::Debug;
 
 use kube::{
     Api, Resource,
-    api::{DeleteParams, Patch, PatchParams},
+    api::{DeleteParams, DynamicObject, Patch, PatchParams, PostParams},
 };
 use serde::{Serialize, de::DeserializeOwned};
 
 use tokio::time::Instant;
 
 use crate::{
+    errors::{ErrorClass, classify},
     leader::{LeaderState, Leadership, holds_at},
     metrics::WriteMetrics,
 };
@@ -60,6 +62,17 @@ pub enum WriteError {
         #[source]
         source: kube::Error,
     },
+    /// The API server refused or failed the create.
+    #[error("failed to create {kind} {name}")]
+    Create {
+        /// Kind of the object.
+        kind: String,
+        /// Name (or `generateName` prefix) of the object.
+        name: String,
+        /// The API error.
+        #[source]
+        source: kube::Error,
+    },
     /// The API server refused or failed the status apply.
     #[error("failed to apply the status of {kind} {name}")]
     ApplyStatus {
@@ -89,8 +102,17 @@ impl WriteError {
     pub fn category(&self) -> &'static str {
         match self {
             WriteError::NotLeader { .. } | WriteError::LeadershipLapsed { .. } => "not_leader",
-            WriteError::Apply { .. } | WriteError::ApplyStatus { .. } | WriteError::Delete { .. } => "api",
+            WriteError::Apply { .. }
+            | WriteError::Create { .. }
+            | WriteError::ApplyStatus { .. }
+            | WriteError::Delete { .. } => "api",
         }
+    }
+
+    /// What kind of failure this is: the [`classify`] class of the API error, and
+    /// `Transient` for a write that fencing refused (the leader will make it).
+    pub fn class(&self) -> ErrorClass {
+        self.api_error().map_or(ErrorClass::Transient, classify)
     }
 
     /// Whether fencing refused or abandoned the write.
@@ -106,6 +128,7 @@ impl WriteError {
         match self {
             WriteError::NotLeader { .. } | WriteError::LeadershipLapsed { .. } => None,
             WriteError::Apply { source, .. }
+            | WriteError::Create { source, .. }
             | WriteError::ApplyStatus { source, .. }
             | WriteError::Delete { source, .. } => Some(source),
         }
@@ -116,18 +139,16 @@ fn kind_of<K: Resource<DynamicType = ()>>() -> String {
     K::kind(&()).into_owned()
 }
 
-/// How long a write may take: until leadership ends (`Some`), or without limit for a
-/// standalone replica (`None`). Refuses when this replica does not lead.
-fn fence<K: Resource<DynamicType = ()>>(
-    leadership: &Leadership,
-    name: &str,
-) -> Result<Option<Instant>, WriteError> {
+/// How long a write of `kind` `name` may take: until leadership ends (`Some`), or
+/// without limit for a standalone replica (`None`). Refuses when this replica does
+/// not lead.
+fn fence(leadership: &Leadership, kind: &str, name: &str) -> Result<Option<Instant>, WriteError> {
     // One snapshot of the state, so the check and the deadline agree.
     match leadership.state() {
         LeaderState::Standalone => Ok(None),
         LeaderState::Leading { until } if holds_at(until, Instant::now()) => Ok(Some(until)),
         _ => Err(WriteError::NotLeader {
-            kind: kind_of::<K>(),
+            kind: kind.to_owned(),
             name: name.to_owned(),
         }),
     }
@@ -135,21 +156,19 @@ fn fence<K: Resource<DynamicType = ()>>(
 
 /// Runs `request`, abandoning it if leadership ends first, so that a write stuck on a
 /// slow connection is not left to land long after another replica took over.
-async fn fenced<K, T>(
+async fn fenced<T>(
     deadline: Option<Instant>,
+    kind: &str,
     name: &str,
     request: impl Future<Output = Result<T, kube::Error>>,
-) -> Result<Result<T, kube::Error>, WriteError>
-where
-    K: Resource<DynamicType = ()>,
-{
+) -> Result<Result<T, kube::Error>, WriteError> {
     match deadline {
         None => Ok(request.await),
         Some(deadline) => {
             tokio::time::timeout_at(deadline, request)
                 .await
                 .map_err(|_| WriteError::LeadershipLapsed {
-                    kind: kind_of::<K>(),
+                    kind: kind.to_owned(),
                     name: name.to_owned(),
                 })
         }
@@ -169,15 +188,21 @@ pub async fn apply<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
 {
-    let deadline = fence::<K>(leadership, name)?;
+    let kind = kind_of::<K>();
+    let deadline = fence(leadership, &kind, name)?;
     let params = PatchParams::apply(manager).force();
-    fenced::<K, _>(deadline, name, api.patch(name, &params, &Patch::Apply(obj)))
-        .await?
-        .map_err(|source| WriteError::Apply {
-            kind: kind_of::<K>(),
-            name: name.to_owned(),
-            source,
-        })
+    fenced(
+        deadline,
+        &kind,
+        name,
+        api.patch(name, &params, &Patch::Apply(obj)),
+    )
+    .await?
+    .map_err(|source| WriteError::Apply {
+        kind: kind_of::<K>(),
+        name: name.to_owned(),
+        source,
+    })
 }
 
 /// Server-side applies `status` to the status subresource of `name`, with field
@@ -194,11 +219,13 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize,
 {
-    let deadline = fence::<K>(leadership, name)?;
+    let kind = kind_of::<K>();
+    let deadline = fence(leadership, &kind, name)?;
     let body = status_body::<K, S>(name, status);
     let params = PatchParams::apply(manager).force();
-    fenced::<K, _>(
+    fenced(
         deadline,
+        &kind,
         name,
         api.patch_status(name, &params, &Patch::Apply(&body)),
     )
@@ -230,8 +257,9 @@ pub async fn delete<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
-    let deadline = fence::<K>(leadership, name)?;
-    match fenced::<K, _>(deadline, name, api.delete(name, params)).await? {
+    let kind = kind_of::<K>();
+    let deadline = fence(leadership, &kind, name)?;
+    match fenced(deadline, &kind, name, api.delete(name, params)).await? {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
         Err(source) => Err(WriteError::Delete {
@@ -240,6 +268,59 @@ where
             source,
         }),
     }
+}
+
+/// Creates `obj`, which may name itself by `metadata.generateName`, as field manager
+/// `manager`. An object that exists already is an error (HTTP 409).
+pub async fn create<K>(leadership: &Leadership, api: &Api<K>, obj: &K, manager: &str) -> Result<K, WriteError>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let kind = kind_of::<K>();
+    let meta = obj.meta();
+    let name = meta
+        .name
+        .clone()
+        .or_else(|| meta.generate_name.clone())
+        .unwrap_or_default();
+    let deadline = fence(leadership, &kind, &name)?;
+    let params = PostParams {
+        field_manager: Some(manager.to_owned()),
+        ..PostParams::default()
+    };
+    fenced(deadline, &kind, &name, api.create(&params, obj))
+        .await?
+        .map_err(|source| WriteError::Create { kind, name, source })
+}
+
+/// Server-side applies `obj`, whose kind is known only at run time (its `types`
+/// say it; `api` is made from its `ApiResource`), as `name` with field manager
+/// `manager`, forcing ownership of the fields it sets.
+pub async fn apply_dynamic(
+    leadership: &Leadership,
+    api: &Api<DynamicObject>,
+    name: &str,
+    obj: &DynamicObject,
+    manager: &str,
+) -> Result<DynamicObject, WriteError> {
+    let kind = obj
+        .types
+        .as_ref()
+        .map_or_else(|| "object".to_owned(), |types| types.kind.clone());
+    let deadline = fence(leadership, &kind, name)?;
+    let params = PatchParams::apply(manager).force();
+    fenced(
+        deadline,
+        &kind,
+        name,
+        api.patch(name, &params, &Patch::Apply(obj)),
+    )
+    .await?
+    .map_err(|source| WriteError::Apply {
+        kind,
+        name: name.to_owned(),
+        source,
+    })
 }
 
 /// The writes of one binary: its leadership, its field manager and write metrics.
@@ -285,6 +366,27 @@ impl Writer {
         self.record(
             "apply",
             apply(&self.leadership, api, name, obj, self.manager).await,
+        )
+    }
+
+    /// See [`create()`].
+    pub async fn create<K>(&self, api: &Api<K>, obj: &K) -> Result<K, WriteError>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+    {
+        self.record("create", create(&self.leadership, api, obj, self.manager).await)
+    }
+
+    /// See [`apply_dynamic()`]; counted as verb `apply`.
+    pub async fn apply_dynamic(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        obj: &DynamicObject,
+    ) -> Result<DynamicObject, WriteError> {
+        self.record(
+            "apply",
+            apply_dynamic(&self.leadership, api, name, obj, self.manager).await,
         )
     }
 
@@ -464,6 +566,104 @@ mod tests {
         assert!(matches!(error, WriteError::LeadershipLapsed { .. }), "{error:?}");
         assert!(error.is_not_leader());
         assert_eq!(Instant::now() - start, Duration::from_secs(10));
+    }
+
+    /// A client that records each request's method and URI and answers with a
+    /// ConfigMap named `c`.
+    fn recording_client() -> (Client, Arc<std::sync::Mutex<Vec<String>>>) {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = seen.clone();
+        let service = tower::service_fn(move |request: Request<Body>| {
+            log.lock()
+                .unwrap()
+                .push(format!("{} {}", request.method(), request.uri()));
+            async move {
+                let body = serde_json::to_vec(&serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+                }))
+                .unwrap();
+                Ok::<_, std::convert::Infallible>(Response::new(Body::from(body)))
+            }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    fn dynamic_config_map() -> (kube::discovery::ApiResource, DynamicObject) {
+        let resource = kube::discovery::ApiResource::erase::<ConfigMap>(&());
+        let obj = DynamicObject::new("c", &resource).data(serde_json::json!({"data": {"k": "v"}}));
+        (resource, obj)
+    }
+
+    #[tokio::test]
+    async fn create_and_dynamic_apply_are_fenced_and_counted() {
+        let (client, seen) = recording_client();
+        let typed: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let (resource, obj) = dynamic_config_map();
+        let dynamic: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
+        let metrics = Metrics::new().unwrap();
+        let (_tx, rx) = watch::channel(LeaderState::Following { holder: None });
+        let follower =
+            Writer::new(Leadership::from_receiver(rx), FIELD_MANAGER_CATALOG).with_metrics(&metrics.writes);
+        let generated = ConfigMap {
+            metadata: ObjectMeta {
+                generate_name: Some("c-".into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        let error = follower.create(&typed, &generated).await.unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "not writing ConfigMap c-: this replica does not hold the leader lease"
+        );
+        let error = follower.apply_dynamic(&dynamic, "c", &obj).await.unwrap_err();
+        assert!(error.is_not_leader(), "{error}");
+        assert_eq!(error.class(), ErrorClass::Transient);
+        assert!(seen.lock().unwrap().is_empty(), "nothing was sent");
+
+        let leader =
+            Writer::new(Leadership::standalone(), FIELD_MANAGER_CATALOG).with_metrics(&metrics.writes);
+        leader.create(&typed, &generated).await.unwrap();
+        leader.apply_dynamic(&dynamic, "c", &obj).await.unwrap();
+        let requests = seen.lock().unwrap().clone();
+        assert_eq!(requests.len(), 2, "{requests:?}");
+        assert!(
+            requests[0].starts_with("POST /api/v1/namespaces/default/configmaps?")
+                && requests[0].contains("fieldManager=catalog-operator"),
+            "{requests:?}"
+        );
+        assert!(
+            requests[1].starts_with("PATCH /api/v1/namespaces/default/configmaps/c?")
+                && requests[1].contains("fieldManager=catalog-operator")
+                && requests[1].contains("force=true"),
+            "{requests:?}"
+        );
+        let text = prometheus::TextEncoder::new()
+            .encode_to_string(&metrics.registry().gather())
+            .unwrap();
+        for series in [
+            "olm_writes_total{outcome=\"not_leader\",verb=\"create\"} 1",
+            "olm_writes_total{outcome=\"not_leader\",verb=\"apply\"} 1",
+            "olm_writes_total{outcome=\"ok\",verb=\"create\"} 1",
+            "olm_writes_total{outcome=\"ok\",verb=\"apply\"} 1",
+        ] {
+            assert!(text.contains(series), "{series} in {text}");
+        }
+    }
+
+    #[test]
+    fn write_errors_carry_the_class_of_the_api_answer() {
+        let forbidden = WriteError::Create {
+            kind: "Pod".into(),
+            name: "p".into(),
+            source: kube::Error::Api(Box::new(kube::core::Status {
+                code: 403,
+                ..Default::default()
+            })),
+        };
+        assert_eq!(forbidden.class(), ErrorClass::Forbidden);
+        assert_eq!(forbidden.category(), "api");
+        assert_eq!(forbidden.to_string(), "failed to create Pod p");
     }
 
     #[test]

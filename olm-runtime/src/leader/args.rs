@@ -6,6 +6,7 @@ use std::{
     time::Duration,
 };
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Client;
 
 use super::{
@@ -97,6 +98,22 @@ impl LeaderElectionArgs {
     where
         F: Future<Output = ()> + Send + 'static,
     {
+        self.start_owned(client, default_lease_name, metrics, None, shutdown)
+    }
+
+    /// [`start`](Self::start), with `owner` as an owner of the Lease (see
+    /// [`super::owner`]).
+    pub fn start_owned<F>(
+        &self,
+        client: Client,
+        default_lease_name: &str,
+        metrics: Option<&LeaderMetrics>,
+        owner: Option<OwnerReference>,
+        shutdown: F,
+    ) -> Result<(Leadership, ElectionTask), LeaderElectionError>
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
         let Some(config) = self.lease_config(&client, default_lease_name)? else {
             tracing::info!("leader election is off: this replica writes without a lease");
             if let Some(metrics) = metrics {
@@ -104,7 +121,7 @@ impl LeaderElectionArgs {
             }
             return Ok((Leadership::standalone(), ElectionTask::none()));
         };
-        let mut elector = LeaderElector::new(client, config)?;
+        let mut elector = LeaderElector::new(client, config)?.with_owner(owner);
         if let Some(metrics) = metrics {
             elector = elector.with_metrics(metrics);
         }

@@ -5,7 +5,7 @@ use std::{sync::Arc, time::Duration};
 use futures::StreamExt;
 use k8s_openapi::{
     api::coordination::v1::{Lease, LeaseSpec},
-    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta},
+    apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta, OwnerReference},
     jiff::Timestamp,
 };
 use kube::{
@@ -28,6 +28,7 @@ pub struct LeaderElector {
     api: Api<Lease>,
     config: LeaseConfig,
     metrics: Option<LeaderMetricsHandle>,
+    owner: Option<OwnerReference>,
 }
 
 impl LeaderElector {
@@ -38,7 +39,15 @@ impl LeaderElector {
             api: Api::namespaced(client, &config.namespace),
             config,
             metrics: None,
+            owner: None,
         })
+    }
+
+    /// Makes `owner` (the binary's Deployment, see [`super::owner`]) an owner of the
+    /// Lease, so that the Lease goes when the Deployment does.
+    pub fn with_owner(mut self, owner: Option<OwnerReference>) -> Self {
+        self.owner = owner;
+        self
     }
 
     /// Records leadership in `metrics` (`olm_leader` and `olm_leader_transitions_total`,
@@ -65,6 +74,7 @@ impl LeaderElector {
             api: self.api,
             config: self.config,
             metrics: self.metrics,
+            owner: self.owner,
             tx,
             held: None,
             observed: None,
@@ -99,6 +109,15 @@ impl ElectionTask {
         let result = handle.await;
         self.handle = None;
         result.map_err(LeaderElectionError::TaskFailed)
+    }
+
+    /// Waits until the task has ended after shutdown (the Lease is released); at once
+    /// when there is no task, or it already ended.
+    pub async fn stopped(self) -> Result<(), LeaderElectionError> {
+        match self.handle {
+            None => Ok(()),
+            Some(handle) => handle.await.map_err(LeaderElectionError::TaskFailed),
+        }
     }
 
     /// Aborts the task at once (it does not release the Lease). For tests that
@@ -197,6 +216,7 @@ struct Run {
     api: Api<Lease>,
     config: LeaseConfig,
     metrics: Option<LeaderMetricsHandle>,
+    owner: Option<OwnerReference>,
     tx: watch::Sender<LeaderState>,
     /// The Lease as we last wrote it, while we hold it.
     held: Option<Lease>,
@@ -357,6 +377,11 @@ impl Run {
             },
             spec: None,
         });
+        if let Some(owner) = &self.owner
+            && lease.metadata.owner_references.is_none()
+        {
+            lease.metadata.owner_references = Some(vec![owner.clone()]);
+        }
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         let ours = spec.holder_identity.as_deref() == Some(self.config.identity.as_str());
         if !ours {

@@ -30,6 +30,7 @@
 
 mod args;
 mod elector;
+pub mod owner;
 
 use std::time::Duration;
 
@@ -292,6 +293,22 @@ impl Leadership {
     }
 }
 
+impl Leadership {
+    /// One item each time this replica starts leading (at once if it leads now, and
+    /// once for a standalone replica): give it to every controller's
+    /// `reconcile_all_on`, so that a new leader looks at every object again. A term
+    /// ends when leadership is lost, by the clock or by the election; the stream
+    /// ends when the election task is gone without this replica leading.
+    pub fn terms(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
+        futures::stream::unfold((self.clone(), false), |(mut leadership, leading)| async move {
+            if leading {
+                leadership.lost().await;
+            }
+            leadership.acquired().await.then_some(((), (leadership, true)))
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -493,5 +510,52 @@ mod tests {
         drop(tx);
         assert!(!leadership.acquired().await);
         assert!(Leadership::standalone().acquired().await);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn terms_start_at_each_gain_of_leadership() {
+        use futures::StreamExt;
+
+        let (tx, rx) = watch::channel(LeaderState::Following { holder: None });
+        let leadership = Leadership::from_receiver(rx);
+        async fn next(
+            terms: &mut (impl futures::Stream<Item = ()> + Unpin),
+        ) -> Result<Option<()>, tokio::time::error::Elapsed> {
+            tokio::time::timeout(Duration::from_secs(60), terms.next()).await
+        }
+        let mut terms = Box::pin(leadership.terms());
+        assert!(next(&mut terms).await.is_err(), "following: no term yet");
+
+        tx.send_replace(LeaderState::Leading {
+            until: Instant::now() + Duration::from_secs(10),
+        });
+        assert_eq!(next(&mut terms).await, Ok(Some(())), "the first term");
+        // Renewals continue the term; a lapse by the clock ends it, and a later
+        // renewal starts a new one.
+        tx.send_if_modified(|s| {
+            *s = LeaderState::Leading {
+                until: Instant::now() + Duration::from_secs(100),
+            };
+            false
+        });
+        assert!(next(&mut terms).await.is_err(), "still the same term");
+        tokio::time::advance(Duration::from_secs(100)).await;
+        assert!(next(&mut terms).await.is_err(), "lapsed: no term");
+        tx.send_replace(LeaderState::Leading {
+            until: Instant::now() + Duration::from_secs(10),
+        });
+        assert_eq!(
+            next(&mut terms).await,
+            Ok(Some(())),
+            "a second term after a lapse"
+        );
+
+        tx.send_replace(LeaderState::Following { holder: None });
+        drop(tx);
+        assert_eq!(next(&mut terms).await, Ok(None), "the election is gone");
+
+        let mut standalone = Box::pin(Leadership::standalone().terms());
+        assert_eq!(next(&mut standalone).await, Ok(Some(())), "one term, at once");
+        assert!(next(&mut standalone).await.is_err(), "and no other");
     }
 }

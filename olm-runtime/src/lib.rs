@@ -1,51 +1,63 @@
-//! What both olm-rs operators need once: leader election with fenced writes, the admin
-//! server, logging, condition helpers, the field managers and metrics.
+//! The runtime of every olm-rs binary: what each needs once, built by one builder.
 //!
-//! - [`leader`]: one Lease per binary; every replica watches, only the holder writes.
-//!   [`Leadership::is_leader`] turns false by the clock when renewals stop.
-//! - [`apply`]: server-side apply and delete that refuse to write unless this replica
-//!   leads ([`apply::Writer`]); the field manager constants.
+//! - [`runtime`]: [`Runtime::builder`] sets up logging, the client, the metrics, the
+//!   admin server, leader election, the fenced writer and the one [`Shutdown`]
+//!   signal; [`Runtime::run`] runs the controllers until SIGTERM or SIGINT, then drains.
+//! - [`reflector`]: one shared watch per kind; its store opens a readiness gate once
+//!   the first list is in it.
+//! - [`reconcile`]: [`ReconcileError`] and the one [`error_policy`] of every controller.
+//! - [`errors`]: [`classify`] sorts a `kube::Error` into transient / conflict / forbidden /
+//!   gone / terminal, the one place that reads HTTP codes.
+//! - [`leader`]: one Lease per binary, owned by the binary's Deployment in a cluster;
+//!   every replica watches, only the holder writes. [`Leadership::is_leader`] turns
+//!   false by the clock when renewals stop; [`Leadership::terms`] says when a term starts.
+//! - [`apply`]: the fenced [`apply::Writer`]: server-side apply, create, status apply,
+//!   delete and dynamic apply, refused unless this replica leads, and counted.
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz` ([`readiness`]).
 //! - [`telemetry`]: `tracing` setup from `--log-level` and `--log-format`.
 //! - [`conditions`]: typed `metav1.Condition` maintenance and the kstatus conditions.
 //! - [`metrics`]: the Prometheus registry and the reconcile, leader and write metrics.
-//! - [`errors`]: [`classify`] sorts a `kube::Error` into transient / conflict / forbidden /
-//!   gone / terminal, the one place that reads HTTP codes.
 //! - [`backoff`]: the retry pause of a controller's watches, short enough to recover from an
 //!   API server outage in seconds.
 //!
-//! A binary flattens [`RuntimeArgs`] into its own arguments and wires it up like this:
+//! A binary flattens [`RuntimeArgs`] into its own arguments; its `run` builds the
+//! runtime, lists its controllers and their watches, and runs them:
 //!
 //! ```no_run
-//! # async fn run(args: olm_runtime::RuntimeArgs, client: kube::Client) -> anyhow::Result<()> {
-//! use olm_runtime::{Readiness, admin::AdminServer, apply::{FIELD_MANAGER_OLM, Writer}, metrics::Metrics};
-//! use tokio::sync::watch;
-//!
-//! args.telemetry.init()?;
-//! let metrics = Metrics::new()?;
-//! let readiness = Readiness::new();
-//! let (stop_tx, stop_rx) = watch::channel(false);
-//! let stop = move || {
-//!     let mut rx = stop_rx.clone();
-//!     async move { let _ = rx.wait_for(|stop| *stop).await; }
-//! };
-//!
-//! let (leadership, mut election) =
-//!     args.leader_election.start(client.clone(), "olm-operator", Some(&metrics.leader), stop())?;
-//! let writer = Writer::new(leadership, FIELD_MANAGER_OLM).with_metrics(&metrics.writes);
-//! let admin = AdminServer::bind(args.admin.admin_addr, metrics.registry().clone(), readiness.clone()).await?;
-//! let admin = tokio::spawn(admin.serve(stop()));
-//! // ... create one `readiness.gate(..)` per store, spawn the controllers with `writer` ...
-//!
-//! tokio::select! {
-//!     signal = olm_runtime::shutdown_signal() => signal?,
-//!     ended = election.finished() => anyhow::bail!("leader election ended unexpectedly: {ended:?}"),
-//! }
-//! let _ = stop_tx.send(true);
-//! election.finished().await?; // the lease is released
-//! admin.await?;
-//! # Ok(())
+//! # use std::sync::Arc;
+//! # use futures::StreamExt;
+//! # use k8s_openapi::api::core::v1::ConfigMap;
+//! # use kube::runtime::{Controller, controller::Action, watcher};
+//! # #[derive(Debug, thiserror::Error)] #[error("failed")] struct Error;
+//! # impl olm_runtime::ReconcileError for Error {
+//! #     fn category(&self) -> &'static str { "api" }
+//! #     fn class(&self) -> olm_runtime::ErrorClass { olm_runtime::ErrorClass::Transient }
 //! # }
+//! # struct Context { writer: olm_runtime::apply::Writer, metrics: olm_runtime::metrics::Metrics }
+//! # async fn reconcile(_: Arc<ConfigMap>, _: Arc<Context>) -> Result<Action, Error> { Ok(Action::await_change()) }
+//! use olm_runtime::{Runtime, RuntimeArgs};
+//!
+//! fn error_policy(_: Arc<ConfigMap>, error: &Error, ctx: Arc<Context>) -> Action {
+//!     olm_runtime::error_policy("configmap", error, &ctx.metrics.reconcile)
+//! }
+//!
+//! async fn run(args: RuntimeArgs) -> Result<(), olm_runtime::RuntimeError> {
+//!     let rt = Runtime::builder("my-operator").with_args(args).build().await?;
+//!     // The binary's own metrics register on rt.metrics().registry().
+//!     let config_maps = rt.reflector(kube::Api::<ConfigMap>::all(rt.client().clone()), watcher::Config::default());
+//!     let ctx = Arc::new(Context { writer: rt.writer().clone(), metrics: rt.metrics().clone() });
+//!     let controller = Controller::for_shared_stream(config_maps.subscribe(), config_maps.store())
+//!         .reconcile_all_on(rt.leadership().terms())
+//!         .graceful_shutdown_on(rt.shutdown().signaled())
+//!         .run(reconcile, error_policy, ctx)
+//!         .for_each(|_| std::future::ready(()));
+//!     let watch = config_maps.run();
+//!     rt.run(async move {
+//!         // The watch never ends; the controller ends on shutdown.
+//!         futures::future::select(watch, Box::pin(controller)).await;
+//!     })
+//!     .await
+//! }
 //! ```
 
 pub mod admin;
@@ -56,11 +68,19 @@ pub mod errors;
 pub mod leader;
 pub mod metrics;
 pub mod readiness;
+pub mod reconcile;
+pub mod reflector;
+pub mod runtime;
+pub mod shutdown;
 pub mod telemetry;
 
 pub use errors::{ErrorClass, classify};
 pub use leader::{LeaderElectionArgs, LeaderState, Leadership};
 pub use readiness::{Readiness, ReadyGate};
+pub use reconcile::{ReconcileError, error_policy};
+pub use reflector::Reflector;
+pub use runtime::{Runtime, RuntimeBuilder, RuntimeError};
+pub use shutdown::Shutdown;
 
 /// All runtime flags of a binary: flatten into its `Args` with `#[command(flatten)]`.
 #[derive(clap::Args, Clone, Debug, PartialEq, Eq)]

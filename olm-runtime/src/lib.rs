@@ -3,6 +3,7 @@
 //! - [`runtime`]: [`Runtime::builder`] sets up logging, the client, the metrics, the
 //!   admin server, leader election, the fenced writer and the one [`Shutdown`]
 //!   signal; [`Runtime::run`] runs the controllers until SIGTERM or SIGINT, then drains.
+//!   The controllers are built from its [`Parts`] (tests make their own `Parts`).
 //! - [`reflector`]: one shared watch per kind; its store opens a readiness gate once
 //!   the first list is in it.
 //! - [`reconcile`]: [`ReconcileError`] and the one [`error_policy`] of every controller.
@@ -37,8 +38,8 @@
 //! # async fn reconcile(_: Arc<ConfigMap>, _: Arc<Context>) -> Result<Action, Error> { Ok(Action::await_change()) }
 //! use olm_runtime::{Runtime, RuntimeArgs};
 //!
-//! fn error_policy(_: Arc<ConfigMap>, error: &Error, ctx: Arc<Context>) -> Action {
-//!     olm_runtime::error_policy("configmap", error, &ctx.metrics.reconcile)
+//! fn error_policy(object: Arc<ConfigMap>, error: &Error, ctx: Arc<Context>) -> Action {
+//!     olm_runtime::error_policy("configmap", object.as_ref(), error, &ctx.metrics.reconcile)
 //! }
 //!
 //! async fn run(args: RuntimeArgs) -> Result<(), olm_runtime::RuntimeError> {
@@ -79,7 +80,7 @@ pub use leader::{LeaderElectionArgs, LeaderState, Leadership};
 pub use readiness::{Readiness, ReadyGate};
 pub use reconcile::{ReconcileError, error_policy};
 pub use reflector::Reflector;
-pub use runtime::{Runtime, RuntimeBuilder, RuntimeError};
+pub use runtime::{Parts, Runtime, RuntimeBuilder, RuntimeError};
 pub use shutdown::Shutdown;
 
 /// All runtime flags of a binary: flatten into its `Args` with `#[command(flatten)]`.

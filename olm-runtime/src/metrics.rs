@@ -46,7 +46,8 @@ impl Metrics {
     }
 }
 
-fn register<C: Collector + Clone + 'static>(
+/// Registers `collector` on `registry` and hands it back, for a binary's own metrics.
+pub fn register<C: Collector + Clone + 'static>(
     registry: &Registry,
     collector: C,
 ) -> Result<C, prometheus::Error> {

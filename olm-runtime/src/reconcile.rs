@@ -3,14 +3,14 @@
 //! A controller's error type implements [`ReconcileError`]: a metrics label and an
 //! [`ErrorClass`] (usually from [`classify`](crate::classify) or
 //! [`WriteError::class`]). The controller's `error_policy` is then one line:
-//! [`error_policy`]`(CONTROLLER, error, &metrics)`. It counts the error, says
+//! [`error_policy`]`(CONTROLLER, &object, error, &metrics)`. It counts the error, says
 //! nothing loud about writes that fencing refused ([`lost_leadership`]: the next
 //! leadership term reconciles everything again), waits for a change when only a
 //! change can help, and retries otherwise.
 
 use std::time::Duration;
 
-use kube::runtime::controller::Action;
+use kube::{Resource, runtime::controller::Action};
 
 use crate::{apply::WriteError, errors::ErrorClass, metrics::ReconcileMetrics};
 
@@ -31,6 +31,15 @@ pub trait ReconcileError: std::error::Error + 'static {
 
     /// What kind of failure this is; decides when to try again.
     fn class(&self) -> ErrorClass;
+
+    /// Whether a write was refused or abandoned because this replica does not lead:
+    /// by default, a fencing [`WriteError`] anywhere in the source chain.
+    fn is_not_leader(&self) -> bool
+    where
+        Self: Sized,
+    {
+        lost_leadership(self)
+    }
 }
 
 /// Whether `error`, or an error it was caused by, is a write that fencing refused
@@ -63,20 +72,29 @@ pub fn action_for(lost_leadership: bool, class: ErrorClass) -> Action {
     }
 }
 
-/// The error policy of every controller: counts the error in
+/// The error policy of every controller, for a reconcile of `object` that failed
+/// with `error`: counts the error in
 /// `olm_reconcile_errors_total{controller,category}`, logs it (at debug level when
 /// this replica merely stopped leading), and decides with [`action_for`].
-pub fn error_policy<E: ReconcileError>(
+pub fn error_policy<K, E>(
     controller: &'static str,
+    object: &K,
     error: &E,
     metrics: &ReconcileMetrics,
-) -> Action {
-    let not_leader = lost_leadership(error);
+) -> Action
+where
+    K: Resource,
+    E: ReconcileError,
+{
+    let not_leader = error.is_not_leader();
     let class = error.class();
+    let (name, namespace) = (object.meta().name.as_deref(), object.meta().namespace.as_deref());
     if not_leader {
         metrics.error(controller, NOT_LEADER);
         tracing::debug!(
             controller,
+            name,
+            namespace,
             error = error as &dyn std::error::Error,
             "not leading: the write is left to the leader"
         );
@@ -84,6 +102,8 @@ pub fn error_policy<E: ReconcileError>(
         metrics.error(controller, error.category());
         tracing::warn!(
             controller,
+            name,
+            namespace,
             category = error.category(),
             class = %class,
             error = error as &dyn std::error::Error,
@@ -169,20 +189,21 @@ mod tests {
     fn the_policy_counts_by_category_and_fencing_apart() {
         let metrics = Metrics::new().unwrap();
         let reconciles = &metrics.reconcile;
+        let cm = k8s_openapi::api::core::v1::ConfigMap::default();
         assert_eq!(
-            error_policy("csv", &Error::Write(not_leader()), reconciles),
+            error_policy("csv", &cm, &Error::Write(not_leader()), reconciles),
             Action::await_change()
         );
         assert_eq!(
-            error_policy("csv", &Error::Write(api(403)), reconciles),
+            error_policy("csv", &cm, &Error::Write(api(403)), reconciles),
             Action::requeue(RETRY_FORBIDDEN)
         );
         assert_eq!(
-            error_policy("csv", &Error::Write(api(503)), reconciles),
+            error_policy("csv", &cm, &Error::Write(api(503)), reconciles),
             Action::requeue(RETRY)
         );
         assert_eq!(
-            error_policy("csv", &Error::Invalid, reconciles),
+            error_policy("csv", &cm, &Error::Invalid, reconciles),
             Action::await_change()
         );
         let text = prometheus::TextEncoder::new()

@@ -158,13 +158,14 @@ impl RuntimeBuilder {
         };
         Ok(Runtime {
             name: self.name,
-            client,
             config,
-            metrics,
-            readiness,
-            shutdown,
-            leadership,
-            writer,
+            parts: Parts {
+                client,
+                writer,
+                metrics,
+                readiness,
+                shutdown,
+            },
             election,
             admin,
             signals: self.args.is_some(),
@@ -172,16 +173,61 @@ impl RuntimeBuilder {
     }
 }
 
+/// What controllers get from the runtime: cheap to clone. A [`Runtime`] has one
+/// ([`Runtime::parts`]); tests that run controllers without a whole runtime make
+/// their own with [`Parts::new`].
+#[derive(Clone)]
+pub struct Parts {
+    /// The client.
+    pub client: Client,
+    /// The fenced writer; its leadership is this replica's.
+    pub writer: Writer,
+    /// The metrics: a binary registers its own on [`Metrics::registry`].
+    pub metrics: Metrics,
+    /// The readiness behind `/readyz`; [`Parts::reflector`] gates each store in it.
+    pub readiness: Readiness,
+    /// The one shutdown signal: give [`Shutdown::signaled`] to every controller's
+    /// `graceful_shutdown_on`.
+    pub shutdown: Shutdown,
+}
+
+impl Parts {
+    /// Parts around `client` that write as `manager` while `leadership` leads,
+    /// with fresh metrics (the writer counts in them), readiness and shutdown signal.
+    pub fn new(
+        client: Client,
+        leadership: Leadership,
+        manager: &'static str,
+    ) -> Result<Self, prometheus::Error> {
+        let metrics = Metrics::new()?;
+        Ok(Parts {
+            client,
+            writer: Writer::new(leadership, manager).with_metrics(&metrics.writes),
+            metrics,
+            readiness: Readiness::new(),
+            shutdown: Shutdown::new(),
+        })
+    }
+
+    /// This replica's leadership; [`Leadership::terms`] for `reconcile_all_on`.
+    pub fn leadership(&self) -> &Leadership {
+        self.writer.leadership()
+    }
+
+    /// A shared watch of `api`, gated in [`readiness`](Self::readiness).
+    pub fn reflector<K>(&self, api: Api<K>, config: watcher::Config) -> Reflector<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    {
+        Reflector::new(api, config, &self.readiness)
+    }
+}
+
 /// What every binary shares; see the [module docs](self).
 pub struct Runtime {
     name: &'static str,
-    client: Client,
     config: Option<kube::Config>,
-    metrics: Metrics,
-    readiness: Readiness,
-    shutdown: Shutdown,
-    leadership: Leadership,
-    writer: Writer,
+    parts: Parts,
     election: ElectionTask,
     admin: Option<AdminServer>,
     signals: bool,
@@ -204,9 +250,14 @@ impl Runtime {
         self.name
     }
 
+    /// What the controllers get.
+    pub fn parts(&self) -> &Parts {
+        &self.parts
+    }
+
     /// The client.
     pub fn client(&self) -> &Client {
-        &self.client
+        &self.parts.client
     }
 
     /// The client's configuration, to derive other clients (e.g. impersonating a
@@ -217,28 +268,28 @@ impl Runtime {
 
     /// The metrics: register the binary's own on [`Metrics::registry`].
     pub fn metrics(&self) -> &Metrics {
-        &self.metrics
+        &self.parts.metrics
     }
 
     /// The readiness behind `/readyz`.
     pub fn readiness(&self) -> &Readiness {
-        &self.readiness
+        &self.parts.readiness
     }
 
     /// The one shutdown signal: give [`Shutdown::signaled`] to every controller's
     /// `graceful_shutdown_on`; [`Shutdown::trigger`] stops [`run`](Self::run).
     pub fn shutdown(&self) -> &Shutdown {
-        &self.shutdown
+        &self.parts.shutdown
     }
 
     /// This replica's leadership; [`Leadership::terms`] for `reconcile_all_on`.
     pub fn leadership(&self) -> &Leadership {
-        &self.leadership
+        self.parts.leadership()
     }
 
     /// The fenced writer, as field manager [`name`](Self::name).
     pub fn writer(&self) -> &Writer {
-        &self.writer
+        &self.parts.writer
     }
 
     /// Where the admin server listens, if it does.
@@ -251,7 +302,7 @@ impl Runtime {
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
     {
-        Reflector::new(api, config, &self.readiness)
+        self.parts.reflector(api, config)
     }
 
     /// Runs `controllers` (and the admin server) until a shutdown signal, a
@@ -265,7 +316,7 @@ impl Runtime {
     {
         let Runtime {
             name,
-            shutdown,
+            parts: Parts { shutdown, .. },
             mut election,
             admin,
             signals,

@@ -59,4 +59,46 @@ impl Args {
             other => Err(Box::new(other)),
         }
     }
+
+    /// Runs the command: an offline one at once, a long-running one (`serve`,
+    /// `run`) on a tokio runtime until it stops. Errors are printed on stderr.
+    pub fn main(self) -> ExitCode {
+        let command = match self.run_offline() {
+            Ok(code) => return code,
+            Err(command) => command,
+        };
+        let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(e) => {
+                eprintln!("error: cannot start the async runtime: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let result: Result<(), Box<dyn std::error::Error>> = runtime.block_on(async {
+            match *command {
+                Command::Serve(args) => Ok(args.run().await?),
+                Command::Run(args) => Ok(run::run(args).await?),
+                _ => Err("not a long-running command".into()),
+            }
+        });
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("error: {}", error_chain(e.as_ref()));
+                ExitCode::FAILURE
+            }
+        }
+    }
+}
+
+/// `error` and its sources, joined by `: ` (what `anyhow`'s `{:#}` prints).
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
 }

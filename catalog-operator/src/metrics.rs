@@ -9,9 +9,8 @@
 //!   took. OLM exports a summary; the Rust client has no summaries, so this is a
 //!   histogram of the same name (its `_count` and `_sum` match the summary's).
 
-use prometheus::{
-    HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, core::Collector,
-};
+use olm_runtime::metrics::register;
+use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
 
 const RESOLUTION_BUCKETS: &[f64] = &[0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 10.0];
 
@@ -30,14 +29,6 @@ pub struct CatalogMetrics {
     pub subscription_sync_total: IntCounterVec,
     /// `olm_resolution_duration_seconds{outcome}`.
     pub resolution_duration: HistogramVec,
-}
-
-fn register<C: Collector + Clone + 'static>(
-    registry: &Registry,
-    collector: C,
-) -> Result<C, prometheus::Error> {
-    registry.register(Box::new(collector.clone()))?;
-    Ok(collector)
 }
 
 impl CatalogMetrics {

@@ -1,5 +1,6 @@
-//! `catalog-operator run`: the controllers, wired with the runtime (leader
-//! election, admin server, telemetry, metrics).
+//! `catalog-operator run`: the controllers and their watches, run by
+//! olm-runtime's [`Runtime`] (leader election, admin server, telemetry, metrics,
+//! shutdown).
 //!
 //! Watch topology: one shared reflector per kind (Subscriptions, InstallPlans,
 //! CSVs, CatalogSources, registry Pods and Services), in one namespace or in all.
@@ -15,29 +16,21 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{FutureExt, Stream, StreamExt, future::BoxFuture, stream};
+use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::{
     Api, Client, Resource, ResourceExt,
     runtime::{
-        Controller, WatchStreamExt,
+        Controller,
         controller::Config as ControllerConfig,
-        reflector::{self, ObjectRef, Store},
+        reflector::{ObjectRef, Store},
         watcher,
     },
 };
 use olm_api::v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
 use olm_runtime::{
-    Leadership, Readiness, RuntimeArgs,
-    admin::{AdminError, AdminServer},
-    apply::{FIELD_MANAGER_CATALOG, Writer},
-    backoff::TriggerBackoff,
-    leader::{LeaderElectionError, parse_duration},
-    metrics::Metrics,
-    telemetry::TelemetryError,
+    Parts, Runtime, RuntimeArgs, RuntimeError, apply::FIELD_MANAGER_CATALOG, leader::parse_duration,
 };
-use serde::de::DeserializeOwned;
-use tokio::sync::watch;
 
 use crate::{
     catalogs::CatalogStore,
@@ -86,88 +79,22 @@ impl RunArgs {
 /// Why `run` stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
-    /// Logging could not be set up.
+    /// The runtime could not start, or stopped other than by a shutdown signal.
     #[error(transparent)]
-    Telemetry(#[from] TelemetryError),
-    /// No client could be built for the cluster.
-    #[error("cannot connect to the Kubernetes API")]
-    Client(#[source] kube::Error),
-    /// Metrics could not be registered.
-    #[error("cannot register metrics")]
+    Runtime(#[from] RuntimeError),
+    /// The catalog-operator's metrics could not be registered.
+    #[error("cannot register the catalog-operator metrics")]
     Metrics(#[from] prometheus::Error),
-    /// The admin server could not start.
-    #[error(transparent)]
-    Admin(#[from] AdminError),
-    /// Leader election could not start or ended.
-    #[error(transparent)]
-    LeaderElection(#[from] LeaderElectionError),
-    /// Leader election ended while the operator was running.
-    #[error("leader election ended unexpectedly")]
-    ElectionEnded,
-    /// Signals could not be watched.
-    #[error("cannot watch for shutdown signals")]
-    Signal(#[source] std::io::Error),
-    /// A controller task ended abnormally.
-    #[error("a controller task failed")]
-    Task(#[source] tokio::task::JoinError),
 }
 
 /// Runs the operator until SIGTERM or Ctrl-C.
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
-    args.runtime.telemetry.init()?;
-    let client = Client::try_default().await.map_err(RunError::Client)?;
-    let metrics = Metrics::new()?;
-    let readiness = Readiness::new();
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stop = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|stop| *stop).await;
-        }
-    };
-    let (leadership, mut election) = args.runtime.leader_election.start(
-        client.clone(),
-        "catalog-operator",
-        Some(&metrics.leader),
-        stop(),
-    )?;
-    let writer = Writer::new(leadership, FIELD_MANAGER_CATALOG).with_metrics(&metrics.writes);
-    let admin = AdminServer::bind(
-        args.runtime.admin.admin_addr,
-        metrics.registry().clone(),
-        readiness.clone(),
-    )
-    .await?;
-    let admin = tokio::spawn(admin.serve(stop()));
-    let mut controllers = tokio::spawn(run_controllers(
-        client,
-        writer,
-        args.options(),
-        metrics,
-        readiness,
-        stop().boxed(),
-    ));
-    let outcome = tokio::select! {
-        signal = olm_runtime::shutdown_signal() => signal.map_err(RunError::Signal),
-        ended = election.finished() => {
-            ended?;
-            Err(RunError::ElectionEnded)
-        }
-        ended = &mut controllers => match ended {
-            Ok(result) => result.and(Err(RunError::ElectionEnded)),
-            Err(e) => Err(RunError::Task(e)),
-        },
-    };
-    let _ = stop_tx.send(true);
-    if !controllers.is_finished() {
-        match controllers.await {
-            Ok(result) => result?,
-            Err(e) => return Err(RunError::Task(e)),
-        }
-    }
-    election.finished().await?;
-    admin.await.map_err(RunError::Task)?;
-    outcome
+    let runtime = Runtime::builder(FIELD_MANAGER_CATALOG)
+        .with_args(args.runtime.clone())
+        .build()
+        .await?;
+    let controllers = controllers(runtime.parts(), args.options())?;
+    Ok(runtime.run(controllers).await?)
 }
 
 fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
@@ -178,86 +105,6 @@ where
         Some(namespace) => Api::namespaced(client.clone(), namespace),
         None => Api::all(client.clone()),
     }
-}
-
-/// A shared reflector: its store, a driver task, and `subscribers` streams of the
-/// objects it applies.
-fn shared<K>(
-    api: Api<K>,
-    config: watcher::Config,
-    subscribers: usize,
-    on_delete: impl Fn(&K) + Send + 'static,
-) -> (
-    Store<K>,
-    BoxFuture<'static, ()>,
-    Vec<impl Stream<Item = Arc<K>> + Send + 'static>,
-)
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    let (reader, writer) = reflector::store_shared::<K>(1024);
-    let streams = (0..subscribers).filter_map(|_| writer.subscribe()).collect();
-    let kind = K::kind(&()).into_owned();
-    let driver = watcher(api, config)
-        .backoff(TriggerBackoff::default())
-        .reflect_shared(writer)
-        .for_each(move |event| {
-            match event {
-                Ok(watcher::Event::Delete(object)) => on_delete(&object),
-                Ok(_) => {}
-                Err(error) => tracing::warn!(
-                    kind,
-                    error = &error as &dyn std::error::Error,
-                    "watch failed; retrying"
-                ),
-            }
-            std::future::ready(())
-        })
-        .boxed();
-    (reader, driver, streams)
-}
-
-/// Flips a readiness gate named `name` once `store` has synced.
-fn gate<K>(tasks: &mut tokio::task::JoinSet<()>, readiness: &Readiness, name: &str, store: Store<K>)
-where
-    K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
-{
-    let gate = readiness.gate(name);
-    tasks.spawn(async move {
-        // Store::wait_until_ready wakes only the last of several concurrent waiters
-        // (the controller waits on the same store), so ask again now and then.
-        loop {
-            match tokio::time::timeout(Duration::from_millis(500), store.wait_until_ready()).await {
-                Ok(Ok(())) => {
-                    gate.ready();
-                    break;
-                }
-                Ok(Err(_)) => break,
-                Err(_) => {}
-            }
-        }
-        // Stay in the set: a task that ends means the operator must stop.
-        std::future::pending::<()>().await;
-    });
-}
-
-/// One `()` each time this replica starts leading (and once at start if it leads).
-fn leadership_gained(leadership: &Leadership) -> impl Stream<Item = ()> + Send + 'static {
-    let rx = leadership.subscribe();
-    let leadership = leadership.clone();
-    stream::unfold(
-        (rx, leadership, false),
-        |(mut rx, leadership, mut leading)| async move {
-            loop {
-                let now = leadership.is_leader();
-                if now && !leading {
-                    return Some(((), (rx, leadership, true)));
-                }
-                leading = now;
-                rx.changed().await.ok()?;
-            }
-        },
-    )
 }
 
 /// One Subscription per namespace: reconciling any of them syncs the namespace.
@@ -281,21 +128,18 @@ fn one_per_namespace(
     chosen.values().map(|s| ObjectRef::from_obj(s.as_ref())).collect()
 }
 
-/// Runs the three controllers until `shutdown` resolves. Writes go through
-/// `writer` (fenced on its leadership); `readiness` gets one gate per store.
-pub async fn run_controllers(
-    client: Client,
-    writer: Writer,
+/// The three controllers and their watches, as one future that ends once they
+/// have drained after `parts.shutdown`. Writes go through `parts.writer`; each
+/// store has a readiness gate in `parts.readiness`.
+pub fn controllers(
+    parts: &Parts,
     options: Options,
-    metrics: Metrics,
-    readiness: Readiness,
-    shutdown: BoxFuture<'static, ()>,
-) -> Result<(), RunError> {
-    let catalog_metrics = CatalogMetrics::register(metrics.registry())?;
+) -> Result<impl Future<Output = ()> + Send + 'static, prometheus::Error> {
+    let catalog_metrics = CatalogMetrics::register(parts.metrics.registry())?;
+    let client = &parts.client;
     let namespace = options.namespace.clone();
     let ns = namespace.as_deref();
     let catalogs = CatalogStore::new();
-    let leadership = writer.leadership().clone();
 
     // Deleted CatalogSources leave the store through the watch; the context is not
     // built yet, so the watch reports them on a channel.
@@ -303,120 +147,71 @@ pub async fn run_controllers(
     let all = watcher::Config::default;
     // Only the registry Pods and Services of image catalogs, never every Pod.
     let registry_objects = || watcher::Config::default().labels(olm_api::labels::CATALOG_SOURCE);
-    let (catalog_sources, cs_driver, mut cs_streams) =
-        shared::<CatalogSource>(api(&client, ns), all(), 1, move |source: &CatalogSource| {
+    let catalog_sources = parts
+        .reflector::<CatalogSource>(api(client, ns), all())
+        .on_delete(move |source| {
             if let Some(namespace) = source.namespace() {
                 let _ = deleted_tx.send((namespace, source.name_any()));
             }
         });
-    let (subscriptions, sub_driver, mut sub_streams) =
-        shared::<Subscription>(api(&client, ns), all(), 1, |_| {});
+    let subscriptions = parts.reflector::<Subscription>(api(client, ns), all());
     // A deleted InstallPlan changes the status of the Subscriptions that refer to
     // it (InstallPlanMissing); the shared streams carry no deletions, so the
     // watch reports its namespace on a channel.
     let (plan_deleted_tx, plan_deleted_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let (install_plans, ip_driver, mut ip_streams) =
-        shared::<InstallPlan>(api(&client, ns), all(), 2, move |plan: &InstallPlan| {
+    let install_plans = parts
+        .reflector::<InstallPlan>(api(client, ns), all())
+        .on_delete(move |plan| {
             if let Some(namespace) = plan.namespace() {
                 let _ = plan_deleted_tx.send(namespace);
             }
         });
-    let (csvs, csv_driver, mut csv_streams) =
-        shared::<ClusterServiceVersion>(api(&client, ns), all(), 1, |_| {});
-    let (pods, pod_driver, mut pod_streams) = shared::<Pod>(api(&client, ns), registry_objects(), 1, |_| {});
-    let (services, svc_driver, mut svc_streams) =
-        shared::<Service>(api(&client, ns), registry_objects(), 1, |_| {});
-    let (
-        Some(cs_stream),
-        Some(sub_stream),
-        Some(ip_stream_a),
-        Some(ip_stream_b),
-        Some(csv_stream),
-        Some(pod_stream),
-        Some(svc_stream),
-    ) = (
-        cs_streams.pop(),
-        sub_streams.pop(),
-        ip_streams.pop(),
-        ip_streams.pop(),
-        csv_streams.pop(),
-        pod_streams.pop(),
-        svc_streams.pop(),
-    )
-    else {
-        unreachable!("shared stores always have subscribers");
-    };
-
-    let mut tasks = tokio::task::JoinSet::new();
-    tasks.spawn(cs_driver);
-    tasks.spawn(sub_driver);
-    tasks.spawn(ip_driver);
-    tasks.spawn(csv_driver);
-    tasks.spawn(pod_driver);
-    tasks.spawn(svc_driver);
-    gate(
-        &mut tasks,
-        &readiness,
-        "catalogsource store",
-        catalog_sources.clone(),
-    );
-    gate(
-        &mut tasks,
-        &readiness,
-        "subscription store",
-        subscriptions.clone(),
-    );
-    gate(&mut tasks, &readiness, "installplan store", install_plans.clone());
-    gate(&mut tasks, &readiness, "csv store", csvs.clone());
-    gate(&mut tasks, &readiness, "registry pod store", pods.clone());
-    gate(&mut tasks, &readiness, "registry service store", services.clone());
+    let csvs = parts.reflector::<ClusterServiceVersion>(api(client, ns), all());
+    let pods = parts.reflector::<Pod>(api(client, ns), registry_objects());
+    let services = parts.reflector::<Service>(api(client, ns), registry_objects());
 
     let ctx = Arc::new(Context::new(
         client.clone(),
-        writer,
+        parts.writer.clone(),
         catalogs.clone(),
         Stores {
-            subscriptions: subscriptions.clone(),
-            install_plans: install_plans.clone(),
-            csvs: csvs.clone(),
-            catalog_sources: catalog_sources.clone(),
-            pods,
-            services,
+            subscriptions: subscriptions.store(),
+            install_plans: install_plans.store(),
+            csvs: csvs.store(),
+            catalog_sources: catalog_sources.store(),
+            pods: pods.store(),
+            services: services.store(),
         },
         options.clone(),
         catalog_metrics,
-        metrics.reconcile.clone(),
+        parts.metrics.reconcile.clone(),
     ));
-    {
+    let forget_deleted = {
         let ctx = ctx.clone();
-        tasks.spawn(async move {
+        async move {
             while let Some((namespace, name)) = deleted_rx.recv().await {
                 catalogsource::forget(&ctx, &namespace, &name);
             }
-            std::future::pending::<()>().await;
-        });
-    }
-
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let stopped = move || {
-        let mut rx = stop_rx.clone();
-        async move {
-            let _ = rx.wait_for(|stop| *stop).await;
         }
     };
+
     let config = ControllerConfig::default().concurrency(8);
+    let terms = || parts.leadership().terms();
+    let stopped = || parts.shutdown.signaled();
 
-    let catalog_controller = Controller::for_shared_stream(cs_stream, catalog_sources.clone())
-        .with_config(config.clone())
-        .owns_shared_stream(pod_stream)
-        .owns_shared_stream(svc_stream)
-        .reconcile_all_on(leadership_gained(&leadership))
-        .graceful_shutdown_on(stopped())
-        .run(catalogsource::reconcile, catalogsource::error_policy, ctx.clone())
-        .for_each(|_| std::future::ready(()));
+    let catalog_controller =
+        Controller::for_shared_stream(catalog_sources.subscribe(), catalog_sources.store())
+            .with_config(config.clone())
+            .owns_shared_stream(pods.subscribe())
+            .owns_shared_stream(services.subscribe())
+            .reconcile_all_on(terms())
+            .graceful_shutdown_on(stopped())
+            .run(catalogsource::reconcile, catalogsource::error_policy, ctx.clone())
+            .for_each(|_| std::future::ready(()));
 
+    let subscription_store = subscriptions.store();
     let catalog_changes = {
-        let subscriptions = subscriptions.clone();
+        let subscriptions = subscription_store.clone();
         let namespace = namespace.clone();
         let rx = catalogs.subscribe();
         stream::unfold(rx, |mut rx| async move {
@@ -426,7 +221,7 @@ pub async fn run_controllers(
         .flat_map(move |()| stream::iter(one_per_namespace(&subscriptions, namespace.as_deref())))
     };
     let plan_deletions = {
-        let subscriptions = subscriptions.clone();
+        let subscriptions = subscription_store.clone();
         stream::unfold(plan_deleted_rx, |mut rx| async move {
             let namespace = rx.recv().await?;
             Some((namespace, rx))
@@ -434,7 +229,7 @@ pub async fn run_controllers(
         .flat_map(move |namespace| stream::iter(one_per_namespace(&subscriptions, Some(&namespace))))
     };
     let csv_mapper = {
-        let subscriptions = subscriptions.clone();
+        let subscriptions = subscription_store.clone();
         move |csv: Arc<ClusterServiceVersion>| {
             let namespace = csv.namespace();
             one_per_namespace(&subscriptions, namespace.as_deref())
@@ -442,27 +237,41 @@ pub async fn run_controllers(
                 .filter(move |r| r.namespace == namespace)
         }
     };
-    let subscription_controller = Controller::for_shared_stream(sub_stream, subscriptions.clone())
-        .with_config(config.clone())
-        .owns_shared_stream(ip_stream_a)
-        .watches_shared_stream(csv_stream, csv_mapper)
-        .reconcile_on(stream::select(catalog_changes, plan_deletions))
-        .reconcile_all_on(leadership_gained(&leadership))
-        .graceful_shutdown_on(stopped())
-        .run(subscription::reconcile, subscription::error_policy, ctx.clone())
-        .for_each(|_| std::future::ready(()));
+    let subscription_controller =
+        Controller::for_shared_stream(subscriptions.subscribe(), subscription_store)
+            .with_config(config.clone())
+            .owns_shared_stream(install_plans.subscribe())
+            .watches_shared_stream(csvs.subscribe(), csv_mapper)
+            .reconcile_on(stream::select(catalog_changes, plan_deletions))
+            .reconcile_all_on(terms())
+            .graceful_shutdown_on(stopped())
+            .run(subscription::reconcile, subscription::error_policy, ctx.clone())
+            .for_each(|_| std::future::ready(()));
 
-    let install_plan_controller = Controller::for_shared_stream(ip_stream_b, install_plans.clone())
-        .with_config(config)
-        .reconcile_all_on(leadership_gained(&leadership))
-        .graceful_shutdown_on(stopped())
-        .run(installplan::reconcile, installplan::error_policy, ctx.clone())
-        .for_each(|_| std::future::ready(()));
+    let install_plan_controller =
+        Controller::for_shared_stream(install_plans.subscribe(), install_plans.store())
+            .with_config(config)
+            .reconcile_all_on(terms())
+            .graceful_shutdown_on(stopped())
+            .run(installplan::reconcile, installplan::error_policy, ctx)
+            .for_each(|_| std::future::ready(()));
 
     tracing::info!(
         namespace = namespace.as_deref().unwrap_or("(all)"),
         global_catalog_namespace = %options.global_catalog_namespace,
         "catalog-operator controllers starting"
+    );
+    // The watches and the deletion relay never end; the controllers end on shutdown.
+    let background = futures::future::join(
+        futures::future::join_all([
+            catalog_sources.run(),
+            subscriptions.run(),
+            install_plans.run(),
+            csvs.run(),
+            pods.run(),
+            services.run(),
+        ]),
+        forget_deleted,
     );
     let controllers = async {
         tokio::join!(
@@ -471,23 +280,8 @@ pub async fn run_controllers(
             install_plan_controller
         );
     };
-    let mut shutdown = shutdown;
-    tokio::pin!(controllers);
-    tokio::select! {
-        () = &mut controllers => {}
-        () = &mut shutdown => {
-            let _ = stop_tx.send(true);
-            controllers.await;
-        }
-        Some(joined) = tasks.join_next() => {
-            let _ = stop_tx.send(true);
-            controllers.await;
-            tasks.shutdown().await;
-            joined.map_err(RunError::Task)?;
-            return Ok(());
-        }
-    }
-    tasks.shutdown().await;
-    tracing::info!("catalog-operator controllers stopped");
-    Ok(())
+    Ok(async move {
+        futures::future::select(Box::pin(controllers), Box::pin(background)).await;
+        tracing::info!("catalog-operator controllers stopped");
+    })
 }

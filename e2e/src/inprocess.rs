@@ -8,15 +8,13 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 use catalog_operator::{
     controllers::Options,
     registry::server::{self, RegistryIndex, RegistryService},
-    run::run_controllers,
+    run::controllers,
 };
-use futures::FutureExt;
 use kube::Client;
 use olm_catalog::Catalog;
 use olm_runtime::{
-    LeaderElectionArgs, Leadership, Readiness,
+    LeaderElectionArgs, Leadership, Parts, Shutdown,
     apply::{FIELD_MANAGER_CATALOG, Writer},
-    metrics::Metrics,
 };
 use tokio::{sync::oneshot, task::JoinHandle};
 
@@ -84,7 +82,7 @@ pub fn demo_index(tools: bool) -> Arc<RegistryIndex> {
 
 /// The catalog-operator's controllers, in-process, watching only `namespace`.
 pub struct Operator {
-    stop: oneshot::Sender<()>,
+    shutdown: Shutdown,
     task: JoinHandle<()>,
     metrics: prometheus::Registry,
 }
@@ -106,24 +104,13 @@ impl Operator {
             catalog_health_interval: Duration::from_secs(1),
             ..Options::default()
         };
-        let writer = Writer::new(Leadership::standalone(), FIELD_MANAGER_CATALOG);
-        let metrics = Metrics::new().expect("a metrics registry");
-        let registry = metrics.registry().clone();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let shutdown = async move {
-            let _ = stopped.await;
-        }
-        .boxed();
-        let client = client.clone();
-        let task = tokio::spawn(async move {
-            run_controllers(client, writer, options, metrics, Readiness::new(), shutdown)
-                .await
-                .expect("the controllers run");
-        });
+        let parts = Parts::new(client.clone(), Leadership::standalone(), FIELD_MANAGER_CATALOG)
+            .expect("a metrics registry");
+        let controllers = controllers(&parts, options).expect("the controllers' metrics register");
         Operator {
-            stop,
-            task,
-            metrics: registry,
+            shutdown: parts.shutdown.clone(),
+            task: tokio::spawn(controllers),
+            metrics: parts.metrics.registry().clone(),
         }
     }
 
@@ -152,38 +139,33 @@ impl Operator {
             renew_deadline: Duration::from_secs(3),
             retry_period: Duration::from_millis(500),
         };
-        let metrics = Metrics::new().expect("a metrics registry");
-        let registry = metrics.registry().clone();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let stopped = stopped.shared();
-        let (leadership, mut election) = election
+        let shutdown = Shutdown::new();
+        let metrics = olm_runtime::metrics::Metrics::new().expect("a metrics registry");
+        let (leadership, election) = election
             .start(
                 client.clone(),
                 "catalog-operator",
                 Some(&metrics.leader),
-                stopped.clone().map(drop),
+                shutdown.signaled(),
             )
             .expect("leader election starts");
-        let writer = Writer::new(leadership.clone(), FIELD_MANAGER_CATALOG);
-        let client = client.clone();
+        let parts = Parts {
+            client: client.clone(),
+            writer: Writer::new(leadership.clone(), FIELD_MANAGER_CATALOG),
+            metrics,
+            readiness: olm_runtime::Readiness::new(),
+            shutdown: shutdown.clone(),
+        };
+        let controllers = controllers(&parts, options).expect("the controllers' metrics register");
         let task = tokio::spawn(async move {
-            run_controllers(
-                client,
-                writer,
-                options,
-                metrics,
-                Readiness::new(),
-                stopped.map(drop).boxed(),
-            )
-            .await
-            .expect("the controllers run");
-            election.finished().await.expect("the lease is released");
+            controllers.await;
+            election.stopped().await.expect("the lease is released");
         });
         (
             Operator {
-                stop,
+                shutdown,
                 task,
-                metrics: registry,
+                metrics: parts.metrics.registry().clone(),
             },
             leadership,
         )
@@ -191,7 +173,7 @@ impl Operator {
 
     /// Stops the controllers (reconciles in flight finish first).
     pub async fn stop(self) {
-        let _ = self.stop.send(());
+        self.shutdown.trigger();
         let _ = tokio::time::timeout(Duration::from_secs(20), self.task).await;
     }
 }

@@ -16,12 +16,8 @@ use olm_api::{
     v1::OperatorGroup,
     v1alpha1::{CatalogSource, ConnectivityState, InstallPlan, InstallPlanPhase, Subscription},
 };
-use olm_runtime::{
-    Leadership, Readiness,
-    apply::{FIELD_MANAGER_OLM, Writer},
-};
+use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_OLM};
 use serde_json::json;
-use tokio::sync::oneshot;
 
 #[tokio::test]
 async fn a_subscription_ends_in_running_operators() {
@@ -33,17 +29,16 @@ async fn a_subscription_ends_in_running_operators() {
         let registry = Registry::start(demo_index(false), "127.0.0.1:0".parse().expect("an address")).await;
         let address = registry.addr.to_string();
         let catalog_operator = Operator::start(&client, &ns);
-        let (stop_olm, olm_stopped) = oneshot::channel::<()>();
+        let olm_parts =
+            Parts::new(client.clone(), Leadership::standalone(), FIELD_MANAGER_OLM).expect("metrics");
         let ctx = Arc::new(olm_operator::context::Context::new(
             client.clone(),
             None,
-            Arc::new(olm_operator::metrics::Metrics::new().expect("metrics")),
-            Writer::new(Leadership::standalone(), FIELD_MANAGER_OLM),
+            Arc::new(olm_operator::metrics::Metrics::register(&olm_parts.metrics).expect("metrics")),
+            olm_parts.writer.clone(),
             olm_operator::context::Settings::default(),
         ));
-        let olm_operator = tokio::spawn(olm_operator::run_controllers(ctx, Readiness::new(), async move {
-            let _ = olm_stopped.await;
-        }));
+        let olm_operator = tokio::spawn(olm_operator::controllers(&olm_parts, ctx));
 
         // What a user writes: an OperatorGroup, a CatalogSource and a Subscription.
         let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
@@ -119,7 +114,7 @@ async fn a_subscription_ends_in_running_operators() {
             "the Subscription records what it installed"
         );
 
-        let _ = stop_olm.send(());
+        olm_parts.shutdown.trigger();
         let _ = tokio::time::timeout(Duration::from_secs(20), olm_operator).await;
         catalog_operator.stop().await;
         registry.stop().await;

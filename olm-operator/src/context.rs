@@ -215,30 +215,6 @@ impl Context {
     }
 }
 
-/// Whether `error`, or an error it was caused by, is a write that fencing
-/// refused or abandoned because this replica does not lead.
-pub fn lost_leadership(error: &(dyn std::error::Error + 'static)) -> bool {
-    let mut current = Some(error);
-    while let Some(error) = current {
-        let write = error
-            .downcast_ref::<WriteError>()
-            .or_else(|| error.downcast_ref::<Box<WriteError>>().map(AsRef::as_ref));
-        if write.is_some_and(WriteError::is_not_leader) {
-            return true;
-        }
-        current = error.source();
-    }
-    false
-}
-
-/// The HTTP status code of a write the API server refused, if it answered.
-pub fn api_code(error: &WriteError) -> Option<u16> {
-    match error.api_error() {
-        Some(kube::Error::Api(status)) => Some(status.code),
-        _ => None,
-    }
-}
-
 /// Why a client for an OperatorGroup's service account could not be made.
 #[derive(Debug, thiserror::Error)]
 pub enum ScopedClientError {
@@ -326,7 +302,9 @@ mod tests {
         Context::new(
             client,
             None,
-            Arc::new(Metrics::new().expect("metrics")),
+            Arc::new(
+                Metrics::register(&olm_runtime::metrics::Metrics::new().expect("metrics")).expect("metrics"),
+            ),
             Writer::new(olm_runtime::Leadership::standalone(), FIELD_MANAGER_OLM),
             Settings::default(),
         )

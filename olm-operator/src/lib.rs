@@ -13,13 +13,13 @@
 //!   the replica holding the Lease writes.
 //! - [`metrics::Metrics`] holds OLM's `csv_*` metrics beside olm-runtime's
 //!   reconcile, leader and write metrics.
-//! - [`run`] wires telemetry, leader election, the admin server and both
-//!   controllers until a shutdown signal; the binary's `main` only parses
-//!   [`Args`] and calls it.
+//! - [`run()`] builds olm-runtime's `Runtime` (telemetry, leader election,
+//!   the admin server, shutdown) and runs both [`controllers`] on it until a
+//!   shutdown signal; the binary's `main` only parses [`Args`] and calls it.
 
 pub mod context;
 pub mod controllers;
 pub mod metrics;
 mod run;
 
-pub use run::{Args, LEASE_NAME, RunError, leadership_terms, run, run_controllers};
+pub use run::{Args, LEASE_NAME, RunError, controllers, run};

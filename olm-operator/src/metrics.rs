@@ -3,10 +3,11 @@
 //! reconcile, leader and write metrics (no per-object labels on those).
 
 use olm_api::v1alpha1::{ClusterServiceVersion, CsvPhase};
-use olm_runtime::metrics::{Metrics as RuntimeMetrics, ReconcileTimer};
+use olm_runtime::metrics::{Metrics as RuntimeMetrics, ReconcileTimer, register};
 use prometheus::{Encoder, IntCounter, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
 
 /// Every metric of olm-operator, in one registry.
+#[derive(Clone, Debug)]
 pub struct Metrics {
     runtime: RuntimeMetrics,
     /// `csv_count`: the number of ClusterServiceVersions.
@@ -20,26 +21,33 @@ pub struct Metrics {
 }
 
 impl Metrics {
-    /// The runtime's metrics with OLM's CSV metrics registered beside them.
-    pub fn new() -> Result<Self, prometheus::Error> {
-        let runtime = RuntimeMetrics::new()?;
+    /// OLM's CSV metrics, registered beside the runtime's on its registry.
+    pub fn register(runtime: &RuntimeMetrics) -> Result<Self, prometheus::Error> {
         let registry = runtime.registry();
-        let csv_count = IntGauge::new("csv_count", "Number of CSVs successfully registered")?;
-        let csv_succeeded = IntGaugeVec::new(
-            Opts::new("csv_succeeded", "Successful CSV install"),
-            &["namespace", "name", "version"],
+        let csv_count = register(
+            registry,
+            IntGauge::new("csv_count", "Number of CSVs successfully registered")?,
         )?;
-        let csv_abnormal = IntGaugeVec::new(
-            Opts::new("csv_abnormal", "CSV is not installed"),
-            &["namespace", "name", "version", "phase", "reason"],
+        let csv_succeeded = register(
+            registry,
+            IntGaugeVec::new(
+                Opts::new("csv_succeeded", "Successful CSV install"),
+                &["namespace", "name", "version"],
+            )?,
         )?;
-        let csv_upgrade_count = IntCounter::new("csv_upgrade_count", "Monotonic count of CSV upgrades")?;
-        registry.register(Box::new(csv_count.clone()))?;
-        registry.register(Box::new(csv_succeeded.clone()))?;
-        registry.register(Box::new(csv_abnormal.clone()))?;
-        registry.register(Box::new(csv_upgrade_count.clone()))?;
+        let csv_abnormal = register(
+            registry,
+            IntGaugeVec::new(
+                Opts::new("csv_abnormal", "CSV is not installed"),
+                &["namespace", "name", "version", "phase", "reason"],
+            )?,
+        )?;
+        let csv_upgrade_count = register(
+            registry,
+            IntCounter::new("csv_upgrade_count", "Monotonic count of CSV upgrades")?,
+        )?;
         Ok(Self {
-            runtime,
+            runtime: runtime.clone(),
             csv_count,
             csv_succeeded,
             csv_abnormal,
@@ -74,11 +82,6 @@ impl Metrics {
     /// Counts a reconcile of `controller` and times it until the guard drops.
     pub fn reconcile_started(&self, controller: &'static str) -> ReconcileTimer {
         self.runtime.reconcile.start(controller)
-    }
-
-    /// Counts a failed reconcile.
-    pub fn reconcile_failed(&self, controller: &'static str, category: &'static str) {
-        self.runtime.reconcile.error(controller, category);
     }
 
     /// Moves a CSV's `csv_succeeded` and `csv_abnormal` series from its old
@@ -167,7 +170,8 @@ mod tests {
 
     #[test]
     fn abnormal_series_follow_the_phase_and_disappear_on_success() {
-        let metrics = Metrics::new().expect("metrics register");
+        let metrics =
+            Metrics::register(&RuntimeMetrics::new().expect("runtime metrics")).expect("metrics register");
         let pending = csv(CsvPhase::Pending, CsvReason::RequirementsNotMet);
         let succeeded = csv(CsvPhase::Succeeded, CsvReason::InstallSuccessful);
         metrics.csv_status_changed(&pending, &pending);

@@ -13,7 +13,6 @@ pub mod catalogsource;
 pub mod conditions;
 pub mod installplan;
 pub mod subscription;
-pub mod write;
 
 use std::{
     collections::HashMap,
@@ -22,10 +21,7 @@ use std::{
 };
 
 use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::{
-    Client,
-    runtime::{controller::Action, reflector::Store},
-};
+use kube::{Client, runtime::reflector::Store};
 use olm_api::v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
 use olm_runtime::{apply::Writer, metrics::ReconcileMetrics};
 
@@ -150,48 +146,5 @@ impl Context {
         } else {
             vec![namespace, self.options.global_catalog_namespace.as_str()]
         }
-    }
-}
-
-/// What an error policy needs to know of a reconcile error.
-pub trait ReconcileError: std::error::Error + 'static {
-    /// A low-cardinality label for metrics.
-    fn category(&self) -> &'static str;
-    /// Whether retrying cannot help until the object (or something it refers to)
-    /// changes.
-    fn is_terminal(&self) -> bool;
-}
-
-/// How soon a failed reconcile is retried.
-pub const RETRY: Duration = Duration::from_secs(5);
-
-/// The error policy shared by the controllers: count the error, then wait for a
-/// change (terminal errors) or retry soon. A write refused because this replica
-/// does not lead is not an error of the object: retry quietly.
-pub fn error_policy<E: ReconcileError>(controller: &'static str, error: &E, ctx: &Context) -> Action {
-    ctx.reconciles.error(controller, error.category());
-    if error.category() == "not_leader" {
-        tracing::debug!(controller, error = error as &dyn std::error::Error, "not leading");
-        return Action::requeue(RETRY);
-    }
-    tracing::warn!(
-        controller,
-        error = error as &dyn std::error::Error,
-        "reconcile failed"
-    );
-    if error.is_terminal() {
-        Action::await_change()
-    } else {
-        Action::requeue(RETRY)
-    }
-}
-
-/// Whether a Kubernetes API error is worth retrying (the server or the network
-/// failed, or the request conflicted or was throttled), as opposed to a request
-/// the server refused as invalid.
-pub fn is_transient(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Api(status) => status.code >= 500 || matches!(status.code, 409 | 429 | 403 | 404),
-        _ => true,
     }
 }

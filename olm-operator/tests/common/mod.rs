@@ -26,7 +26,7 @@ use olm_operator::{
     metrics::Metrics,
 };
 use olm_runtime::{
-    Leadership, Readiness,
+    Leadership, Parts, Readiness, Shutdown,
     apply::{FIELD_MANAGER_OLM, Writer},
 };
 use serde::{Serialize, de::DeserializeOwned};
@@ -72,7 +72,8 @@ pub fn operator_metrics() -> Arc<Metrics> {
 pub async fn start_operator(client: &Client) {
     install_crds(client).await;
     METRICS.get_or_init(|| {
-        let metrics = Arc::new(Metrics::new().expect("metrics"));
+        let runtime_metrics = olm_runtime::metrics::Metrics::new().expect("metrics");
+        let metrics = Arc::new(Metrics::register(&runtime_metrics).expect("metrics"));
         let for_operator = metrics.clone();
         std::thread::Builder::new()
             .name("olm-operator".into())
@@ -89,16 +90,27 @@ pub async fn start_operator(client: &Client) {
                         .try_init();
                     let config = kube::Config::infer().await.expect("a client configuration");
                     let client = Client::try_from(config.clone()).expect("a client");
-                    let metrics = for_operator;
+                    // One replica: it writes without a Lease.
+                    let parts = Parts {
+                        client,
+                        writer: Writer::new(Leadership::standalone(), FIELD_MANAGER_OLM)
+                            .with_metrics(&runtime_metrics.writes),
+                        metrics: runtime_metrics,
+                        readiness: Readiness::new(),
+                        shutdown: Shutdown::new(),
+                    };
                     let settings = Settings {
                         install_timeout: Duration::from_secs(300),
                         resync: Duration::from_secs(60),
                     };
-                    // One replica: it writes without a Lease.
-                    let writer = Writer::new(Leadership::standalone(), FIELD_MANAGER_OLM)
-                        .with_metrics(&metrics.runtime().writes);
-                    let ctx = Arc::new(Context::new(client, Some(config), metrics, writer, settings));
-                    olm_operator::run_controllers(ctx, Readiness::new(), std::future::pending()).await;
+                    let ctx = Arc::new(Context::new(
+                        parts.client.clone(),
+                        Some(config),
+                        for_operator,
+                        parts.writer.clone(),
+                        settings,
+                    ));
+                    olm_operator::controllers(&parts, ctx).await;
                 });
             })
             .expect("the operator thread starts");

@@ -24,12 +24,12 @@ use std::{
 use kube::{Api, ResourceExt, runtime::controller::Action};
 use olm_api::v1alpha1::CatalogSource;
 use olm_resolver::model::CatalogId;
-use olm_runtime::apply::WriteError;
+use olm_runtime::{ErrorClass, ReconcileError, apply::WriteError, classify};
 use tokio::time::Instant;
 
 pub use validate::{SourceSpec, parse_go_duration, validate};
 
-use super::{Context, ReconcileError};
+use super::Context;
 use crate::registry::client::RegistryClient;
 
 /// The controller's name in metrics and logs.
@@ -85,15 +85,16 @@ impl ReconcileError for Error {
     fn category(&self) -> &'static str {
         match self {
             Error::NoNamespace => "invalid",
-            Error::WriteStatus { source, .. } | Error::Registry { source, .. } if source.is_not_leader() => {
-                "not_leader"
-            }
             Error::WriteStatus { .. } | Error::Registry { .. } | Error::Read { .. } => "api",
         }
     }
 
-    fn is_terminal(&self) -> bool {
-        matches!(self, Error::NoNamespace)
+    fn class(&self) -> ErrorClass {
+        match self {
+            Error::NoNamespace => ErrorClass::Terminal,
+            Error::WriteStatus { source, .. } | Error::Registry { source, .. } => source.class(),
+            Error::Read { source, .. } => classify(source),
+        }
     }
 }
 
@@ -220,6 +221,6 @@ pub fn forget(ctx: &Context, namespace: &str, name: &str) {
 }
 
 /// The error policy of the controller.
-pub fn error_policy(_source: Arc<CatalogSource>, error: &Error, ctx: Arc<Context>) -> Action {
-    super::error_policy(CONTROLLER, error, &ctx)
+pub fn error_policy(source: Arc<CatalogSource>, error: &Error, ctx: Arc<Context>) -> Action {
+    olm_runtime::error_policy(CONTROLLER, source.as_ref(), error, &ctx.reconciles)
 }

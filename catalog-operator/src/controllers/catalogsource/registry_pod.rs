@@ -40,7 +40,7 @@ use super::{
     Error, SourceSpec,
     read::{Observed, read_registry},
 };
-use crate::controllers::{Context, write};
+use crate::controllers::Context;
 
 /// The port registry servers listen on.
 pub const REGISTRY_PORT: i32 = 50051;
@@ -378,7 +378,8 @@ pub(super) async fn read(
         Some(pod) => {
             if plan.start_update {
                 tracing::info!(catalog = %id, image, "polling the catalog image with an update pod");
-                write::create(&ctx.writer, &api, &wanted)
+                ctx.writer
+                    .create(&api, &wanted)
                     .await
                     .map_err(registry_error("Pod"))?;
                 polled = Some(now.clone());
@@ -398,7 +399,8 @@ pub(super) async fn read(
         None => {
             tracing::info!(catalog = %id, image, "starting the registry pod");
             Arc::new(
-                write::create(&ctx.writer, &api, &wanted)
+                ctx.writer
+                    .create(&api, &wanted)
                     .await
                     .map_err(registry_error("Pod"))?,
             )

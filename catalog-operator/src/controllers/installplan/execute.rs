@@ -19,10 +19,13 @@ use olm_api::{
     OPERATORS_GROUP,
     v1alpha1::{ClusterServiceVersion, Step, StepStatus},
 };
-use olm_runtime::apply::{WriteError, Writer};
+use olm_runtime::{
+    apply::{WriteError, Writer},
+    classify,
+};
 use serde_json::Value;
 
-use crate::controllers::{is_transient, subscription::steps::is_supported, write::apply_dynamic};
+use crate::controllers::subscription::steps::is_supported;
 
 /// Why a step could not be applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +60,7 @@ fn from_write(step: &Step, error: WriteError) -> StepFailure {
         None => format!("{what}: {error}"),
     };
     match error.api_error() {
-        Some(e) if !is_transient(e) => StepFailure::Terminal(message),
+        Some(e) if classify(e).is_terminal() => StepFailure::Terminal(message),
         _ => StepFailure::Transient(message),
     }
 }
@@ -186,7 +189,9 @@ impl<'a> Executor<'a> {
         {
             check_stored_versions(step, existing, manifest)?;
         }
-        let applied = apply_dynamic(self.writer, &api, &r.kind, &r.name, &object)
+        let applied = self
+            .writer
+            .apply_dynamic(&api, &r.name, &object)
             .await
             .map_err(|e| from_write(step, e))?;
         if is_csv && let Some(uid) = applied.uid() {

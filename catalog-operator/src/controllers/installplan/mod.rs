@@ -19,10 +19,10 @@ use kube::{Api, ResourceExt, runtime::controller::Action};
 use olm_api::v1alpha1::{
     InstallPlan, InstallPlanConditionReason, InstallPlanPhase, InstallPlanStatus, StepStatus,
 };
-use olm_runtime::apply::WriteError;
+use olm_runtime::{ErrorClass, ReconcileError, apply::WriteError};
 
 use self::execute::{Executor, StepFailure};
-use super::{Context, ReconcileError};
+use super::Context;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "installplan";
@@ -64,14 +64,22 @@ impl ReconcileError for Error {
     fn category(&self) -> &'static str {
         match self {
             Error::NoNamespace => "invalid",
-            Error::NotLeader { .. } => "not_leader",
-            Error::WriteStatus { source, .. } if source.is_not_leader() => "not_leader",
+            Error::NotLeader { .. } => olm_runtime::reconcile::NOT_LEADER,
             Error::WriteStatus { .. } => "api",
         }
     }
 
-    fn is_terminal(&self) -> bool {
-        matches!(self, Error::NoNamespace)
+    fn class(&self) -> ErrorClass {
+        match self {
+            Error::NoNamespace => ErrorClass::Terminal,
+            // The next leadership term applies the plan again.
+            Error::NotLeader { .. } => ErrorClass::Transient,
+            Error::WriteStatus { source, .. } => source.class(),
+        }
+    }
+
+    fn is_not_leader(&self) -> bool {
+        matches!(self, Error::NotLeader { .. }) || olm_runtime::reconcile::lost_leadership(self)
     }
 }
 
@@ -262,6 +270,6 @@ fn retry_expired(status: &InstallPlanStatus, timeout: Duration) -> bool {
 }
 
 /// The error policy of the controller.
-pub fn error_policy(_plan: Arc<InstallPlan>, error: &Error, ctx: Arc<Context>) -> Action {
-    super::error_policy(CONTROLLER, error, &ctx)
+pub fn error_policy(plan: Arc<InstallPlan>, error: &Error, ctx: Arc<Context>) -> Action {
+    olm_runtime::error_policy(CONTROLLER, plan.as_ref(), error, &ctx.reconciles)
 }

@@ -34,7 +34,7 @@ use olm_api::{
     },
 };
 use olm_resolver::model::CatalogId;
-use olm_runtime::apply::WriteError;
+use olm_runtime::{ErrorClass, ReconcileError, apply::WriteError, classify};
 use tokio::time::Instant;
 
 use self::{
@@ -42,7 +42,7 @@ use self::{
     status::StatusInput,
     steps::PlannedBundle,
 };
-use super::{Context, ReconcileError, conditions::set_install_plan_condition, write};
+use super::{Context, conditions::set_install_plan_condition};
 use crate::{catalogs::Health, controllers::catalogsource::forget_deleted, registry::client::ClientError};
 
 /// The controller's name in metrics and logs.
@@ -107,13 +107,18 @@ impl ReconcileError for Error {
         match self {
             Error::NoNamespace => "invalid",
             Error::CatalogUnavailable { .. } | Error::Fetch { .. } => "catalog",
-            Error::Write { source, .. } if source.is_not_leader() => "not_leader",
             Error::Write { .. } | Error::Read { .. } => "api",
         }
     }
 
-    fn is_terminal(&self) -> bool {
-        matches!(self, Error::NoNamespace)
+    fn class(&self) -> ErrorClass {
+        match self {
+            Error::NoNamespace => ErrorClass::Terminal,
+            // The catalog may come back, or serve the bundle later.
+            Error::CatalogUnavailable { .. } | Error::Fetch { .. } => ErrorClass::Transient,
+            Error::Write { source, .. } => source.class(),
+            Error::Read { source, .. } => classify(source),
+        }
     }
 }
 
@@ -200,8 +205,8 @@ pub async fn reconcile(subscription: Arc<Subscription>, ctx: Arc<Context>) -> Re
 }
 
 /// The error policy of the controller.
-pub fn error_policy(_subscription: Arc<Subscription>, error: &Error, ctx: Arc<Context>) -> Action {
-    super::error_policy(CONTROLLER, error, &ctx)
+pub fn error_policy(subscription: Arc<Subscription>, error: &Error, ctx: Arc<Context>) -> Action {
+    olm_runtime::error_policy(CONTROLLER, subscription.as_ref(), error, &ctx.reconciles)
 }
 
 fn in_namespace<K: Resource>(namespace: &str) -> impl Fn(&Arc<K>) -> bool + '_ {
@@ -477,7 +482,9 @@ async fn ensure_plan(
     // half-made plan behind.
     let status = plan_status(ctx, &plan, group, steps).await?;
     let api: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), namespace);
-    let created = write::create(&ctx.writer, &api, &plan)
+    let created = ctx
+        .writer
+        .create(&api, &plan)
         .await
         .map_err(|source| Error::Write {
             what: format!("a new InstallPlan in namespace {namespace}"),

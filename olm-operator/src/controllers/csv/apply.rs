@@ -27,8 +27,8 @@ use super::{
     dereference::Dereferenced,
     validate::Membership,
 };
-use crate::context::{Context, ScopedClientError, api_code};
-use olm_runtime::apply::WriteError;
+use crate::context::{Context, ScopedClientError};
+use olm_runtime::{ErrorClass, apply::WriteError, classify};
 
 /// What the API server holds after the apply.
 #[derive(Clone, Debug, Default)]
@@ -107,6 +107,13 @@ pub enum Error {
     },
 }
 
+/// Whether the API server refused a request for good: forbidden or invalid. The
+/// install then fails with the refusal in the CSV's status (it is retried at the
+/// next resync or change, as RBAC may be granted meanwhile).
+fn refused(class: ErrorClass) -> bool {
+    matches!(class, ErrorClass::Terminal | ErrorClass::Forbidden)
+}
+
 impl Error {
     /// True when retrying without a change cannot help: a conflict, a missing
     /// service account, or the API server refusing the request as forbidden
@@ -114,13 +121,19 @@ impl Error {
     pub fn is_terminal(&self) -> bool {
         match self {
             Error::Conflict { .. } | Error::MissingServiceAccount { .. } | Error::ScopedClient(_) => true,
-            Error::Apply { source, .. } | Error::Delete { source, .. } => {
-                matches!(api_code(source), Some(400 | 403 | 422))
-            }
-            Error::List { source, .. } => {
-                matches!(source, kube::Error::Api(status) if matches!(status.code, 400 | 403 | 422))
-            }
+            Error::Apply { source, .. } | Error::Delete { source, .. } => refused(source.class()),
+            Error::List { source, .. } => refused(classify(source)),
             Error::GetServiceAccount { .. } => false,
+        }
+    }
+
+    /// What kind of failure this is, for the reconcile's error policy.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Error::Apply { source, .. } | Error::Delete { source, .. } => source.class(),
+            Error::List { source, .. } => classify(source),
+            _ if self.is_terminal() => ErrorClass::Terminal,
+            _ => ErrorClass::Transient,
         }
     }
 
@@ -542,6 +555,6 @@ mod tests {
             }),
         };
         assert!(!fenced.is_terminal(), "a lost lease is not a refusal");
-        assert!(crate::context::lost_leadership(&fenced));
+        assert!(olm_runtime::reconcile::lost_leadership(&fenced));
     }
 }

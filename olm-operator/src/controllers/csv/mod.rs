@@ -47,13 +47,13 @@ use kube::{
     },
 };
 use olm_api::{labels, v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
-use olm_runtime::{ReadyGate, backoff::TriggerBackoff};
+use olm_runtime::{ErrorClass, ReconcileError, Reflector, backoff::TriggerBackoff, classify};
 
 use self::{
     build::OWNER_KIND,
     phase::{Decision, Facts, InstallOutcome},
 };
-use crate::{context::Context, run::leadership_terms};
+use crate::context::Context;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "clusterserviceversion";
@@ -90,12 +90,8 @@ pub enum Error {
     Finalizer(#[source] Box<finalizer::Error<Error>>),
 }
 
-impl Error {
-    /// A low-cardinality label for metrics.
-    pub fn category(&self) -> &'static str {
-        if self.is_not_leader() {
-            return "not_leader";
-        }
+impl ReconcileError for Error {
+    fn category(&self) -> &'static str {
         match self {
             Error::NoNamespace => "invalid",
             Error::Dereference(_) => "dereference",
@@ -111,21 +107,19 @@ impl Error {
         }
     }
 
-    /// True when a write was not made because this replica stopped leading:
-    /// not a failure, the leader converges the object.
-    pub fn is_not_leader(&self) -> bool {
-        crate::context::lost_leadership(self)
-    }
-
-    /// True when only a change of the object can help: wait for one.
-    pub fn is_terminal(&self) -> bool {
+    fn class(&self) -> ErrorClass {
         match self {
-            Error::NoNamespace | Error::Build(_) => true,
+            // Only a change of the object can help: wait for one.
+            Error::NoNamespace | Error::Build(_) => ErrorClass::Terminal,
+            Error::DeleteReplaced(source) => source.class(),
             Error::Finalizer(inner) => match inner.as_ref() {
-                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.is_terminal(),
-                _ => false,
+                finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.class(),
+                finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => classify(e),
+                _ => ErrorClass::Transient,
             },
-            _ => false,
+            // Install refusals became the status; what is left is worth a retry.
+            Error::Apply(source) => source.class(),
+            Error::Dereference(_) | Error::UpdateStatus(_) | Error::Cleanup(_) => ErrorClass::Transient,
         }
     }
 }
@@ -231,48 +225,29 @@ async fn install(
     Ok(Action::requeue(recheck_in.unwrap_or(ctx.settings.resync)))
 }
 
-/// What to do after a failed reconcile: wait for a change when only a change
-/// can help, otherwise try again soon.
+/// What to do after a failed reconcile: olm-runtime's one policy.
 pub fn error_policy(csv: Arc<ClusterServiceVersion>, error: &Error, ctx: Arc<Context>) -> Action {
-    if error.is_not_leader() {
-        // Not a failure: the new leader reconciles this CSV.
-        tracing::debug!(csv = %csv.name_any(), "stopped leading during a reconcile");
-        return Action::await_change();
-    }
-    ctx.metrics.reconcile_failed(CONTROLLER, error.category());
-    tracing::warn!(
-        csv = %csv.name_any(),
-        namespace = %csv.namespace().unwrap_or_default(),
-        error = error as &dyn std::error::Error,
-        category = error.category(),
-        "reconcile failed"
-    );
-    if error.is_terminal() {
-        Action::await_change()
-    } else {
-        Action::requeue(Duration::from_secs(5))
-    }
+    olm_runtime::error_policy(CONTROLLER, csv.as_ref(), error, &ctx.metrics.runtime().reconcile)
 }
 
-/// Runs the controller until `shutdown` completes; opens `ready` once the
-/// CSV cache has synced.
-pub async fn run(
+/// The controller on the CSVs of `csvs`: runs until `shutdown` completes.
+pub fn run<S>(
     ctx: Arc<Context>,
-    ready: ReadyGate,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) {
+    csvs: &Reflector<ClusterServiceVersion>,
+    shutdown: S,
+) -> impl Future<Output = ()> + Send + use<S>
+where
+    S: Future<Output = ()> + Send + Sync + 'static,
+{
     let client = ctx.client.clone();
     let children = watcher::Config::default().labels(&format!("{}={OWNER_KIND}", labels::OWNER_KIND));
-    let controller = Controller::new(
-        Api::<ClusterServiceVersion>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .trigger_backoff(TriggerBackoff::default());
-    let store = controller.store();
-    let (by_group, by_crd, by_csv, synced) = (store.clone(), store.clone(), store.clone(), store.clone());
+    let store = csvs.store();
+    let controller = Controller::for_shared_stream(csvs.subscribe(), store.clone())
+        .trigger_backoff(TriggerBackoff::default());
+    let (by_group, by_crd, by_csv) = (store.clone(), store.clone(), store.clone());
     let metrics = ctx.metrics.clone();
-    let terms = leadership_terms(ctx.writer.leadership().clone());
-    let controller = controller
+    let terms = ctx.writer.leadership().terms();
+    controller
         .owns(Api::<Deployment>::all(client.clone()), children.clone())
         .owns(Api::<ServiceAccount>::all(client.clone()), children.clone())
         .watches(Api::<Role>::all(client.clone()), children.clone(), |o| {
@@ -305,7 +280,7 @@ pub async fn run(
         .reconcile_all_on(terms)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
-        .for_each(|result| {
+        .for_each(move |result| {
             metrics
                 .csv_count
                 .set(i64::try_from(store.state().len()).unwrap_or(i64::MAX));
@@ -313,13 +288,7 @@ pub async fn run(
                 tracing::debug!(%object, "reconciled");
             }
             futures::future::ready(())
-        });
-    let readiness = async move {
-        if synced.wait_until_ready().await.is_ok() {
-            ready.ready();
-        }
-    };
-    futures::future::join(controller, readiness).await;
+        })
 }
 
 /// The CSV an object's `olm.owner*` labels name.

@@ -10,7 +10,7 @@
 
 pub mod targets;
 
-use std::{collections::BTreeMap, future::Future, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, future::Future, sync::Arc};
 
 use futures::StreamExt;
 use k8s_openapi::{
@@ -34,13 +34,10 @@ use olm_api::{
     v1alpha1::ClusterServiceVersion,
 };
 
-use olm_runtime::{ReadyGate, backoff::TriggerBackoff};
+use olm_runtime::{ErrorClass, ReconcileError, Reflector, backoff::TriggerBackoff, classify};
 
 use self::targets::Selection;
-use crate::{
-    context::{self, Context},
-    run::leadership_terms,
-};
+use crate::context::{self, Context};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "operatorgroup";
@@ -74,20 +71,22 @@ pub enum Error {
     },
 }
 
-impl Error {
-    /// A low-cardinality label for metrics.
-    pub fn category(&self) -> &'static str {
+impl ReconcileError for Error {
+    fn category(&self) -> &'static str {
         match self {
-            Error::Write { source, .. } if source.is_not_leader() => "not_leader",
             Error::NoNamespace | Error::InvalidSelector(_) => "invalid",
             Error::Read { .. } => "dereference",
             Error::Write { .. } => "update_status",
         }
     }
 
-    /// True when only a change of the object can help.
-    pub fn is_terminal(&self) -> bool {
-        matches!(self, Error::NoNamespace | Error::InvalidSelector(_))
+    fn class(&self) -> ErrorClass {
+        match self {
+            // Only a change of the object can help.
+            Error::NoNamespace | Error::InvalidSelector(_) => ErrorClass::Terminal,
+            Error::Read { source, .. } => classify(source),
+            Error::Write { source, .. } => source.class(),
+        }
     }
 }
 
@@ -210,41 +209,31 @@ async fn selected_namespaces(ctx: &Context, selection: &Selection) -> Result<Vec
 
 /// What to do after a failed reconcile.
 pub fn error_policy(group: Arc<OperatorGroup>, error: &Error, ctx: Arc<Context>) -> Action {
-    if error.category() == "not_leader" {
-        // Not a failure: the new leader reconciles this OperatorGroup.
-        return Action::await_change();
-    }
-    ctx.metrics.reconcile_failed(CONTROLLER, error.category());
-    tracing::warn!(
-        operatorgroup = %group.name_any(),
-        namespace = %group.namespace().unwrap_or_default(),
-        error = error as &dyn std::error::Error,
-        "reconcile failed"
-    );
-    if error.is_terminal() {
-        Action::await_change()
-    } else {
-        Action::requeue(Duration::from_secs(5))
-    }
+    olm_runtime::error_policy(
+        CONTROLLER,
+        group.as_ref(),
+        error,
+        &ctx.metrics.runtime().reconcile,
+    )
 }
 
-/// Runs the controller until `shutdown` completes; opens `ready` once the
-/// OperatorGroup cache has synced.
-pub async fn run(
+/// The controller on the OperatorGroups of `groups`: runs until `shutdown`
+/// completes.
+pub fn run<S>(
     ctx: Arc<Context>,
-    ready: ReadyGate,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) {
+    groups: &Reflector<OperatorGroup>,
+    shutdown: S,
+) -> impl Future<Output = ()> + Send + use<S>
+where
+    S: Future<Output = ()> + Send + Sync + 'static,
+{
     let client = ctx.client.clone();
-    let controller = Controller::new(
-        Api::<OperatorGroup>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .trigger_backoff(TriggerBackoff::default());
-    let store = controller.store();
-    let (by_namespace, by_csv, synced) = (store.clone(), store.clone(), store);
-    let terms = leadership_terms(ctx.writer.leadership().clone());
-    let controller = controller
+    let store = groups.store();
+    let controller = Controller::for_shared_stream(groups.subscribe(), store.clone())
+        .trigger_backoff(TriggerBackoff::default());
+    let (by_namespace, by_csv) = (store.clone(), store);
+    let terms = ctx.writer.leadership().terms();
+    controller
         .watches(
             Api::<Namespace>::all(client.clone()),
             watcher::Config::default(),
@@ -258,13 +247,7 @@ pub async fn run(
         .reconcile_all_on(terms)
         .graceful_shutdown_on(shutdown)
         .run(reconcile, error_policy, ctx)
-        .for_each(|_| futures::future::ready(()));
-    let readiness = async move {
-        if synced.wait_until_ready().await.is_ok() {
-            ready.ready();
-        }
-    };
-    futures::future::join(controller, readiness).await;
+        .for_each(|_| futures::future::ready(()))
 }
 
 /// The OperatorGroups whose namespaces can change with a namespace: those

@@ -297,12 +297,7 @@ pub fn installed_csv(
     let mut installed = InstalledCsv::new(name, package.as_deref(), version);
     installed.replaces = csv.spec.replaces.clone();
     for crd in csv.owned_crds() {
-        let group = crd
-            .name
-            .split_once('.')
-            .map(|(_, group)| group)
-            .unwrap_or_default();
-        installed = installed.provides(Gvk::new(group, crd.version.clone(), crd.kind.clone()));
+        installed = installed.provides(Gvk::new(crd.group(), crd.version.clone(), crd.kind.clone()));
     }
     Ok(installed)
 }

@@ -257,6 +257,32 @@ pub struct CrdDescription {
     pub action_descriptors: Option<Vec<Descriptor>>,
 }
 
+impl CrdDescription {
+    /// The API group of the CRD, from its name `<plural>.<group>`; empty when the
+    /// name has no dot (the core group, which no CRD can have: the name is invalid).
+    pub fn group(&self) -> &str {
+        crd_group(&self.name)
+    }
+}
+
+/// The API group in a CRD name `<plural>.<group>` (`widgets.example.com` →
+/// `example.com`); empty when the name has no dot.
+pub fn crd_group(name: &str) -> &str {
+    name.split_once('.').map_or("", |(_, group)| group)
+}
+
+#[cfg(test)]
+mod crd_name_tests {
+    use super::crd_group;
+
+    #[test]
+    fn the_group_follows_the_first_dot() {
+        assert_eq!(crd_group("widgets.example.com"), "example.com");
+        assert_eq!(crd_group("a.b"), "b");
+        assert_eq!(crd_group("widgets"), "");
+    }
+}
+
 /// Aggregated APIs a CSV owns and requires.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 pub struct ApiServiceDefinitions {

@@ -167,10 +167,7 @@ pub fn installed_csvs(
             let mut provides: Vec<Gvk> = csv
                 .owned_crds()
                 .iter()
-                .map(|crd| {
-                    let group = crd.name.split_once('.').map(|(_, g)| g).unwrap_or_default();
-                    Gvk::new(group, crd.version.clone(), crd.kind.clone())
-                })
+                .map(|crd| Gvk::new(crd.group(), crd.version.clone(), crd.kind.clone()))
                 .collect();
             for (_, value) in properties.iter().filter(|(t, _)| t == "olm.gvk") {
                 let field = |name: &str| value.get(name).and_then(Value::as_str).map(str::to_owned);

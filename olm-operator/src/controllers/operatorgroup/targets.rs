@@ -51,12 +51,7 @@ pub fn provided_apis<'a>(csvs: impl IntoIterator<Item = &'a ClusterServiceVersio
             continue;
         }
         for crd in csv.owned_crds() {
-            let group = crd
-                .name
-                .split_once('.')
-                .map(|(_, group)| group)
-                .unwrap_or_default();
-            apis.insert(format!("{}.{}.{}", crd.kind, crd.version, group));
+            apis.insert(format!("{}.{}.{}", crd.kind, crd.version, crd.group()));
         }
         let owned_services = csv
             .spec

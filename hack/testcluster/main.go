@@ -85,6 +85,7 @@ func mainCheck() {
 		logf("the fake nodes are not healthy: %v", err)
 		os.Exit(1)
 	}
+	logf("the fake nodes are Ready, their Leases renewed within the last %s", *maxAge)
 }
 
 func mainUp() {

@@ -8,6 +8,7 @@
 //! name or label); ClusterServiceVersions (→ the OperatorGroups of their
 //! namespace).
 
+pub mod status;
 pub mod targets;
 
 use std::{collections::BTreeMap, future::Future, sync::Arc, time::Duration};
@@ -158,6 +159,7 @@ pub async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<Context>) -> Result<A
         old.namespaces.as_ref() != Some(&namespaces) || old.service_account_ref != service_account_ref;
     if changed {
         let status = OperatorGroupStatus {
+            observed_generation: group.metadata.generation,
             namespaces: Some(namespaces.clone()),
             service_account_ref,
             last_updated: Some(Time(context::now())),

@@ -139,16 +139,16 @@ pub async fn run<T>(
         .watches_shared_stream(csvs.applied(), move |other| {
             csv::upgrade_neighbours(&by_csv, &other)
         })
-        .reconcile_on(stream::select(
-            groups.deleted().flat_map(move |group| {
-                stream::iter(csv::in_namespace(
-                    &by_deleted_group,
-                    &group.namespace().unwrap_or_default(),
-                ))
-            }),
+        .reconcile_on(groups.deleted().flat_map(move |group| {
+            stream::iter(csv::in_namespace(
+                &by_deleted_group,
+                &group.namespace().unwrap_or_default(),
+            ))
+        }))
+        .reconcile_on(
             csvs.deleted()
                 .flat_map(move |other| stream::iter(csv::upgrade_neighbours(&by_deleted_csv, &other))),
-        ))
+        )
         .reconcile_all_on(terms())
         .graceful_shutdown_on(stopped())
         .run(csv::reconcile, csv::error_policy, ctx.clone())
@@ -178,25 +178,23 @@ pub async fn run<T>(
         .watches_shared_stream(groups.applied(), move |group| {
             operatorgroup::in_namespace(&by_group, &group.namespace().unwrap_or_default())
         })
-        .reconcile_on(stream::select(
-            stream::select(
-                namespaces
-                    .deleted()
-                    .flat_map(move |_| stream::iter(operatorgroup::selecting(&by_deleted_namespace))),
-                csvs.deleted().flat_map(move |csv| {
-                    stream::iter(operatorgroup::in_namespace(
-                        &by_deleted_csv,
-                        &csv.namespace().unwrap_or_default(),
-                    ))
-                }),
-            ),
-            groups.deleted().flat_map(move |group| {
-                stream::iter(operatorgroup::in_namespace(
-                    &by_deleted_group,
-                    &group.namespace().unwrap_or_default(),
-                ))
-            }),
-        ))
+        .reconcile_on(
+            namespaces
+                .deleted()
+                .flat_map(move |_| stream::iter(operatorgroup::selecting(&by_deleted_namespace))),
+        )
+        .reconcile_on(csvs.deleted().flat_map(move |csv| {
+            stream::iter(operatorgroup::in_namespace(
+                &by_deleted_csv,
+                &csv.namespace().unwrap_or_default(),
+            ))
+        }))
+        .reconcile_on(groups.deleted().flat_map(move |group| {
+            stream::iter(operatorgroup::in_namespace(
+                &by_deleted_group,
+                &group.namespace().unwrap_or_default(),
+            ))
+        }))
         .reconcile_all_on(terms())
         .graceful_shutdown_on(stopped())
         .run(

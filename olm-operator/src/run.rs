@@ -4,7 +4,7 @@
 use std::{future::Future, sync::Arc, time::Duration};
 
 use clap::Parser;
-use futures::{FutureExt, Stream};
+use futures::Stream;
 use olm_runtime::{
     Leadership, Readiness, RuntimeArgs,
     admin::{AdminError, AdminServer},
@@ -17,7 +17,6 @@ use tokio::sync::watch;
 
 use crate::{
     context::{Context, Settings},
-    controllers::{csv, operatorgroup},
     metrics::Metrics,
 };
 
@@ -140,30 +139,11 @@ pub async fn run(args: Args) -> Result<(), RunError> {
 }
 
 /// Runs both controllers with `ctx` until `shutdown` completes (reconciles in
-/// flight finish first). `readiness` gets one gate per controller, opened once
-/// its cache has synced.
+/// flight finish first). `readiness` gets one gate per shared store, opened
+/// once its first list has arrived. The watches are in [`crate::watches`].
 pub async fn run_controllers(ctx: Arc<Context>, readiness: Readiness, shutdown: impl Future<Output = ()>) {
-    let (stop_csv, csv_stopped) = futures::channel::oneshot::channel::<()>();
-    let (stop_group, group_stopped) = futures::channel::oneshot::channel::<()>();
-    let signal = async move {
-        shutdown.await;
-        // A controller that already ended has dropped its receiver; nothing to stop then.
-        let _ = stop_csv.send(());
-        let _ = stop_group.send(());
-    };
-    tokio::join!(
-        csv::run(
-            ctx.clone(),
-            readiness.gate("clusterserviceversions"),
-            csv_stopped.map(|_| ())
-        ),
-        operatorgroup::run(
-            ctx.clone(),
-            readiness.gate("operatorgroups"),
-            group_stopped.map(|_| ())
-        ),
-        signal,
-    );
+    let leadership = ctx.writer.leadership().clone();
+    crate::watches::run(ctx, readiness, || leadership_terms(leadership.clone()), shutdown).await;
 }
 
 /// Yields once each time this replica starts leading (at once for a

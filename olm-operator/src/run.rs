@@ -1,20 +1,14 @@
-//! The binary: its arguments, and its controllers and their watches, run by
-//! olm-runtime's [`Runtime`] until SIGTERM or Ctrl-C.
-//!
-//! Watches: one shared reflector each for CSVs and OperatorGroups (their
-//! readiness gates open once each has listed); the rest belong to the
-//! controllers ([`csv::run`], [`operatorgroup::run`]).
+//! The binary: its arguments, and its controllers run by olm-runtime's
+//! [`Runtime`] until SIGTERM or Ctrl-C. Which controller watches what is in
+//! [`crate::watches`].
 
 use std::{future::Future, sync::Arc, time::Duration};
 
 use clap::Parser;
-use kube::{Api, runtime::watcher};
-use olm_api::{v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
 use olm_runtime::{Parts, Runtime, RuntimeArgs, RuntimeError};
 
 use crate::{
     context::{Context, Settings},
-    controllers::{csv, operatorgroup},
     metrics::Metrics,
 };
 
@@ -77,18 +71,14 @@ pub async fn run(args: Args) -> Result<(), RunError> {
     Ok(runtime.run(controllers).await?)
 }
 
-/// Both controllers and their shared watches, as one future that ends once
-/// they have drained after `parts.shutdown`.
+/// Both controllers and their watches ([`crate::watches`]), as one future that
+/// ends once they have drained after `parts.shutdown`.
 pub fn controllers(parts: &Parts, ctx: Arc<Context>) -> impl Future<Output = ()> + Send + 'static {
-    let csvs =
-        parts.reflector::<ClusterServiceVersion>(Api::all(parts.client.clone()), watcher::Config::default());
-    let groups = parts.reflector::<OperatorGroup>(Api::all(parts.client.clone()), watcher::Config::default());
-    let csv = csv::run(ctx.clone(), &csvs, parts.shutdown.signaled());
-    let group = operatorgroup::run(ctx, &groups, parts.shutdown.signaled());
-    let watches = futures::future::join(csvs.run(), groups.run());
+    let readiness = parts.readiness.clone();
+    let leadership = parts.leadership().clone();
+    let shutdown = parts.shutdown.clone();
     async move {
-        // The watches never end; the controllers end on shutdown.
-        futures::future::select(Box::pin(futures::future::join(csv, group)), watches).await;
+        crate::watches::run(ctx, readiness, || leadership.terms(), &shutdown).await;
         tracing::info!("olm-operator controllers stopped");
     }
 }

@@ -14,6 +14,7 @@
 //!   false by the clock when renewals stop; [`Leadership::terms`] says when a term starts.
 //! - [`apply`]: the fenced [`apply::Writer`]: server-side apply, create, status apply,
 //!   delete and dynamic apply, refused unless this replica leads, and counted.
+//! - [`client`]: the Kubernetes client, counting its requests by verb and resource.
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz` ([`readiness`]).
 //! - [`telemetry`]: `tracing` setup from `--log-level` and `--log-format`.
 //! - [`conditions`]: typed `metav1.Condition` maintenance and the kstatus conditions.
@@ -64,6 +65,7 @@
 pub mod admin;
 pub mod apply;
 pub mod backoff;
+pub mod client;
 pub mod conditions;
 pub mod errors;
 pub mod leader;

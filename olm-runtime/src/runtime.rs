@@ -19,6 +19,7 @@ use crate::{
     RuntimeArgs,
     admin::{AdminError, AdminServer},
     apply::Writer,
+    client::{self, RequestMetrics},
     leader::{ElectionTask, LeaderElectionArgs, LeaderElectionError, Leadership, owner},
     metrics::Metrics,
     readiness::Readiness,
@@ -83,8 +84,9 @@ impl RuntimeBuilder {
         self
     }
 
-    /// Uses `client` instead of inferring one (in-cluster or KUBECONFIG). The
-    /// runtime then has no [`Runtime::config`].
+    /// Uses `client` instead of inferring one (in-cluster or KUBECONFIG) and
+    /// counting its requests ([`client::instrumented`]). The runtime then has no
+    /// [`Runtime::config`].
     pub fn with_client(mut self, client: Client) -> Self {
         self.client = Some(client);
         self
@@ -103,15 +105,17 @@ impl RuntimeBuilder {
         if let Some(args) = &self.args {
             args.telemetry.init().map_err(RuntimeError::Telemetry)?;
         }
+        let metrics = Metrics::new().map_err(RuntimeError::Metrics)?;
         let (client, config) = match self.client {
             Some(client) => (client, None),
             None => {
                 let config = kube::Config::infer().await.map_err(RuntimeError::Config)?;
-                let client = Client::try_from(config.clone()).map_err(RuntimeError::Client)?;
+                // Every request the binary sends is counted by verb and resource.
+                let requests = RequestMetrics::register(metrics.registry()).map_err(RuntimeError::Metrics)?;
+                let client = client::instrumented(config.clone(), &requests).map_err(RuntimeError::Client)?;
                 (client, Some(config))
             }
         };
-        let metrics = Metrics::new().map_err(RuntimeError::Metrics)?;
         let readiness = Readiness::new();
         let shutdown = Shutdown::new();
 

@@ -16,7 +16,7 @@
 //! - [`watches`] says which controller watches what: one shared watch per
 //!   kind, whose [`stores`] the reconciles read.
 //! - [`run()`] builds olm-runtime's `Runtime` (telemetry, leader election,
-//!   the admin server, shutdown) and runs both [`controllers`] on it until a
+//!   the admin server, shutdown) and runs both [`controllers()`] on it until a
 //!   shutdown signal; the binary's `main` only parses [`Args`] and calls it.
 
 pub mod context;

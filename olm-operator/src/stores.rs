@@ -5,36 +5,13 @@
 //! reads a store checks [`Stores::synced`] first, since an empty store before
 //! then would look like "no namespaces, no CSVs".
 
-use std::sync::{
-    Arc,
-    atomic::{AtomicBool, Ordering},
-};
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{core::PartialObjectMeta, runtime::reflector::Store};
 use olm_api::{v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
 
-/// Whether a store has received its first complete list; cheap to clone.
-#[derive(Clone, Debug, Default)]
-pub struct Synced(Arc<AtomicBool>);
-
-impl Synced {
-    /// Not synced yet.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Marks the store synced (it stays synced across watch restarts: the
-    /// store keeps its objects until the new list replaces them).
-    pub fn set(&self) {
-        self.0.store(true, Ordering::Release);
-    }
-
-    /// Whether the store has synced.
-    pub fn get(&self) -> bool {
-        self.0.load(Ordering::Acquire)
-    }
-}
+pub use olm_runtime::reflector::Synced;
 
 /// A store and whether it has synced.
 #[derive(Clone)]

@@ -1,7 +1,8 @@
 //! Which controller watches what, in one place. Each kind is watched once;
 //! the controllers that need it share the watch's store and its stream of
-//! changes (kube-runtime's shared reflectors). The mappers from a changed
-//! object to the objects to reconcile stay in each controller's module.
+//! changes (olm-runtime's [`Reflector`], over kube-runtime's shared
+//! reflectors). The mappers from a changed object to the objects to reconcile
+//! stay in each controller's module.
 //!
 //! | watch | kept in memory | CSV controller | OperatorGroup controller |
 //! |---|---|---|---|
@@ -31,12 +32,7 @@
 
 use std::{pin::pin, sync::Arc};
 
-use futures::{
-    FutureExt, Stream, StreamExt,
-    channel::mpsc::{UnboundedSender, unbounded},
-    future::BoxFuture,
-    stream,
-};
+use futures::{Stream, StreamExt, stream};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
@@ -48,14 +44,10 @@ use k8s_openapi::{
 use kube::{
     Api, Client, Resource, ResourceExt,
     core::PartialObjectMeta,
-    runtime::{
-        Controller, WatchStreamExt,
-        reflector::{self, Store, store::Writer},
-        watcher,
-    },
+    runtime::{Controller, WatchStreamExt, watcher},
 };
 use olm_api::{labels, v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
-use olm_runtime::{Readiness, ReadyGate, Shutdown, backoff::TriggerBackoff};
+use olm_runtime::{Readiness, Reflector, Shutdown, backoff::TriggerBackoff};
 use serde::de::DeserializeOwned;
 
 use crate::{
@@ -64,12 +56,8 @@ use crate::{
         csv::{self, build::OWNER_KIND},
         operatorgroup,
     },
-    stores::{Cache, Stores, Synced},
+    stores::{Cache, Stores},
 };
-
-/// How many changes a shared watch holds for its slowest subscriber before
-/// it waits for it.
-const BUFFER: usize = 1024;
 
 /// Runs both controllers with `ctx` until `shutdown` is triggered (reconciles in
 /// flight finish first). `terms` makes, for each controller, a stream that
@@ -80,24 +68,28 @@ where
     T: Stream<Item = ()> + Send + 'static,
 {
     let client = ctx.client.clone();
-    let mut csvs = Shared::<ClusterServiceVersion>::new();
-    let mut groups = Shared::<OperatorGroup>::new();
-    let mut namespaces = Shared::<PartialObjectMeta<Namespace>>::new();
+    let all = watcher::Config::default;
+    let mut csvs = Reflector::<ClusterServiceVersion>::new(Api::all(client.clone()), all(), &readiness);
+    let mut groups = Reflector::<OperatorGroup>::new(Api::all(client.clone()), all(), &readiness);
+    // Names and labels are all a selector reads.
+    let mut namespaces =
+        Reflector::<PartialObjectMeta<Namespace>>::new(Api::all(client.clone()), all(), &readiness)
+            .modify(|namespace| namespace.metadata.annotations = None);
     let stores = Stores {
-        csvs: csvs.cache(),
-        operator_groups: groups.cache(),
-        namespaces: namespaces.cache(),
+        csvs: cache(&csvs),
+        operator_groups: cache(&groups),
+        namespaces: cache(&namespaces),
     };
 
     let stopped = || shutdown.signaled();
 
     // The CSV controller.
-    let csv_store = csvs.store.clone();
+    let csv_store = csvs.store();
     let (by_group, by_crd, by_csv) = (csv_store.clone(), csv_store.clone(), csv_store.clone());
     let by_deleted_group = csv_store.clone();
     let by_deleted_csv = csv_store.clone();
     let metrics = ctx.metrics.clone();
-    let csv_controller = Controller::for_shared_stream(csvs.applied(), csv_store.clone())
+    let csv_controller = Controller::for_shared_stream(csvs.subscribe(), csv_store.clone())
         .trigger_backoff(TriggerBackoff::default())
         .owns_stream(csv_children::<Deployment>(&client))
         .owns_stream(csv_children::<ServiceAccount>(&client))
@@ -122,10 +114,10 @@ where
             .touched_objects(),
             move |crd| csv::naming_crd(&by_crd, &crd.name_any()),
         )
-        .watches_shared_stream(groups.applied(), move |group| {
+        .watches_shared_stream(groups.subscribe(), move |group| {
             csv::in_namespace(&by_group, &group.namespace().unwrap_or_default())
         })
-        .watches_shared_stream(csvs.applied(), move |other| {
+        .watches_shared_stream(csvs.subscribe(), move |other| {
             csv::upgrade_neighbours(&by_csv, &other)
         })
         .reconcile_on(groups.deleted().flat_map(move |group| {
@@ -152,19 +144,19 @@ where
         });
 
     // The OperatorGroup controller.
-    let group_store = groups.store.clone();
+    let group_store = groups.store();
     let (by_namespace, by_csv, by_group) = (group_store.clone(), group_store.clone(), group_store.clone());
     let (by_deleted_namespace, by_deleted_csv, by_deleted_group) =
         (group_store.clone(), group_store.clone(), group_store.clone());
-    let group_controller = Controller::for_shared_stream(groups.applied(), group_store)
+    let group_controller = Controller::for_shared_stream(groups.subscribe(), group_store)
         .trigger_backoff(TriggerBackoff::default())
-        .watches_shared_stream(namespaces.applied(), move |_| {
+        .watches_shared_stream(namespaces.subscribe(), move |_| {
             operatorgroup::selecting(&by_namespace)
         })
-        .watches_shared_stream(csvs.applied(), move |csv| {
+        .watches_shared_stream(csvs.subscribe(), move |csv| {
             operatorgroup::in_namespace(&by_csv, &csv.namespace().unwrap_or_default())
         })
-        .watches_shared_stream(groups.applied(), move |group| {
+        .watches_shared_stream(groups.subscribe(), move |group| {
             operatorgroup::in_namespace(&by_group, &group.namespace().unwrap_or_default())
         })
         .reconcile_on(
@@ -194,24 +186,7 @@ where
         .for_each(|_| futures::future::ready(()));
 
     // The watches, each driven once for every controller.
-    let drivers = futures::future::join3(
-        csvs.drive(
-            watcher(Api::all(client.clone()), watcher::Config::default()),
-            readiness.gate("clusterserviceversions"),
-        ),
-        groups.drive(
-            watcher(Api::all(client.clone()), watcher::Config::default()),
-            readiness.gate("operatorgroups"),
-        ),
-        namespaces.drive(
-            watcher(
-                Api::<PartialObjectMeta<Namespace>>::all(client),
-                watcher::Config::default(),
-            )
-            .modify(|namespace| namespace.metadata.annotations = None),
-            readiness.gate("namespaces"),
-        ),
-    );
+    let drivers = futures::future::join3(csvs.run(), groups.run(), namespaces.run());
     let controllers = async {
         tokio::join!(csv_controller, group_controller);
     };
@@ -234,96 +209,13 @@ where
         .touched_objects()
 }
 
-/// One watch of `K` whose store, and stream of created and changed objects,
-/// the controllers share.
-struct Shared<K>
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    store: Store<K>,
-    writer: Writer<K>,
-    deleted: Vec<UnboundedSender<Arc<K>>>,
-    synced: Synced,
-}
-
-impl<K> Shared<K>
+/// The store of `reflector` and whether it has synced, for the reconciles.
+fn cache<K>(reflector: &Reflector<K>) -> Cache<K>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
 {
-    fn new() -> Self {
-        let (store, writer) = reflector::store_shared(BUFFER);
-        Self {
-            store,
-            writer,
-            deleted: Vec::new(),
-            synced: Synced::new(),
-        }
-    }
-
-    /// The store and whether it has synced, for the reconciles.
-    fn cache(&self) -> Cache<K> {
-        Cache {
-            store: self.store.clone(),
-            synced: self.synced.clone(),
-        }
-    }
-
-    /// Every object the watch lists, creates or changes.
-    fn applied(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
-        // A shared writer always gives a subscription.
-        stream::iter(self.writer.subscribe()).flatten()
-    }
-
-    /// Every object the watch sees deleted.
-    fn deleted(&mut self) -> impl Stream<Item = Arc<K>> + Send + 'static {
-        let (tx, rx) = unbounded();
-        self.deleted.push(tx);
-        rx
-    }
-
-    /// Runs the watch `events`: fills the store (without managed fields, which
-    /// nothing reads), feeds the streams, and flips `gate` once the first list
-    /// has arrived.
-    fn drive(
-        self,
-        events: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
-        gate: ReadyGate,
-    ) -> BoxFuture<'static, ()> {
-        let Shared {
-            writer,
-            deleted,
-            synced,
-            ..
-        } = self;
-        let mut gate = Some(gate);
-        events
-            .modify(|object| object.meta_mut().managed_fields = None)
-            .backoff(TriggerBackoff::default())
-            .reflect_shared(writer)
-            .for_each(move |event| {
-                match event {
-                    Ok(watcher::Event::Delete(object)) => {
-                        let object = Arc::new(object);
-                        for subscriber in &deleted {
-                            // A controller that stopped has dropped its receiver.
-                            let _ = subscriber.unbounded_send(object.clone());
-                        }
-                    }
-                    Ok(watcher::Event::InitDone) => {
-                        synced.set();
-                        if let Some(gate) = gate.take() {
-                            gate.ready();
-                        }
-                    }
-                    Ok(_) => {}
-                    Err(error) => tracing::warn!(
-                        kind = %K::kind(&()),
-                        error = &error as &dyn std::error::Error,
-                        "watch failed; retrying"
-                    ),
-                }
-                futures::future::ready(())
-            })
-            .boxed()
+    Cache {
+        store: reflector.store(),
+        synced: reflector.synced(),
     }
 }

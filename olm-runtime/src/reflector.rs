@@ -1,16 +1,29 @@
 //! Shared reflectors: one watch per kind, one store that every controller reads,
 //! and the readiness gate of that store.
 //!
-//! A [`Reflector`] watches one kind (in one namespace or all), keeps its store,
-//! hands out streams of the objects it applies ([`Reflector::subscribe`], for
-//! `Controller::for_shared_stream` and friends), and opens its readiness gate when
+//! A [`Reflector`] watches one kind (in one namespace or all), keeps its store
+//! (without managed fields, which nothing reads), hands out streams of the objects
+//! it applies ([`Reflector::subscribe`], for `Controller::for_shared_stream` and
+//! friends) and of those it sees deleted ([`Reflector::deleted`]; shared streams
+//! carry no deletions), says whether its store holds a complete list
+//! ([`Reflector::synced`]), and opens its readiness gate when
 //! the first full list has been applied to the store (the watcher's `InitDone`),
 //! seen in its own event stream. No task waits on `Store::wait_until_ready`, which
 //! wakes only the last of several concurrent waiters.
 
-use std::fmt::Debug;
+use std::{
+    fmt::Debug,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+};
 
-use futures::{FutureExt, StreamExt, future::BoxFuture};
+use futures::{
+    FutureExt, Stream, StreamExt,
+    channel::mpsc::{UnboundedSender, unbounded},
+    future::BoxFuture,
+};
 use kube::{
     Api, Resource,
     runtime::{
@@ -32,6 +45,31 @@ const BUFFER: usize = 1024;
 /// A callback for each object the watch saw deleted.
 type OnDelete<K> = Box<dyn Fn(&K) + Send + Sync>;
 
+/// A change made to each object before the store keeps it.
+type Modify<K> = Box<dyn FnMut(&mut K) + Send>;
+
+/// Whether a store has received its first complete list; cheap to clone.
+#[derive(Clone, Debug, Default)]
+pub struct Synced(Arc<AtomicBool>);
+
+impl Synced {
+    /// Not synced yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Marks the store synced (it stays synced across watch restarts: the
+    /// store keeps its objects until the new list replaces them).
+    pub fn set(&self) {
+        self.0.store(true, Ordering::Release);
+    }
+
+    /// Whether the store has synced.
+    pub fn get(&self) -> bool {
+        self.0.load(Ordering::Acquire)
+    }
+}
+
 /// One shared watch of kind `K` and its store. See the [module docs](self).
 pub struct Reflector<K>
 where
@@ -41,6 +79,7 @@ where
     config: watcher::Config,
     store: Store<K>,
     writer: reflector::store::Writer<K>,
+    modify: Option<Modify<K>>,
     observer: Observer<K>,
 }
 
@@ -58,10 +97,13 @@ where
             config,
             store,
             writer,
+            modify: None,
             observer: Observer {
                 gate: Some(readiness.gate(plural.clone())),
                 plural,
                 on_delete: None,
+                deleted: Vec::new(),
+                synced: Synced::new(),
             },
         }
     }
@@ -73,11 +115,31 @@ where
 
     /// A new stream of the objects this watch applies (after the store has them).
     /// Take every subscription before [`run`](Self::run): a subscriber that is never
-    /// read holds the watch back once it lags [`BUFFER`] events.
+    /// read holds the watch back once it lags 1024 events.
     pub fn subscribe(&self) -> ReflectHandle<K> {
         self.writer
             .subscribe()
             .expect("a shared store always hands out subscriptions")
+    }
+
+    /// Whether the store holds a complete list yet (an empty store before then
+    /// would look like "no objects").
+    pub fn synced(&self) -> Synced {
+        self.observer.synced.clone()
+    }
+
+    /// A new stream of the objects the watch sees deleted.
+    pub fn deleted(&mut self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        let (tx, rx) = unbounded();
+        self.observer.deleted.push(tx);
+        rx
+    }
+
+    /// Changes each object with `modify` before the store keeps it (e.g. drops
+    /// what nothing reads).
+    pub fn modify(mut self, modify: impl FnMut(&mut K) + Send + 'static) -> Self {
+        self.modify = Some(Box::new(modify));
+        self
     }
 
     /// Calls `on_delete` with each object the watch sees deleted (subscribed streams
@@ -90,7 +152,14 @@ where
     /// The watch: runs until dropped, retrying failures with [`TriggerBackoff`].
     pub fn run(self) -> BoxFuture<'static, ()> {
         let mut observer = self.observer;
+        let mut modify = self.modify;
         watcher(self.api, self.config)
+            .modify(move |object| {
+                object.meta_mut().managed_fields = None;
+                if let Some(modify) = modify.as_mut() {
+                    modify(object);
+                }
+            })
             .backoff(TriggerBackoff::default())
             .reflect_shared(self.writer)
             .for_each(move |event| {
@@ -106,12 +175,15 @@ struct Observer<K> {
     plural: String,
     gate: Option<ReadyGate>,
     on_delete: Option<OnDelete<K>>,
+    deleted: Vec<UnboundedSender<Arc<K>>>,
+    synced: Synced,
 }
 
-impl<K> Observer<K> {
+impl<K: Clone> Observer<K> {
     fn observe(&mut self, event: &Result<watcher::Event<K>, watcher::Error>) {
         match event {
             Ok(watcher::Event::InitDone) => {
+                self.synced.set();
                 if let Some(gate) = self.gate.take() {
                     tracing::debug!(kind = %self.plural, "store synced");
                     gate.ready();
@@ -120,6 +192,13 @@ impl<K> Observer<K> {
             Ok(watcher::Event::Delete(object)) => {
                 if let Some(on_delete) = &self.on_delete {
                     on_delete(object);
+                }
+                if !self.deleted.is_empty() {
+                    let object = Arc::new(object.clone());
+                    for subscriber in &self.deleted {
+                        // A controller that stopped has dropped its receiver.
+                        let _ = subscriber.unbounded_send(object.clone());
+                    }
                 }
             }
             Ok(_) => {}
@@ -160,21 +239,29 @@ mod tests {
         let readiness = Readiness::new();
         let deleted = Arc::new(Mutex::new(Vec::new()));
         let seen = deleted.clone();
+        let (tx, mut rx) = unbounded();
+        let synced = Synced::new();
         let mut observer = Observer::<ConfigMap> {
             plural: "configmaps".into(),
             gate: Some(readiness.gate("configmaps")),
             on_delete: Some(Box::new(move |cm: &ConfigMap| {
                 seen.lock().unwrap().push(cm.name_any())
             })),
+            deleted: vec![tx],
+            synced: synced.clone(),
         };
         observer.observe(&Ok(watcher::Event::Init));
         observer.observe(&Ok(watcher::Event::InitApply(config_map("a"))));
         assert!(!readiness.is_ready(), "the list is not complete");
+        assert!(!synced.get());
         observer.observe(&Ok(watcher::Event::InitDone));
         assert!(readiness.is_ready());
+        assert!(synced.get());
         observer.observe(&Ok(watcher::Event::Delete(config_map("a"))));
         observer.observe(&Ok(watcher::Event::InitDone));
         assert_eq!(*deleted.lock().unwrap(), ["a"]);
+        let streamed = rx.try_recv().unwrap();
+        assert_eq!(streamed.name_any(), "a", "the deletion stream hears it too");
     }
 
     #[tokio::test]
@@ -194,7 +281,8 @@ mod tests {
                 let list = serde_json::json!({
                     "apiVersion": "v1", "kind": "ConfigMapList",
                     "metadata": {"resourceVersion": "7"},
-                    "items": [{"metadata": {"name": "a", "namespace": "default"}}],
+                    "items": [{"metadata": {"name": "a", "namespace": "default",
+                        "managedFields": [{"manager": "kubectl", "operation": "Apply"}]}}],
                 });
                 Ok::<_, std::convert::Infallible>(Response::new(Body::from(
                     serde_json::to_vec(&list).unwrap(),
@@ -203,7 +291,8 @@ mod tests {
         });
         let client = Client::new(service, "default");
         let readiness = Readiness::new();
-        let reflector = Reflector::<ConfigMap>::new(Api::all(client), watcher::Config::default(), &readiness);
+        let reflector = Reflector::<ConfigMap>::new(Api::all(client), watcher::Config::default(), &readiness)
+            .modify(|cm| cm.metadata.labels = Some([("seen".to_owned(), "yes".to_owned())].into()));
         let store = reflector.store();
         let mut applied = reflector.subscribe();
         assert_eq!(readiness.pending(), ["configmaps"]);
@@ -220,7 +309,13 @@ mod tests {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         assert!(readiness.is_ready(), "the gate opened with the list");
-        assert_eq!(store.state().len(), 1);
+        let stored = store.state();
+        assert_eq!(stored.len(), 1);
+        assert_eq!(
+            stored[0].metadata.managed_fields, None,
+            "managed fields are dropped"
+        );
+        assert_eq!(stored[0].labels().get("seen").map(String::as_str), Some("yes"));
         assert_eq!(lists.load(Ordering::SeqCst), 1);
         driver.abort();
     }

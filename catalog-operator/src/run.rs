@@ -141,31 +141,17 @@ pub fn controllers(
     let ns = namespace.as_deref();
     let catalogs = CatalogStore::new();
 
-    // Deleted CatalogSources leave the store through the watch; the context is not
-    // built yet, so the watch reports them on a channel.
-    let (deleted_tx, mut deleted_rx) = tokio::sync::mpsc::unbounded_channel::<(String, String)>();
     let all = watcher::Config::default;
     // Only the registry Pods and Services of image catalogs, never every Pod.
     let registry_objects = || watcher::Config::default().labels(olm_api::labels::CATALOG_SOURCE);
-    let catalog_sources = parts
-        .reflector::<CatalogSource>(api(client, ns), all())
-        .on_delete(move |source| {
-            if let Some(namespace) = source.namespace() {
-                let _ = deleted_tx.send((namespace, source.name_any()));
-            }
-        });
+    let mut catalog_sources = parts.reflector::<CatalogSource>(api(client, ns), all());
+    // Deleted CatalogSources are forgotten (their content, clients and metrics).
+    let deleted_sources = catalog_sources.deleted();
     let subscriptions = parts.reflector::<Subscription>(api(client, ns), all());
+    let mut install_plans = parts.reflector::<InstallPlan>(api(client, ns), all());
     // A deleted InstallPlan changes the status of the Subscriptions that refer to
-    // it (InstallPlanMissing); the shared streams carry no deletions, so the
-    // watch reports its namespace on a channel.
-    let (plan_deleted_tx, plan_deleted_rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    let install_plans = parts
-        .reflector::<InstallPlan>(api(client, ns), all())
-        .on_delete(move |plan| {
-            if let Some(namespace) = plan.namespace() {
-                let _ = plan_deleted_tx.send(namespace);
-            }
-        });
+    // it (InstallPlanMissing).
+    let deleted_plans = install_plans.deleted();
     let csvs = parts.reflector::<ClusterServiceVersion>(api(client, ns), all());
     let pods = parts.reflector::<Pod>(api(client, ns), registry_objects());
     let services = parts.reflector::<Service>(api(client, ns), registry_objects());
@@ -188,11 +174,12 @@ pub fn controllers(
     ));
     let forget_deleted = {
         let ctx = ctx.clone();
-        async move {
-            while let Some((namespace, name)) = deleted_rx.recv().await {
-                catalogsource::forget(&ctx, &namespace, &name);
+        deleted_sources.for_each(move |source| {
+            if let Some(namespace) = source.namespace() {
+                catalogsource::forget(&ctx, &namespace, &source.name_any());
             }
-        }
+            std::future::ready(())
+        })
     };
 
     let config = ControllerConfig::default().concurrency(8);
@@ -222,11 +209,9 @@ pub fn controllers(
     };
     let plan_deletions = {
         let subscriptions = subscription_store.clone();
-        stream::unfold(plan_deleted_rx, |mut rx| async move {
-            let namespace = rx.recv().await?;
-            Some((namespace, rx))
-        })
-        .flat_map(move |namespace| stream::iter(one_per_namespace(&subscriptions, Some(&namespace))))
+        deleted_plans
+            .filter_map(|plan| std::future::ready(plan.namespace()))
+            .flat_map(move |namespace| stream::iter(one_per_namespace(&subscriptions, Some(&namespace))))
     };
     let csv_mapper = {
         let subscriptions = subscription_store.clone();

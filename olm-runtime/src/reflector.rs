@@ -42,9 +42,6 @@ use crate::{
 /// How many events a slow subscriber may lag behind before the watch waits for it.
 const BUFFER: usize = 1024;
 
-/// A callback for each object the watch saw deleted.
-type OnDelete<K> = Box<dyn Fn(&K) + Send + Sync>;
-
 /// A change made to each object before the store keeps it.
 type Modify<K> = Box<dyn FnMut(&mut K) + Send>;
 
@@ -101,7 +98,6 @@ where
             observer: Observer {
                 gate: Some(readiness.gate(plural.clone())),
                 plural,
-                on_delete: None,
                 deleted: Vec::new(),
                 synced: Synced::new(),
             },
@@ -129,7 +125,7 @@ where
     }
 
     /// A new stream of the objects the watch sees deleted.
-    pub fn deleted(&mut self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+    pub fn deleted(&mut self) -> impl Stream<Item = Arc<K>> + Send + use<K> {
         let (tx, rx) = unbounded();
         self.observer.deleted.push(tx);
         rx
@@ -139,13 +135,6 @@ where
     /// what nothing reads).
     pub fn modify(mut self, modify: impl FnMut(&mut K) + Send + 'static) -> Self {
         self.modify = Some(Box::new(modify));
-        self
-    }
-
-    /// Calls `on_delete` with each object the watch sees deleted (subscribed streams
-    /// carry no deletions).
-    pub fn on_delete(mut self, on_delete: impl Fn(&K) + Send + Sync + 'static) -> Self {
-        self.observer.on_delete = Some(Box::new(on_delete));
         self
     }
 
@@ -174,7 +163,6 @@ where
 struct Observer<K> {
     plural: String,
     gate: Option<ReadyGate>,
-    on_delete: Option<OnDelete<K>>,
     deleted: Vec<UnboundedSender<Arc<K>>>,
     synced: Synced,
 }
@@ -190,9 +178,6 @@ impl<K: Clone> Observer<K> {
                 }
             }
             Ok(watcher::Event::Delete(object)) => {
-                if let Some(on_delete) = &self.on_delete {
-                    on_delete(object);
-                }
                 if !self.deleted.is_empty() {
                     let object = Arc::new(object.clone());
                     for subscriber in &self.deleted {
@@ -215,7 +200,7 @@ impl<K: Clone> Observer<K> {
 mod tests {
     use std::{
         sync::{
-            Arc, Mutex,
+            Arc,
             atomic::{AtomicUsize, Ordering},
         },
         time::Duration,
@@ -237,16 +222,11 @@ mod tests {
     #[test]
     fn the_gate_opens_at_the_end_of_the_first_list_and_deletions_are_reported() {
         let readiness = Readiness::new();
-        let deleted = Arc::new(Mutex::new(Vec::new()));
-        let seen = deleted.clone();
         let (tx, mut rx) = unbounded();
         let synced = Synced::new();
         let mut observer = Observer::<ConfigMap> {
             plural: "configmaps".into(),
             gate: Some(readiness.gate("configmaps")),
-            on_delete: Some(Box::new(move |cm: &ConfigMap| {
-                seen.lock().unwrap().push(cm.name_any())
-            })),
             deleted: vec![tx],
             synced: synced.clone(),
         };
@@ -259,9 +239,9 @@ mod tests {
         assert!(synced.get());
         observer.observe(&Ok(watcher::Event::Delete(config_map("a"))));
         observer.observe(&Ok(watcher::Event::InitDone));
-        assert_eq!(*deleted.lock().unwrap(), ["a"]);
         let streamed = rx.try_recv().unwrap();
-        assert_eq!(streamed.name_any(), "a", "the deletion stream hears it too");
+        assert_eq!(streamed.name_any(), "a", "the deletion stream hears of it");
+        assert!(rx.try_recv().is_err(), "once");
     }
 
     #[tokio::test]

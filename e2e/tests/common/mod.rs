@@ -102,7 +102,7 @@ pub fn condition(
         .map(|c| {
             (
                 c.status,
-                c.reason.clone().unwrap_or_default(),
+                c.reason.as_ref().map(ToString::to_string).unwrap_or_default(),
                 c.message.clone().unwrap_or_default(),
             )
         })

@@ -18,7 +18,8 @@ use olm_api::{
     OPERATORS_GROUP,
     v1alpha1::{
         InstallPlan, InstallPlanPhase, InstallPlanReference, Subscription, SubscriptionCatalogHealth,
-        SubscriptionConditionType as Type, SubscriptionState, SubscriptionStatus,
+        SubscriptionConditionReason as Reason, SubscriptionConditionType as Type, SubscriptionState,
+        SubscriptionStatus,
     },
 };
 use olm_resolver::{
@@ -30,8 +31,7 @@ use super::resolve::{Decision, GroupDecision};
 use crate::{
     catalogs::{CatalogState, Health},
     controllers::conditions::{
-        SubscriptionReason as Reason, remove_subscription_condition, set_subscription_condition,
-        subscription_condition_true,
+        remove_subscription_condition, set_subscription_condition, subscription_condition_true,
     },
 };
 
@@ -414,7 +414,7 @@ fn set_kstatus(
         .and_then(|c| c.reason.clone());
     match (degraded, state) {
         (Some((reason, message)), _) => {
-            set_subscription_condition(conditions, Type::Ready, false, reason, &message, now);
+            set_subscription_condition(conditions, Type::Ready, false, reason.clone(), &message, now);
             remove_subscription_condition(conditions, Type::Reconciling);
             set_subscription_condition(conditions, Type::Stalled, true, reason, &message, now);
         }
@@ -430,7 +430,7 @@ fn set_kstatus(
             remove_subscription_condition(conditions, Type::Reconciling);
             remove_subscription_condition(conditions, Type::Stalled);
         }
-        (None, _) if pending.as_deref() == Some(Reason::RequiresApproval.as_str()) => {
+        (None, _) if pending == Some(Reason::RequiresApproval) => {
             set_subscription_condition(
                 conditions,
                 Type::Ready,
@@ -605,7 +605,12 @@ mod tests {
             .iter()
             .flatten()
             .find(|c| c.type_ == type_)
-            .map(|c| (c.status, c.reason.clone().unwrap_or_default()))
+            .map(|c| {
+                (
+                    c.status,
+                    c.reason.as_ref().map(ToString::to_string).unwrap_or_default(),
+                )
+            })
     }
 
     #[test]

@@ -387,11 +387,13 @@ pub async fn run_controllers(
         catalog_metrics,
         metrics.reconcile.clone(),
     ));
+    let catalog_ctx = Arc::new(catalogsource::CatalogSourceContext::new(ctx.clone()));
+    let subscription_ctx = Arc::new(subscription::SubscriptionContext::new(ctx.clone()));
     {
-        let ctx = ctx.clone();
+        let catalog_ctx = catalog_ctx.clone();
         tasks.spawn(async move {
             while let Some((namespace, name)) = deleted_rx.recv().await {
-                catalogsource::forget(&ctx, &namespace, &name);
+                catalogsource::forget(&catalog_ctx, &namespace, &name);
             }
             std::future::pending::<()>().await;
         });
@@ -412,7 +414,7 @@ pub async fn run_controllers(
         .owns_shared_stream(svc_stream)
         .reconcile_all_on(leadership_gained(&leadership))
         .graceful_shutdown_on(stopped())
-        .run(catalogsource::reconcile, catalogsource::error_policy, ctx.clone())
+        .run(catalogsource::reconcile, catalogsource::error_policy, catalog_ctx)
         .for_each(|_| std::future::ready(()));
 
     let catalog_changes = {
@@ -449,7 +451,11 @@ pub async fn run_controllers(
         .reconcile_on(stream::select(catalog_changes, plan_deletions))
         .reconcile_all_on(leadership_gained(&leadership))
         .graceful_shutdown_on(stopped())
-        .run(subscription::reconcile, subscription::error_policy, ctx.clone())
+        .run(
+            subscription::reconcile,
+            subscription::error_policy,
+            subscription_ctx,
+        )
         .for_each(|_| std::future::ready(()));
 
     let install_plan_controller = Controller::for_shared_stream(ip_stream_b, install_plans.clone())

@@ -12,8 +12,8 @@ use std::process::ExitCode;
 pub use render::RenderArgs;
 pub use resolve::ResolveArgs;
 pub use resolve::{
-    GroupReport, GroupStatus, Report, ResolveInputError, StepReport, SubscriptionArg, resolve,
-    resolve_objects,
+    GroupReport, GroupStatus, OfflineCatalogs, Report, ResolveInputError, StepReport, SubscriptionArg,
+    resolve, resolve_objects,
 };
 pub use serve::{ServeArgs, ServeCommandError};
 pub use validate::ValidateArgs;

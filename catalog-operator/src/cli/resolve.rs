@@ -220,10 +220,38 @@ impl SubscriptionArg {
     }
 }
 
+/// Catalogs loaded for offline resolution into a [`CatalogStore`], as the
+/// controller holds them. Loading reads every bundle once: load once, resolve
+/// many times.
+pub struct OfflineCatalogs {
+    store: CatalogStore,
+    ids: Vec<CatalogId>,
+}
+
+impl OfflineCatalogs {
+    /// Loads `catalogs`, in this order.
+    pub fn new(catalogs: Vec<(CatalogId, Catalog)>) -> Self {
+        let store = CatalogStore::new();
+        let now = olm_runtime::conditions::now();
+        let mut ids = Vec::with_capacity(catalogs.len());
+        for (id, catalog) in catalogs {
+            let content = CatalogContent::new(id.clone(), catalog, Vec::new(), None);
+            store.set_loaded(&id, 0, content, &now);
+            ids.push(id);
+        }
+        OfflineCatalogs { store, ids }
+    }
+
+    /// The catalogs, in the order given.
+    pub fn ids(&self) -> &[CatalogId] {
+        &self.ids
+    }
+}
+
 /// Resolves `subscriptions` in `namespace` against `catalogs`, with the
 /// `installed` CSVs present. Every Subscription names `source` as its catalog.
 pub fn resolve(
-    catalogs: &[(CatalogId, Catalog)],
+    catalogs: &OfflineCatalogs,
     source: &CatalogId,
     namespace: &str,
     subscriptions: &[SubscriptionArg],
@@ -240,19 +268,13 @@ pub fn resolve(
 /// Resolves the Subscription and CSV objects of `namespace` against `catalogs`
 /// (all visible), exactly as the Subscription controller does.
 pub fn resolve_objects(
-    catalogs: &[(CatalogId, Catalog)],
+    catalogs: &OfflineCatalogs,
     namespace: &str,
     subscriptions: &[Arc<Subscription>],
     csvs: &[Arc<ClusterServiceVersion>],
 ) -> Report {
-    let store = CatalogStore::new();
-    let now = olm_runtime::conditions::now();
-    for (id, catalog) in catalogs {
-        let content = CatalogContent::new(id.clone(), catalog.clone(), Vec::new(), None);
-        store.set_loaded(id, 0, content, &now);
-    }
-    let ids: Vec<CatalogId> = catalogs.iter().map(|(id, _)| id.clone()).collect();
-    let visible = store.visible(&[], &ids);
+    let store = &catalogs.store;
+    let visible = store.visible(&[], &catalogs.ids);
     let index = store.index(&visible);
     let mut catalog_problems: Vec<String> = visible
         .iter()
@@ -376,13 +398,15 @@ impl ResolveArgs {
             })?;
             catalogs.push((CatalogId::new(name, self.catalog_namespace.clone()), catalog));
         }
+        let catalogs = OfflineCatalogs::new(catalogs);
         let source = match &self.source {
             Some(name) => catalogs
+                .ids()
                 .iter()
-                .map(|(id, _)| id.clone())
                 .find(|id| &id.name == name)
+                .cloned()
                 .ok_or_else(|| ResolveInputError::UnknownSource(name.clone()))?,
-            None => catalogs[0].0.clone(),
+            None => catalogs.ids()[0].clone(),
         };
         let subscriptions = self
             .subscriptions
@@ -454,7 +478,7 @@ mod tests {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalogs/demo-bundles");
         let catalog = source::load(&path).expect("the demo catalog loads").0;
         let id = CatalogId::new("demo", "olm");
-        let catalogs = vec![(id.clone(), catalog.clone())];
+        let catalogs = OfflineCatalogs::new(vec![(id.clone(), catalog.clone())]);
         let args: Vec<SubscriptionArg> = ["demo-db/stable", "demo-app/stable", "demo-broken"]
             .iter()
             .map(|a| SubscriptionArg::parse(a).expect("valid"))

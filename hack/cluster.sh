@@ -6,6 +6,8 @@
 #   hack/cluster.sh down     stop every process it started and remove its state
 #   hack/cluster.sh env      print `export KUBECONFIG=...` (use: eval "$(hack/cluster.sh env)")
 #   hack/cluster.sh status   say whether it runs, and where
+#   hack/cluster.sh check    fail unless every fake node is Ready with a Lease renewed in the last 40s
+#                            (`up` runs it too, also when it reuses a running control plane)
 #   hack/cluster.sh restart-apiserver
 #                            stop kube-apiserver and start it again (an outage for tests to survive);
 #                            returns once it is ready again
@@ -55,6 +57,7 @@ EOF
 cmd_up() {
 	if is_ready; then
 		say "already running; reusing it"
+		cmd_check
 		print_usage
 		return 0
 	fi
@@ -92,6 +95,7 @@ cmd_up() {
 		sleep 0.2
 	done
 	say "ready after $((SECONDS - start))s"
+	cmd_check
 	print_usage
 }
 
@@ -140,6 +144,26 @@ cmd_env() {
 		return 1
 	fi
 	echo "export KUBECONFIG=$dir/kubeconfig"
+}
+
+# Nodes that are not Ready, or whose Lease is stale, take every Pod on them NotReady, and with it
+# the Deployments of whatever runs there: a cluster in that state must not pass for a working one.
+cmd_check() {
+	if ! is_ready; then
+		say "no test control plane is running in $dir; start one with: $here/cluster.sh up"
+		return 1
+	fi
+	# The supervisor notes its binaries and node count in the ready file; one started before it did
+	# gets the binaries of these sources and the configured count.
+	local bin want
+	bin=$(sed -n 's/^bin=//p' "$dir/ready")
+	[ -n "$bin" ] || bin=$("$here/testcluster/build.sh")
+	want=$(sed -n 's/^nodes=//p' "$dir/ready")
+	if ! "$bin/testcluster" check --kubeconfig "$dir/kubeconfig" --nodes "${want:-$nodes}"; then
+		say "the control plane in $dir runs, but its fake nodes are unhealthy; see $dir/logs/kwok.log" \
+			"and $dir/logs/kube-controller-manager.log, and start afresh with: $here/cluster.sh down && $here/cluster.sh up"
+		return 1
+	fi
 }
 
 cmd_status() {
@@ -196,6 +220,7 @@ up) cmd_up ;;
 down) cmd_down ;;
 env) cmd_env ;;
 status) cmd_status ;;
+check) cmd_check ;;
 restart-apiserver) cmd_restart_apiserver ;;
 build) "$here/testcluster/build.sh" ;;
 *)

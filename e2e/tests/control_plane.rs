@@ -1,18 +1,21 @@
-//! The cluster behaves like a real one where olm-rs depends on it: Deployments become Available
-//! on (fake) nodes, and the garbage collector removes objects whose owner is gone.
+//! The cluster behaves like a real one where olm-rs depends on it: its nodes stay Ready,
+//! Deployments become Available on (fake) nodes, and the garbage collector removes objects whose
+//! owner is gone.
 
 use std::time::Duration;
 
 use e2e::{
-    FIELD_MANAGER, dynamic, install_crds, is_deployment_available, olm, wait_for, wait_for_within,
+    FIELD_MANAGER, client, dynamic, install_crds, is_deployment_available, olm, wait_for, wait_for_within,
     with_namespace,
 };
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
-        core::v1::{ConfigMap, Pod},
+        coordination::v1::Lease,
+        core::v1::{ConfigMap, Node, Pod},
     },
     apimachinery::pkg::apis::meta::v1::OwnerReference,
+    jiff::Timestamp,
 };
 use kube::{
     Api, Resource, ResourceExt,
@@ -20,6 +23,52 @@ use kube::{
     runtime::wait::conditions,
 };
 use serde_json::json;
+
+/// The oldest Lease renewal a healthy node shows. A kubelet (or kwok) renews its node's Lease
+/// every 10 s; the node lifecycle controller marks a node NotReady, and every Pod on it with it,
+/// once neither its Lease nor its status has been renewed for 50 s.
+const MAX_NODE_LEASE_AGE: Duration = Duration::from_secs(40);
+
+/// Every node is Ready and heartbeats through its Lease in `kube-node-lease`. Without the Lease the
+/// nodes flap NotReady each minute and Deployments lose their availability shortly after gaining it.
+#[tokio::test]
+async fn every_node_is_ready_with_a_fresh_lease() {
+    let client = client().await;
+    let nodes = Api::<Node>::all(client.clone())
+        .list(&ListParams::default())
+        .await
+        .expect("list Nodes");
+    assert!(!nodes.items.is_empty(), "the cluster has nodes");
+    let leases = Api::<Lease>::namespaced(client, "kube-node-lease")
+        .list(&ListParams::default())
+        .await
+        .expect("list Leases in kube-node-lease");
+    let now = Timestamp::now();
+    for node in &nodes.items {
+        let name = node.name_any();
+        let ready = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+        assert_eq!(
+            ready.map(|c| c.status.as_str()),
+            Some("True"),
+            "node {name} is Ready: {ready:?}"
+        );
+        let renewed = leases
+            .items
+            .iter()
+            .find(|lease| lease.name_any() == name)
+            .and_then(|lease| lease.spec.as_ref()?.renew_time.as_ref())
+            .unwrap_or_else(|| panic!("node {name} has a renewed Lease in kube-node-lease"));
+        let age = now.duration_since(renewed.0).as_secs_f64();
+        assert!(
+            age <= MAX_NODE_LEASE_AGE.as_secs_f64(),
+            "the Lease of node {name} was renewed {age:.0}s ago, more than {MAX_NODE_LEASE_AGE:?}"
+        );
+    }
+}
 
 #[tokio::test]
 async fn deployment_becomes_available_on_fake_nodes() {

@@ -31,6 +31,18 @@ const (
 	contextName          = "olm-rs-testcluster"
 	// Nodes with this annotation are the ones kwok plays the kubelet for.
 	fakeNodeAnnotation = "kwok.x-k8s.io/node"
+
+	// nodeLeaseDuration is what kwok writes into each fake node's Lease in kube-node-lease; like
+	// the kubelet, it renews the Lease every quarter of that (10 s). kwok holds no Leases unless
+	// told a duration, and then the nodes only heartbeat through their status, every few minutes.
+	nodeLeaseDuration = 40 * time.Second
+	// nodeMonitorGracePeriod is how long the node lifecycle controller waits for a heartbeat before
+	// it marks a node NotReady (and with it the node's Pods). It is Kubernetes' default, stated here
+	// because it must stay well above the Lease renewal interval.
+	nodeMonitorGracePeriod = 50 * time.Second
+	// maxLeaseAge is the oldest renewal a healthy node's Lease may show: a Lease not renewed within
+	// its duration has expired.
+	maxLeaseAge = nodeLeaseDuration
 )
 
 // serviceIP is the first address of serviceCIDR: the `kubernetes` Service.
@@ -146,6 +158,7 @@ func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error
 		"--cluster-signing-cert-file="+p.caCert,
 		"--cluster-signing-key-file="+p.caKey,
 		"--service-cluster-ip-range="+serviceCIDR,
+		"--node-monitor-grace-period="+nodeMonitorGracePeriod.String(),
 	); err != nil {
 		return nil, err
 	}
@@ -165,6 +178,7 @@ func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error
 		"--config="+kwokConfig,
 		"--manage-nodes-with-annotation-selector="+fakeNodeAnnotation+"=fake",
 		"--cidr="+podCIDR,
+		"--node-lease-duration-seconds="+strconv.Itoa(int(nodeLeaseDuration.Seconds())),
 	); err != nil {
 		return nil, err
 	}
@@ -174,7 +188,10 @@ func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error
 			return nil, fmt.Errorf("create fake node: %w", err)
 		}
 	}
-	if err := waitFor(ctx, fmt.Sprintf("%d fake nodes are Ready", cfg.nodes), 250*time.Millisecond, nodesReady(client, cfg.nodes)); err != nil {
+	if err := waitFor(ctx, fmt.Sprintf("%d fake nodes are Ready and hold a Lease", cfg.nodes), 250*time.Millisecond, func(ctx context.Context) (bool, error) {
+		err := checkNodes(ctx, client, cfg.nodes, maxLeaseAge)
+		return err == nil, err
+	}); err != nil {
 		return nil, err
 	}
 	// Pods can only be created once the namespace's `default` ServiceAccount exists.
@@ -254,32 +271,11 @@ func apiserverReady(client *kubernetes.Clientset) func(context.Context) (bool, e
 	}
 }
 
-func nodesReady(client *kubernetes.Clientset, want int) func(context.Context) (bool, error) {
-	return func(ctx context.Context) (bool, error) {
-		nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err
-		}
-		ready := 0
-		for _, n := range nodes.Items {
-			for _, cond := range n.Status.Conditions {
-				if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
-					ready++
-				}
-			}
-		}
-		if ready < want {
-			return false, fmt.Errorf("%d of %d nodes Ready", ready, want)
-		}
-		return true, nil
-	}
-}
-
 // kwokStages is kwok's configuration: the stages that play the kubelet, as published by kwok.
-// Nodes become Ready and keep their Lease renewed (otherwise the node lifecycle controller taints
-// them and evicts their Pods); Pods become Running and Ready, Pods of finished containers
-// complete, and deleted Pods are removed (otherwise they stay Terminating and block namespace
-// deletion).
+// Nodes become Ready, and their status is refreshed every few minutes (the heartbeat that keeps
+// them Ready is their Lease, which kwok renews on its own: --node-lease-duration-seconds). Pods
+// become Running and Ready, Pods of finished containers complete, and deleted Pods are removed
+// (otherwise they stay Terminating and block namespace deletion).
 func kwokStages() string {
 	stages := []string{
 		nodefast.DefaultNodeInit,

@@ -12,6 +12,12 @@
 // killed outright leaves nothing behind. On SIGUSR1 it restarts kube-apiserver (an outage for the
 // tests to survive) and, once it is ready again, writes the number of restarts so far to
 // DIR/apiserver-restarts. hack/cluster.sh is the usual way to run it.
+//
+//	testcluster check --kubeconfig FILE [--nodes 1] [--max-lease-age 40s]
+//
+// `check` exits 1, naming each problem, when a fake node is not Ready or its Lease in
+// kube-node-lease was not renewed within --max-lease-age, or when fewer than --nodes fake nodes
+// exist; 0 when the nodes are healthy.
 package main
 
 import (
@@ -41,13 +47,48 @@ func logf(format string, args ...any) {
 
 func usage() {
 	fmt.Fprintln(os.Stderr, "usage: testcluster up --dir DIR --bin BIN [--nodes N] [--timeout DURATION] [--owner-pid PID]")
+	fmt.Fprintln(os.Stderr, "       testcluster check --kubeconfig FILE [--nodes N] [--max-lease-age DURATION]")
 	os.Exit(2)
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] != "up" {
+	if len(os.Args) < 2 {
 		usage()
 	}
+	switch os.Args[1] {
+	case "up":
+		mainUp()
+	case "check":
+		mainCheck()
+	default:
+		usage()
+	}
+}
+
+func mainCheck() {
+	fs := flag.NewFlagSet("check", flag.ExitOnError)
+	kubeconfig := fs.String("kubeconfig", "", "admin kubeconfig of the cluster")
+	nodes := fs.Int("nodes", 1, "how many fake nodes must exist")
+	maxAge := fs.Duration("max-lease-age", maxLeaseAge, "the oldest Lease renewal a healthy node may show")
+	_ = fs.Parse(os.Args[2:])
+	if *kubeconfig == "" || fs.NArg() != 0 {
+		usage()
+	}
+	client, err := clientFor(*kubeconfig)
+	if err != nil {
+		logf("%v", err)
+		os.Exit(1)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := checkNodes(ctx, client, *nodes, *maxAge); err != nil {
+		logf("the fake nodes are not healthy: %v", err)
+		os.Exit(1)
+	}
+	logf("the fake nodes are Ready, their Leases renewed within the last %s", *maxAge)
+}
+
+func mainUp() {
 	fs := flag.NewFlagSet("up", flag.ExitOnError)
 	var cfg config
 	fs.StringVar(&cfg.dir, "dir", "", "state directory (created; PKI, etcd data, logs, kubeconfig)")
@@ -133,7 +174,8 @@ func up(cfg config) error {
 		}
 		return err
 	}
-	ready := fmt.Sprintf("kubeconfig=%s\nserver=%s\nsupervisor=%d\n", cluster.kubeconfig, cluster.server, os.Getpid())
+	ready := fmt.Sprintf("kubeconfig=%s\nserver=%s\nsupervisor=%d\nbin=%s\nnodes=%d\n",
+		cluster.kubeconfig, cluster.server, os.Getpid(), cfg.bin, cfg.nodes)
 	if err := writeFileAtomic(readyFile, ready); err != nil {
 		return err
 	}

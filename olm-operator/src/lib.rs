@@ -13,6 +13,8 @@
 //!   the replica holding the Lease writes.
 //! - [`metrics::Metrics`] holds OLM's `csv_*` metrics beside olm-runtime's
 //!   reconcile, leader and write metrics.
+//! - [`watches`] says which controller watches what: one shared watch per
+//!   kind, whose [`stores`] the reconciles read.
 //! - [`run`] wires telemetry, leader election, the admin server and both
 //!   controllers until a shutdown signal; the binary's `main` only parses
 //!   [`Args`] and calls it.
@@ -21,5 +23,7 @@ pub mod context;
 pub mod controllers;
 pub mod metrics;
 mod run;
+pub mod stores;
+pub mod watches;
 
 pub use run::{Args, LEASE_NAME, RunError, leadership_terms, run, run_controllers};

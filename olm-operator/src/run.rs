@@ -4,12 +4,12 @@
 use std::{future::Future, sync::Arc, time::Duration};
 
 use clap::Parser;
-use futures::{FutureExt, Stream};
-use kube::Client;
+use futures::Stream;
 use olm_runtime::{
     Leadership, Readiness, RuntimeArgs,
     admin::{AdminError, AdminServer},
     apply::{FIELD_MANAGER_OLM, Writer},
+    client::{RequestMetrics, instrumented},
     leader::LeaderElectionError,
     telemetry::TelemetryError,
 };
@@ -17,7 +17,6 @@ use tokio::sync::watch;
 
 use crate::{
     context::{Context, Settings},
-    controllers::{csv, operatorgroup},
     metrics::Metrics,
 };
 
@@ -83,8 +82,9 @@ impl Args {
 pub async fn run(args: Args) -> Result<(), RunError> {
     args.runtime.telemetry.init().map_err(RunError::Telemetry)?;
     let config = kube::Config::infer().await.map_err(RunError::Config)?;
-    let client = Client::try_from(config.clone()).map_err(RunError::Client)?;
     let metrics = Arc::new(Metrics::new().map_err(RunError::Metrics)?);
+    let requests = RequestMetrics::register(metrics.registry()).map_err(RunError::Metrics)?;
+    let client = instrumented(config.clone(), &requests).map_err(RunError::Client)?;
     let readiness = Readiness::new();
 
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -139,30 +139,11 @@ pub async fn run(args: Args) -> Result<(), RunError> {
 }
 
 /// Runs both controllers with `ctx` until `shutdown` completes (reconciles in
-/// flight finish first). `readiness` gets one gate per controller, opened once
-/// its cache has synced.
+/// flight finish first). `readiness` gets one gate per shared store, opened
+/// once its first list has arrived. The watches are in [`crate::watches`].
 pub async fn run_controllers(ctx: Arc<Context>, readiness: Readiness, shutdown: impl Future<Output = ()>) {
-    let (stop_csv, csv_stopped) = futures::channel::oneshot::channel::<()>();
-    let (stop_group, group_stopped) = futures::channel::oneshot::channel::<()>();
-    let signal = async move {
-        shutdown.await;
-        // A controller that already ended has dropped its receiver; nothing to stop then.
-        let _ = stop_csv.send(());
-        let _ = stop_group.send(());
-    };
-    tokio::join!(
-        csv::run(
-            ctx.clone(),
-            readiness.gate("clusterserviceversions"),
-            csv_stopped.map(|_| ())
-        ),
-        operatorgroup::run(
-            ctx.clone(),
-            readiness.gate("operatorgroups"),
-            group_stopped.map(|_| ())
-        ),
-        signal,
-    );
+    let leadership = ctx.writer.leadership().clone();
+    crate::watches::run(ctx, readiness, || leadership_terms(leadership.clone()), shutdown).await;
 }
 
 /// Yields once each time this replica starts leading (at once for a

@@ -331,3 +331,161 @@ async fn a_scoped_install_is_bounded_by_the_operator_groups_service_account() {
     })
     .await;
 }
+
+/// The status of condition `type_` of an OperatorGroup, if it has one.
+fn condition(group: &OperatorGroup, type_: &str) -> Option<String> {
+    group
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status.clone())
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn a_second_operator_group_is_reported_on_both_until_it_goes() {
+    with_namespace("two-groups", |client, ns| async move {
+        operator_group(&client, &ns, own_namespace_group(&ns)).await;
+        let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
+        let ready = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
+            g.is_some_and(|g| condition(g, "Ready").as_deref() == Some("True"))
+        })
+        .await;
+        let status = ready.status.clone().expect("a status");
+        assert_eq!(status.observed_generation, ready.metadata.generation);
+        assert_eq!(condition(&ready, "MultipleOperatorGroup"), None);
+
+        let second = OperatorGroup {
+            metadata: kube::api::ObjectMeta {
+                name: Some("second".to_owned()),
+                namespace: Some(ns.clone()),
+                ..Default::default()
+            },
+            spec: own_namespace_group(&ns),
+            status: None,
+        };
+        apply(&groups, &second).await;
+        for name in ["operators", "second"] {
+            let group = wait_for(&groups, name, |g: Option<&OperatorGroup>| {
+                g.is_some_and(|g| condition(g, "MultipleOperatorGroup").as_deref() == Some("True"))
+            })
+            .await;
+            assert_eq!(condition(&group, "Stalled").as_deref(), Some("True"), "{name}");
+            assert_eq!(condition(&group, "Ready").as_deref(), Some("False"), "{name}");
+        }
+
+        // The second group goes: the first is told without any change of its own.
+        groups
+            .delete("second", &DeleteParams::default())
+            .await
+            .expect("delete the second group");
+        let alone = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
+            g.is_some_and(|g| {
+                condition(g, "MultipleOperatorGroup").is_none()
+                    && condition(g, "Ready").as_deref() == Some("True")
+            })
+        })
+        .await;
+        assert_eq!(condition(&alone, "Stalled"), None);
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn a_missing_service_account_is_a_condition_of_the_operator_group() {
+    with_namespace("missing-sa", |client, ns| async move {
+        let mut spec = own_namespace_group(&ns);
+        spec.service_account_name = Some("installer".to_owned());
+        operator_group(&client, &ns, spec).await;
+        let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
+        let missing = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
+            g.is_some_and(|g| condition(g, "OperatorGroupServiceAccount").as_deref() == Some("True"))
+        })
+        .await;
+        let status = missing.status.clone().expect("a status");
+        let reason = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == "OperatorGroupServiceAccount")
+            .map(|c| c.reason.clone());
+        assert_eq!(reason.as_deref(), Some("ServiceAccountNotFound"));
+        assert_eq!(status.service_account_ref, None);
+        assert_eq!(condition(&missing, "Stalled").as_deref(), Some("True"));
+        assert_eq!(
+            status.namespaces,
+            Some(vec![ns.clone()]),
+            "the namespaces are still selected"
+        );
+
+        // Once the account exists, the group's next reconcile (here: a change
+        // of the group) refers to it and drops the condition.
+        let installer: ServiceAccount = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "installer"},
+        }))
+        .expect("a service account");
+        Api::<ServiceAccount>::namespaced(client.clone(), &ns)
+            .create(&PostParams::default(), &installer)
+            .await
+            .expect("create the installer");
+        let touch = serde_json::json!({"metadata": {"labels": {"e2e.olm-rs.dev/touched": "yes"}}});
+        groups
+            .patch("operators", &PatchParams::default(), &Patch::Merge(&touch))
+            .await
+            .expect("label the group");
+        let found = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
+            g.is_some_and(|g| {
+                condition(g, "OperatorGroupServiceAccount").is_none()
+                    && condition(g, "Ready").as_deref() == Some("True")
+            })
+        })
+        .await;
+        let reference = found
+            .status
+            .and_then(|s| s.service_account_ref)
+            .expect("serviceAccountRef");
+        assert_eq!(reference.name.as_deref(), Some("installer"));
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn a_deleted_namespace_leaves_the_operator_groups_that_selected_it() {
+    with_namespace("gone-ns", |client, ns| async move {
+        let other = format!("{ns}-b");
+        let label = "e2e.olm-rs.dev/selected-by";
+        create_namespace(&client, &other, &[(label, ns.as_str())]).await;
+        let spec: OperatorGroupSpec = serde_json::from_value(serde_json::json!({
+            "selector": {"matchLabels": {label: ns}},
+        }))
+        .expect("a valid spec");
+        operator_group(&client, &ns, spec).await;
+        let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
+        let wanted = vec![other.clone()];
+        wait_for(&groups, "operators", move |g: Option<&OperatorGroup>| {
+            g.and_then(|g| g.status.as_ref())
+                .and_then(|s| s.namespaces.as_ref())
+                == Some(&wanted)
+        })
+        .await;
+
+        delete_namespace(&client, &other).await;
+        wait_gone(
+            &Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone()),
+            &other,
+        )
+        .await;
+        wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
+            g.and_then(|g| g.status.as_ref())
+                .and_then(|s| s.namespaces.as_ref())
+                .is_some_and(|namespaces| namespaces.is_empty())
+        })
+        .await;
+    })
+    .await;
+}

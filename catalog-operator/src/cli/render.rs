@@ -1,11 +1,13 @@
 //! `catalog-operator render PATH...`: bundle directories, package directories
 //! or package manifests → a file-based catalog on stdout, like `opm render`.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{
+    io::{self, Write},
+    path::PathBuf,
+    process::ExitCode,
+};
 
-use olm_catalog::{Catalog, bundle, fbc, render};
-
-use crate::source;
+use olm_catalog::fbc;
 
 /// Arguments of `render`.
 #[derive(clap::Args, Debug)]
@@ -19,27 +21,20 @@ pub struct RenderArgs {
 impl RenderArgs {
     /// Renders every path into one catalog and prints it as a JSON stream, sorted.
     pub fn run(&self) -> ExitCode {
-        let mut catalog = Catalog::default();
-        for path in &self.paths {
-            if bundle::bundle_root(path).is_some() {
-                match render::render_bundle_dir(path, &render::RenderOptions::default()) {
-                    Ok(bundle) => catalog.bundles.push(bundle),
-                    Err(e) => return super::bad_input(&e),
-                }
-                continue;
-            }
-            match source::load(path) {
-                Ok((content, warnings)) => {
-                    for warning in warnings {
-                        eprintln!("warning: {warning}");
-                    }
-                    catalog.extend(content);
-                }
-                Err(e) => return super::bad_input(&e),
-            }
+        super::output::run(|out, err| self.write(out, err))
+    }
+
+    /// Writes the catalog of every path to `out` as a JSON stream, sorted, and
+    /// the warnings about the input to `err`; returns the exit code.
+    pub fn write(&self, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<ExitCode> {
+        let (catalog, warnings) = match super::load(&self.paths) {
+            Ok(loaded) => loaded,
+            Err(e) => return super::bad_input(err, &e),
+        };
+        for warning in &warnings {
+            writeln!(err, "warning: {warning}")?;
         }
-        catalog.sort();
-        print!("{}", fbc::to_json_stream(&catalog));
-        ExitCode::SUCCESS
+        out.write_all(fbc::to_json_stream(&catalog).as_bytes())?;
+        Ok(ExitCode::SUCCESS)
     }
 }

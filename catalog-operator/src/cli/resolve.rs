@@ -12,7 +12,12 @@
 //! Exit code 0 when every group of Subscriptions has a plan, 1 when some
 //! group is unsatisfiable (the explanation is in the output), 2 for bad input.
 
-use std::{path::PathBuf, process::ExitCode, sync::Arc};
+use std::{
+    io::{self, Write},
+    path::PathBuf,
+    process::ExitCode,
+    sync::Arc,
+};
 
 use kube::{ResourceExt, api::ObjectMeta};
 use olm_api::{
@@ -352,29 +357,34 @@ fn group_report(group: &GroupDecision) -> GroupReport {
 impl ResolveArgs {
     /// Runs the command.
     pub fn run(&self) -> ExitCode {
-        match self.report() {
-            Ok(report) => {
-                let text = match self.output {
-                    Format::Json => serde_json::to_string_pretty(&report)
-                        .map(|t| t + "\n")
-                        .map_err(|e| e.to_string()),
-                    Format::Yaml => serde_saphyr::to_string(&report).map_err(|e| e.to_string()),
-                };
-                match text {
-                    Ok(text) => print!("{text}"),
-                    Err(e) => {
-                        eprintln!("error: cannot print the result: {e}");
-                        return ExitCode::from(super::EXIT_BAD_INPUT);
-                    }
-                }
-                if report.all_resolved() {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::FAILURE
-                }
+        super::output::run(|out, err| self.write(out, err))
+    }
+
+    /// Writes the report to `out` in the chosen format, errors to `err`;
+    /// returns exit code 0 when everything resolved, 1 when not, 2 for bad input.
+    pub fn write(&self, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<ExitCode> {
+        let report = match self.report() {
+            Ok(report) => report,
+            Err(e) => return super::bad_input(err, &e),
+        };
+        let text = match self.output {
+            Format::Json => serde_json::to_string_pretty(&report)
+                .map(|t| t + "\n")
+                .map_err(|e| e.to_string()),
+            Format::Yaml => serde_saphyr::to_string(&report).map_err(|e| e.to_string()),
+        };
+        match text {
+            Ok(text) => out.write_all(text.as_bytes())?,
+            Err(e) => {
+                writeln!(err, "error: cannot print the result: {e}")?;
+                return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
             }
-            Err(e) => super::bad_input(&e),
         }
+        Ok(if report.all_resolved() {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::FAILURE
+        })
     }
 
     fn report(&self) -> Result<Report, ResolveInputError> {

@@ -1,25 +1,35 @@
 //! `catalog-operator validate PATH`: the problems of a catalog, one a line;
 //! exit code 1 when any is an error.
 
-use std::{path::PathBuf, process::ExitCode};
+use std::{
+    io::{self, Write},
+    path::PathBuf,
+    process::ExitCode,
+};
 
 use olm_catalog::validate::{self, Severity};
-
-use crate::source;
 
 /// Arguments of `validate`.
 #[derive(clap::Args, Debug)]
 pub struct ValidateArgs {
-    /// A file-based catalog, a package directory, or a directory of packages.
+    /// A file-based catalog, a package directory, a directory of packages, or
+    /// a bundle directory.
     pub path: PathBuf,
 }
 
 impl ValidateArgs {
     /// Prints every problem, errors first; exit 1 with errors, 0 without, 2 when unreadable.
     pub fn run(&self) -> ExitCode {
-        let catalog = match source::load(&self.path) {
-            Ok((catalog, _)) => catalog,
-            Err(e) => return super::bad_input(&e),
+        super::output::run(|out, err| self.write(out, err))
+    }
+
+    /// Writes every problem to `out`, one a line, errors first, then the
+    /// warnings about the input that `render` prints for it too; a summary goes
+    /// to `err`. Returns exit code 1 with errors, 0 without, 2 when unreadable.
+    pub fn write(&self, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<ExitCode> {
+        let (catalog, load_warnings) = match super::load(std::slice::from_ref(&self.path)) {
+            Ok(loaded) => loaded,
+            Err(e) => return super::bad_input(err, &e),
         };
         let mut problems = validate::validate(&catalog);
         problems.sort_by_key(|p| {
@@ -38,19 +48,23 @@ impl ValidateArgs {
                 Severity::Error => "error",
                 Severity::Warning => "warning",
             };
-            println!("{label}: {problem}");
+            writeln!(out, "{label}: {problem}")?;
         }
-        eprintln!(
+        for warning in &load_warnings {
+            writeln!(out, "warning: {warning}")?;
+        }
+        writeln!(
+            err,
             "{}: {} packages, {} bundles: {errors} errors, {} warnings",
             self.path.display(),
             catalog.packages.len(),
             catalog.bundles.len(),
-            problems.len() - errors
-        );
-        if errors > 0 {
+            problems.len() - errors + load_warnings.len()
+        )?;
+        Ok(if errors > 0 {
             ExitCode::FAILURE
         } else {
             ExitCode::SUCCESS
-        }
+        })
     }
 }

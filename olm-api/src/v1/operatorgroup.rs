@@ -72,6 +72,10 @@ pub enum UpgradeStrategyName {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorGroupStatus {
+    /// The `metadata.generation` this status was computed for (an olm-rs
+    /// addition, for GitOps tools that wait on it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// The target namespaces; `[""]` means all namespaces.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(extend("x-kubernetes-list-type" = "set"))]
@@ -82,7 +86,8 @@ pub struct OperatorGroupStatus {
     /// When the status last changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated: Option<Time>,
-    /// Standard conditions.
+    /// Standard conditions: OLM's `MultipleOperatorGroup` and
+    /// `OperatorGroupServiceAccount`, and kstatus' `Ready`, `Reconciling` and `Stalled`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::conditions_list_map::<Condition>")]
     pub conditions: Option<Vec<Condition>>,

@@ -6,12 +6,14 @@
 //! which transition, whether to install) → [`build`] (pure) → [`apply`]
 //! (server-side apply) → [`update_status`] (client).
 //!
-//! Watches: CSVs; the Deployments and ServiceAccounts they own (owner
+//! What triggers a reconcile is wired in [`crate::watches`]; the mappers it
+//! uses are here: CSVs; the Deployments and ServiceAccounts they own (owner
 //! references); Roles, RoleBindings, ClusterRoles and ClusterRoleBindings
-//! mapped back by their `olm.owner*` labels; OperatorGroups (→ the CSVs of
-//! their namespace); CRDs (→ the CSVs that own or require them); and CSVs
-//! again (→ the CSVs they replace or are replaced by, and those of their
-//! namespace held back by an owner conflict).
+//! mapped back by their `olm.owner*` labels ([`labelled_owner`]);
+//! OperatorGroups (→ the CSVs of their namespace, [`in_namespace`]); CRDs (→
+//! the CSVs that own or require them, [`naming_crd`]); and CSVs again (→ the
+//! CSVs they replace or are replaced by, and those of their namespace held
+//! back by an owner conflict, [`upgrade_neighbours`]).
 
 pub mod apply;
 pub mod build;
@@ -24,36 +26,24 @@ pub mod validate;
 #[cfg(test)]
 mod fixtures;
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
-use futures::StreamExt;
-use k8s_openapi::{
-    api::{
-        apps::v1::Deployment,
-        core::v1::ServiceAccount,
-        rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
-    },
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
-};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Api, ResourceExt,
     runtime::{
-        Controller,
         controller::Action,
         finalizer::{self, finalizer},
         reflector::{ObjectRef, Store},
-        watcher,
     },
 };
-use olm_api::{labels, v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
-use olm_runtime::{ReadyGate, backoff::TriggerBackoff};
+use olm_api::{labels, v1alpha1::ClusterServiceVersion};
 
 use self::{
     build::OWNER_KIND,
     phase::{Decision, Facts, InstallOutcome},
 };
-use crate::{context::Context, run::leadership_terms};
+use crate::context::Context;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "clusterserviceversion";
@@ -139,7 +129,7 @@ pub async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Re
     }
     if !ctx.is_leader() {
         // Standbys keep their caches warm and write nothing; a new leader
-        // reconciles every CSV (see `run`).
+        // reconciles every CSV (see `crate::watches`).
         return Ok(Action::await_change());
     }
     let namespace = csv.namespace().ok_or(Error::NoNamespace)?;
@@ -254,74 +244,6 @@ pub fn error_policy(csv: Arc<ClusterServiceVersion>, error: &Error, ctx: Arc<Con
     }
 }
 
-/// Runs the controller until `shutdown` completes; opens `ready` once the
-/// CSV cache has synced.
-pub async fn run(
-    ctx: Arc<Context>,
-    ready: ReadyGate,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) {
-    let client = ctx.client.clone();
-    let children = watcher::Config::default().labels(&format!("{}={OWNER_KIND}", labels::OWNER_KIND));
-    let controller = Controller::new(
-        Api::<ClusterServiceVersion>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .trigger_backoff(TriggerBackoff::default());
-    let store = controller.store();
-    let (by_group, by_crd, by_csv, synced) = (store.clone(), store.clone(), store.clone(), store.clone());
-    let metrics = ctx.metrics.clone();
-    let terms = leadership_terms(ctx.writer.leadership().clone());
-    let controller = controller
-        .owns(Api::<Deployment>::all(client.clone()), children.clone())
-        .owns(Api::<ServiceAccount>::all(client.clone()), children.clone())
-        .watches(Api::<Role>::all(client.clone()), children.clone(), |o| {
-            labelled_owner(&o.metadata)
-        })
-        .watches(Api::<RoleBinding>::all(client.clone()), children.clone(), |o| {
-            labelled_owner(&o.metadata)
-        })
-        .watches(Api::<ClusterRole>::all(client.clone()), children.clone(), |o| {
-            labelled_owner(&o.metadata)
-        })
-        .watches(Api::<ClusterRoleBinding>::all(client.clone()), children, |o| {
-            labelled_owner(&o.metadata)
-        })
-        .watches(
-            Api::<OperatorGroup>::all(client.clone()),
-            watcher::Config::default(),
-            move |group| in_namespace(&by_group, &group.namespace().unwrap_or_default()),
-        )
-        .watches(
-            Api::<CustomResourceDefinition>::all(client.clone()),
-            watcher::Config::default(),
-            move |crd| naming_crd(&by_crd, &crd.name_any()),
-        )
-        .watches(
-            Api::<ClusterServiceVersion>::all(client),
-            watcher::Config::default(),
-            move |csv| upgrade_neighbours(&by_csv, &csv),
-        )
-        .reconcile_all_on(terms)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|result| {
-            metrics
-                .csv_count
-                .set(i64::try_from(store.state().len()).unwrap_or(i64::MAX));
-            if let Ok((object, _)) = result {
-                tracing::debug!(%object, "reconciled");
-            }
-            futures::future::ready(())
-        });
-    let readiness = async move {
-        if synced.wait_until_ready().await.is_ok() {
-            ready.ready();
-        }
-    };
-    futures::future::join(controller, readiness).await;
-}
-
 /// The CSV an object's `olm.owner*` labels name.
 pub fn labelled_owner(meta: &ObjectMeta) -> Option<ObjectRef<ClusterServiceVersion>> {
     let labels = meta.labels.as_ref()?;
@@ -333,7 +255,8 @@ pub fn labelled_owner(meta: &ObjectMeta) -> Option<ObjectRef<ClusterServiceVersi
     Some(ObjectRef::new(name).within(namespace))
 }
 
-fn in_namespace(
+/// The CSVs of `namespace` (for an OperatorGroup there).
+pub fn in_namespace(
     store: &Store<ClusterServiceVersion>,
     namespace: &str,
 ) -> Vec<ObjectRef<ClusterServiceVersion>> {
@@ -345,7 +268,8 @@ fn in_namespace(
         .collect()
 }
 
-fn naming_crd(store: &Store<ClusterServiceVersion>, crd: &str) -> Vec<ObjectRef<ClusterServiceVersion>> {
+/// The CSVs that own or require the CRD named `crd`.
+pub fn naming_crd(store: &Store<ClusterServiceVersion>, crd: &str) -> Vec<ObjectRef<ClusterServiceVersion>> {
     store
         .state()
         .iter()
@@ -354,7 +278,9 @@ fn naming_crd(store: &Store<ClusterServiceVersion>, crd: &str) -> Vec<ObjectRef<
         .collect()
 }
 
-fn upgrade_neighbours(
+/// The CSVs whose reconcile depends on `csv`: the one it replaces, those
+/// that replace it, and those of its namespace held back by an owner conflict.
+pub fn upgrade_neighbours(
     store: &Store<ClusterServiceVersion>,
     csv: &ClusterServiceVersion,
 ) -> Vec<ObjectRef<ClusterServiceVersion>> {

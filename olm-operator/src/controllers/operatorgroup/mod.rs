@@ -1,49 +1,43 @@
 //! The OperatorGroup controller: keeps `status.namespaces` (from
 //! `targetNamespaces`, a namespace `selector`, or `[""]` for all namespaces),
 //! `status.serviceAccountRef` (when `serviceAccountName` names an existing
-//! service account), and the `olm.providedAPIs` annotation (the APIs the CSVs
-//! of its namespace own), unless `staticProvidedAPIs` is set.
+//! service account), the status conditions (see [`status`]), and the
+//! `olm.providedAPIs` annotation (the APIs the CSVs of its namespace own),
+//! unless `staticProvidedAPIs` is set.
 //!
-//! Watches: OperatorGroups; Namespaces (→ the OperatorGroups that select by
-//! name or label); ClusterServiceVersions (→ the OperatorGroups of their
-//! namespace).
+//! A reconcile reads the shared stores (namespaces, CSVs, OperatorGroups) and
+//! asks the API server only for the named service account. What triggers a
+//! reconcile, and the mappers from other objects to groups (below), are wired
+//! in [`crate::watches`]: OperatorGroups (→ themselves and the other groups of
+//! their namespace); Namespaces (→ the groups that select by name or label);
+//! ClusterServiceVersions (→ the groups of their namespace).
 
+pub mod status;
 pub mod targets;
 
-use std::{collections::BTreeMap, future::Future, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use futures::StreamExt;
-use k8s_openapi::{
-    api::core::v1::{Namespace, ObjectReference, ServiceAccount},
-    apimachinery::pkg::apis::meta::v1::Time,
-};
+use k8s_openapi::api::core::v1::{ObjectReference, ServiceAccount};
 use kube::{
     Api, Resource, ResourceExt,
-    api::ListParams,
-    core::Selector,
     runtime::{
-        Controller,
         controller::Action,
         reflector::{ObjectRef, Store},
-        watcher,
     },
 };
-use olm_api::{
-    labels,
-    v1::{OperatorGroup, OperatorGroupStatus},
-    v1alpha1::ClusterServiceVersion,
-};
+use olm_api::{labels, v1::OperatorGroup};
 
-use olm_runtime::{ReadyGate, backoff::TriggerBackoff};
-
-use self::targets::Selection;
-use crate::{
-    context::{self, Context},
-    run::leadership_terms,
+use self::{
+    status::{Account, Observed},
+    targets::Selection,
 };
+use crate::{context::Context, stores::Stores};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "operatorgroup";
+
+/// How soon a group is looked at again while the stores have not synced yet.
+const UNTIL_SYNCED: Duration = Duration::from_secs(1);
 
 /// Why a reconcile failed.
 #[derive(Debug, thiserror::Error)]
@@ -51,10 +45,7 @@ pub enum Error {
     /// The OperatorGroup has no namespace (it always should).
     #[error("the OperatorGroup has no namespace")]
     NoNamespace,
-    /// The selector cannot be turned into a label selector.
-    #[error("the OperatorGroup's selector is invalid")]
-    InvalidSelector(#[source] kube::core::ParseExpressionError),
-    /// Reading namespaces, CSVs or the service account failed.
+    /// Reading the service account failed.
     #[error("failed to read {what}")]
     Read {
         /// What was read.
@@ -79,7 +70,7 @@ impl Error {
     pub fn category(&self) -> &'static str {
         match self {
             Error::Write { source, .. } if source.is_not_leader() => "not_leader",
-            Error::NoNamespace | Error::InvalidSelector(_) => "invalid",
+            Error::NoNamespace => "invalid",
             Error::Read { .. } => "dereference",
             Error::Write { .. } => "update_status",
         }
@@ -87,49 +78,46 @@ impl Error {
 
     /// True when only a change of the object can help.
     pub fn is_terminal(&self) -> bool {
-        matches!(self, Error::NoNamespace | Error::InvalidSelector(_))
+        matches!(self, Error::NoNamespace)
     }
 }
 
-/// Reconciles one OperatorGroup.
-pub async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// Reconciles one OperatorGroup from the shared `stores`.
+pub async fn reconcile(
+    group: Arc<OperatorGroup>,
+    ctx: Arc<Context>,
+    stores: Stores,
+) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
     if !ctx.is_leader() {
         return Ok(Action::await_change());
+    }
+    if !stores.synced() {
+        // An unsynced store would read as "no namespaces, no CSVs".
+        return Ok(Action::requeue(UNTIL_SYNCED));
     }
     let namespace = group.namespace().ok_or(Error::NoNamespace)?;
     let name = group.name_any();
     let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &namespace);
 
-    // Dereference.
-    let namespaces = selected_namespaces(&ctx, &targets::selection(&group.spec)).await?;
-    let csvs = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| Error::Read {
-            what: format!("the ClusterServiceVersions of namespace {namespace}"),
-            source,
-        })?
-        .items;
-    let service_account = match group
-        .spec
-        .service_account_name
-        .as_deref()
-        .filter(|n| !n.is_empty())
-    {
-        Some(account) => Api::<ServiceAccount>::namespaced(ctx.client.clone(), &namespace)
-            .get_opt(account)
-            .await
-            .map_err(|source| Error::Read {
-                what: format!("service account {namespace}/{account}"),
-                source,
-            })?,
-        None => None,
+    // Dereference: the stores, and the service account from the API server.
+    let namespaces = stores.namespaces.store.state();
+    let selected = targets::selected_namespaces(
+        &targets::selection(&group.spec),
+        namespaces.iter().map(|ns| &ns.metadata),
+    )
+    .map_err(|error| error.to_string());
+    let csvs = stores.csvs_in(&namespace);
+    let account = service_account(&ctx, &namespace, group.spec.service_account_name.as_deref()).await?;
+    let observed = Observed {
+        namespaces: selected,
+        groups_in_namespace: stores.operator_groups_in(&namespace).len(),
+        account,
     };
 
     // The annotation.
     if !group.spec.static_provided_apis.unwrap_or(false) {
-        let provided = targets::provided_apis(&csvs);
+        let provided = targets::provided_apis(csvs.iter().map(AsRef::as_ref));
         if group.annotations().get(labels::PROVIDED_APIS) != Some(&provided) {
             ctx.apply_annotations::<OperatorGroup>(
                 &namespace,
@@ -144,68 +132,43 @@ pub async fn reconcile(group: Arc<OperatorGroup>, ctx: Arc<Context>) -> Result<A
         }
     }
 
-    // The status.
-    let old = group.status.clone().unwrap_or_default();
-    let service_account_ref = service_account.map(|account| ObjectReference {
-        api_version: Some("v1".to_owned()),
-        kind: Some("ServiceAccount".to_owned()),
-        name: account.metadata.name.clone(),
-        namespace: account.metadata.namespace.clone(),
-        uid: account.metadata.uid.clone(),
-        ..ObjectReference::default()
-    });
-    let changed =
-        old.namespaces.as_ref() != Some(&namespaces) || old.service_account_ref != service_account_ref;
-    if changed {
-        let status = OperatorGroupStatus {
-            namespaces: Some(namespaces.clone()),
-            service_account_ref,
-            last_updated: Some(Time(context::now())),
-            conditions: None,
-        };
-        ctx.apply_status(&api, &name, &status)
+    // The status, written only when it changed.
+    let next = status::compute(&group, &observed, &olm_runtime::conditions::now());
+    if group.status.as_ref() != Some(&next) {
+        ctx.apply_status(&api, &name, &next)
             .await
             .map_err(|source| Error::Write {
                 name: name.clone(),
                 source,
             })?;
-        tracing::info!(operatorgroup = %name, %namespace, namespaces = ?namespaces, "OperatorGroup selects namespaces");
+        tracing::info!(operatorgroup = %name, %namespace, namespaces = ?next.namespaces, "OperatorGroup status updated");
     }
     Ok(Action::requeue(ctx.settings.resync))
 }
 
-/// The namespaces of `selection`, sorted; `[""]` for all.
-async fn selected_namespaces(ctx: &Context, selection: &Selection) -> Result<Vec<String>, Error> {
-    let api = Api::<Namespace>::all(ctx.client.clone());
-    match selection {
-        Selection::All => Ok(vec![String::new()]),
-        Selection::Named(names) => {
-            let mut existing = Vec::new();
-            for name in names {
-                let found = api.get_opt(name).await.map_err(|source| Error::Read {
-                    what: format!("namespace {name}"),
-                    source,
-                })?;
-                if found.is_some() {
-                    existing.push(name.clone());
-                }
-            }
-            Ok(existing)
-        }
-        Selection::Selector(selector) => {
-            let selector = Selector::try_from(selector.clone()).map_err(Error::InvalidSelector)?;
-            let listed = api
-                .list_metadata(&ListParams::default().labels_from(&selector))
-                .await
-                .map_err(|source| Error::Read {
-                    what: "namespaces".to_owned(),
-                    source,
-                })?;
-            let mut names: Vec<String> = listed.items.iter().map(|ns| ns.name_any()).collect();
-            names.sort();
-            Ok(names)
-        }
-    }
+/// The service account `name` of `namespace`, as the status refers to it.
+async fn service_account(ctx: &Context, namespace: &str, name: Option<&str>) -> Result<Account, Error> {
+    let Some(name) = name.filter(|n| !n.is_empty()) else {
+        return Ok(Account::NotNamed);
+    };
+    let found = Api::<ServiceAccount>::namespaced(ctx.client.clone(), namespace)
+        .get_opt(name)
+        .await
+        .map_err(|source| Error::Read {
+            what: format!("service account {namespace}/{name}"),
+            source,
+        })?;
+    Ok(match found {
+        Some(account) => Account::Found(ObjectReference {
+            api_version: Some("v1".to_owned()),
+            kind: Some("ServiceAccount".to_owned()),
+            name: account.metadata.name.clone(),
+            namespace: account.metadata.namespace.clone(),
+            uid: account.metadata.uid.clone(),
+            ..ObjectReference::default()
+        }),
+        None => Account::Missing(name.to_owned()),
+    })
 }
 
 /// What to do after a failed reconcile.
@@ -228,48 +191,9 @@ pub fn error_policy(group: Arc<OperatorGroup>, error: &Error, ctx: Arc<Context>)
     }
 }
 
-/// Runs the controller until `shutdown` completes; opens `ready` once the
-/// OperatorGroup cache has synced.
-pub async fn run(
-    ctx: Arc<Context>,
-    ready: ReadyGate,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-) {
-    let client = ctx.client.clone();
-    let controller = Controller::new(
-        Api::<OperatorGroup>::all(client.clone()),
-        watcher::Config::default(),
-    )
-    .trigger_backoff(TriggerBackoff::default());
-    let store = controller.store();
-    let (by_namespace, by_csv, synced) = (store.clone(), store.clone(), store);
-    let terms = leadership_terms(ctx.writer.leadership().clone());
-    let controller = controller
-        .watches(
-            Api::<Namespace>::all(client.clone()),
-            watcher::Config::default(),
-            move |_| selecting(&by_namespace),
-        )
-        .watches(
-            Api::<ClusterServiceVersion>::all(client),
-            watcher::Config::default(),
-            move |csv| in_namespace(&by_csv, &csv.namespace().unwrap_or_default()),
-        )
-        .reconcile_all_on(terms)
-        .graceful_shutdown_on(shutdown)
-        .run(reconcile, error_policy, ctx)
-        .for_each(|_| futures::future::ready(()));
-    let readiness = async move {
-        if synced.wait_until_ready().await.is_ok() {
-            ready.ready();
-        }
-    };
-    futures::future::join(controller, readiness).await;
-}
-
 /// The OperatorGroups whose namespaces can change with a namespace: those
 /// that select by name or by label.
-fn selecting(store: &Store<OperatorGroup>) -> Vec<ObjectRef<OperatorGroup>> {
+pub fn selecting(store: &Store<OperatorGroup>) -> Vec<ObjectRef<OperatorGroup>> {
     store
         .state()
         .iter()
@@ -278,7 +202,9 @@ fn selecting(store: &Store<OperatorGroup>) -> Vec<ObjectRef<OperatorGroup>> {
         .collect()
 }
 
-fn in_namespace(store: &Store<OperatorGroup>, namespace: &str) -> Vec<ObjectRef<OperatorGroup>> {
+/// The OperatorGroups of `namespace` (for a CSV of that namespace, or another
+/// group there: a second group changes the `MultipleOperatorGroup` condition).
+pub fn in_namespace(store: &Store<OperatorGroup>, namespace: &str) -> Vec<ObjectRef<OperatorGroup>> {
     store
         .state()
         .iter()

@@ -3,7 +3,8 @@
 
 use std::collections::BTreeSet;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
+use kube::core::{ParseExpressionError, Selector, SelectorExt};
 use olm_api::{
     v1::OperatorGroupSpec,
     v1alpha1::{ClusterServiceVersion, CsvPhase},
@@ -37,6 +38,34 @@ pub fn selection(spec: &OperatorGroupSpec) -> Selection {
         Some(selector) => Selection::Selector(selector.clone()),
         None => Selection::All,
     }
+}
+
+/// The namespaces `selection` picks among `namespaces` (the cluster's
+/// namespaces, as metadata), sorted; `[""]` for all. Named namespaces that do
+/// not exist are left out. Fails when the label selector is not a valid one.
+pub fn selected_namespaces<'a>(
+    selection: &Selection,
+    namespaces: impl IntoIterator<Item = &'a ObjectMeta>,
+) -> Result<Vec<String>, ParseExpressionError> {
+    let picked: BTreeSet<String> = match selection {
+        Selection::All => return Ok(vec![String::new()]),
+        Selection::Named(names) => namespaces
+            .into_iter()
+            .filter_map(|ns| ns.name.as_ref())
+            .filter(|name| names.contains(*name))
+            .cloned()
+            .collect(),
+        Selection::Selector(selector) => {
+            let selector = Selector::try_from(selector.clone())?;
+            let no_labels = Default::default();
+            namespaces
+                .into_iter()
+                .filter(|ns| selector.matches(ns.labels.as_ref().unwrap_or(&no_labels)))
+                .filter_map(|ns| ns.name.clone())
+                .collect()
+        }
+    };
+    Ok(picked.into_iter().collect())
 }
 
 /// The `olm.providedAPIs` annotation for the CSVs of an OperatorGroup's
@@ -95,6 +124,61 @@ mod tests {
         ));
         assert_eq!(selection(&spec("{}\n")), Selection::All);
         assert_eq!(selection(&spec("targetNamespaces: []\n")), Selection::All);
+    }
+
+    fn namespace(name: &str, labels: &[(&str, &str)]) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.to_owned()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            ..ObjectMeta::default()
+        }
+    }
+
+    #[test]
+    fn named_namespaces_that_exist_are_selected_sorted() {
+        let cluster = [namespace("b", &[]), namespace("a", &[]), namespace("c", &[])];
+        let selection = selection(&spec("targetNamespaces: [c, a, gone]\n"));
+        assert_eq!(
+            selected_namespaces(&selection, &cluster).unwrap(),
+            ["a", "c"],
+            "a named namespace that does not exist is left out"
+        );
+    }
+
+    #[test]
+    fn a_selector_selects_matching_labels_and_all_is_the_empty_name() {
+        let cluster = [
+            namespace("z", &[("team", "x")]),
+            namespace("y", &[("team", "y")]),
+            namespace("a", &[("team", "x"), ("tier", "1")]),
+            ObjectMeta {
+                name: Some("unlabelled".to_owned()),
+                ..ObjectMeta::default()
+            },
+        ];
+        let by_label = selection(&spec("selector: {matchLabels: {team: x}}\n"));
+        assert_eq!(selected_namespaces(&by_label, &cluster).unwrap(), ["a", "z"]);
+        let by_expression = selection(&spec(
+            "selector: {matchExpressions: [{key: team, operator: NotIn, values: [x]}]}\n",
+        ));
+        assert_eq!(
+            selected_namespaces(&by_expression, &cluster).unwrap(),
+            ["unlabelled", "y"]
+        );
+        assert_eq!(selected_namespaces(&Selection::All, &cluster).unwrap(), [""]);
+    }
+
+    #[test]
+    fn an_invalid_selector_is_an_error() {
+        let invalid = selection(&spec(
+            "selector: {matchExpressions: [{key: team, operator: In}]}\n",
+        ));
+        assert!(selected_namespaces(&invalid, &[namespace("a", &[])]).is_err());
     }
 
     #[test]

@@ -1,0 +1,343 @@
+//! Which controller watches what, in one place. Each kind is watched once;
+//! the controllers that need it share the watch's store and its stream of
+//! changes (kube-runtime's shared reflectors). The mappers from a changed
+//! object to the objects to reconcile stay in each controller's module.
+//!
+//! | watch | kept in memory | CSV controller | OperatorGroup controller |
+//! |---|---|---|---|
+//! | ClusterServiceVersions | store (no managed fields) | its objects; [`csv::upgrade_neighbours`] | [`operatorgroup::in_namespace`]; read by the reconcile |
+//! | OperatorGroups | store (no managed fields) | [`csv::in_namespace`] | its objects; the other groups of the namespace; read by the reconcile |
+//! | Namespaces, metadata only | store of names and labels | - | [`operatorgroup::selecting`]; read by the reconcile |
+//! | CRDs, metadata only | nothing | [`csv::naming_crd`] | - |
+//! | Deployments, ServiceAccounts, RBAC labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
+//!
+//! CRDs are watched as metadata: a change (its `Established` condition
+//! included) only says which CSVs to look at again, and the CSV reconcile
+//! reads the few CRDs it names when it runs ([`csv::dereference`]), so no CRD
+//! schema, often hundreds of kilobytes each, stays in memory. Namespaces are
+//! kept as names and labels only, which is all a selector reads, so that a
+//! cluster of thousands of namespaces costs little memory.
+//!
+//! kube-runtime's shared streams carry created and changed objects, not
+//! deleted ones, so each shared watch also hands its deleted objects to the
+//! controllers that must hear of them (a deleted OperatorGroup fails the CSVs
+//! of its namespace and clears `MultipleOperatorGroup` on the other group; a
+//! deleted namespace leaves the groups that selected it; a deleted CSV leaves
+//! the `olm.providedAPIs` of its group).
+//!
+//! Each controller reconciles everything again when this replica starts
+//! leading. `/readyz` waits for one gate per shared store, flipped when its
+//! first list has arrived, on standbys too.
+
+use std::{future::Future, pin::pin, sync::Arc};
+
+use futures::{
+    FutureExt, Stream, StreamExt,
+    channel::mpsc::{UnboundedSender, unbounded},
+    future::BoxFuture,
+    stream,
+};
+use k8s_openapi::{
+    api::{
+        apps::v1::Deployment,
+        core::v1::{Namespace, ServiceAccount},
+        rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
+    },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    core::PartialObjectMeta,
+    runtime::{
+        Controller, WatchStreamExt,
+        reflector::{self, Store, store::Writer},
+        watcher,
+    },
+};
+use olm_api::{labels, v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
+use olm_runtime::{Readiness, ReadyGate, backoff::TriggerBackoff};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::{
+    context::Context,
+    controllers::{
+        csv::{self, build::OWNER_KIND},
+        operatorgroup,
+    },
+    stores::{Cache, Stores, Synced},
+};
+
+/// How many changes a shared watch holds for its slowest subscriber before
+/// it waits for it.
+const BUFFER: usize = 1024;
+
+/// Runs both controllers with `ctx` until `shutdown` completes (reconciles in
+/// flight finish first). `terms` makes, for each controller, a stream that
+/// yields each time this replica starts leading. `readiness` gets one gate per
+/// shared store.
+pub async fn run<T>(
+    ctx: Arc<Context>,
+    readiness: Readiness,
+    terms: impl Fn() -> T,
+    shutdown: impl Future<Output = ()>,
+) where
+    T: Stream<Item = ()> + Send + 'static,
+{
+    let client = ctx.client.clone();
+    let mut csvs = Shared::<ClusterServiceVersion>::new();
+    let mut groups = Shared::<OperatorGroup>::new();
+    let mut namespaces = Shared::<PartialObjectMeta<Namespace>>::new();
+    let stores = Stores {
+        csvs: csvs.cache(),
+        operator_groups: groups.cache(),
+        namespaces: namespaces.cache(),
+    };
+
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    };
+
+    // The CSV controller.
+    let csv_store = csvs.store.clone();
+    let (by_group, by_crd, by_csv) = (csv_store.clone(), csv_store.clone(), csv_store.clone());
+    let by_deleted_group = csv_store.clone();
+    let by_deleted_csv = csv_store.clone();
+    let metrics = ctx.metrics.clone();
+    let csv_controller = Controller::for_shared_stream(csvs.applied(), csv_store.clone())
+        .trigger_backoff(TriggerBackoff::default())
+        .owns_stream(csv_children::<Deployment>(&client))
+        .owns_stream(csv_children::<ServiceAccount>(&client))
+        .watches_stream(csv_children::<Role>(&client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<RoleBinding>(&client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<ClusterRole>(&client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<ClusterRoleBinding>(&client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(
+            watcher(
+                Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .backoff(TriggerBackoff::default())
+            .touched_objects(),
+            move |crd| csv::naming_crd(&by_crd, &crd.name_any()),
+        )
+        .watches_shared_stream(groups.applied(), move |group| {
+            csv::in_namespace(&by_group, &group.namespace().unwrap_or_default())
+        })
+        .watches_shared_stream(csvs.applied(), move |other| {
+            csv::upgrade_neighbours(&by_csv, &other)
+        })
+        .reconcile_on(groups.deleted().flat_map(move |group| {
+            stream::iter(csv::in_namespace(
+                &by_deleted_group,
+                &group.namespace().unwrap_or_default(),
+            ))
+        }))
+        .reconcile_on(
+            csvs.deleted()
+                .flat_map(move |other| stream::iter(csv::upgrade_neighbours(&by_deleted_csv, &other))),
+        )
+        .reconcile_all_on(terms())
+        .graceful_shutdown_on(stopped())
+        .run(csv::reconcile, csv::error_policy, ctx.clone())
+        .for_each(move |result| {
+            metrics
+                .csv_count
+                .set(i64::try_from(csv_store.state().len()).unwrap_or(i64::MAX));
+            if let Ok((object, _)) = result {
+                tracing::debug!(%object, "reconciled");
+            }
+            futures::future::ready(())
+        });
+
+    // The OperatorGroup controller.
+    let group_store = groups.store.clone();
+    let (by_namespace, by_csv, by_group) = (group_store.clone(), group_store.clone(), group_store.clone());
+    let (by_deleted_namespace, by_deleted_csv, by_deleted_group) =
+        (group_store.clone(), group_store.clone(), group_store.clone());
+    let group_controller = Controller::for_shared_stream(groups.applied(), group_store)
+        .trigger_backoff(TriggerBackoff::default())
+        .watches_shared_stream(namespaces.applied(), move |_| {
+            operatorgroup::selecting(&by_namespace)
+        })
+        .watches_shared_stream(csvs.applied(), move |csv| {
+            operatorgroup::in_namespace(&by_csv, &csv.namespace().unwrap_or_default())
+        })
+        .watches_shared_stream(groups.applied(), move |group| {
+            operatorgroup::in_namespace(&by_group, &group.namespace().unwrap_or_default())
+        })
+        .reconcile_on(
+            namespaces
+                .deleted()
+                .flat_map(move |_| stream::iter(operatorgroup::selecting(&by_deleted_namespace))),
+        )
+        .reconcile_on(csvs.deleted().flat_map(move |csv| {
+            stream::iter(operatorgroup::in_namespace(
+                &by_deleted_csv,
+                &csv.namespace().unwrap_or_default(),
+            ))
+        }))
+        .reconcile_on(groups.deleted().flat_map(move |group| {
+            stream::iter(operatorgroup::in_namespace(
+                &by_deleted_group,
+                &group.namespace().unwrap_or_default(),
+            ))
+        }))
+        .reconcile_all_on(terms())
+        .graceful_shutdown_on(stopped())
+        .run(
+            move |group, ctx| operatorgroup::reconcile(group, ctx, stores.clone()),
+            operatorgroup::error_policy,
+            ctx,
+        )
+        .for_each(|_| futures::future::ready(()));
+
+    // The watches, each driven once for every controller.
+    let drivers = futures::future::join3(
+        csvs.drive(
+            watcher(Api::all(client.clone()), watcher::Config::default()),
+            readiness.gate("clusterserviceversions"),
+        ),
+        groups.drive(
+            watcher(Api::all(client.clone()), watcher::Config::default()),
+            readiness.gate("operatorgroups"),
+        ),
+        namespaces.drive(
+            watcher(
+                Api::<PartialObjectMeta<Namespace>>::all(client),
+                watcher::Config::default(),
+            )
+            .modify(|namespace| namespace.metadata.annotations = None),
+            readiness.gate("namespaces"),
+        ),
+    );
+    let controllers = async {
+        tokio::join!(csv_controller, group_controller, async {
+            shutdown.await;
+            let _ = stop_tx.send(true);
+        });
+    };
+    // The watches never end on their own; they stop with the controllers.
+    let (controllers, drivers) = (pin!(controllers), pin!(drivers));
+    futures::future::select(controllers, drivers).await;
+}
+
+/// The objects of kind `K` that CSVs own (labelled `olm.owner.kind`), as
+/// metadata: enough to map them back to their CSV.
+fn csv_children<K>(
+    client: &Client,
+) -> impl Stream<Item = watcher::Result<PartialObjectMeta<K>>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let config = watcher::Config::default().labels(&format!("{}={OWNER_KIND}", labels::OWNER_KIND));
+    watcher(Api::<PartialObjectMeta<K>>::all(client.clone()), config)
+        .backoff(TriggerBackoff::default())
+        .touched_objects()
+}
+
+/// One watch of `K` whose store, and stream of created and changed objects,
+/// the controllers share.
+struct Shared<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    store: Store<K>,
+    writer: Writer<K>,
+    deleted: Vec<UnboundedSender<Arc<K>>>,
+    synced: Synced,
+}
+
+impl<K> Shared<K>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    fn new() -> Self {
+        let (store, writer) = reflector::store_shared(BUFFER);
+        Self {
+            store,
+            writer,
+            deleted: Vec::new(),
+            synced: Synced::new(),
+        }
+    }
+
+    /// The store and whether it has synced, for the reconciles.
+    fn cache(&self) -> Cache<K> {
+        Cache {
+            store: self.store.clone(),
+            synced: self.synced.clone(),
+        }
+    }
+
+    /// Every object the watch lists, creates or changes.
+    fn applied(&self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        // A shared writer always gives a subscription.
+        stream::iter(self.writer.subscribe()).flatten()
+    }
+
+    /// Every object the watch sees deleted.
+    fn deleted(&mut self) -> impl Stream<Item = Arc<K>> + Send + 'static {
+        let (tx, rx) = unbounded();
+        self.deleted.push(tx);
+        rx
+    }
+
+    /// Runs the watch `events`: fills the store (without managed fields, which
+    /// nothing reads), feeds the streams, and flips `gate` once the first list
+    /// has arrived.
+    fn drive(
+        self,
+        events: impl Stream<Item = watcher::Result<watcher::Event<K>>> + Send + 'static,
+        gate: ReadyGate,
+    ) -> BoxFuture<'static, ()> {
+        let Shared {
+            writer,
+            deleted,
+            synced,
+            ..
+        } = self;
+        let mut gate = Some(gate);
+        events
+            .modify(|object| object.meta_mut().managed_fields = None)
+            .backoff(TriggerBackoff::default())
+            .reflect_shared(writer)
+            .for_each(move |event| {
+                match event {
+                    Ok(watcher::Event::Delete(object)) => {
+                        let object = Arc::new(object);
+                        for subscriber in &deleted {
+                            // A controller that stopped has dropped its receiver.
+                            let _ = subscriber.unbounded_send(object.clone());
+                        }
+                    }
+                    Ok(watcher::Event::InitDone) => {
+                        synced.set();
+                        if let Some(gate) = gate.take() {
+                            gate.ready();
+                        }
+                    }
+                    Ok(_) => {}
+                    Err(error) => tracing::warn!(
+                        kind = %K::kind(&()),
+                        error = &error as &dyn std::error::Error,
+                        "watch failed; retrying"
+                    ),
+                }
+                futures::future::ready(())
+            })
+            .boxed()
+    }
+}

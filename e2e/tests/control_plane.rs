@@ -3,10 +3,6 @@
 
 use std::time::Duration;
 
-use e2e::{
-    FIELD_MANAGER, dynamic, install_crds, is_deployment_available, olm, wait_for, wait_for_within,
-    with_namespace,
-};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
@@ -18,6 +14,10 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
     runtime::wait::conditions,
+};
+use olm_testkit::{
+    FIELD_MANAGER, dynamic, install_crds, is_deployment_available, olm, wait_for, wait_for_within,
+    with_namespace,
 };
 use serde_json::json;
 

@@ -3,28 +3,13 @@
 //! dependencies, or, for the packages whose dependencies no bundle of the
 //! corpus provides, to an explanation that names what is missing.
 
-use std::path::{Path, PathBuf};
-
 use catalog_operator::{
     cli::{GroupStatus, OfflineCatalogs, Report, SubscriptionArg, resolve},
     source,
 };
 use olm_catalog::Catalog;
 use olm_resolver::model::CatalogId;
-
-fn corpus_dir() -> PathBuf {
-    let dir = match std::env::var_os("OLM_RS_CORPUS") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
-    };
-    assert!(
-        dir.is_dir(),
-        "the corpus of real bundles is missing at {}: check out shared/ beside the repository \
-         or set OLM_RS_CORPUS to its corpus directory",
-        dir.display()
-    );
-    dir
-}
+use olm_testkit::corpus_dir;
 
 /// Every bundle package and package manifest of the corpus, rendered into one
 /// catalog (once for all tests of this file).

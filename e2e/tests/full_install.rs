@@ -5,12 +5,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use e2e::{
-    inprocess::{Operator, Registry, demo_index},
-    install_crds,
-    objects::{DEMO_APP_INSTALL, STEP, apply, wait_installed},
-    wait_for_within, with_namespace,
-};
+use e2e::inprocess::{Operator, Registry, demo_index};
 use kube::{Api, Client};
 use olm_api::{
     v1::OperatorGroup,
@@ -19,6 +14,11 @@ use olm_api::{
 use olm_runtime::{
     Leadership, Readiness,
     apply::{FIELD_MANAGER_OLM, Writer},
+};
+use olm_testkit::{
+    install_crds,
+    objects::{DEMO_APP_INSTALL, STEP, apply_json, wait_installed},
+    wait_for_within, with_namespace,
 };
 use serde_json::json;
 use tokio::sync::oneshot;
@@ -47,14 +47,14 @@ async fn a_subscription_ends_in_running_operators() {
 
         // What a user writes: an OperatorGroup, a CatalogSource and a Subscription.
         let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
-        apply(
+        apply_json(
             &groups,
             json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
             "metadata": {"name": "demo", "namespace": ns}, "spec": {"targetNamespaces": [ns]}}),
         )
         .await;
         let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
-        apply(
+        apply_json(
             &sources,
             json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
             "metadata": {"name": "demo", "namespace": ns},
@@ -73,7 +73,7 @@ async fn a_subscription_ends_in_running_operators() {
         )
         .await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
-        apply(
+        apply_json(
             &subs,
             json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
             "metadata": {"name": "demo-app", "namespace": ns},

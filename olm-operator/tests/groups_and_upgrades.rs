@@ -47,7 +47,7 @@ async fn an_upgrade_replaces_the_old_csv_and_leaves_only_the_new_deployments() {
             ),
         )
         .await;
-        let old = wait_for(&api, "demo.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        let old = wait_for_csv(&api, "demo.v1.0.0", CsvPhase::Succeeded).await;
 
         // Record every phase the old CSV shows until it is gone.
         let watch_api = api.clone();
@@ -160,7 +160,7 @@ async fn roles_follow_the_target_namespaces_and_go_with_the_csv() {
         )
         .await;
         let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        let csv = wait_for(&api, &csv.name_any(), phase_is(CsvPhase::Succeeded)).await;
+        let csv = wait_for_csv(&api, &csv.name_any(), CsvPhase::Succeeded).await;
         let mut targets = [ns.clone(), other.clone()];
         targets.sort();
         assert_eq!(
@@ -227,11 +227,12 @@ async fn an_operator_group_selects_namespaces_by_label() {
         operator_group(&client, &ns, spec).await;
         let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
         let wanted = vec![other.clone()];
-        wait_for(&groups, "operators", move |g: Option<&OperatorGroup>| {
-            g.and_then(|g| g.status.as_ref())
-                .and_then(|s| s.namespaces.as_ref())
-                == Some(&wanted)
-        })
+        wait_for(
+            &groups,
+            "operators",
+            &format!("OperatorGroup operators selects {wanted:?}"),
+            namespaces_are(wanted),
+        )
         .await;
 
         // Labelling the group's own namespace adds it.
@@ -242,11 +243,12 @@ async fn an_operator_group_selects_namespaces_by_label() {
             .expect("label the namespace");
         let mut wanted = vec![ns.clone(), other.clone()];
         wanted.sort();
-        wait_for(&groups, "operators", move |g: Option<&OperatorGroup>| {
-            g.and_then(|g| g.status.as_ref())
-                .and_then(|s| s.namespaces.as_ref())
-                == Some(&wanted)
-        })
+        wait_for(
+            &groups,
+            "operators",
+            &format!("OperatorGroup operators selects {wanted:?}"),
+            namespaces_are(wanted),
+        )
         .await;
         delete_namespace(&client, &other).await;
     })
@@ -298,11 +300,7 @@ async fn a_scoped_install_is_bounded_by_the_operator_groups_service_account() {
         operator_group(&client, &ns, spec).await;
         create_csv(&client, &ns, demo_csv("scoped.v1.0.0", "1.0.0", None, &["scoped"], OWN_NAMESPACE, None)).await;
         let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        let failed = wait_for(
-            &api,
-            "scoped.v1.0.0",
-            phase_and_reason(CsvPhase::Failed, CsvReason::ComponentFailed),
-        )
+        let failed = wait_for_csv_reason(&api, "scoped.v1.0.0", CsvPhase::Failed, CsvReason::ComponentFailed)
         .await;
         let message = failed.status.and_then(|s| s.message).unwrap_or_default();
         assert!(
@@ -325,7 +323,7 @@ async fn a_scoped_install_is_bounded_by_the_operator_groups_service_account() {
         );
         apply(&roles, &role).await;
         apply(&role_bindings, &binding).await;
-        let installed = wait_for(&api, "scoped.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        let installed = wait_for_csv(&api, "scoped.v1.0.0", CsvPhase::Succeeded).await;
         let deployment = Api::<Deployment>::namespaced(client.clone(), &ns).get("scoped").await.expect("the Deployment");
         assert!(controlled_by(&deployment.metadata, &installed));
     })

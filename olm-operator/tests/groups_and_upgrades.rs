@@ -331,6 +331,18 @@ async fn a_scoped_install_is_bounded_by_the_operator_groups_service_account() {
 }
 
 /// The status of condition `type_` of an OperatorGroup, if it has one.
+/// Waits until `condition` holds for the OperatorGroup `name`, which must exist then.
+async fn wait_for_group(
+    groups: &Api<OperatorGroup>,
+    name: &str,
+    what: &str,
+    condition: impl kube::runtime::wait::Condition<OperatorGroup>,
+) -> OperatorGroup {
+    wait_for(groups, name, what, condition)
+        .await
+        .unwrap_or_else(|| panic!("OperatorGroup {name} exists once {what}"))
+}
+
 fn condition(group: &OperatorGroup, type_: &str) -> Option<String> {
     group
         .status
@@ -348,9 +360,12 @@ async fn a_second_operator_group_is_reported_on_both_until_it_goes() {
     with_namespace("two-groups", |client, ns| async move {
         operator_group(&client, &ns, own_namespace_group(&ns)).await;
         let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
-        let ready = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
-            g.is_some_and(|g| condition(g, "Ready").as_deref() == Some("True"))
-        })
+        let ready = wait_for_group(
+            &groups,
+            "operators",
+            "the OperatorGroup is Ready",
+            |g: Option<&OperatorGroup>| g.is_some_and(|g| condition(g, "Ready").as_deref() == Some("True")),
+        )
         .await;
         let status = ready.status.clone().expect("a status");
         assert_eq!(status.observed_generation, ready.metadata.generation);
@@ -367,9 +382,14 @@ async fn a_second_operator_group_is_reported_on_both_until_it_goes() {
         };
         apply(&groups, &second).await;
         for name in ["operators", "second"] {
-            let group = wait_for(&groups, name, |g: Option<&OperatorGroup>| {
-                g.is_some_and(|g| condition(g, "MultipleOperatorGroup").as_deref() == Some("True"))
-            })
+            let group = wait_for_group(
+                &groups,
+                name,
+                "both OperatorGroups report MultipleOperatorGroup",
+                |g: Option<&OperatorGroup>| {
+                    g.is_some_and(|g| condition(g, "MultipleOperatorGroup").as_deref() == Some("True"))
+                },
+            )
             .await;
             assert_eq!(condition(&group, "Stalled").as_deref(), Some("True"), "{name}");
             assert_eq!(condition(&group, "Ready").as_deref(), Some("False"), "{name}");
@@ -380,12 +400,17 @@ async fn a_second_operator_group_is_reported_on_both_until_it_goes() {
             .delete("second", &DeleteParams::default())
             .await
             .expect("delete the second group");
-        let alone = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
-            g.is_some_and(|g| {
-                condition(g, "MultipleOperatorGroup").is_none()
-                    && condition(g, "Ready").as_deref() == Some("True")
-            })
-        })
+        let alone = wait_for_group(
+            &groups,
+            "operators",
+            "the remaining OperatorGroup is Ready again without MultipleOperatorGroup",
+            |g: Option<&OperatorGroup>| {
+                g.is_some_and(|g| {
+                    condition(g, "MultipleOperatorGroup").is_none()
+                        && condition(g, "Ready").as_deref() == Some("True")
+                })
+            },
+        )
         .await;
         assert_eq!(condition(&alone, "Stalled"), None);
     })
@@ -400,9 +425,14 @@ async fn a_missing_service_account_is_a_condition_of_the_operator_group() {
         spec.service_account_name = Some("installer".to_owned());
         operator_group(&client, &ns, spec).await;
         let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
-        let missing = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
-            g.is_some_and(|g| condition(g, "OperatorGroupServiceAccount").as_deref() == Some("True"))
-        })
+        let missing = wait_for_group(
+            &groups,
+            "operators",
+            "the OperatorGroup reports its missing service account",
+            |g: Option<&OperatorGroup>| {
+                g.is_some_and(|g| condition(g, "OperatorGroupServiceAccount").as_deref() == Some("True"))
+            },
+        )
         .await;
         let status = missing.status.clone().expect("a status");
         let reason = status
@@ -435,12 +465,17 @@ async fn a_missing_service_account_is_a_condition_of_the_operator_group() {
             .patch("operators", &PatchParams::default(), &Patch::Merge(&touch))
             .await
             .expect("label the group");
-        let found = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
-            g.is_some_and(|g| {
-                condition(g, "OperatorGroupServiceAccount").is_none()
-                    && condition(g, "Ready").as_deref() == Some("True")
-            })
-        })
+        let found = wait_for_group(
+            &groups,
+            "operators",
+            "the OperatorGroup refers to its service account and is Ready",
+            |g: Option<&OperatorGroup>| {
+                g.is_some_and(|g| {
+                    condition(g, "OperatorGroupServiceAccount").is_none()
+                        && condition(g, "Ready").as_deref() == Some("True")
+                })
+            },
+        )
         .await;
         let reference = found
             .status
@@ -465,11 +500,16 @@ async fn a_deleted_namespace_leaves_the_operator_groups_that_selected_it() {
         operator_group(&client, &ns, spec).await;
         let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
         let wanted = vec![other.clone()];
-        wait_for(&groups, "operators", move |g: Option<&OperatorGroup>| {
-            g.and_then(|g| g.status.as_ref())
-                .and_then(|s| s.namespaces.as_ref())
-                == Some(&wanted)
-        })
+        wait_for_group(
+            &groups,
+            "operators",
+            "the OperatorGroup selects the labelled namespace",
+            move |g: Option<&OperatorGroup>| {
+                g.and_then(|g| g.status.as_ref())
+                    .and_then(|s| s.namespaces.as_ref())
+                    == Some(&wanted)
+            },
+        )
         .await;
 
         delete_namespace(&client, &other).await;
@@ -478,11 +518,16 @@ async fn a_deleted_namespace_leaves_the_operator_groups_that_selected_it() {
             &other,
         )
         .await;
-        wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
-            g.and_then(|g| g.status.as_ref())
-                .and_then(|s| s.namespaces.as_ref())
-                .is_some_and(|namespaces| namespaces.is_empty())
-        })
+        wait_for_group(
+            &groups,
+            "operators",
+            "the OperatorGroup selects no namespace once it is deleted",
+            |g: Option<&OperatorGroup>| {
+                g.and_then(|g| g.status.as_ref())
+                    .and_then(|s| s.namespaces.as_ref())
+                    .is_some_and(|namespaces| namespaces.is_empty())
+            },
+        )
         .await;
     })
     .await;

@@ -172,11 +172,13 @@ pub fn controllers(
         catalog_metrics,
         parts.metrics.reconcile.clone(),
     ));
+    let catalog_ctx = Arc::new(catalogsource::CatalogSourceContext::new(ctx.clone()));
+    let subscription_ctx = Arc::new(subscription::SubscriptionContext::new(ctx.clone()));
     let forget_deleted = {
-        let ctx = ctx.clone();
+        let catalog_ctx = catalog_ctx.clone();
         deleted_sources.for_each(move |source| {
             if let Some(namespace) = source.namespace() {
-                catalogsource::forget(&ctx, &namespace, &source.name_any());
+                catalogsource::forget(&catalog_ctx, &namespace, &source.name_any());
             }
             std::future::ready(())
         })
@@ -193,7 +195,7 @@ pub fn controllers(
             .owns_shared_stream(services.subscribe())
             .reconcile_all_on(terms())
             .graceful_shutdown_on(stopped())
-            .run(catalogsource::reconcile, catalogsource::error_policy, ctx.clone())
+            .run(catalogsource::reconcile, catalogsource::error_policy, catalog_ctx)
             .for_each(|_| std::future::ready(()));
 
     let subscription_store = subscriptions.store();
@@ -230,7 +232,11 @@ pub fn controllers(
             .reconcile_on(stream::select(catalog_changes, plan_deletions))
             .reconcile_all_on(terms())
             .graceful_shutdown_on(stopped())
-            .run(subscription::reconcile, subscription::error_policy, ctx.clone())
+            .run(
+                subscription::reconcile,
+                subscription::error_policy,
+                subscription_ctx,
+            )
             .for_each(|_| std::future::ready(()));
 
     let install_plan_controller =

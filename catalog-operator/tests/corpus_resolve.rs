@@ -3,28 +3,13 @@
 //! dependencies, or, for the packages whose dependencies no bundle of the
 //! corpus provides, to an explanation that names what is missing.
 
-use std::path::{Path, PathBuf};
-
 use catalog_operator::{
-    cli::{GroupStatus, Report, SubscriptionArg, resolve},
+    cli::{GroupStatus, OfflineCatalogs, Report, SubscriptionArg, resolve},
     source,
 };
 use olm_catalog::Catalog;
 use olm_resolver::model::CatalogId;
-
-fn corpus_dir() -> PathBuf {
-    let dir = match std::env::var_os("OLM_RS_CORPUS") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
-    };
-    assert!(
-        dir.is_dir(),
-        "the corpus of real bundles is missing at {}: check out shared/ beside the repository \
-         or set OLM_RS_CORPUS to its corpus directory",
-        dir.display()
-    );
-    dir
-}
+use olm_testkit::corpus_dir;
 
 /// Every bundle package and package manifest of the corpus, rendered into one
 /// catalog (once for all tests of this file).
@@ -45,9 +30,9 @@ fn load_corpus() -> Catalog {
     catalog
 }
 
-fn resolve_package(catalogs: &[(CatalogId, Catalog)], package: &str) -> Report {
+fn resolve_package(catalogs: &OfflineCatalogs, package: &str) -> Report {
     let sub = SubscriptionArg::parse(package).expect("package name");
-    resolve(catalogs, &catalogs[0].0, "operators", &[sub], &[])
+    resolve(catalogs, &catalogs.ids()[0], "operators", &[sub], &[])
 }
 
 /// Bundles whose dependencies nothing in the corpus provides, and what the
@@ -80,7 +65,7 @@ const DANGLING: &[(&str, &str, &str)] = &[
 fn every_corpus_package_resolves_or_explains() {
     let catalog = corpus_catalog();
     let packages: Vec<String> = catalog.packages.iter().map(|p| p.name.clone()).collect();
-    let catalogs = vec![(CatalogId::new("community", "olm"), catalog)];
+    let catalogs = OfflineCatalogs::new(vec![(CatalogId::new("community", "olm"), catalog)]);
     let mut resolved = 0;
     let mut explained = 0;
     let mut failures = Vec::new();
@@ -118,11 +103,11 @@ fn every_corpus_package_resolves_or_explains() {
 /// explanation that names what is missing.
 #[test]
 fn dangling_dependencies_are_explained() {
-    let catalogs = vec![(CatalogId::new("community", "olm"), corpus_catalog())];
+    let catalogs = OfflineCatalogs::new(vec![(CatalogId::new("community", "olm"), corpus_catalog())]);
     let mut failures = Vec::new();
     for (package, bundle, missing) in DANGLING {
         let sub = SubscriptionArg::parse(&format!("{package}@{bundle}")).expect("valid");
-        let report = resolve(&catalogs, &catalogs[0].0, "operators", &[sub], &[]);
+        let report = resolve(&catalogs, &catalogs.ids()[0], "operators", &[sub], &[]);
         let group = &report.groups[0];
         let why = group.explanation.as_deref().unwrap_or_default();
         if group.status != GroupStatus::Unsatisfiable || !why.contains(missing) || !why.contains(bundle) {
@@ -138,7 +123,7 @@ fn dangling_dependencies_are_explained() {
 
 #[test]
 fn kuadrant_pulls_the_exact_versions_it_pins() {
-    let catalogs = vec![(CatalogId::new("community", "olm"), corpus_catalog())];
+    let catalogs = OfflineCatalogs::new(vec![(CatalogId::new("community", "olm"), corpus_catalog())]);
     let report = resolve_package(&catalogs, "kuadrant-operator");
     let group = &report.groups[0];
     assert_eq!(group.status, GroupStatus::Resolved, "{:?}", group.explanation);
@@ -193,7 +178,7 @@ fn kuadrant_pulls_the_exact_versions_it_pins() {
 #[test]
 fn rabbitmq_topology_rejects_cluster_operator_1_14_and_2_0() {
     let mut catalog = corpus_catalog();
-    let catalogs = vec![(CatalogId::new("community", "olm"), catalog.clone())];
+    let catalogs = OfflineCatalogs::new(vec![(CatalogId::new("community", "olm"), catalog.clone())]);
     let report = resolve_package(&catalogs, "rabbitmq-messaging-topology-operator");
     let group = &report.groups[0];
     assert_eq!(group.status, GroupStatus::Resolved, "{:?}", group.explanation);
@@ -214,7 +199,7 @@ fn rabbitmq_topology_rejects_cluster_operator_1_14_and_2_0() {
         .expect("valid"),
         SubscriptionArg::parse("rabbitmq-cluster-operator@rabbitmq-cluster-operator.v2.0.0").expect("valid"),
     ];
-    let report = resolve(&catalogs, &catalogs[0].0, "operators", &pinned, &[]);
+    let report = resolve(&catalogs, &catalogs.ids()[0], "operators", &pinned, &[]);
     let why = report.groups[0]
         .explanation
         .clone()
@@ -241,8 +226,8 @@ fn rabbitmq_topology_rejects_cluster_operator_1_14_and_2_0() {
     {
         channel.entries.retain(|e| kept.contains(&e.name));
     }
-    let catalogs = vec![(CatalogId::new("community", "olm"), catalog)];
-    let report = resolve(&catalogs, &catalogs[0].0, "operators", &pinned[..1], &[]);
+    let catalogs = OfflineCatalogs::new(vec![(CatalogId::new("community", "olm"), catalog)]);
+    let report = resolve(&catalogs, &catalogs.ids()[0], "operators", &pinned[..1], &[]);
     let why = report.groups[0]
         .explanation
         .clone()

@@ -18,7 +18,7 @@ use olm_runtime::{
 };
 use tokio::{sync::oneshot, task::JoinHandle};
 
-use crate::repo_root;
+use olm_testkit::repo_root;
 
 /// A registry server serving a catalog on loopback, as `catalog-operator serve` does.
 pub struct Registry {

@@ -3,13 +3,13 @@
 
 use std::path::{Path, PathBuf};
 
-use e2e::{
-    FIELD_MANAGER, OlmKind, client, corpus_dir, dynamic, install_crds, olm, with_namespace, yaml_file,
-};
 use kube::{
     Client, ResourceExt,
     api::{DynamicObject, Patch, PatchParams, PostParams},
     discovery::{Discovery, Scope},
+};
+use olm_testkit::{
+    FIELD_MANAGER, OlmKind, client, corpus_dir, dynamic, install_crds, olm, with_namespace, yaml_file,
 };
 use serde_json::{Value, json};
 

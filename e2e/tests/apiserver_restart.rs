@@ -13,7 +13,10 @@
 
 use std::time::{Duration, Instant};
 
-use e2e::{
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::{Api, ResourceExt, api::DeleteParams};
+use olm_api::v1alpha1::Subscription;
+use olm_testkit::{
     install_crds,
     objects::{
         DEMO_APP_INSTALL, STEP, ready_catalog_source, subscribe_to_demo_app, wait_for_install_plan,
@@ -22,9 +25,6 @@ use e2e::{
     process::{Process, RESTART_APISERVER_ENV, apiserver_restart_command, free_port, restart_apiserver},
     repo_root, wait_for_within, with_namespace,
 };
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::{Api, ResourceExt, api::DeleteParams};
-use olm_api::v1alpha1::Subscription;
 
 /// How long each step of the install may take after the restart.
 const AFTER_RESTART: Duration = Duration::from_secs(300);

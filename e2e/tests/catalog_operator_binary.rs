@@ -9,14 +9,6 @@
 use std::{collections::BTreeSet, path::PathBuf, time::Duration};
 
 use catalog_operator::registry::server::RegistryIndex;
-use e2e::{
-    corpus_dir, install_crds,
-    objects::{
-        applied_steps, install_plan_of, names, plan_in, ready_catalog_source, subscribe, subscription_at,
-    },
-    process::{Process, free_port},
-    wait_for, wait_for_within, with_namespace,
-};
 use k8s_openapi::{
     api::core::v1::ResourceQuota,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -30,6 +22,14 @@ use olm_api::v1alpha1::{
     Subscription,
 };
 use olm_catalog::Catalog;
+use olm_testkit::{
+    corpus_dir, install_crds,
+    objects::{
+        applied_steps, install_plan_of, names, plan_in, ready_catalog_source, subscribe, subscription_at,
+    },
+    process::{Process, free_port},
+    wait_for, wait_for_within, with_namespace,
+};
 use serde_json::json;
 
 /// The corpus catalog whose bundles carry their manifests (`olm.bundle.object`),
@@ -40,7 +40,7 @@ fn bundle_object_catalog() -> PathBuf {
         dir.is_dir(),
         "the corpus catalog {} is missing: set {} to the corpus",
         dir.display(),
-        e2e::CORPUS_ENV
+        olm_testkit::CORPUS_ENV
     );
     dir
 }

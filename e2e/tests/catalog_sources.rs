@@ -5,12 +5,7 @@
 
 mod common;
 
-use e2e::{
-    inprocess::{Operator, Registry, demo_index},
-    install_crds,
-    objects::{catalog_is_ready, install_plan_of, subscription_at},
-    repo_root, wait_for, with_namespace,
-};
+use e2e::inprocess::{Operator, Registry, demo_index};
 use k8s_openapi::{
     api::core::v1::{ConfigMap, Pod, Service},
     apimachinery::pkg::api::resource::Quantity,
@@ -23,6 +18,11 @@ use kube::{
 use olm_api::v1alpha1::{
     Approval, CatalogSource, ConditionStatus, ConnectivityState, GrpcPodConfig, SecurityConfig, SourceType,
     Subscription, SubscriptionConditionType,
+};
+use olm_testkit::{
+    install_crds,
+    objects::{catalog_is_ready, install_plan_of, subscription_at},
+    repo_root, wait_for, with_namespace,
 };
 
 use common::*;
@@ -239,7 +239,7 @@ async fn a_configmap_catalog_serves_subscriptions() {
     with_namespace("catcm", |client, ns| async move {
         install_crds(&client).await;
         let operator = Operator::start(&client, &ns);
-        let csv = e2e::yaml_file(
+        let csv = olm_testkit::yaml_file(
             &repo_root()
                 .join("e2e/fixtures/demo-tools/0.1.0/manifests/demo-tools.clusterserviceversion.yaml"),
         );

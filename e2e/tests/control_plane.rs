@@ -4,10 +4,6 @@
 
 use std::time::Duration;
 
-use e2e::{
-    FIELD_MANAGER, client, dynamic, install_crds, is_deployment_available, olm, wait_for, wait_for_within,
-    with_namespace,
-};
 use k8s_openapi::{
     api::{
         apps::v1::Deployment,
@@ -21,6 +17,10 @@ use kube::{
     Api, Resource, ResourceExt,
     api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
     runtime::wait::conditions,
+};
+use olm_testkit::{
+    FIELD_MANAGER, client, dynamic, install_crds, is_deployment_available, olm, wait_for, wait_for_within,
+    with_namespace,
 };
 use serde_json::json;
 

@@ -5,18 +5,18 @@
 
 use std::{sync::Arc, time::Duration};
 
-use e2e::{
-    inprocess::{Operator, Registry, demo_index},
-    install_crds,
-    objects::{DEMO_APP_INSTALL, STEP, apply, wait_installed},
-    wait_for_within, with_namespace,
-};
+use e2e::inprocess::{Operator, Registry, demo_index};
 use kube::{Api, Client};
 use olm_api::{
     v1::OperatorGroup,
     v1alpha1::{CatalogSource, ConnectivityState, InstallPlan, InstallPlanPhase, Subscription},
 };
 use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_OLM};
+use olm_testkit::{
+    install_crds,
+    objects::{DEMO_APP_INSTALL, STEP, apply_json, wait_installed},
+    wait_for_within, with_namespace,
+};
 use serde_json::json;
 
 #[tokio::test]
@@ -42,14 +42,14 @@ async fn a_subscription_ends_in_running_operators() {
 
         // What a user writes: an OperatorGroup, a CatalogSource and a Subscription.
         let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
-        apply(
+        apply_json(
             &groups,
             json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
             "metadata": {"name": "demo", "namespace": ns}, "spec": {"targetNamespaces": [ns]}}),
         )
         .await;
         let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
-        apply(
+        apply_json(
             &sources,
             json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
             "metadata": {"name": "demo", "namespace": ns},
@@ -68,7 +68,7 @@ async fn a_subscription_ends_in_running_operators() {
         )
         .await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
-        apply(
+        apply_json(
             &subs,
             json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
             "metadata": {"name": "demo-app", "namespace": ns},

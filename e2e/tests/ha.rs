@@ -8,7 +8,10 @@
 
 use std::time::{Duration, Instant};
 
-use e2e::{
+use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
+use kube::Api;
+use olm_api::v1alpha1::{ClusterServiceVersion, InstallPlan, Subscription};
+use olm_testkit::{
     install_crds,
     objects::{
         DEMO_APP_INSTALL, STEP, lease_holder, names, ready_catalog_source, subscribe_to_demo_app,
@@ -17,9 +20,6 @@ use e2e::{
     process::{Process, free_port},
     repo_root, wait_for, wait_for_within, with_namespace,
 };
-use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
-use kube::Api;
-use olm_api::v1alpha1::{ClusterServiceVersion, InstallPlan, Subscription};
 
 /// Waits until one of `replicas` holds `lease`; returns its index.
 async fn leader_of(leases: &Api<Lease>, lease: &str, replicas: &[Process]) -> usize {

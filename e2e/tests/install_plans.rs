@@ -7,13 +7,7 @@ mod common;
 use std::sync::Arc;
 
 use catalog_operator::registry::server::RegistryIndex;
-use e2e::{
-    FIELD_MANAGER,
-    inprocess::{Operator, Registry},
-    install_crds,
-    objects::{install_plan_of, plan_in},
-    wait_for, with_namespace,
-};
+use e2e::inprocess::{Operator, Registry};
 use k8s_openapi::{
     api::core::v1::ConfigMap, apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
@@ -26,6 +20,11 @@ use olm_api::v1alpha1::{
     StepStatus, Subscription, SubscriptionConditionType, SubscriptionState,
 };
 use olm_catalog::{Catalog, ChannelEntry};
+use olm_testkit::{
+    FIELD_MANAGER, install_crds,
+    objects::{install_plan_of, plan_in},
+    wait_for, with_namespace,
+};
 
 use common::*;
 

@@ -4,17 +4,17 @@
 
 use std::path::{Path, PathBuf};
 
-use e2e::{FIELD_MANAGER, client, dynamic, install_crds, repo_root};
 use kube::{
     Api,
     api::{DynamicObject, GroupVersionKind, Patch, PatchParams},
     discovery::{Discovery, Scope},
 };
+use olm_testkit::{FIELD_MANAGER, client, dynamic, install_crds, repo_root};
 
 /// Every document of a kustomization, in order, following bases.
 fn kustomization_documents(dir: &Path, out: &mut Vec<(PathBuf, serde_json::Value)>) {
     let file = dir.join("kustomization.yaml");
-    let kustomization = e2e::yaml_file(&file);
+    let kustomization = olm_testkit::yaml_file(&file);
     let resources = kustomization["resources"]
         .as_array()
         .unwrap_or_else(|| panic!("{} lists no resources", file.display()));

@@ -12,12 +12,7 @@ mod common;
 use std::{sync::Arc, time::Duration};
 
 use catalog_operator::registry::server::RegistryIndex;
-use e2e::{
-    inprocess::{Operator, Registry, demo_catalog, demo_index},
-    install_crds,
-    objects::{catalog_is_ready, install_plan_of, plan_in, subscription_at},
-    wait_for, with_namespace,
-};
+use e2e::inprocess::{Operator, Registry, demo_catalog, demo_index};
 use k8s_openapi::{
     api::core::v1::ConfigMap, apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
@@ -30,6 +25,11 @@ use olm_api::v1alpha1::{
     StepStatus, Subscription, SubscriptionConditionType, SubscriptionState,
 };
 use olm_catalog::ChannelEntry;
+use olm_testkit::{
+    install_crds,
+    objects::{catalog_is_ready, install_plan_of, plan_in, subscription_at},
+    wait_for, with_namespace,
+};
 
 use common::*;
 

@@ -47,7 +47,7 @@ async fn an_upgrade_replaces_the_old_csv_and_leaves_only_the_new_deployments() {
             ),
         )
         .await;
-        let old = wait_for(&api, "demo.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        let old = wait_for_csv(&api, "demo.v1.0.0", CsvPhase::Succeeded).await;
 
         // Record every phase the old CSV shows until it is gone.
         let watch_api = api.clone();
@@ -160,7 +160,7 @@ async fn roles_follow_the_target_namespaces_and_go_with_the_csv() {
         )
         .await;
         let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        let csv = wait_for(&api, &csv.name_any(), phase_is(CsvPhase::Succeeded)).await;
+        let csv = wait_for_csv(&api, &csv.name_any(), CsvPhase::Succeeded).await;
         let mut targets = [ns.clone(), other.clone()];
         targets.sort();
         assert_eq!(
@@ -227,11 +227,12 @@ async fn an_operator_group_selects_namespaces_by_label() {
         operator_group(&client, &ns, spec).await;
         let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
         let wanted = vec![other.clone()];
-        wait_for(&groups, "operators", move |g: Option<&OperatorGroup>| {
-            g.and_then(|g| g.status.as_ref())
-                .and_then(|s| s.namespaces.as_ref())
-                == Some(&wanted)
-        })
+        wait_for(
+            &groups,
+            "operators",
+            &format!("OperatorGroup operators selects {wanted:?}"),
+            namespaces_are(wanted),
+        )
         .await;
 
         // Labelling the group's own namespace adds it.
@@ -242,11 +243,12 @@ async fn an_operator_group_selects_namespaces_by_label() {
             .expect("label the namespace");
         let mut wanted = vec![ns.clone(), other.clone()];
         wanted.sort();
-        wait_for(&groups, "operators", move |g: Option<&OperatorGroup>| {
-            g.and_then(|g| g.status.as_ref())
-                .and_then(|s| s.namespaces.as_ref())
-                == Some(&wanted)
-        })
+        wait_for(
+            &groups,
+            "operators",
+            &format!("OperatorGroup operators selects {wanted:?}"),
+            namespaces_are(wanted),
+        )
         .await;
         delete_namespace(&client, &other).await;
     })
@@ -298,11 +300,7 @@ async fn a_scoped_install_is_bounded_by_the_operator_groups_service_account() {
         operator_group(&client, &ns, spec).await;
         create_csv(&client, &ns, demo_csv("scoped.v1.0.0", "1.0.0", None, &["scoped"], OWN_NAMESPACE, None)).await;
         let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        let failed = wait_for(
-            &api,
-            "scoped.v1.0.0",
-            phase_and_reason(CsvPhase::Failed, CsvReason::ComponentFailed),
-        )
+        let failed = wait_for_csv_reason(&api, "scoped.v1.0.0", CsvPhase::Failed, CsvReason::ComponentFailed)
         .await;
         let message = failed.status.and_then(|s| s.message).unwrap_or_default();
         assert!(
@@ -325,7 +323,7 @@ async fn a_scoped_install_is_bounded_by_the_operator_groups_service_account() {
         );
         apply(&roles, &role).await;
         apply(&role_bindings, &binding).await;
-        let installed = wait_for(&api, "scoped.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        let installed = wait_for_csv(&api, "scoped.v1.0.0", CsvPhase::Succeeded).await;
         let deployment = Api::<Deployment>::namespaced(client.clone(), &ns).get("scoped").await.expect("the Deployment");
         assert!(controlled_by(&deployment.metadata, &installed));
     })
@@ -333,6 +331,18 @@ async fn a_scoped_install_is_bounded_by_the_operator_groups_service_account() {
 }
 
 /// The status of condition `type_` of an OperatorGroup, if it has one.
+/// Waits until `condition` holds for the OperatorGroup `name`, which must exist then.
+async fn wait_for_group(
+    groups: &Api<OperatorGroup>,
+    name: &str,
+    what: &str,
+    condition: impl kube::runtime::wait::Condition<OperatorGroup>,
+) -> OperatorGroup {
+    wait_for(groups, name, what, condition)
+        .await
+        .unwrap_or_else(|| panic!("OperatorGroup {name} exists once {what}"))
+}
+
 fn condition(group: &OperatorGroup, type_: &str) -> Option<String> {
     group
         .status
@@ -350,9 +360,12 @@ async fn a_second_operator_group_is_reported_on_both_until_it_goes() {
     with_namespace("two-groups", |client, ns| async move {
         operator_group(&client, &ns, own_namespace_group(&ns)).await;
         let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
-        let ready = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
-            g.is_some_and(|g| condition(g, "Ready").as_deref() == Some("True"))
-        })
+        let ready = wait_for_group(
+            &groups,
+            "operators",
+            "the OperatorGroup is Ready",
+            |g: Option<&OperatorGroup>| g.is_some_and(|g| condition(g, "Ready").as_deref() == Some("True")),
+        )
         .await;
         let status = ready.status.clone().expect("a status");
         assert_eq!(status.observed_generation, ready.metadata.generation);
@@ -369,9 +382,14 @@ async fn a_second_operator_group_is_reported_on_both_until_it_goes() {
         };
         apply(&groups, &second).await;
         for name in ["operators", "second"] {
-            let group = wait_for(&groups, name, |g: Option<&OperatorGroup>| {
-                g.is_some_and(|g| condition(g, "MultipleOperatorGroup").as_deref() == Some("True"))
-            })
+            let group = wait_for_group(
+                &groups,
+                name,
+                "both OperatorGroups report MultipleOperatorGroup",
+                |g: Option<&OperatorGroup>| {
+                    g.is_some_and(|g| condition(g, "MultipleOperatorGroup").as_deref() == Some("True"))
+                },
+            )
             .await;
             assert_eq!(condition(&group, "Stalled").as_deref(), Some("True"), "{name}");
             assert_eq!(condition(&group, "Ready").as_deref(), Some("False"), "{name}");
@@ -382,12 +400,17 @@ async fn a_second_operator_group_is_reported_on_both_until_it_goes() {
             .delete("second", &DeleteParams::default())
             .await
             .expect("delete the second group");
-        let alone = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
-            g.is_some_and(|g| {
-                condition(g, "MultipleOperatorGroup").is_none()
-                    && condition(g, "Ready").as_deref() == Some("True")
-            })
-        })
+        let alone = wait_for_group(
+            &groups,
+            "operators",
+            "the remaining OperatorGroup is Ready again without MultipleOperatorGroup",
+            |g: Option<&OperatorGroup>| {
+                g.is_some_and(|g| {
+                    condition(g, "MultipleOperatorGroup").is_none()
+                        && condition(g, "Ready").as_deref() == Some("True")
+                })
+            },
+        )
         .await;
         assert_eq!(condition(&alone, "Stalled"), None);
     })
@@ -402,9 +425,14 @@ async fn a_missing_service_account_is_a_condition_of_the_operator_group() {
         spec.service_account_name = Some("installer".to_owned());
         operator_group(&client, &ns, spec).await;
         let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
-        let missing = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
-            g.is_some_and(|g| condition(g, "OperatorGroupServiceAccount").as_deref() == Some("True"))
-        })
+        let missing = wait_for_group(
+            &groups,
+            "operators",
+            "the OperatorGroup reports its missing service account",
+            |g: Option<&OperatorGroup>| {
+                g.is_some_and(|g| condition(g, "OperatorGroupServiceAccount").as_deref() == Some("True"))
+            },
+        )
         .await;
         let status = missing.status.clone().expect("a status");
         let reason = status
@@ -437,12 +465,17 @@ async fn a_missing_service_account_is_a_condition_of_the_operator_group() {
             .patch("operators", &PatchParams::default(), &Patch::Merge(&touch))
             .await
             .expect("label the group");
-        let found = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
-            g.is_some_and(|g| {
-                condition(g, "OperatorGroupServiceAccount").is_none()
-                    && condition(g, "Ready").as_deref() == Some("True")
-            })
-        })
+        let found = wait_for_group(
+            &groups,
+            "operators",
+            "the OperatorGroup refers to its service account and is Ready",
+            |g: Option<&OperatorGroup>| {
+                g.is_some_and(|g| {
+                    condition(g, "OperatorGroupServiceAccount").is_none()
+                        && condition(g, "Ready").as_deref() == Some("True")
+                })
+            },
+        )
         .await;
         let reference = found
             .status
@@ -467,11 +500,16 @@ async fn a_deleted_namespace_leaves_the_operator_groups_that_selected_it() {
         operator_group(&client, &ns, spec).await;
         let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
         let wanted = vec![other.clone()];
-        wait_for(&groups, "operators", move |g: Option<&OperatorGroup>| {
-            g.and_then(|g| g.status.as_ref())
-                .and_then(|s| s.namespaces.as_ref())
-                == Some(&wanted)
-        })
+        wait_for_group(
+            &groups,
+            "operators",
+            "the OperatorGroup selects the labelled namespace",
+            move |g: Option<&OperatorGroup>| {
+                g.and_then(|g| g.status.as_ref())
+                    .and_then(|s| s.namespaces.as_ref())
+                    == Some(&wanted)
+            },
+        )
         .await;
 
         delete_namespace(&client, &other).await;
@@ -480,11 +518,16 @@ async fn a_deleted_namespace_leaves_the_operator_groups_that_selected_it() {
             &other,
         )
         .await;
-        wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
-            g.and_then(|g| g.status.as_ref())
-                .and_then(|s| s.namespaces.as_ref())
-                .is_some_and(|namespaces| namespaces.is_empty())
-        })
+        wait_for_group(
+            &groups,
+            "operators",
+            "the OperatorGroup selects no namespace once it is deleted",
+            |g: Option<&OperatorGroup>| {
+                g.and_then(|g| g.status.as_ref())
+                    .and_then(|s| s.namespaces.as_ref())
+                    .is_some_and(|namespaces| namespaces.is_empty())
+            },
+        )
         .await;
     })
     .await;

@@ -17,7 +17,6 @@ use k8s_openapi::{
 use kube::{
     Api, ResourceExt,
     api::{DeleteParams, Patch, PatchParams},
-    runtime::wait::conditions,
 };
 use olm_api::{
     labels, manifest,
@@ -78,10 +77,16 @@ async fn corpus_csv_installs_with_its_rbac_and_deployment() {
             Some("")
         );
         let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
-        let group = wait_for(&groups, "operators", |g: Option<&OperatorGroup>| {
-            g.is_some_and(|g| g.annotations().contains_key(labels::PROVIDED_APIS))
-        })
-        .await;
+        let group = wait_for(
+            &groups,
+            "operators",
+            "OperatorGroup operators has its provided APIs",
+            |g: Option<&OperatorGroup>| {
+                g.is_some_and(|g| g.annotations().contains_key(labels::PROVIDED_APIS))
+            },
+        )
+        .await
+        .expect("the OperatorGroup exists");
         assert_eq!(
             group.annotations().get(labels::PROVIDED_APIS).map(String::as_str),
             Some("Limitador.v1alpha1.limitador.kuadrant.io")
@@ -269,14 +274,16 @@ async fn a_deleted_deployment_and_an_edited_role_are_put_back() {
         let back = wait_for(
             &deployments,
             LIMITADOR_DEPLOYMENT,
+            &format!("Deployment {LIMITADOR_DEPLOYMENT} is created again"),
             move |d: Option<&Deployment>| {
                 d.is_some_and(|d| d.metadata.uid != old_uid && d.metadata.deletion_timestamp.is_none())
             },
         )
-        .await;
+        .await
+        .expect("the Deployment exists");
         assert!(controlled_by(&back.metadata, &csv));
         let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        wait_for(&api, &csv.name_any(), phase_is(CsvPhase::Succeeded)).await;
+        wait_for_csv(&api, &csv.name_any(), CsvPhase::Succeeded).await;
 
         let roles = Api::<Role>::namespaced(client.clone(), &ns);
         let role = list(&roles, &owner_selector(&csv)).await.remove(0);
@@ -291,9 +298,12 @@ async fn a_deleted_deployment_and_an_edited_role_are_put_back() {
             )
             .await
             .expect("edit the Role");
-        wait_for(&roles, &role.name_any(), move |r: Option<&Role>| {
-            r.is_some_and(|r| r.rules == wanted)
-        })
+        wait_for(
+            &roles,
+            &role.name_any(),
+            "the tampered Role has its rules back",
+            move |r: Option<&Role>| r.is_some_and(|r| r.rules == wanted),
+        )
         .await;
     })
     .await;
@@ -311,7 +321,7 @@ async fn a_changed_csv_rolls_its_deployment_out_again() {
         )
         .await;
         let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        wait_for(&api, "edited.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        wait_for_csv(&api, "edited.v1.0.0", CsvPhase::Succeeded).await;
         let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
         let before = deployments.get("edited").await.expect("the Deployment");
         let hash = |d: &Deployment| d.labels().get(labels::DEPLOYMENT_SPEC_HASH).cloned();
@@ -326,10 +336,16 @@ async fn a_changed_csv_rolls_its_deployment_out_again() {
             .expect("edit the CSV");
 
         let before_hash = hash(&before);
-        let after = wait_for(&deployments, "edited", move |d: Option<&Deployment>| {
-            d.is_some_and(|d| d.labels().get(labels::DEPLOYMENT_SPEC_HASH).cloned() != before_hash)
-        })
-        .await;
+        let after = wait_for(
+            &deployments,
+            "edited",
+            "Deployment edited has a new spec hash",
+            move |d: Option<&Deployment>| {
+                d.is_some_and(|d| d.labels().get(labels::DEPLOYMENT_SPEC_HASH).cloned() != before_hash)
+            },
+        )
+        .await
+        .expect("the Deployment exists");
         let env = after
             .spec
             .expect("spec")
@@ -344,7 +360,7 @@ async fn a_changed_csv_rolls_its_deployment_out_again() {
                 .iter()
                 .any(|e| e.value.as_deref() == Some("1.0.0-hotfix"))
         );
-        let csv = wait_for(&api, "edited.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        let csv = wait_for_csv(&api, "edited.v1.0.0", CsvPhase::Succeeded).await;
         let reasons: Vec<Option<CsvReason>> = csv
             .status
             .iter()
@@ -367,9 +383,7 @@ async fn a_corpus_csv_with_native_apis_installs_in_its_own_namespace() {
         let crd: CustomResourceDefinition =
             manifest::read_one(&dir.join("debeziumservers.debezium.io-v1.crd.yml"))
                 .unwrap_or_else(|e| panic!("{e}"));
-        let crds = Api::<CustomResourceDefinition>::all(client.clone());
-        apply(&crds, &crd).await;
-        wait_for(&crds, &crd.name_any(), conditions::is_crd_established()).await;
+        install_crd(&client, &crd).await;
         operator_group(&client, &ns, own_namespace_group(&ns)).await;
         let csv: ClusterServiceVersion =
             manifest::read_one(&dir.join("debezium-operator.v3.0.0-final.clusterserviceversion.yaml"))
@@ -377,7 +391,7 @@ async fn a_corpus_csv_with_native_apis_installs_in_its_own_namespace() {
         let name = csv.name_any();
         create_csv(&client, &ns, csv).await;
         let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        let installed = wait_for(&api, &name, phase_is(CsvPhase::Succeeded)).await;
+        let installed = wait_for_csv(&api, &name, CsvPhase::Succeeded).await;
         let requirements = installed
             .status
             .clone()

@@ -10,7 +10,7 @@ use k8s_openapi::{
     api::apps::v1::Deployment,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
-use kube::{Api, api::DeleteParams, runtime::wait::conditions};
+use kube::{Api, api::DeleteParams};
 use olm_api::{
     v1::OperatorGroupSpec,
     v1alpha1::{ClusterServiceVersion, CsvPhase, CsvReason, StatusReason},
@@ -35,10 +35,11 @@ async fn a_missing_required_crd_holds_the_install_until_it_appears() {
         );
         create_csv(&client, &ns, csv).await;
         let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        let pending = wait_for(
+        let pending = wait_for_csv_reason(
             &api,
             "needs-widgets.v1.0.0",
-            phase_and_reason(CsvPhase::Pending, CsvReason::RequirementsNotMet),
+            CsvPhase::Pending,
+            CsvReason::RequirementsNotMet,
         )
         .await;
         let status = pending.status.expect("a status");
@@ -65,7 +66,7 @@ async fn a_missing_required_crd_holds_the_install_until_it_appears() {
 
         let crds = Api::<CustomResourceDefinition>::all(client.clone());
         apply(&crds, &widget_crd(&group)).await;
-        let installed = wait_for(&api, "needs-widgets.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        let installed = wait_for_csv(&api, "needs-widgets.v1.0.0", CsvPhase::Succeeded).await;
         let requirement = installed
             .status
             .and_then(|s| s.requirement_status)
@@ -74,7 +75,8 @@ async fn a_missing_required_crd_holds_the_install_until_it_appears() {
             .find(|r| r.name == crd_name)
             .expect("the CRD is listed as a requirement");
         assert_eq!(requirement.status, StatusReason::Present);
-        crds.delete(&crd_name, &DeleteParams::default())
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .delete(&crd_name, &DeleteParams::default())
             .await
             .expect("delete the CRD");
     })
@@ -101,10 +103,11 @@ async fn an_unsupported_install_mode_fails_until_the_operator_group_fits() {
         )
         .await;
         let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        let failed = wait_for(
+        let failed = wait_for_csv_reason(
             &api,
             "own-only.v1.0.0",
-            phase_and_reason(CsvPhase::Failed, CsvReason::UnsupportedOperatorGroup),
+            CsvPhase::Failed,
+            CsvReason::UnsupportedOperatorGroup,
         )
         .await;
         let message = failed.status.and_then(|s| s.message).unwrap_or_default();
@@ -112,7 +115,7 @@ async fn an_unsupported_install_mode_fails_until_the_operator_group_fits() {
 
         // Narrowing the group to its own namespace lets it install.
         operator_group(&client, &ns, own_namespace_group(&ns)).await;
-        wait_for(&api, "own-only.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        wait_for_csv(&api, "own-only.v1.0.0", CsvPhase::Succeeded).await;
     })
     .await;
 }
@@ -128,10 +131,11 @@ async fn without_an_operator_group_a_csv_fails_with_no_operator_group() {
         )
         .await;
         let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        wait_for(
+        wait_for_csv_reason(
             &api,
             "lonely.v1.0.0",
-            phase_and_reason(CsvPhase::Failed, CsvReason::NoOperatorGroup),
+            CsvPhase::Failed,
+            CsvReason::NoOperatorGroup,
         )
         .await;
     })
@@ -149,10 +153,11 @@ async fn a_deployment_that_cannot_progress_fails_with_install_check_failed() {
         spec["template"]["spec"]["nodeSelector"] = serde_json::json!({"e2e.olm-rs.dev/no-such-node": "true"});
         create_csv(&client, &ns, csv).await;
         let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        let failed = wait_for(
+        let failed = wait_for_csv_reason(
             &api,
             "stuck.v1.0.0",
-            phase_and_reason(CsvPhase::Failed, CsvReason::InstallCheckFailed),
+            CsvPhase::Failed,
+            CsvReason::InstallCheckFailed,
         )
         .await;
         let message = failed.status.and_then(|s| s.message).unwrap_or_default();
@@ -167,9 +172,7 @@ async fn two_csvs_cannot_own_one_crd_in_a_namespace() {
     with_namespace("owners", |client, ns| async move {
         let group = format!("e2e-{}.olm-rs.dev", random_suffix());
         let crd_name = format!("widgets.{group}");
-        let crds = Api::<CustomResourceDefinition>::all(client.clone());
-        apply(&crds, &widget_crd(&group)).await;
-        wait_for(&crds, &crd_name, conditions::is_crd_established()).await;
+        install_crd(&client, &widget_crd(&group)).await;
         operator_group(&client, &ns, own_namespace_group(&ns)).await;
         let owning = |name: &str, deployment: &str| {
             let mut csv = demo_csv(name, "1.0.0", None, &[deployment], OWN_NAMESPACE, None);
@@ -183,14 +186,10 @@ async fn two_csvs_cannot_own_one_crd_in_a_namespace() {
         };
         let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
         create_csv(&client, &ns, owning("first.v1.0.0", "first")).await;
-        wait_for(&api, "first.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
+        wait_for_csv(&api, "first.v1.0.0", CsvPhase::Succeeded).await;
         create_csv(&client, &ns, owning("second.v1.0.0", "second")).await;
-        let failed = wait_for(
-            &api,
-            "second.v1.0.0",
-            phase_and_reason(CsvPhase::Failed, CsvReason::OwnerConflict),
-        )
-        .await;
+        let failed =
+            wait_for_csv_reason(&api, "second.v1.0.0", CsvPhase::Failed, CsvReason::OwnerConflict).await;
         let message = failed.status.and_then(|s| s.message).unwrap_or_default();
         assert!(
             message.contains(&crd_name) && message.contains("first.v1.0.0"),
@@ -201,8 +200,9 @@ async fn two_csvs_cannot_own_one_crd_in_a_namespace() {
         api.delete("first.v1.0.0", &DeleteParams::default())
             .await
             .expect("delete the first CSV");
-        wait_for(&api, "second.v1.0.0", phase_is(CsvPhase::Succeeded)).await;
-        crds.delete(&crd_name, &DeleteParams::default())
+        wait_for_csv(&api, "second.v1.0.0", CsvPhase::Succeeded).await;
+        Api::<CustomResourceDefinition>::all(client.clone())
+            .delete(&crd_name, &DeleteParams::default())
             .await
             .expect("delete the CRD");
     })

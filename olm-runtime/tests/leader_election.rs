@@ -3,7 +3,8 @@
 //! These tests need a cluster: start the test control plane with
 //! `hack/cluster.sh up`, `eval "$(hack/cluster.sh env)"`, then
 //! `cargo test -p olm-runtime --test leader_election -- --ignored`.
-//! Each test works in its own temporary namespace and deletes it afterwards.
+//! Each test works in a namespace of its own (olm-testkit's `with_namespace`), deleted
+//! afterwards, or kept and dumped when the test fails.
 
 use std::{
     pin::Pin,
@@ -16,50 +17,19 @@ use std::{
 };
 
 use http::Request;
-use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
+use k8s_openapi::api::coordination::v1::Lease;
 use kube::{
-    Api, Client, Config,
-    api::{DeleteParams, ObjectMeta, PostParams},
+    Api, Client,
+    api::{DeleteParams, ObjectMeta},
     client::ClientBuilder,
 };
 use olm_runtime::{
     Leadership,
     leader::{ElectionTask, LeaderElector, LeaderState, LeaseConfig},
 };
+use olm_testkit::{poll_until, with_namespace};
 use tokio::{sync::oneshot, time::Instant};
 use tower::{BoxError, Layer, Service};
-
-const NEEDS_CLUSTER: &str = "needs a cluster: run with KUBECONFIG set and --ignored";
-
-/// Runs `body` in a fresh namespace, which is deleted afterwards even if `body` panics.
-async fn with_temp_ns<F, Fut>(body: F)
-where
-    F: FnOnce(Client, String) -> Fut,
-    Fut: Future<Output = ()> + Send + 'static,
-{
-    let client = Client::try_default().await.expect(NEEDS_CLUSTER);
-    let namespaces: Api<Namespace> = Api::all(client.clone());
-    let ns = namespaces
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    generate_name: Some("olm-runtime-le-".into()),
-                    labels: Some([("olm-rs.dev/test".to_owned(), "olm-runtime".to_owned())].into()),
-                    ..ObjectMeta::default()
-                },
-                ..Namespace::default()
-            },
-        )
-        .await
-        .expect("create a test namespace");
-    let name = ns.metadata.name.expect("the API server names the namespace");
-    let outcome = tokio::spawn(body(client, name.clone())).await;
-    let _ = namespaces.delete(&name, &DeleteParams::default()).await;
-    if let Err(error) = outcome {
-        std::panic::resume_unwind(error.into_panic());
-    }
-}
 
 fn config(ns: &str, identity: &str, lease: u64, renew: u64, retry: u64) -> LeaseConfig {
     LeaseConfig {
@@ -106,20 +76,6 @@ impl Replica {
     }
 }
 
-/// Polls `check` every 20 ms until it holds or `limit` passes; returns when it held.
-async fn eventually(limit: Duration, mut check: impl FnMut() -> bool) -> Option<Instant> {
-    let give_up = Instant::now() + limit;
-    loop {
-        if check() {
-            return Some(Instant::now());
-        }
-        if Instant::now() >= give_up {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 async fn lease(client: &Client, ns: &str) -> Lease {
     Api::<Lease>::namespaced(client.clone(), ns)
         .get("test-lease")
@@ -130,12 +86,12 @@ async fn lease(client: &Client, ns: &str) -> Lease {
 #[tokio::test]
 #[ignore = "needs a cluster: run with KUBECONFIG set and --ignored"]
 async fn exactly_one_of_two_electors_leads() {
-    with_temp_ns(|client, ns| async move {
+    with_namespace("runtime-le", |client, ns| async move {
         // A renew deadline long enough that a slow API server on a loaded machine
         // does not make the leader step down while this test watches.
         let a = Replica::start(client.clone(), config(&ns, "replica-a", 6000, 4000, 250));
         let b = Replica::start(client.clone(), config(&ns, "replica-b", 6000, 4000, 250));
-        eventually(Duration::from_secs(10), || {
+        poll_until(Duration::from_secs(10), || {
             a.leadership.is_leader() || b.leadership.is_leader()
         })
         .await
@@ -176,15 +132,15 @@ async fn exactly_one_of_two_electors_leads() {
 #[tokio::test]
 #[ignore = "needs a cluster: run with KUBECONFIG set and --ignored"]
 async fn a_released_lease_is_taken_over_within_a_few_retry_periods() {
-    with_temp_ns(|client, ns| async move {
+    with_namespace("runtime-le", |client, ns| async move {
         // A long lease: a takeover faster than it proves the release, not expiry, did it.
         let retry = Duration::from_millis(500);
         let mut a = Replica::start(client.clone(), config(&ns, "replica-a", 20_000, 10_000, 500));
-        eventually(Duration::from_secs(10), || a.leadership.is_leader())
+        poll_until(Duration::from_secs(10), || a.leadership.is_leader())
             .await
             .expect("a acquires the lease");
         let mut b = Replica::start(client.clone(), config(&ns, "replica-b", 20_000, 10_000, 500));
-        eventually(Duration::from_secs(10), || {
+        poll_until(Duration::from_secs(10), || {
             b.leadership.state()
                 == LeaderState::Following {
                     holder: Some("replica-a".into()),
@@ -196,7 +152,7 @@ async fn a_released_lease_is_taken_over_within_a_few_retry_periods() {
         a.shut_down().await;
         let released = Instant::now();
         assert!(!a.leadership.is_leader(), "a stops leading before it releases");
-        let took_over = eventually(Duration::from_secs(20), || b.leadership.is_leader())
+        let took_over = poll_until(Duration::from_secs(20), || b.leadership.is_leader())
             .await
             .expect("b takes the released lease");
         let delay = took_over - released;
@@ -287,8 +243,7 @@ where
 }
 
 async fn partitioned_client(partition: &Partition) -> Client {
-    let config = Config::infer().await.expect(NEEDS_CLUSTER);
-    ClientBuilder::try_from(config)
+    ClientBuilder::try_from(olm_testkit::config().await)
         .expect("a client from KUBECONFIG")
         .with_layer(partition)
         .build()
@@ -297,7 +252,7 @@ async fn partitioned_client(partition: &Partition) -> Client {
 /// A leader cut off from the API server stops leading by its renew deadline, before the
 /// standby may take over, and the two never lead at once.
 async fn cut_off_leader_is_fenced(link: Link) {
-    with_temp_ns(move |client, ns| async move {
+    with_namespace("runtime-le", move |client, ns| async move {
         let (lease_ms, renew_ms, retry_ms) = (4000, 2000, 250);
         let renew_deadline = Duration::from_millis(renew_ms);
         let partition = Partition::default();
@@ -305,14 +260,14 @@ async fn cut_off_leader_is_fenced(link: Link) {
             partitioned_client(&partition).await,
             config(&ns, "replica-a", lease_ms, renew_ms, retry_ms),
         );
-        eventually(Duration::from_secs(10), || a.leadership.is_leader())
+        poll_until(Duration::from_secs(10), || a.leadership.is_leader())
             .await
             .expect("a acquires the lease");
         let mut b = Replica::start(
             client.clone(),
             config(&ns, "replica-b", lease_ms, renew_ms, retry_ms),
         );
-        eventually(Duration::from_secs(10), || {
+        poll_until(Duration::from_secs(10), || {
             b.leadership.state()
                 == LeaderState::Following {
                     holder: Some("replica-a".into()),
@@ -356,7 +311,7 @@ async fn cut_off_leader_is_fenced(link: Link) {
         assert!(b_won > a_led, "b led while a still did");
 
         // The election task publishes the loss too, not only the clock.
-        let published = eventually(Duration::from_secs(5), || {
+        let published = poll_until(Duration::from_secs(5), || {
             matches!(a.leadership.state(), LeaderState::Following { .. })
         })
         .await;
@@ -364,7 +319,7 @@ async fn cut_off_leader_is_fenced(link: Link) {
 
         // Healed, a finds b holding the lease and follows.
         partition.set(Link::Up);
-        eventually(Duration::from_secs(10), || {
+        poll_until(Duration::from_secs(10), || {
             a.leadership.state()
                 == LeaderState::Following {
                     holder: Some("replica-b".into()),
@@ -394,14 +349,14 @@ async fn a_leader_whose_requests_fail_stops_leading_by_its_renew_deadline() {
 #[tokio::test]
 #[ignore = "needs a cluster: run with KUBECONFIG set and --ignored"]
 async fn a_crashed_leader_is_replaced_once_its_lease_expires() {
-    with_temp_ns(|client, ns| async move {
+    with_namespace("runtime-le", |client, ns| async move {
         let lease_duration = Duration::from_secs(3);
         let mut a = Replica::start(client.clone(), config(&ns, "replica-a", 3000, 2000, 250));
-        eventually(Duration::from_secs(10), || a.leadership.is_leader())
+        poll_until(Duration::from_secs(10), || a.leadership.is_leader())
             .await
             .expect("a acquires the lease");
         let mut b = Replica::start(client.clone(), config(&ns, "replica-b", 3000, 2000, 250));
-        eventually(Duration::from_secs(10), || {
+        poll_until(Duration::from_secs(10), || {
             b.leadership.state()
                 == LeaderState::Following {
                     holder: Some("replica-a".into()),
@@ -418,7 +373,7 @@ async fn a_crashed_leader_is_replaced_once_its_lease_expires() {
             matches!(ended, Ok(Err(_))),
             "an aborted election task reports an error: {ended:?}"
         );
-        let took_over = eventually(Duration::from_secs(20), || b.leadership.is_leader())
+        let took_over = poll_until(Duration::from_secs(20), || b.leadership.is_leader())
             .await
             .expect("b takes the expired lease");
         let delay = took_over - crashed;
@@ -442,11 +397,11 @@ async fn only_the_leader_writes_through_the_fenced_writer() {
     use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
     use olm_runtime::apply::{FIELD_MANAGER_OLM, Writer};
 
-    with_temp_ns(|client, ns| async move {
+    with_namespace("runtime-le", |client, ns| async move {
         let mut a = Replica::start(client.clone(), config(&ns, "replica-a", 3000, 2000, 250));
-        eventually(Duration::from_secs(10), || a.leadership.is_leader()).await.expect("a acquires the lease");
+        poll_until(Duration::from_secs(10), || a.leadership.is_leader()).await.expect("a acquires the lease");
         let mut b = Replica::start(client.clone(), config(&ns, "replica-b", 3000, 2000, 250));
-        eventually(Duration::from_secs(10), || {
+        poll_until(Duration::from_secs(10), || {
             b.leadership.state() == LeaderState::Following { holder: Some("replica-a".into()) }
         })
         .await

@@ -22,7 +22,8 @@ use crate::source::{self, SourceError};
 pub use render::RenderArgs;
 pub use resolve::ResolveArgs;
 pub use resolve::{
-    GroupReport, GroupStatus, Report, ResolveInputError, StepReport, SubscriptionArg, installed_csv, resolve,
+    GroupReport, GroupStatus, OfflineCatalogs, Report, ResolveInputError, StepReport, SubscriptionArg,
+    resolve, resolve_objects,
 };
 pub use serve::{ServeArgs, ServeCommandError};
 pub use validate::ValidateArgs;

@@ -1,6 +1,14 @@
 //! `catalog-operator resolve`: which bundles a namespace's Subscriptions
 //! would install, resolved offline against catalogs on disk.
 //!
+//! The answer comes from the same code as the Subscription controller's: the
+//! catalogs go into a [`CatalogStore`], the Subscriptions and installed CSVs
+//! become the objects the controller reads, and
+//! [`resolve::decide`](crate::controllers::subscription::resolve::decide) turns
+//! them into the resolver's input (installed CSVs with their
+//! `olm.installed-properties`, replaced and non-semver CSVs left out) and
+//! decides per group. So the offline answer is the in-cluster answer.
+//!
 //! Exit code 0 when every group of Subscriptions has a plan, 1 when some
 //! group is unsatisfiable (the explanation is in the output), 2 for bad input.
 
@@ -8,18 +16,23 @@ use std::{
     io::{self, Write},
     path::PathBuf,
     process::ExitCode,
+    sync::Arc,
 };
 
-use olm_api::{manifest, v1alpha1::ClusterServiceVersion};
-use olm_catalog::Catalog;
-use olm_resolver::{
-    CatalogIndex,
-    model::{BundleVersion, CatalogId, Gvk, InstalledCsv, Subscription},
-    plan::{Change, Outcome},
+use kube::{ResourceExt, api::ObjectMeta};
+use olm_api::{
+    manifest,
+    v1alpha1::{ClusterServiceVersion, Subscription, SubscriptionSpec},
 };
+use olm_catalog::Catalog;
+use olm_resolver::model::CatalogId;
 use serde::Serialize;
 
-use crate::{snapshot, source};
+use crate::{
+    catalogs::{CatalogContent, CatalogStore},
+    controllers::subscription::resolve::{Decision, GroupDecision, NamespaceView, decide, installed_csvs},
+    source,
+};
 
 /// Arguments of `resolve`.
 #[derive(clap::Args, Debug)]
@@ -68,6 +81,10 @@ pub struct Report {
     /// Bundles of the catalogs that could not be used, and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub catalog_problems: Vec<String>,
+    /// Installed CSVs left out of resolution, as the controller leaves them out:
+    /// another installed CSV replaces them, or their version is not semver.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub installed_left_out: Vec<String>,
 }
 
 /// The result for one group of Subscriptions.
@@ -141,14 +158,6 @@ pub enum ResolveInputError {
     /// An installed CSV could not be read.
     #[error(transparent)]
     Installed(#[from] Box<manifest::ManifestError>),
-    /// An installed CSV has no usable version.
-    #[error("installed CSV {name}: version {version:?} is not semver")]
-    InstalledVersion {
-        /// The CSV.
-        name: String,
-        /// Its version.
-        version: String,
-    },
     /// `--source` names no catalog.
     #[error("--source {0} names none of the catalogs given with --catalog")]
     UnknownSource(String),
@@ -192,118 +201,157 @@ impl SubscriptionArg {
     }
 }
 
-/// Resolves `subscriptions` in `namespace` against `catalogs`, with `installed` CSVs present.
-/// Every Subscription names `source` as its catalog.
+impl SubscriptionArg {
+    /// The Subscription object this argument stands for: named after its package,
+    /// in `namespace`, with `source` as its catalog.
+    pub fn to_subscription(&self, namespace: &str, source: &CatalogId) -> Subscription {
+        Subscription {
+            metadata: ObjectMeta {
+                name: Some(self.package.clone()),
+                namespace: Some(namespace.to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: SubscriptionSpec {
+                catalog_source: source.name.clone(),
+                catalog_source_namespace: source.namespace.clone(),
+                package: self.package.clone(),
+                channel: self.channel.clone(),
+                starting_csv: self.starting_csv.clone(),
+                install_plan_approval: None,
+                config: None,
+            },
+            status: None,
+        }
+    }
+}
+
+/// Catalogs loaded for offline resolution into a [`CatalogStore`], as the
+/// controller holds them. Loading reads every bundle once: load once, resolve
+/// many times.
+pub struct OfflineCatalogs {
+    store: CatalogStore,
+    ids: Vec<CatalogId>,
+}
+
+impl OfflineCatalogs {
+    /// Loads `catalogs`, in this order.
+    pub fn new(catalogs: Vec<(CatalogId, Catalog)>) -> Self {
+        let store = CatalogStore::new();
+        let now = olm_runtime::conditions::now();
+        let mut ids = Vec::with_capacity(catalogs.len());
+        for (id, catalog) in catalogs {
+            let content = CatalogContent::new(id.clone(), catalog, Vec::new(), None);
+            store.set_loaded(&id, 0, content, &now);
+            ids.push(id);
+        }
+        OfflineCatalogs { store, ids }
+    }
+
+    /// The catalogs, in the order given.
+    pub fn ids(&self) -> &[CatalogId] {
+        &self.ids
+    }
+}
+
+/// Resolves `subscriptions` in `namespace` against `catalogs`, with the
+/// `installed` CSVs present. Every Subscription names `source` as its catalog.
 pub fn resolve(
-    catalogs: &[(CatalogId, Catalog)],
+    catalogs: &OfflineCatalogs,
     source: &CatalogId,
     namespace: &str,
     subscriptions: &[SubscriptionArg],
-    installed: &[InstalledCsv],
+    installed: &[ClusterServiceVersion],
 ) -> Report {
-    let mut catalog_problems = Vec::new();
-    let snapshots = catalogs
+    let subscriptions: Vec<Arc<Subscription>> = subscriptions
         .iter()
-        .map(|(id, catalog)| {
-            let snap = snapshot::snapshot(id.clone(), 0, catalog);
-            catalog_problems.extend(
-                snap.problems
-                    .iter()
-                    .map(|p| format!("{}/{}: {p}", id.namespace, id.name)),
-            );
-            snap.snapshot
+        .map(|arg| Arc::new(arg.to_subscription(namespace, source)))
+        .collect();
+    let csvs: Vec<Arc<ClusterServiceVersion>> = installed.iter().cloned().map(Arc::new).collect();
+    resolve_objects(catalogs, namespace, &subscriptions, &csvs)
+}
+
+/// Resolves the Subscription and CSV objects of `namespace` against `catalogs`
+/// (all visible), exactly as the Subscription controller does.
+pub fn resolve_objects(
+    catalogs: &OfflineCatalogs,
+    namespace: &str,
+    subscriptions: &[Arc<Subscription>],
+    csvs: &[Arc<ClusterServiceVersion>],
+) -> Report {
+    let store = &catalogs.store;
+    let visible = store.visible(&[], &catalogs.ids);
+    let index = store.index(&visible);
+    let mut catalog_problems: Vec<String> = visible
+        .iter()
+        .filter_map(|(id, state)| Some((id, state.content.as_ref()?)))
+        .flat_map(|(id, content)| {
+            content
+                .problems
+                .iter()
+                .map(move |p| format!("{}/{}: {p}", id.namespace, id.name))
         })
         .collect();
-    let index = CatalogIndex::new(snapshots);
     catalog_problems.extend(index.problems().iter().map(|p| p.to_string()));
-    let subs: Vec<_> = subscriptions
-        .iter()
-        .map(|arg| {
-            let mut sub = Subscription::new(
-                arg.package.clone(),
-                namespace,
-                arg.package.clone(),
-                source.clone(),
-            );
-            sub.channel = arg.channel.clone();
-            sub.starting_csv = arg.starting_csv.clone();
-            sub
-        })
-        .collect();
-    let resolution = index.resolve(namespace, installed, &subs);
-    let mut groups: Vec<GroupReport> = resolution
-        .groups
-        .iter()
-        .map(|group| {
-            let mut subscriptions = group.subscriptions.clone();
-            subscriptions.sort();
-            match &group.outcome {
-                Outcome::Plan(plan) => GroupReport {
-                    subscriptions,
-                    status: GroupStatus::Resolved,
-                    steps: plan
-                        .steps
-                        .iter()
-                        .filter(|step| {
-                            // A Subscription that stays on its installed CSV installs nothing.
-                            !plan
-                                .subscriptions
-                                .iter()
-                                .any(|s| s.bundle == step.bundle && s.change == Change::Stay)
-                        })
-                        .map(|step| StepReport {
-                            bundle: step.bundle.clone(),
-                            package: step.package.clone(),
-                            version: step.version.as_str().to_owned(),
-                            catalog: format!("{}/{}", step.catalog.namespace, step.catalog.name),
-                            channel: step.channel.clone(),
-                            reason: step.reason.to_string(),
-                            replaces: step.replaces.clone(),
-                        })
-                        .collect(),
-                    explanation: None,
-                },
-                Outcome::Unsatisfiable(explanation) => GroupReport {
-                    subscriptions,
-                    status: GroupStatus::Unsatisfiable,
-                    steps: Vec::new(),
-                    explanation: Some(explanation.to_string()),
-                },
-            }
-        })
-        .collect();
-    groups.sort_by(|a, b| a.subscriptions.cmp(&b.subscriptions));
     catalog_problems.sort();
+
+    let view = NamespaceView {
+        namespace,
+        subscriptions,
+        csvs,
+        catalogs: &visible,
+    };
+    let decisions = decide(&index, &view);
+    let kept = installed_csvs(csvs, &visible);
+    let installed_left_out = csvs
+        .iter()
+        .map(|csv| csv.name_any())
+        .filter(|name| !kept.iter().any(|k| &k.name == name))
+        .collect();
+    let mut groups: Vec<GroupReport> = decisions.iter().map(group_report).collect();
+    groups.sort_by(|a, b| a.subscriptions.cmp(&b.subscriptions));
     Report {
         namespace: namespace.to_owned(),
         groups,
         catalog_problems,
+        installed_left_out,
     }
 }
 
-/// The resolver's view of an installed CSV: its version, its package (found
-/// by the CSV's name in the catalogs) and the APIs its owned CRDs provide.
-pub fn installed_csv(
-    csv: &ClusterServiceVersion,
-    catalogs: &[(CatalogId, Catalog)],
-) -> Result<InstalledCsv, ResolveInputError> {
-    let name = csv.metadata.name.clone().unwrap_or_default();
-    let version_text = csv.spec.version.clone().unwrap_or_default();
-    let version = BundleVersion::parse(&version_text).map_err(|_| ResolveInputError::InstalledVersion {
-        name: name.clone(),
-        version: version_text,
-    })?;
-    let package = catalogs
-        .iter()
-        .flat_map(|(_, catalog)| &catalog.bundles)
-        .find(|bundle| bundle.name == name)
-        .map(|bundle| bundle.package.clone());
-    let mut installed = InstalledCsv::new(name, package.as_deref(), version);
-    installed.replaces = csv.spec.replaces.clone();
-    for crd in csv.owned_crds() {
-        installed = installed.provides(Gvk::new(crd.group(), crd.version.clone(), crd.kind.clone()));
+/// The report of one group's decision.
+fn group_report(group: &GroupDecision) -> GroupReport {
+    let mut subscriptions = group.subscriptions.clone();
+    subscriptions.sort();
+    match &group.decision {
+        Decision::Unsatisfiable(explanation) => GroupReport {
+            subscriptions,
+            status: GroupStatus::Unsatisfiable,
+            steps: Vec::new(),
+            explanation: Some(explanation.clone()),
+        },
+        Decision::UpToDate => GroupReport {
+            subscriptions,
+            status: GroupStatus::Resolved,
+            steps: Vec::new(),
+            explanation: None,
+        },
+        Decision::Install(steps) => GroupReport {
+            subscriptions,
+            status: GroupStatus::Resolved,
+            steps: steps
+                .iter()
+                .map(|step| StepReport {
+                    bundle: step.bundle.clone(),
+                    package: step.package.clone(),
+                    version: step.version.clone(),
+                    catalog: format!("{}/{}", step.catalog.namespace, step.catalog.name),
+                    channel: step.channel.clone(),
+                    reason: step.reason.clone(),
+                    replaces: step.replaces.clone(),
+                })
+                .collect(),
+            explanation: None,
+        },
     }
-    Ok(installed)
 }
 
 impl ResolveArgs {
@@ -360,13 +408,15 @@ impl ResolveArgs {
             })?;
             catalogs.push((CatalogId::new(name, self.catalog_namespace.clone()), catalog));
         }
+        let catalogs = OfflineCatalogs::new(catalogs);
         let source = match &self.source {
             Some(name) => catalogs
+                .ids()
                 .iter()
-                .map(|(id, _)| id.clone())
                 .find(|id| &id.name == name)
+                .cloned()
                 .ok_or_else(|| ResolveInputError::UnknownSource(name.clone()))?,
-            None => catalogs[0].0.clone(),
+            None => catalogs.ids()[0].clone(),
         };
         let subscriptions = self
             .subscriptions
@@ -376,7 +426,7 @@ impl ResolveArgs {
         let installed = self
             .installed
             .iter()
-            .map(|path| installed_csv(&manifest::read_one(path).map_err(Box::new)?, &catalogs))
+            .map(|path| manifest::read_one::<ClusterServiceVersion>(path).map_err(Box::new))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(resolve(
             &catalogs,
@@ -390,7 +440,175 @@ impl ResolveArgs {
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
+    use olm_api::labels;
+    use serde_json::json;
+
     use super::*;
+    use crate::controllers::subscription::resolve::Decision;
+
+    fn csv(
+        name: &str,
+        version: &str,
+        replaces: Option<&str>,
+        package: Option<&str>,
+    ) -> ClusterServiceVersion {
+        let properties = package.map(|package| {
+            json!({"properties": [{"type": "olm.package", "value": {"packageName": package, "version": version}}]})
+                .to_string()
+        });
+        serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "metadata": {
+                "name": name,
+                "namespace": "team",
+                "annotations": properties.map(|p| json!({ labels::INSTALLED_PROPERTIES: p })).unwrap_or(json!({})),
+            },
+            "spec": {
+                "version": version,
+                "replaces": replaces,
+                "displayName": name,
+                "install": {"strategy": "deployment", "spec": {"deployments": []}},
+                "customresourcedefinitions": {"owned": [
+                    {"name": "databases.demo.olm-rs.dev", "version": "v1", "kind": "Database"}
+                ]},
+            },
+        }))
+        .expect("a CSV")
+    }
+
+    /// The same Subscriptions and installed CSVs, given to `resolve` as
+    /// arguments and to the Subscription controller's resolution as the objects
+    /// it reads from the cluster, get the same answer: which bundles each group
+    /// installs (and what they replace), or why it cannot.
+    #[test]
+    fn the_offline_answer_is_the_controllers() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalogs/demo-bundles");
+        let catalog = source::load(&path).expect("the demo catalog loads").0;
+        let id = CatalogId::new("demo", "olm");
+        let catalogs = OfflineCatalogs::new(vec![(id.clone(), catalog.clone())]);
+        let args: Vec<SubscriptionArg> = ["demo-db/stable", "demo-app/stable", "demo-broken"]
+            .iter()
+            .map(|a| SubscriptionArg::parse(a).expect("valid"))
+            .collect();
+        // An installed db with its installed properties, the CSV it replaced
+        // (on its way out), and an operator whose version is not semver.
+        let installed = vec![
+            csv("demo-db.v1.0.0", "1.0.0", Some("demo-db.v0.9.0"), Some("demo-db")),
+            csv("demo-db.v0.9.0", "0.9.0", None, None),
+            csv("legacy-operator", "latest", None, None),
+        ];
+        let offline = resolve(&catalogs, &id, "team", &args, &installed);
+
+        // In the cluster: the objects as a user applies them, read by the controller.
+        let subscriptions: Vec<Arc<Subscription>> = [
+            ("demo-db", Some("stable")),
+            ("demo-app", Some("stable")),
+            ("demo-broken", None),
+        ]
+        .into_iter()
+        .map(|(package, channel)| {
+            Arc::new(
+                serde_json::from_value(json!({
+                    "apiVersion": "operators.coreos.com/v1alpha1",
+                    "kind": "Subscription",
+                    "metadata": {"name": package, "namespace": "team"},
+                    "spec": {"source": "demo", "sourceNamespace": "olm", "name": package, "channel": channel},
+                }))
+                .expect("a Subscription"),
+            )
+        })
+        .collect();
+        let csvs: Vec<Arc<ClusterServiceVersion>> = installed.into_iter().map(Arc::new).collect();
+        let store = CatalogStore::new();
+        let now = olm_runtime::conditions::now();
+        store.set_loaded(
+            &id,
+            0,
+            CatalogContent::new(id.clone(), catalog, Vec::new(), None),
+            &now,
+        );
+        let visible = store.visible(&["team", "olm"], &[]);
+        let index = store.index(&visible);
+        let decisions = decide(
+            &index,
+            &NamespaceView {
+                namespace: "team",
+                subscriptions: &subscriptions,
+                csvs: &csvs,
+                catalogs: &visible,
+            },
+        );
+
+        type Answer = (Vec<String>, Vec<(String, String, Option<String>)>, Option<String>);
+        let mut in_cluster: Vec<Answer> = decisions
+            .iter()
+            .map(|group| {
+                let mut names = group.subscriptions.clone();
+                names.sort();
+                match &group.decision {
+                    Decision::Install(steps) => (
+                        names,
+                        steps
+                            .iter()
+                            .map(|s| {
+                                (
+                                    s.bundle.clone(),
+                                    format!("{}/{}", s.catalog.namespace, s.catalog.name),
+                                    s.replaces.clone(),
+                                )
+                            })
+                            .collect(),
+                        None,
+                    ),
+                    Decision::UpToDate => (names, Vec::new(), None),
+                    Decision::Unsatisfiable(why) => (names, Vec::new(), Some(why.clone())),
+                }
+            })
+            .collect();
+        in_cluster.sort();
+        let offline_answer: Vec<Answer> = offline
+            .groups
+            .iter()
+            .map(|g| {
+                (
+                    g.subscriptions.clone(),
+                    g.steps
+                        .iter()
+                        .map(|s| (s.bundle.clone(), s.catalog.clone(), s.replaces.clone()))
+                        .collect(),
+                    g.explanation.clone(),
+                )
+            })
+            .collect();
+        assert_eq!(offline_answer, in_cluster);
+
+        // And the answer is the one the installed CSVs call for.
+        let db_group = offline
+            .groups
+            .iter()
+            .find(|g| g.subscriptions.contains(&"demo-db".to_owned()))
+            .expect("a group for demo-db");
+        let db = db_group
+            .steps
+            .iter()
+            .find(|s| s.package == "demo-db")
+            .expect("demo-db is upgraded");
+        assert_eq!(db.replaces.as_deref(), Some("demo-db.v1.0.0"), "{offline:?}");
+        assert_eq!(
+            offline.installed_left_out,
+            ["demo-db.v0.9.0", "legacy-operator"],
+            "the replaced CSV and the one whose version is not semver"
+        );
+        let broken = offline
+            .groups
+            .iter()
+            .find(|g| g.subscriptions == ["demo-broken"])
+            .expect("a group for demo-broken");
+        assert_eq!(broken.status, GroupStatus::Unsatisfiable);
+    }
 
     #[test]
     fn subscription_arguments_parse() {

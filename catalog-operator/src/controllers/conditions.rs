@@ -7,71 +7,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use olm_api::v1alpha1::{
     ConditionStatus, InstallPlanCondition, InstallPlanConditionReason, InstallPlanConditionType,
-    SubscriptionCondition, SubscriptionConditionType,
+    SubscriptionCondition, SubscriptionConditionReason, SubscriptionConditionType,
 };
 use olm_runtime::conditions::truncate_message;
-
-/// Why a Subscription condition has its status: OLM's reason strings, plus ours
-/// for the kstatus conditions.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SubscriptionReason {
-    /// Every catalog the Subscription uses is healthy.
-    AllCatalogSourcesHealthy,
-    /// A catalog the Subscription uses is unhealthy.
-    UnhealthyCatalogSourceFound,
-    /// No set of bundles meets the Subscription's constraints.
-    ConstraintsNotSatisfiable,
-    /// The InstallPlan waits for approval.
-    RequiresApproval,
-    /// The InstallPlan is being applied.
-    Installing,
-    /// The InstallPlan failed.
-    InstallComponentFailed,
-    /// Something the Subscription installs or keeps is deprecated.
-    Deprecated,
-    /// The installed CSV is the newest the catalog offers.
-    AtLatestKnown,
-    /// An upgrade or install is under way.
-    UpgradePending,
-    /// The install or upgrade failed.
-    UpgradeFailed,
-    /// The InstallPlan the Subscription refers to no longer exists.
-    ReferencedInstallPlanNotFound,
-}
-
-impl SubscriptionReason {
-    /// The reason string.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::AllCatalogSourcesHealthy => "AllCatalogSourcesHealthy",
-            Self::UnhealthyCatalogSourceFound => "UnhealthyCatalogSourceFound",
-            Self::ConstraintsNotSatisfiable => "ConstraintsNotSatisfiable",
-            Self::RequiresApproval => "RequiresApproval",
-            Self::Installing => "Installing",
-            Self::InstallComponentFailed => "InstallComponentFailed",
-            Self::Deprecated => "Deprecated",
-            Self::AtLatestKnown => "AtLatestKnown",
-            Self::UpgradePending => "UpgradePending",
-            Self::UpgradeFailed => "UpgradeFailed",
-            Self::ReferencedInstallPlanNotFound => "ReferencedInstallPlanNotFound",
-        }
-    }
-
-    /// Every reason, for tests.
-    pub const ALL: [SubscriptionReason; 11] = [
-        Self::AllCatalogSourcesHealthy,
-        Self::UnhealthyCatalogSourceFound,
-        Self::ConstraintsNotSatisfiable,
-        Self::RequiresApproval,
-        Self::Installing,
-        Self::InstallComponentFailed,
-        Self::Deprecated,
-        Self::AtLatestKnown,
-        Self::UpgradePending,
-        Self::UpgradeFailed,
-        Self::ReferencedInstallPlanNotFound,
-    ];
-}
 
 fn status_of(value: bool) -> ConditionStatus {
     if value {
@@ -86,12 +24,12 @@ pub fn set_subscription_condition(
     conditions: &mut Vec<SubscriptionCondition>,
     type_: SubscriptionConditionType,
     status: bool,
-    reason: SubscriptionReason,
+    reason: SubscriptionConditionReason,
     message: &str,
     now: &Time,
 ) -> bool {
     let status = status_of(status);
-    let reason = Some(reason.as_str().to_owned());
+    let reason = Some(reason);
     let message = Some(truncate_message(message)).filter(|m| !m.is_empty());
     match conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(existing) => {
@@ -201,7 +139,7 @@ mod tests {
 
     #[test]
     fn every_reason_is_valid() {
-        for reason in SubscriptionReason::ALL {
+        for reason in SubscriptionConditionReason::KNOWN {
             assert!(is_valid_reason(reason.as_str()), "{reason:?}");
         }
     }
@@ -214,7 +152,7 @@ mod tests {
             &mut conditions,
             t,
             false,
-            SubscriptionReason::AllCatalogSourcesHealthy,
+            SubscriptionConditionReason::AllCatalogSourcesHealthy,
             "all healthy",
             &at(1)
         ));
@@ -222,7 +160,7 @@ mod tests {
             &mut conditions,
             t,
             false,
-            SubscriptionReason::AllCatalogSourcesHealthy,
+            SubscriptionConditionReason::AllCatalogSourcesHealthy,
             "all healthy",
             &at(2)
         ));
@@ -231,7 +169,7 @@ mod tests {
             &mut conditions,
             t,
             true,
-            SubscriptionReason::UnhealthyCatalogSourceFound,
+            SubscriptionConditionReason::UnhealthyCatalogSourceFound,
             "x is down",
             &at(3)
         ));

@@ -5,25 +5,29 @@
 //! - [`subscription`]: resolves the Subscriptions of a namespace together, creates
 //!   one InstallPlan per independent group, and reports on each Subscription.
 //! - [`installplan`]: applies an InstallPlan's steps once it may run.
+//! - [`plan`]: InstallPlans as objects (building one, its steps, its status),
+//!   shared by the Subscription and InstallPlan controllers so that neither
+//!   imports the other.
 //!
 //! All three read the same reflector stores ([`Stores`]) and write through one
-//! fenced [`Writer`], so only the leader writes.
+//! fenced [`Writer`], so only the leader writes. [`Context`] holds only what they
+//! share; a controller's own state lives in its own context
+//! ([`catalogsource::CatalogSourceContext`], [`subscription::SubscriptionContext`]).
 
 pub mod catalogsource;
 pub mod conditions;
 pub mod installplan;
+pub mod plan;
 pub mod subscription;
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::{Client, runtime::reflector::Store};
 use olm_api::v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
 use olm_runtime::{apply::Writer, metrics::ReconcileMetrics};
+
+use olm_resolver::model::CatalogId;
 
 use crate::{catalogs::CatalogStore, metrics::CatalogMetrics};
 
@@ -81,7 +85,7 @@ pub struct Stores {
     pub services: Store<Service>,
 }
 
-/// What every reconcile gets.
+/// What every controller shares.
 pub struct Context {
     /// The API client.
     pub client: Client,
@@ -97,12 +101,6 @@ pub struct Context {
     pub metrics: CatalogMetrics,
     /// Reconcile counts, errors and durations.
     pub reconciles: ReconcileMetrics,
-    /// One lock per namespace: a namespace is resolved by one reconcile at a time.
-    namespace_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    /// Per-controller state that outlives one reconcile.
-    pub(crate) subscription_state: subscription::State,
-    /// Registry clients of gRPC catalogs, by namespace/name.
-    pub(crate) registry_clients: catalogsource::Clients,
 }
 
 impl Context {
@@ -124,19 +122,34 @@ impl Context {
             options,
             metrics,
             reconciles,
-            namespace_locks: Mutex::default(),
-            subscription_state: subscription::State::default(),
-            registry_clients: catalogsource::Clients::default(),
         }
     }
 
-    /// The lock of `namespace`.
-    pub(crate) fn namespace_lock(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut locks = self
-            .namespace_locks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        locks.entry(namespace.to_owned()).or_default().clone()
+    /// Drops from the catalog store and the metrics every catalog whose
+    /// CatalogSource is gone from the store.
+    pub fn forget_deleted_catalogs(&self) {
+        let existing = self.stores.catalog_sources.state();
+        self.metrics.catalog_source_count.set(existing.len() as i64);
+        // A store that has not synced yet is empty: keep everything until it has
+        // (the watch's delete events forget the last catalogs of a namespace).
+        if existing.is_empty() {
+            return;
+        }
+        for ((namespace, name), _) in self.catalogs.all() {
+            let gone = !existing.iter().any(|s| {
+                s.metadata.name.as_deref() == Some(&name)
+                    && s.metadata.namespace.as_deref() == Some(&namespace)
+            });
+            if gone {
+                self.forget_catalog(&CatalogId::new(name, namespace));
+            }
+        }
+    }
+
+    /// Drops one catalog from the catalog store and the metrics.
+    pub fn forget_catalog(&self, id: &CatalogId) {
+        self.catalogs.remove(id);
+        self.metrics.forget_catalog(&id.namespace, &id.name);
     }
 
     /// The namespaces whose catalogs a Subscription in `namespace` may use.

@@ -17,17 +17,17 @@
 
 use std::time::{Duration, Instant};
 
-use e2e::{
-    client, create_namespace, install_crds,
-    objects::{STEP, csv_in, global_operator_group, lease_holder, ready_catalog_source, subscribe},
-    process::{Process, free_port},
-    repo_root, wait_for_within,
-};
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
 use kube::{Api, api::DeleteParams};
 use olm_api::{
     v1::OperatorGroup,
     v1alpha1::{Approval, ClusterServiceVersion, CsvPhase, Subscription},
+};
+use olm_testkit::{
+    NAMESPACE_LABEL, client, create_namespace, install_crds,
+    objects::{STEP, csv_in, global_operator_group, lease_holder, ready_catalog_source, subscribe},
+    process::{Process, free_port},
+    repo_root, wait_for_within,
 };
 
 /// What a Subscription to demo-app installs.
@@ -44,7 +44,7 @@ async fn main() {
     install_crds(&client).await;
     let run = format!("bench-{:x}", std::process::id());
     let home = run.clone();
-    create_namespace(&client, &home, "bench").await;
+    create_namespace(&client, &home, &[(NAMESPACE_LABEL, "bench")]).await;
     let mut namespaces = vec![home.clone()];
 
     let port = free_port();
@@ -67,7 +67,7 @@ async fn main() {
     let mut times = Vec::new();
     for i in 0..installs {
         let ns = format!("{run}-{i}");
-        create_namespace(&client, &ns, "bench").await;
+        create_namespace(&client, &ns, &[(NAMESPACE_LABEL, "bench")]).await;
         namespaces.push(ns.clone());
         global_operator_group(&Api::<OperatorGroup>::namespaced(client.clone(), &ns), "global").await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);

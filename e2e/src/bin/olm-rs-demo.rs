@@ -7,7 +7,6 @@
 
 use std::time::Duration;
 
-use e2e::{FIELD_MANAGER, client, install_crds, is_deployment_available, wait_for_within};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, Client,
@@ -17,6 +16,7 @@ use olm_api::v1alpha1::{
     CatalogSource, ClusterServiceVersion, ConnectivityState, CsvPhase, InstallPlan, InstallPlanPhase,
     Subscription,
 };
+use olm_testkit::{FIELD_MANAGER, client, install_crds, is_deployment_available, wait_for_within};
 use serde_json::json;
 
 /// How long each step may take.
@@ -166,7 +166,7 @@ async fn main() {
 
 /// Server-side applies one object given as JSON.
 async fn apply(client: &Client, namespace: Option<&str>, object: serde_json::Value) {
-    let object = e2e::dynamic(object, "a demo object");
+    let object = olm_testkit::dynamic(object, "a demo object");
     let name = object.metadata.name.clone().expect("named");
     let types = object.types.clone().expect("typed");
     let gvk = kube::api::GroupVersionKind::try_from(&types).expect("valid apiVersion");

@@ -4,18 +4,17 @@
 
 #![allow(dead_code)]
 
-use e2e::{
-    FIELD_MANAGER,
-    inprocess::{Operator, Registry, demo_index},
-    install_crds,
-    objects::{catalog_is_ready, install_plan_of},
-    wait_for,
-};
+use e2e::inprocess::{Operator, Registry, demo_index};
 use k8s_openapi::api::core::v1::Service;
 use kube::{Api, Client, ResourceExt, api::PostParams};
 use olm_api::v1alpha1::{
     Approval, CatalogSource, CatalogSourceSpec, ConditionStatus, ConnectivityState, RegistryPoll, SourceType,
     Subscription, SubscriptionConditionType, SubscriptionSpec, UpdateStrategy,
+};
+use olm_testkit::{
+    FIELD_MANAGER, install_crds,
+    objects::{catalog_is_ready, install_plan_of},
+    wait_for,
 };
 
 pub fn catalog_source(name: &str, address: &str) -> CatalogSource {
@@ -102,7 +101,7 @@ pub fn condition(
         .map(|c| {
             (
                 c.status,
-                c.reason.clone().unwrap_or_default(),
+                c.reason.as_ref().map(ToString::to_string).unwrap_or_default(),
                 c.message.clone().unwrap_or_default(),
             )
         })

@@ -153,6 +153,100 @@ pub enum SubscriptionConditionType {
     Stalled,
 }
 
+/// Why a Subscription condition has its status: OLM's reason strings, plus ours
+/// for the kstatus conditions (Ready, Reconciling, Stalled).
+///
+/// OLM's CRD keeps the reason an open string and other OLM versions write
+/// reasons this list lacks, so an unknown reason is kept as it is
+/// ([`SubscriptionConditionReason::Other`]) rather than refused.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(from = "String", into = "String")]
+pub enum SubscriptionConditionReason {
+    /// Every catalog the Subscription uses is healthy.
+    AllCatalogSourcesHealthy,
+    /// A catalog the Subscription uses is unhealthy.
+    UnhealthyCatalogSourceFound,
+    /// No set of bundles meets the Subscription's constraints.
+    ConstraintsNotSatisfiable,
+    /// The InstallPlan waits for approval.
+    RequiresApproval,
+    /// The InstallPlan is being applied.
+    Installing,
+    /// The InstallPlan failed.
+    InstallComponentFailed,
+    /// Something the Subscription installs or keeps is deprecated.
+    Deprecated,
+    /// The installed CSV is the newest the catalog offers.
+    AtLatestKnown,
+    /// An upgrade or install is under way.
+    UpgradePending,
+    /// The install or upgrade failed.
+    UpgradeFailed,
+    /// The InstallPlan the Subscription refers to no longer exists.
+    ReferencedInstallPlanNotFound,
+    /// A reason written by someone else, kept as it is.
+    Other(String),
+}
+
+impl SubscriptionConditionReason {
+    /// Every reason olm-rs writes.
+    pub const KNOWN: [SubscriptionConditionReason; 11] = [
+        Self::AllCatalogSourcesHealthy,
+        Self::UnhealthyCatalogSourceFound,
+        Self::ConstraintsNotSatisfiable,
+        Self::RequiresApproval,
+        Self::Installing,
+        Self::InstallComponentFailed,
+        Self::Deprecated,
+        Self::AtLatestKnown,
+        Self::UpgradePending,
+        Self::UpgradeFailed,
+        Self::ReferencedInstallPlanNotFound,
+    ];
+
+    /// The reason as written in the condition.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Self::AllCatalogSourcesHealthy => "AllCatalogSourcesHealthy",
+            Self::UnhealthyCatalogSourceFound => "UnhealthyCatalogSourceFound",
+            Self::ConstraintsNotSatisfiable => "ConstraintsNotSatisfiable",
+            Self::RequiresApproval => "RequiresApproval",
+            Self::Installing => "Installing",
+            Self::InstallComponentFailed => "InstallComponentFailed",
+            Self::Deprecated => "Deprecated",
+            Self::AtLatestKnown => "AtLatestKnown",
+            Self::UpgradePending => "UpgradePending",
+            Self::UpgradeFailed => "UpgradeFailed",
+            Self::ReferencedInstallPlanNotFound => "ReferencedInstallPlanNotFound",
+            Self::Other(reason) => reason,
+        }
+    }
+}
+
+impl From<String> for SubscriptionConditionReason {
+    fn from(reason: String) -> Self {
+        Self::KNOWN
+            .into_iter()
+            .find(|known| known.as_str() == reason)
+            .unwrap_or(Self::Other(reason))
+    }
+}
+
+impl From<SubscriptionConditionReason> for String {
+    fn from(reason: SubscriptionConditionReason) -> Self {
+        match reason {
+            SubscriptionConditionReason::Other(reason) => reason,
+            known => known.as_str().to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Display for SubscriptionConditionReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One condition of a Subscription.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -164,7 +258,8 @@ pub struct SubscriptionCondition {
     pub status: ConditionStatus,
     /// Why, one CamelCase word.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    #[schemars(with = "Option<String>")]
+    pub reason: Option<SubscriptionConditionReason>,
     /// Why, in words.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -240,4 +335,35 @@ pub struct SubscriptionCatalogHealth {
     pub last_updated: Option<Time>,
     /// Whether the CatalogSource is healthy.
     pub healthy: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_keep_olms_strings_and_unknown_ones() {
+        for reason in SubscriptionConditionReason::KNOWN {
+            let json = serde_json::to_value(&reason).unwrap();
+            assert_eq!(json, serde_json::json!(reason.as_str()));
+            assert_eq!(
+                serde_json::from_value::<SubscriptionConditionReason>(json).unwrap(),
+                reason
+            );
+        }
+        assert_eq!(
+            SubscriptionConditionReason::ConstraintsNotSatisfiable.as_str(),
+            "ConstraintsNotSatisfiable"
+        );
+        let other: SubscriptionConditionReason =
+            serde_json::from_value(serde_json::json!("CatalogSourcesAdded")).unwrap();
+        assert_eq!(
+            other,
+            SubscriptionConditionReason::Other("CatalogSourcesAdded".into())
+        );
+        assert_eq!(
+            serde_json::to_value(&other).unwrap(),
+            serde_json::json!("CatalogSourcesAdded")
+        );
+    }
 }

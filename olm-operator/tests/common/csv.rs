@@ -6,7 +6,6 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::{
     Api, Client, ResourceExt,
     api::{ObjectMeta, PostParams},
-    runtime::wait::conditions,
 };
 use olm_api::{
     manifest,
@@ -22,17 +21,34 @@ pub const LIMITADOR_CSV: &str = "limitador-operator.clusterserviceversion.yaml";
 pub const LIMITADOR_CRD: &str = "limitador.kuadrant.io_limitadors.yaml";
 pub const LIMITADOR_DEPLOYMENT: &str = "limitador-operator-controller-manager";
 
-pub fn phase_is(phase: CsvPhase) -> impl Fn(Option<&ClusterServiceVersion>) -> bool {
-    move |csv| csv.and_then(|c| c.status.as_ref()).and_then(|s| s.phase) == Some(phase)
-}
-
-pub fn phase_and_reason(
+/// Waits until the CSV `name` is in `phase` for `reason`, and returns it.
+pub async fn wait_for_csv_reason(
+    api: &Api<ClusterServiceVersion>,
+    name: &str,
     phase: CsvPhase,
     reason: CsvReason,
-) -> impl Fn(Option<&ClusterServiceVersion>) -> bool {
-    move |csv| {
+) -> ClusterServiceVersion {
+    let in_phase_for_reason = move |csv: Option<&ClusterServiceVersion>| {
         let status = csv.and_then(|c| c.status.as_ref());
         status.and_then(|s| s.phase) == Some(phase) && status.and_then(|s| s.reason) == Some(reason)
+    };
+    wait_for(
+        api,
+        name,
+        &format!("CSV {name} is {phase:?} for {reason:?}"),
+        in_phase_for_reason,
+    )
+    .await
+    .unwrap_or_else(|| panic!("the CSV {name} exists"))
+}
+
+/// The OperatorGroup's status lists exactly the namespaces `wanted`.
+pub fn namespaces_are(wanted: Vec<String>) -> impl Fn(Option<&OperatorGroup>) -> bool {
+    move |group| {
+        group
+            .and_then(|g| g.status.as_ref())
+            .and_then(|s| s.namespaces.as_ref())
+            == Some(&wanted)
     }
 }
 
@@ -80,16 +96,14 @@ pub async fn install_limitador(client: &Client, namespace: &str) -> ClusterServi
     let dir = corpus_dir().join(LIMITADOR);
     let crd: CustomResourceDefinition =
         manifest::read_one(&dir.join(LIMITADOR_CRD)).unwrap_or_else(|e| panic!("{e}"));
-    let crds = Api::<CustomResourceDefinition>::all(client.clone());
-    apply(&crds, &crd).await;
-    wait_for(&crds, &crd.name_any(), conditions::is_crd_established()).await;
+    install_crd(client, &crd).await;
 
     operator_group(client, namespace, OperatorGroupSpec::default()).await;
     let csv: ClusterServiceVersion =
         manifest::read_one(&dir.join(LIMITADOR_CSV)).unwrap_or_else(|e| panic!("{e}"));
     let created = create_csv(client, namespace, csv).await;
     let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), namespace);
-    wait_for(&api, &created.name_any(), phase_is(CsvPhase::Succeeded)).await
+    wait_for_csv(&api, &created.name_any(), CsvPhase::Succeeded).await
 }
 
 pub fn owner_selector(csv: &ClusterServiceVersion) -> String {

@@ -111,7 +111,7 @@ pub(crate) struct Runtime {
 
 /// Per-catalog state kept between reconciles (registry clients, load times).
 #[derive(Default)]
-pub struct Clients {
+struct Clients {
     inner: Mutex<HashMap<CatalogId, Runtime>>,
 }
 
@@ -133,26 +133,45 @@ impl Clients {
     }
 
     /// Forgets the catalogs for which `keep` is false.
-    pub(crate) fn retain(&self, mut keep: impl FnMut(&CatalogId) -> bool) {
+    fn retain(&self, mut keep: impl FnMut(&CatalogId) -> bool) {
         self.lock().retain(|id, _| keep(id));
     }
 }
 
+/// What the controller's reconciles get: the context every controller shares,
+/// and this controller's own state (a registry client and load times per catalog).
+pub struct CatalogSourceContext {
+    /// What every controller shares.
+    pub shared: Arc<Context>,
+    clients: Clients,
+}
+
+impl CatalogSourceContext {
+    /// The controller's context over `shared`, with fresh state.
+    pub fn new(shared: Arc<Context>) -> Self {
+        CatalogSourceContext {
+            shared,
+            clients: Clients::default(),
+        }
+    }
+}
+
 /// Reconciles one CatalogSource.
-pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<Context>) -> Result<Action, Error> {
-    let _timer = ctx.reconciles.start(CONTROLLER);
+pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<CatalogSourceContext>) -> Result<Action, Error> {
+    let shared = &ctx.shared;
+    let _timer = shared.reconciles.start(CONTROLLER);
     let namespace = source.namespace().ok_or(Error::NoNamespace)?;
     let name = source.name_any();
     let id = CatalogId::new(name.clone(), namespace.clone());
     let now = olm_runtime::conditions::now();
     let priority = source.spec.priority.unwrap_or(0);
-    ctx.catalogs.register(&id, priority, &now);
+    shared.catalogs.register(&id, priority, &now);
     forget_deleted(&ctx);
 
-    let spec = validate(&source.spec, ctx.options.default_poll_interval);
+    let spec = validate(&source.spec, shared.options.default_poll_interval);
     let (observed, polled) = read::read(&ctx, &source, &id, &spec, &now).await?;
     let ready = observed.is_ready();
-    ctx.metrics.set_catalog_ready(&namespace, &name, ready);
+    shared.metrics.set_catalog_ready(&namespace, &name, ready);
 
     let mut new_status = status::compute(&source, &spec, &observed, &now);
     if polled.is_some() {
@@ -160,9 +179,10 @@ pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<Context>) -> Result<
     }
     // Standbys read catalogs too (their store is warm when they take over), but
     // only the leader reports.
-    if source.status.as_ref() != Some(&new_status) && ctx.writer.leadership().is_leader() {
-        let api: Api<CatalogSource> = Api::namespaced(ctx.client.clone(), &namespace);
-        ctx.writer
+    if source.status.as_ref() != Some(&new_status) && shared.writer.leadership().is_leader() {
+        let api: Api<CatalogSource> = Api::namespaced(shared.client.clone(), &namespace);
+        shared
+            .writer
             .apply_status(&api, &name, &new_status)
             .await
             .map_err(|source| Error::WriteStatus {
@@ -171,7 +191,7 @@ pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<Context>) -> Result<
                 source,
             })?;
     }
-    Ok(requeue_after(&ctx, &spec, &observed))
+    Ok(requeue_after(shared, &spec, &observed))
 }
 
 /// How soon to look at the catalog again.
@@ -187,40 +207,30 @@ fn requeue_after(ctx: &Context, spec: &SourceSpec, observed: &read::Observed) ->
     }
 }
 
-/// Drops catalogs whose CatalogSource is gone from the store and the metrics.
-pub(crate) fn forget_deleted(ctx: &Context) {
-    let existing = ctx.stores.catalog_sources.state();
-    let exists = |id: &CatalogId| {
+/// Drops catalogs whose CatalogSource is gone, with the controller's state for them.
+fn forget_deleted(ctx: &CatalogSourceContext) {
+    ctx.shared.forget_deleted_catalogs();
+    let existing = ctx.shared.stores.catalog_sources.state();
+    // A store that has not synced yet is empty: keep everything until it has.
+    if existing.is_empty() {
+        return;
+    }
+    ctx.clients.retain(|id| {
         existing.iter().any(|s| {
             s.metadata.name.as_deref() == Some(&id.name)
                 && s.metadata.namespace.as_deref() == Some(&id.namespace)
         })
-    };
-    ctx.metrics.catalog_source_count.set(existing.len() as i64);
-    // A store that has not synced yet is empty: keep everything until it has (the
-    // watch's delete events forget the last catalogs of a namespace).
-    if existing.is_empty() {
-        return;
-    }
-    for ((namespace, name), _) in ctx.catalogs.all() {
-        let id = CatalogId::new(name.clone(), namespace.clone());
-        if !exists(&id) {
-            ctx.catalogs.remove(&id);
-            ctx.metrics.forget_catalog(&namespace, &name);
-        }
-    }
-    ctx.registry_clients.retain(|id| exists(id));
+    });
 }
 
 /// Forgets one deleted CatalogSource at once (from the watch's delete event).
-pub fn forget(ctx: &Context, namespace: &str, name: &str) {
+pub fn forget(ctx: &CatalogSourceContext, namespace: &str, name: &str) {
     let id = CatalogId::new(name, namespace);
-    ctx.catalogs.remove(&id);
-    ctx.metrics.forget_catalog(namespace, name);
-    ctx.registry_clients.retain(|other| *other != id);
+    ctx.shared.forget_catalog(&id);
+    ctx.clients.retain(|other| *other != id);
 }
 
 /// The error policy of the controller.
-pub fn error_policy(source: Arc<CatalogSource>, error: &Error, ctx: Arc<Context>) -> Action {
-    olm_runtime::error_policy(CONTROLLER, source.as_ref(), error, &ctx.reconciles)
+pub fn error_policy(source: Arc<CatalogSource>, error: &Error, ctx: Arc<CatalogSourceContext>) -> Action {
+    olm_runtime::error_policy(CONTROLLER, source.as_ref(), error, &ctx.shared.reconciles)
 }

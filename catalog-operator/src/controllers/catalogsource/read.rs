@@ -1,8 +1,6 @@
 //! Reading a catalog into the store: a registry at an address (health check, then
 //! a full load when due), or a ConfigMap.
 
-use std::sync::Arc;
-
 use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::Time};
 use kube::{Api, ResourceExt};
 use olm_api::v1alpha1::{
@@ -11,10 +9,9 @@ use olm_api::v1alpha1::{
 use olm_resolver::model::CatalogId;
 use tokio::time::Instant;
 
-use super::{Error, Runtime, SourceSpec, validate::SourceKind};
+use super::{CatalogSourceContext, Error, Runtime, SourceSpec, validate::SourceKind};
 use crate::{
     catalogs::CatalogContent,
-    controllers::Context,
     registry::client::{ClientError, RegistryClient},
 };
 
@@ -90,7 +87,7 @@ pub(crate) fn chain(error: &dyn std::error::Error) -> String {
 /// Reads the catalog `id` as `spec` says and records the result in the store.
 /// Returns what was found and, for image catalogs, when the image was polled now.
 pub(super) async fn read(
-    ctx: &Arc<Context>,
+    ctx: &CatalogSourceContext,
     source: &CatalogSource,
     id: &CatalogId,
     spec: &SourceSpec,
@@ -99,7 +96,9 @@ pub(super) async fn read(
     let priority = source.spec.priority.unwrap_or(0);
     match &spec.kind {
         SourceKind::Invalid(message) => {
-            ctx.catalogs.set_unhealthy(id, priority, message.clone(), now);
+            ctx.shared
+                .catalogs
+                .set_unhealthy(id, priority, message.clone(), now);
             let invalid = Observed::Invalid {
                 reason: CatalogSourceReason::SpecInvalid,
                 message: message.clone(),
@@ -117,7 +116,7 @@ pub(super) async fn read(
 
 /// Checks the registry at `address` and loads its content when due.
 pub(super) async fn read_registry(
-    ctx: &Context,
+    ctx: &CatalogSourceContext,
     id: &CatalogId,
     priority: i32,
     address: &str,
@@ -135,7 +134,7 @@ pub(super) async fn read_registry(
             changed,
         }
     };
-    let mut runtime = ctx.registry_clients.get(id);
+    let mut runtime = ctx.clients.get(id);
     let mut client = match &runtime.client {
         Some(client) if client.address() == address => client.clone(),
         _ => match RegistryClient::new(address) {
@@ -145,14 +144,17 @@ pub(super) async fn read_registry(
             }
             Err(e) => {
                 let message = chain(&e);
-                let changed = ctx.catalogs.set_unhealthy(id, priority, message.clone(), now);
+                let changed = ctx
+                    .shared
+                    .catalogs
+                    .set_unhealthy(id, priority, message.clone(), now);
                 return unreachable(message, changed, registry_service);
             }
         },
     };
     runtime.client = Some(client.clone());
     let result = check_and_load(ctx, id, priority, &mut client, spec, &mut runtime, now).await;
-    ctx.registry_clients.put(id, runtime);
+    ctx.clients.put(id, runtime);
     match result {
         Ok(changed) => Observed::Ready {
             address: Some(address.to_owned()),
@@ -162,7 +164,10 @@ pub(super) async fn read_registry(
         },
         Err(e) => {
             let message = chain(&e);
-            let changed = ctx.catalogs.set_unhealthy(id, priority, message.clone(), now);
+            let changed = ctx
+                .shared
+                .catalogs
+                .set_unhealthy(id, priority, message.clone(), now);
             if changed {
                 tracing::warn!(catalog = %id, error = %message, "catalog is unhealthy");
             }
@@ -174,7 +179,7 @@ pub(super) async fn read_registry(
 /// Health check, then a full load if the content is missing, stale, or from
 /// before an outage. Returns whether anything changed.
 async fn check_and_load(
-    ctx: &Context,
+    ctx: &CatalogSourceContext,
     id: &CatalogId,
     priority: i32,
     client: &mut RegistryClient,
@@ -183,7 +188,7 @@ async fn check_and_load(
     now: &Time,
 ) -> Result<bool, ClientError> {
     client.check_health().await?;
-    let state = ctx.catalogs.get(id);
+    let state = ctx.shared.catalogs.get(id);
     let due = runtime
         .loaded_at
         .is_none_or(|at| at.elapsed() >= spec.poll_interval);
@@ -192,7 +197,7 @@ async fn check_and_load(
             .as_ref()
             .is_none_or(|s| s.content.is_none() || !s.is_healthy());
     if !needs_load {
-        return Ok(ctx.catalogs.set_healthy(id, now));
+        return Ok(ctx.shared.catalogs.set_healthy(id, now));
     }
     let loaded = client.load().await?;
     runtime.loaded_at = Some(Instant::now());
@@ -201,7 +206,7 @@ async fn check_and_load(
     for problem in content.problems.iter().take(20) {
         tracing::debug!(catalog = %id, "{problem}");
     }
-    let changed = ctx.catalogs.set_loaded(id, priority, content, now);
+    let changed = ctx.shared.catalogs.set_loaded(id, priority, content, now);
     if changed {
         tracing::info!(catalog = %id, packages, bundles, "catalog loaded");
     }
@@ -210,13 +215,13 @@ async fn check_and_load(
 
 /// Reads a ConfigMap catalog; reloads it when its resourceVersion changed.
 async fn read_config_map(
-    ctx: &Context,
+    ctx: &CatalogSourceContext,
     id: &CatalogId,
     priority: i32,
     name: &str,
     now: &Time,
 ) -> Result<Observed, Error> {
-    let api: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &id.namespace);
+    let api: Api<ConfigMap> = Api::namespaced(ctx.shared.client.clone(), &id.namespace);
     let config_map = api.get_opt(name).await.map_err(|source| Error::Read {
         what: format!("ConfigMap {name}"),
         namespace: id.namespace.clone(),
@@ -228,7 +233,10 @@ async fn read_config_map(
             "ConfigMap {name} does not exist in namespace {}: create it or fix spec.configMap",
             id.namespace
         );
-        let changed = ctx.catalogs.set_unhealthy(id, priority, message.clone(), now);
+        let changed = ctx
+            .shared
+            .catalogs
+            .set_unhealthy(id, priority, message.clone(), now);
         return Ok(Observed::Unreachable {
             address: None,
             config_map: None,
@@ -239,8 +247,8 @@ async fn read_config_map(
         });
     };
     let version = config_map.resource_version();
-    let mut runtime = ctx.registry_clients.get(id);
-    let state = ctx.catalogs.get(id);
+    let mut runtime = ctx.clients.get(id);
+    let state = ctx.shared.catalogs.get(id);
     let mut reference = ConfigMapResourceReference {
         name: name.to_owned(),
         namespace: id.namespace.clone(),
@@ -265,9 +273,9 @@ async fn read_config_map(
     match olm_catalog::configmap::parse_str(&path, &text) {
         Ok(rendered) => {
             let content = CatalogContent::new(id.clone(), rendered.catalog, rendered.warnings, None);
-            let changed = ctx.catalogs.set_loaded(id, priority, content, now);
+            let changed = ctx.shared.catalogs.set_loaded(id, priority, content, now);
             runtime.config_map_version = version;
-            ctx.registry_clients.put(id, runtime);
+            ctx.clients.put(id, runtime);
             reference.last_update_time = Some(now.clone());
             Ok(Observed::Ready {
                 address: None,
@@ -278,7 +286,10 @@ async fn read_config_map(
         }
         Err(e) => {
             let message = format!("ConfigMap {name} is not a valid catalog: {}", chain(&e));
-            let changed = ctx.catalogs.set_unhealthy(id, priority, message.clone(), now);
+            let changed = ctx
+                .shared
+                .catalogs
+                .set_unhealthy(id, priority, message.clone(), now);
             Ok(Observed::Unreachable {
                 address: None,
                 config_map: Some(reference),

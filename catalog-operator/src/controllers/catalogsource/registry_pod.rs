@@ -37,10 +37,9 @@ use olm_api::{
 use olm_resolver::model::CatalogId;
 
 use super::{
-    Error, SourceSpec,
+    CatalogSourceContext, Error, SourceSpec,
     read::{Observed, read_registry},
 };
-use crate::controllers::Context;
 
 /// The port registry servers listen on.
 pub const REGISTRY_PORT: i32 = 50051;
@@ -259,8 +258,8 @@ fn is_ready(pod: &Pod) -> bool {
 }
 
 /// Whether the namespace enforces the `restricted` Pod Security Standard.
-async fn namespace_is_restricted(ctx: &Context, namespace: &str) -> Result<bool, Error> {
-    let api: Api<Namespace> = Api::all(ctx.client.clone());
+async fn namespace_is_restricted(ctx: &CatalogSourceContext, namespace: &str) -> Result<bool, Error> {
+    let api: Api<Namespace> = Api::all(ctx.shared.client.clone());
     let found = api
         .get_metadata_opt(namespace)
         .await
@@ -281,7 +280,7 @@ async fn namespace_is_restricted(ctx: &Context, namespace: &str) -> Result<bool,
 /// Runs the registry Pod and Service for `image` and reads the catalog through them.
 /// Returns when the image was polled now, if it was.
 pub(super) async fn read(
-    ctx: &Arc<Context>,
+    ctx: &CatalogSourceContext,
     source: &CatalogSource,
     id: &CatalogId,
     image: &str,
@@ -299,9 +298,10 @@ pub(super) async fn read(
         }
     };
 
-    let services: Api<Service> = Api::namespaced(ctx.client.clone(), namespace);
+    let services: Api<Service> = Api::namespaced(ctx.shared.client.clone(), namespace);
     let wanted_service = service(source);
     let current_service = ctx
+        .shared
         .stores
         .services
         .state()
@@ -311,12 +311,13 @@ pub(super) async fn read(
         s.spec.as_ref().and_then(|s| s.selector.clone())
             == wanted_service.spec.as_ref().and_then(|s| s.selector.clone())
     });
-    let leading = ctx.writer.leadership().is_leader();
+    let leading = ctx.shared.writer.leadership().is_leader();
     let created_at = match current_service.filter(|_| service_ok || !leading) {
         Some(s) => s.metadata.creation_timestamp.clone(),
         None if !leading => None,
         None => {
-            ctx.writer
+            ctx.shared
+                .writer
                 .apply(&services, &id.name, &wanted_service)
                 .await
                 .map_err(registry_error("Service"))?
@@ -344,6 +345,7 @@ pub(super) async fn read(
     let wanted = pod(source, image, restricted);
     let hash = wanted.labels().get(POD_SPEC_HASH).cloned().unwrap_or_default();
     let pods: Vec<Arc<Pod>> = ctx
+        .shared
         .stores
         .pods
         .state()
@@ -366,9 +368,10 @@ pub(super) async fn read(
             plan.serve = pods.first().cloned();
         }
     }
-    let api: Api<Pod> = Api::namespaced(ctx.client.clone(), namespace);
+    let api: Api<Pod> = Api::namespaced(ctx.shared.client.clone(), namespace);
     for name in &plan.delete {
-        ctx.writer
+        ctx.shared
+            .writer
             .delete(&api, name, &DeleteParams::background())
             .await
             .map_err(registry_error("Pod"))?;
@@ -378,7 +381,8 @@ pub(super) async fn read(
         Some(pod) => {
             if plan.start_update {
                 tracing::info!(catalog = %id, image, "polling the catalog image with an update pod");
-                ctx.writer
+                ctx.shared
+                    .writer
                     .create(&api, &wanted)
                     .await
                     .map_err(registry_error("Pod"))?;
@@ -399,7 +403,8 @@ pub(super) async fn read(
         None => {
             tracing::info!(catalog = %id, image, "starting the registry pod");
             Arc::new(
-                ctx.writer
+                ctx.shared
+                    .writer
                     .create(&api, &wanted)
                     .await
                     .map_err(registry_error("Pod"))?,
@@ -411,7 +416,8 @@ pub(super) async fn read(
     if !is_ready(&current) {
         // Not readable yet: say so in the store, so that resolution does not wait for it.
         let message = format!("registry pod {pod_name} is not ready yet");
-        ctx.catalogs
+        ctx.shared
+            .catalogs
             .set_unhealthy(id, source.spec.priority.unwrap_or(0), message.clone(), now);
         return Ok((
             Observed::Starting {

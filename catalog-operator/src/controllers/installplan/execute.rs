@@ -21,23 +21,53 @@ use olm_api::{
 };
 use olm_runtime::{
     apply::{WriteError, Writer},
-    classify,
+    errors::{ErrorClass, classify},
 };
 use serde_json::Value;
 
-use crate::controllers::subscription::steps::is_supported;
+use crate::controllers::plan::steps::is_supported;
 
-/// Why a step could not be applied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum StepFailure {
+/// What kind of failure a step met.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StepCause {
     /// The step's API is not served (yet): wait for it.
-    WaitingForApi(String),
-    /// Worth retrying (the server failed, a conflict, a missing permission).
-    Transient(String),
-    /// Retrying cannot help: the object is invalid, unsafe or not allowed.
-    Terminal(String),
+    WaitingForApi,
+    /// Something the step needs is not there yet (the bundle's CSV, which owns
+    /// the bundle's other objects).
+    NotReady,
+    /// The API server refused or failed a request; the class says how.
+    Api(ErrorClass),
+    /// The step itself cannot be applied (a kind an install plan may not create,
+    /// a manifest that is no object, a CRD update that would lose stored data):
+    /// only a new plan can help.
+    Invalid,
     /// This replica stopped leading: stop, the leader goes on.
-    NotLeader(String),
+    NotLeader,
+}
+
+/// Why a step could not be applied: its cause, and a message naming the step
+/// for the plan's status.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct StepFailure {
+    /// What kind of failure.
+    pub cause: StepCause,
+    /// What failed on which object, in words.
+    pub message: String,
+}
+
+impl StepFailure {
+    fn new(cause: StepCause, message: String) -> Self {
+        StepFailure { cause, message }
+    }
+
+    fn invalid(message: String) -> Self {
+        Self::new(StepCause::Invalid, message)
+    }
+
+    fn api(error: &kube::Error, message: String) -> Self {
+        Self::new(StepCause::Api(classify(error)), message)
+    }
 }
 
 fn describe(step: &Step) -> String {
@@ -51,17 +81,14 @@ fn describe(step: &Step) -> String {
 
 fn from_write(step: &Step, error: WriteError) -> StepFailure {
     let what = describe(step);
-    if error.is_not_leader() {
-        return StepFailure::NotLeader(format!("{what}: {error}"));
-    }
-    let message = match error.api_error() {
-        Some(kube::Error::Api(status)) => format!("{what}: {} ({})", status.message, status.reason),
-        Some(other) => format!("{what}: {other}"),
-        None => format!("{what}: {error}"),
-    };
     match error.api_error() {
-        Some(e) if classify(e).is_terminal() => StepFailure::Terminal(message),
-        _ => StepFailure::Transient(message),
+        _ if error.is_not_leader() => StepFailure::new(StepCause::NotLeader, format!("{what}: {error}")),
+        Some(api @ kube::Error::Api(status)) => {
+            StepFailure::api(api, format!("{what}: {} ({})", status.message, status.reason))
+        }
+        Some(other) => StepFailure::api(other, format!("{what}: {other}")),
+        // Only a lost lease sends nothing; treat anything else alike as worth a retry.
+        None => StepFailure::new(StepCause::Api(ErrorClass::Transient), format!("{what}: {error}")),
     }
 }
 
@@ -99,18 +126,18 @@ impl<'a> Executor<'a> {
                 self.discovered.insert(key, found.clone());
                 Ok(found)
             }
-            Err(kube::Error::Discovery(e)) => Err(StepFailure::WaitingForApi(format!(
-                "{}: the API server does not serve it yet ({e})",
-                describe(step)
-            ))),
-            Err(kube::Error::Api(status)) if status.code == 404 => Err(StepFailure::WaitingForApi(format!(
-                "{}: the API server does not serve it yet",
-                describe(step)
-            ))),
-            Err(e) => Err(StepFailure::Transient(format!(
-                "{}: discovery failed: {e}",
-                describe(step)
-            ))),
+            Err(kube::Error::Discovery(e)) => Err(StepFailure::new(
+                StepCause::WaitingForApi,
+                format!("{}: the API server does not serve it yet ({e})", describe(step)),
+            )),
+            Err(e) if classify(&e) == ErrorClass::Gone => Err(StepFailure::new(
+                StepCause::WaitingForApi,
+                format!("{}: the API server does not serve it yet", describe(step)),
+            )),
+            Err(e) => Err(StepFailure::api(
+                &e,
+                format!("{}: discovery failed: {e}", describe(step)),
+            )),
         }
     }
 
@@ -126,12 +153,14 @@ impl<'a> Executor<'a> {
                 self.csv_uids.insert(name.to_owned(), uid.clone());
                 Ok(uid)
             }
-            Ok(None) => Err(StepFailure::Transient(format!(
-                "ClusterServiceVersion {name} is not there yet to own the objects of its bundle"
-            ))),
-            Err(e) => Err(StepFailure::Transient(format!(
-                "cannot read ClusterServiceVersion {name}: {e}"
-            ))),
+            Ok(None) => Err(StepFailure::new(
+                StepCause::NotReady,
+                format!("ClusterServiceVersion {name} is not there yet to own the objects of its bundle"),
+            )),
+            Err(e) => Err(StepFailure::api(
+                &e,
+                format!("cannot read ClusterServiceVersion {name}: {e}"),
+            )),
         }
     }
 
@@ -139,7 +168,7 @@ impl<'a> Executor<'a> {
     pub async fn apply(&mut self, step: &Step) -> Result<StepStatus, StepFailure> {
         let r = &step.resource;
         if !is_supported(&r.group, &r.kind) {
-            return Err(StepFailure::Terminal(format!(
+            return Err(StepFailure::invalid(format!(
                 "{}: an install plan may not create objects of this kind",
                 describe(step)
             )));
@@ -147,9 +176,9 @@ impl<'a> Executor<'a> {
         let manifest = r
             .manifest
             .as_deref()
-            .ok_or_else(|| StepFailure::Terminal(format!("{}: the step has no manifest", describe(step))))?;
+            .ok_or_else(|| StepFailure::invalid(format!("{}: the step has no manifest", describe(step))))?;
         let mut object: DynamicObject = serde_json::from_str(manifest).map_err(|e| {
-            StepFailure::Terminal(format!(
+            StepFailure::invalid(format!(
                 "{}: the manifest is not a Kubernetes object: {e}",
                 describe(step)
             ))
@@ -182,7 +211,7 @@ impl<'a> Executor<'a> {
         let existing = api
             .get_opt(&r.name)
             .await
-            .map_err(|e| StepFailure::Transient(format!("{}: cannot read it: {e}", describe(step))))?;
+            .map_err(|e| StepFailure::api(&e, format!("{}: cannot read it: {e}", describe(step))))?;
         if r.group == "apiextensions.k8s.io"
             && r.kind == "CustomResourceDefinition"
             && let Some(existing) = &existing
@@ -210,7 +239,7 @@ impl<'a> Executor<'a> {
 /// prunes them on create. Server-side apply would refuse them instead.
 pub fn prune_csv(step: &Step, object: DynamicObject) -> Result<DynamicObject, StepFailure> {
     let invalid = |e: serde_json::Error| {
-        StepFailure::Terminal(format!(
+        StepFailure::invalid(format!(
             "{}: the manifest is not a valid ClusterServiceVersion: {e}",
             describe(step)
         ))
@@ -253,7 +282,7 @@ pub fn check_stored_versions(
     if dropped.is_empty() {
         return Ok(());
     }
-    Err(StepFailure::Terminal(format!(
+    Err(StepFailure::invalid(format!(
         "{}: the new CRD drops version(s) {} that objects are stored in (status.storedVersions); \
          updating it risks data loss: migrate the stored objects and remove the version from \
          status.storedVersions first",
@@ -308,10 +337,50 @@ mod tests {
             "spec": {"displayName": 7},
         });
         let object: DynamicObject = serde_json::from_value(manifest.clone()).unwrap();
-        let Err(StepFailure::Terminal(message)) = prune_csv(&crd_step(&manifest), object) else {
+        let Err(StepFailure {
+            cause: StepCause::Invalid,
+            message,
+        }) = prune_csv(&crd_step(&manifest), object)
+        else {
             panic!("a CSV whose displayName is a number is refused");
         };
         assert!(message.contains("not a valid ClusterServiceVersion"), "{message}");
+    }
+
+    #[test]
+    fn a_refused_write_carries_the_class_of_its_error() {
+        let step = crd_step(&json!({}));
+        let refused = |code: u16, reason: &str| WriteError::Apply {
+            kind: "CustomResourceDefinition".into(),
+            name: "dbs.demo.io".into(),
+            source: kube::Error::Api(Box::new(kube::core::Status {
+                code,
+                reason: reason.into(),
+                message: "denied".into(),
+                ..Default::default()
+            })),
+        };
+        let forbidden = from_write(&step, refused(403, "Forbidden"));
+        assert_eq!(forbidden.cause, StepCause::Api(ErrorClass::Forbidden));
+        assert!(
+            forbidden.message.contains("CustomResourceDefinition dbs.demo.io")
+                && forbidden.message.contains("denied"),
+            "{}",
+            forbidden.message
+        );
+        assert_eq!(
+            from_write(&step, refused(422, "Invalid")).cause,
+            StepCause::Api(ErrorClass::Terminal)
+        );
+        assert_eq!(
+            from_write(&step, refused(503, "ServiceUnavailable")).cause,
+            StepCause::Api(ErrorClass::Transient)
+        );
+        let lost = WriteError::NotLeader {
+            kind: "CustomResourceDefinition".into(),
+            name: "dbs.demo.io".into(),
+        };
+        assert_eq!(from_write(&step, lost).cause, StepCause::NotLeader);
     }
 
     fn crd_step(manifest: &Value) -> Step {
@@ -348,7 +417,11 @@ mod tests {
         let manifest = step.resource.manifest.clone().unwrap();
         assert!(check_stored_versions(&step, &existing(&["v2"]), &manifest).is_ok());
         let error = check_stored_versions(&step, &existing(&["v1", "v2"]), &manifest).unwrap_err();
-        let StepFailure::Terminal(message) = error else {
+        let StepFailure {
+            cause: StepCause::Invalid,
+            message,
+        } = error
+        else {
             panic!("{error:?}")
         };
         assert!(

@@ -10,7 +10,6 @@
 //! OLM does); anything else fails the plan with a message that names the step.
 
 pub mod execute;
-pub mod status;
 
 use std::{sync::Arc, time::Duration};
 
@@ -21,8 +20,8 @@ use olm_api::v1alpha1::{
 };
 use olm_runtime::{ErrorClass, ReconcileError, apply::WriteError};
 
-use self::execute::{Executor, StepFailure};
-use super::Context;
+use self::execute::{Executor, StepCause, StepFailure};
+use super::{Context, plan::status};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "installplan";
@@ -189,55 +188,55 @@ async fn install(
                 steps[i].status = done;
                 status.message = None;
             }
-            Err(StepFailure::NotLeader(message)) => {
-                return Err(Error::NotLeader {
-                    namespace: writer.namespace.to_owned(),
-                    name: writer.name.to_owned(),
-                    message,
-                });
-            }
-            Err(StepFailure::WaitingForApi(message)) => {
-                steps[i].status = StepStatus::WaitingForApi;
-                status.plan = Some(steps);
-                status.message = Some(message);
-                writer.write(&written, &mut status, now).await?;
-                return Ok(Action::requeue(RETRY));
-            }
-            Err(StepFailure::Transient(message)) => {
-                let forbidden = message.contains("Forbidden") || message.contains("forbidden");
-                if !forbidden && retry_expired(&status, ctx.options.install_plan_retry_timeout) {
+            Err(StepFailure { cause, message }) => match handling(cause) {
+                Handling::Stop => {
+                    return Err(Error::NotLeader {
+                        namespace: writer.namespace.to_owned(),
+                        name: writer.name.to_owned(),
+                        message,
+                    });
+                }
+                Handling::WaitForApi => {
+                    steps[i].status = StepStatus::WaitingForApi;
+                    status.plan = Some(steps);
+                    status.message = Some(message);
+                    writer.write(&written, &mut status, now).await?;
+                    return Ok(Action::requeue(RETRY));
+                }
+                Handling::Retry { until_timeout } => {
+                    status.plan = Some(steps);
+                    if until_timeout && retry_expired(&status, ctx.options.install_plan_retry_timeout) {
+                        status::fail(
+                            &mut status,
+                            InstallPlanConditionReason::ComponentFailed,
+                            format!("gave up retrying: {message}"),
+                            now,
+                        );
+                        writer.write(&written, &mut status, now).await?;
+                        return Ok(Action::await_change());
+                    }
+                    status.message = Some(message);
+                    writer.write(&written, &mut status, now).await?;
+                    return Ok(Action::requeue(RETRY));
+                }
+                Handling::Fail => {
                     status.plan = Some(steps);
                     status::fail(
                         &mut status,
                         InstallPlanConditionReason::ComponentFailed,
-                        format!("gave up retrying: {message}"),
+                        message,
                         now,
                     );
                     writer.write(&written, &mut status, now).await?;
+                    tracing::warn!(
+                        namespace = writer.namespace,
+                        install_plan = writer.name,
+                        message = status.message.as_deref().unwrap_or_default(),
+                        "install plan failed"
+                    );
                     return Ok(Action::await_change());
                 }
-                status.plan = Some(steps);
-                status.message = Some(message);
-                writer.write(&written, &mut status, now).await?;
-                return Ok(Action::requeue(RETRY));
-            }
-            Err(StepFailure::Terminal(message)) => {
-                status.plan = Some(steps);
-                status::fail(
-                    &mut status,
-                    InstallPlanConditionReason::ComponentFailed,
-                    message,
-                    now,
-                );
-                writer.write(&written, &mut status, now).await?;
-                tracing::warn!(
-                    namespace = writer.namespace,
-                    install_plan = writer.name,
-                    message = status.message.as_deref().unwrap_or_default(),
-                    "install plan failed"
-                );
-                return Ok(Action::await_change());
-            }
+            },
         }
         // Record progress at each bundle's last step, so a restart resumes there.
         let bundle_done = steps
@@ -260,6 +259,38 @@ async fn install(
     Ok(Action::await_change())
 }
 
+/// What the plan does about a step that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Handling {
+    /// This replica stopped leading: stop without touching the plan.
+    Stop,
+    /// Mark the step WaitingForApi and look again soon.
+    WaitForApi,
+    /// Keep the plan Installing and retry soon; give up after the retry timeout
+    /// unless `until_timeout` is false (a missing permission may be granted at
+    /// any time, so OLM retries it for ever).
+    Retry {
+        /// Whether the retry timeout applies.
+        until_timeout: bool,
+    },
+    /// Fail the plan: only a new plan can help.
+    Fail,
+}
+
+/// How the plan handles a step failure of this cause (pure).
+fn handling(cause: StepCause) -> Handling {
+    match cause {
+        StepCause::NotLeader => Handling::Stop,
+        StepCause::WaitingForApi => Handling::WaitForApi,
+        StepCause::Api(ErrorClass::Forbidden) => Handling::Retry { until_timeout: false },
+        StepCause::NotReady
+        | StepCause::Api(ErrorClass::Transient | ErrorClass::Conflict | ErrorClass::Gone) => {
+            Handling::Retry { until_timeout: true }
+        }
+        StepCause::Invalid | StepCause::Api(ErrorClass::Terminal) => Handling::Fail,
+    }
+}
+
 /// Whether the plan has been retrying for longer than `timeout`.
 fn retry_expired(status: &InstallPlanStatus, timeout: Duration) -> bool {
     let Some(start) = &status.start_time else {
@@ -272,4 +303,34 @@ fn retry_expired(status: &InstallPlanStatus, timeout: Duration) -> bool {
 /// The error policy of the controller.
 pub fn error_policy(plan: Arc<InstallPlan>, error: &Error, ctx: Arc<Context>) -> Action {
     olm_runtime::error_policy(CONTROLLER, plan.as_ref(), error, &ctx.reconciles)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_has_its_handling() {
+        assert_eq!(handling(StepCause::NotLeader), Handling::Stop);
+        assert_eq!(handling(StepCause::WaitingForApi), Handling::WaitForApi);
+        assert_eq!(
+            handling(StepCause::Api(ErrorClass::Forbidden)),
+            Handling::Retry { until_timeout: false },
+            "a missing permission is retried for ever, as OLM does"
+        );
+        for cause in [
+            StepCause::NotReady,
+            StepCause::Api(ErrorClass::Transient),
+            StepCause::Api(ErrorClass::Conflict),
+            StepCause::Api(ErrorClass::Gone),
+        ] {
+            assert_eq!(
+                handling(cause),
+                Handling::Retry { until_timeout: true },
+                "{cause:?}"
+            );
+        }
+        assert_eq!(handling(StepCause::Invalid), Handling::Fail);
+        assert_eq!(handling(StepCause::Api(ErrorClass::Terminal)), Handling::Fail);
+    }
 }

@@ -19,7 +19,7 @@ use olm_resolver::{
 };
 use serde_json::Value;
 
-use crate::catalogs::CatalogState;
+use crate::{catalogs::CatalogState, controllers::plan::ResolvedStep};
 
 /// What one namespace holds.
 pub struct NamespaceView<'a> {
@@ -31,26 +31,6 @@ pub struct NamespaceView<'a> {
     pub csvs: &'a [Arc<ClusterServiceVersion>],
     /// The catalogs it may use, with their state.
     pub catalogs: &'a [(CatalogId, CatalogState)],
-}
-
-/// A bundle to install, with where it comes from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedStep {
-    /// The bundle (CSV) name.
-    pub bundle: String,
-    /// Its package.
-    pub package: String,
-    /// Its version.
-    pub version: String,
-    /// The catalog it comes from.
-    pub catalog: CatalogId,
-    /// The channel it was resolved from.
-    pub channel: String,
-    /// The installed CSV it replaces, for an upgrade.
-    pub replaces: Option<String>,
-    /// Pulled in as a dependency, with no Subscription for its package yet: the
-    /// plan creates one (as OLM does).
-    pub dependency: bool,
 }
 
 /// What one Subscription of a group gets.
@@ -261,6 +241,7 @@ pub fn decide(index: &CatalogIndex, view: &NamespaceView<'_>) -> Vec<GroupDecisi
                             catalog: step.catalog.clone(),
                             channel: step.channel.clone(),
                             replaces: step.replaces.clone(),
+                            reason: step.reason.to_string(),
                             dependency: matches!(step.reason, StepReason::Dependency { .. })
                                 && !view.subscriptions.iter().any(|s| s.spec.package == step.package),
                         })
@@ -298,7 +279,7 @@ pub fn decide(index: &CatalogIndex, view: &NamespaceView<'_>) -> Vec<GroupDecisi
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::path::Path;
 
     use kube::api::ObjectMeta;

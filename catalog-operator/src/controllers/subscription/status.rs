@@ -9,8 +9,13 @@
 //! `state` is AtLatestKnown exactly once the chosen CSV exists, and never parked
 //! at UpgradeAvailable; `installedCSV` is omitted until something is installed;
 //! Ready/Reconciling/Stalled mirror Argo CD's Healthy/Progressing/Degraded.
+//!
+//! [`statuses`] is step 4 of a namespace sync: every Subscription's status at once.
 
-use std::collections::HashMap;
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use k8s_openapi::{api::core::v1::ObjectReference, apimachinery::pkg::apis::meta::v1::Time};
 use kube::ResourceExt;
@@ -18,7 +23,8 @@ use olm_api::{
     OPERATORS_GROUP,
     v1alpha1::{
         InstallPlan, InstallPlanPhase, InstallPlanReference, Subscription, SubscriptionCatalogHealth,
-        SubscriptionConditionType as Type, SubscriptionState, SubscriptionStatus,
+        SubscriptionConditionReason as Reason, SubscriptionConditionType as Type, SubscriptionState,
+        SubscriptionStatus,
     },
 };
 use olm_resolver::{
@@ -26,12 +32,15 @@ use olm_resolver::{
     plan::{Change, DeprecatedSubject},
 };
 
-use super::resolve::{Decision, GroupDecision};
+use super::{
+    NamespaceInputs,
+    plans::WrittenPlans,
+    resolve::{Decision, GroupDecision},
+};
 use crate::{
     catalogs::{CatalogState, Health},
     controllers::conditions::{
-        SubscriptionReason as Reason, remove_subscription_condition, set_subscription_condition,
-        subscription_condition_true,
+        remove_subscription_condition, set_subscription_condition, subscription_condition_true,
     },
 };
 
@@ -378,6 +387,72 @@ fn set_deprecations(
     }
 }
 
+/// The status one Subscription should have.
+pub struct StatusUpdate {
+    /// The Subscription as read.
+    pub subscription: Arc<Subscription>,
+    /// Its status.
+    pub status: SubscriptionStatus,
+    /// Whether that differs from the status it has.
+    pub changed: bool,
+}
+
+/// The statuses of a namespace's Subscriptions.
+pub struct Statuses {
+    /// One per Subscription of a group, in the groups' order.
+    pub updates: Vec<StatusUpdate>,
+    /// The InstallPlans that a status refers to (never collected as garbage).
+    pub referenced: HashSet<String>,
+}
+
+/// Step 4 of a sync (pure): the status of every Subscription of every group,
+/// from its group's decision and plan (`written.by_group`, in the decisions'
+/// order), or else from the plan the Subscription already refers to.
+pub fn statuses(
+    inputs: &NamespaceInputs,
+    decisions: &[GroupDecision],
+    written: &WrittenPlans,
+    now: &Time,
+) -> Statuses {
+    let csv_exists = |name: &str| inputs.csvs.iter().any(|c| c.name_any() == name);
+    let mut referenced: HashSet<String> = HashSet::new();
+    let mut updates = Vec::new();
+    for (i, group) in decisions.iter().enumerate() {
+        let plan = written.by_group.get(i).cloned().flatten();
+        if let Some(plan) = &plan {
+            referenced.insert(plan.name_any());
+        }
+        for name in &group.subscriptions {
+            let Some(subscription) = inputs.subscriptions.iter().find(|s| &s.name_any() == name) else {
+                continue;
+            };
+            let referenced_plan = subscription
+                .status
+                .as_ref()
+                .and_then(|s| s.install_plan_ref.as_ref()?.name.clone())
+                .and_then(|name| written.all.iter().find(|p| p.name_any() == name));
+            let status = compute(&StatusInput {
+                subscription,
+                group,
+                install_plan: plan.as_deref().or(referenced_plan.map(|p| p.as_ref())),
+                csv_exists: &csv_exists,
+                catalogs: &inputs.catalogs,
+                catalog_uids: &inputs.catalog_uids,
+                now,
+            });
+            if let Some(reference) = status.install_plan_ref.as_ref().and_then(|r| r.name.clone()) {
+                referenced.insert(reference);
+            }
+            updates.push(StatusUpdate {
+                subscription: subscription.clone(),
+                changed: subscription.status.as_ref() != Some(&status),
+                status,
+            });
+        }
+    }
+    Statuses { updates, referenced }
+}
+
 /// Ready, Reconciling and Stalled, as Argo CD would judge the Subscription.
 fn set_kstatus(
     conditions: &mut Vec<olm_api::v1alpha1::SubscriptionCondition>,
@@ -414,7 +489,7 @@ fn set_kstatus(
         .and_then(|c| c.reason.clone());
     match (degraded, state) {
         (Some((reason, message)), _) => {
-            set_subscription_condition(conditions, Type::Ready, false, reason, &message, now);
+            set_subscription_condition(conditions, Type::Ready, false, reason.clone(), &message, now);
             remove_subscription_condition(conditions, Type::Reconciling);
             set_subscription_condition(conditions, Type::Stalled, true, reason, &message, now);
         }
@@ -430,7 +505,7 @@ fn set_kstatus(
             remove_subscription_condition(conditions, Type::Reconciling);
             remove_subscription_condition(conditions, Type::Stalled);
         }
-        (None, _) if pending.as_deref() == Some(Reason::RequiresApproval.as_str()) => {
+        (None, _) if pending == Some(Reason::RequiresApproval) => {
             set_subscription_condition(
                 conditions,
                 Type::Ready,
@@ -477,7 +552,7 @@ mod tests {
     use olm_resolver::plan::Change;
 
     use super::*;
-    use crate::controllers::subscription::resolve::{ResolvedStep, Target};
+    use crate::controllers::{plan::ResolvedStep, subscription::resolve::Target};
 
     fn at(second: i64) -> Time {
         Time(Timestamp::from_second(second).unwrap())
@@ -530,6 +605,7 @@ mod tests {
             catalog: CatalogId::new("demo", "team"),
             channel: "stable".into(),
             replaces: None,
+            reason: "subscribed".into(),
             dependency: false,
         }
     }
@@ -605,7 +681,50 @@ mod tests {
             .iter()
             .flatten()
             .find(|c| c.type_ == type_)
-            .map(|c| (c.status, c.reason.clone().unwrap_or_default()))
+            .map(|c| {
+                (
+                    c.status,
+                    c.reason.as_ref().map(ToString::to_string).unwrap_or_default(),
+                )
+            })
+    }
+
+    #[test]
+    fn a_namespace_gets_one_status_per_subscription_referring_to_its_plan() {
+        let ip = Arc::new(plan(InstallPlanPhase::RequiresApproval));
+        let mut inputs = NamespaceInputs {
+            namespace: "team".into(),
+            subscriptions: vec![Arc::new(sub())],
+            csvs: Vec::new(),
+            plans: vec![ip.clone()],
+            catalogs: catalogs(true),
+            catalog_uids: HashMap::new(),
+            fingerprint: 0,
+        };
+        let decisions = [group(Decision::Install(vec![step()]), Change::Install)];
+        let written = WrittenPlans {
+            by_group: vec![Some(ip.clone())],
+            all: vec![ip],
+        };
+        let first = statuses(&inputs, &decisions, &written, &at(1));
+        assert_eq!(first.updates.len(), 1);
+        let update = &first.updates[0];
+        assert!(update.changed, "a Subscription without status gets one");
+        assert_eq!(
+            update
+                .status
+                .install_plan_ref
+                .as_ref()
+                .and_then(|r| r.name.as_deref()),
+            Some("install-abcde")
+        );
+        assert!(first.referenced.contains("install-abcde"));
+
+        let mut again = sub();
+        again.status = Some(update.status.clone());
+        inputs.subscriptions = vec![Arc::new(again)];
+        let second = statuses(&inputs, &decisions, &written, &at(2));
+        assert!(!second.updates[0].changed, "nothing changed: nothing to write");
     }
 
     #[test]

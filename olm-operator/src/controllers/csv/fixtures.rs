@@ -2,7 +2,7 @@
 //! corpus of OperatorHub bundles (`$OLM_RS_CORPUS`, or `../shared/corpus`
 //! beside the workspace).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use k8s_openapi::{
     api::core::v1::ServiceAccount,
@@ -40,18 +40,7 @@ fn stamp(csv: &mut ClusterServiceVersion) {
 }
 
 /// The corpus directory; panics, saying how to point at it, when it is absent.
-pub fn corpus_dir() -> PathBuf {
-    let dir = match std::env::var_os("OLM_RS_CORPUS") {
-        Some(dir) => PathBuf::from(dir),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/corpus"),
-    };
-    assert!(
-        dir.join("bundles").is_dir(),
-        "the OLM corpus is not at {} (no bundles/ in it); set OLM_RS_CORPUS to the corpus directory",
-        dir.display()
-    );
-    dir
-}
+pub use olm_testkit::corpus_dir;
 
 /// An OperatorGroup from YAML (in [`NAMESPACE`]).
 pub fn operator_group(yaml: &str) -> OperatorGroup {

@@ -13,11 +13,15 @@ use std::{
 };
 
 /// The path of the binary `name` of the workspace package of the same name
-/// (`olm-operator`, `catalog-operator`), built first (once per process) so that
-/// it is never stale: `cargo build` from inside a test is cheap when nothing
-/// changed.
+/// (`olm-operator`, `catalog-operator`), never stale: the one cargo built for
+/// the running test when it is a test of that package (cargo names it in
+/// `CARGO_BIN_EXE_<name>`), or else built first (once per process): `cargo
+/// build` from inside a test is cheap when nothing changed.
 pub fn binary(name: &str) -> PathBuf {
     static BUILT: OnceLock<Mutex<HashMap<String, PathBuf>>> = OnceLock::new();
+    if let Some(path) = std::env::var_os(format!("CARGO_BIN_EXE_{name}")) {
+        return PathBuf::from(path);
+    }
     let mut built = BUILT
         .get_or_init(Default::default)
         .lock()

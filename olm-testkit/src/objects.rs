@@ -1,12 +1,12 @@
-//! The OLM objects a test creates as a user would, and what it waits for on
+//! Writing objects as a user would, the OLM objects a test creates, and what it waits for on
 //! them.
 
-use std::time::Duration;
+use std::{fmt::Debug, time::Duration};
 
 use k8s_openapi::api::{apps::v1::Deployment, coordination::v1::Lease};
 use kube::{
     Api, Client, Resource,
-    api::{Patch, PatchParams},
+    api::{ListParams, Patch, PatchParams},
 };
 use olm_api::{
     v1::OperatorGroup,
@@ -29,22 +29,45 @@ pub const STEP: Duration = Duration::from_secs(120);
 pub const DEMO_APP_INSTALL: [(&str, &str); 2] =
     [("demo-db.v1.1.0", "demo-db"), ("demo-app.v0.2.0", "demo-app")];
 
-/// Server-side applies `object` (JSON of a typed kind) with the tests' field
-/// manager, panicking with its name on error.
-pub async fn apply<K>(api: &Api<K>, object: serde_json::Value) -> K
+/// Server-side applies `object` with the tests' field manager, taking over fields another manager
+/// holds; panics with its name on error.
+pub async fn apply<K>(api: &Api<K>, object: &K) -> K
 where
-    K: Resource + Clone + std::fmt::Debug + DeserializeOwned + Serialize,
+    K: Resource + Clone + Debug + DeserializeOwned + Serialize,
+{
+    let name = object.meta().name.clone().expect("objects to apply have names");
+    api.patch(
+        &name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(object),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("cannot apply {name}: {e}"))
+}
+
+/// [`apply`] for an object written as JSON of a typed kind.
+pub async fn apply_json<K>(api: &Api<K>, object: serde_json::Value) -> K
+where
+    K: Resource + Clone + Debug + DeserializeOwned + Serialize,
 {
     let object: K = serde_json::from_value(object).expect("a valid object");
-    let name = object.meta().name.clone().expect("a named object");
-    api.patch(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Apply(&object))
+    apply(api, &object).await
+}
+
+/// Lists the objects of `api` that match the label `selector` (all with `""`).
+pub async fn list<K>(api: &Api<K>, selector: &str) -> Vec<K>
+where
+    K: Resource + Clone + Debug + DeserializeOwned,
+{
+    api.list(&ListParams::default().labels(selector))
         .await
-        .unwrap_or_else(|e| panic!("cannot apply {name}: {e}"))
+        .unwrap_or_else(|e| panic!("list {selector}: {e}"))
+        .items
 }
 
 /// A gRPC CatalogSource `name` reading the registry at `address`.
 pub async fn grpc_catalog_source(api: &Api<CatalogSource>, name: &str, address: &str) -> CatalogSource {
-    apply(
+    apply_json(
         api,
         json!({
             "apiVersion": "operators.coreos.com/v1alpha1",
@@ -66,7 +89,7 @@ pub async fn subscribe(
     channel: &str,
     approval: Approval,
 ) -> Subscription {
-    apply(
+    apply_json(
         api,
         json!({
             "apiVersion": "operators.coreos.com/v1alpha1",
@@ -161,6 +184,17 @@ pub async fn wait_installed(client: &Client, namespace: &str, operators: &[(&str
     }
 }
 
+/// Waits until the CSV `name` is in `phase`, and returns it.
+pub async fn wait_for_csv(
+    api: &Api<ClusterServiceVersion>,
+    name: &str,
+    phase: CsvPhase,
+) -> ClusterServiceVersion {
+    wait_for(api, name, &format!("CSV {name} is {phase:?}"), csv_in(phase))
+        .await
+        .unwrap_or_else(|| panic!("the CSV {name} exists"))
+}
+
 /// Waits until the Subscription `name` has installed `csv`.
 pub async fn wait_subscription_at(subs: &Api<Subscription>, name: &str, csv: &str) -> Subscription {
     wait_for(
@@ -176,7 +210,7 @@ pub async fn wait_subscription_at(subs: &Api<Subscription>, name: &str, csv: &st
 /// The sorted names of the objects `api` lists.
 pub async fn names<K>(api: &Api<K>) -> Vec<String>
 where
-    K: Resource + Clone + std::fmt::Debug + DeserializeOwned,
+    K: Resource + Clone + Debug + DeserializeOwned,
     K::DynamicType: Default,
 {
     let mut names: Vec<String> = api
@@ -203,7 +237,7 @@ pub fn applied_steps(status: &InstallPlanStatus) -> usize {
 
 /// An OperatorGroup `name` targeting all namespaces.
 pub async fn global_operator_group(api: &Api<OperatorGroup>, name: &str) -> OperatorGroup {
-    apply(
+    apply_json(
         api,
         json!({
             "apiVersion": "operators.coreos.com/v1",

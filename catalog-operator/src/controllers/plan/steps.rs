@@ -13,7 +13,7 @@ use olm_api::{
 use olm_catalog::{Bundle, Property};
 use serde_json::{Map, Value, json};
 
-use super::resolve::ResolvedStep;
+use super::ResolvedStep;
 
 /// A resolved bundle with its content.
 #[derive(Clone, Debug)]
@@ -319,6 +319,7 @@ mod tests {
                 catalog: CatalogId::new("Demo", "olm"),
                 channel: "stable".into(),
                 replaces: Some("db.v1.0.0".into()),
+                reason: "subscribed".into(),
                 dependency,
             },
             bundle: Bundle {

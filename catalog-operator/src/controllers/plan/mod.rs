@@ -1,0 +1,279 @@
+//! InstallPlans as objects, shared by the Subscription controller (which makes
+//! them) and the InstallPlan controller (which runs them); neither controller
+//! reaches into the other.
+//!
+//! Everything here is pure: [`new_install_plan`] builds the object for a group's
+//! resolved bundles, [`steps::build`] turns the bundles' manifests into steps,
+//! [`planned_status`] gives a fresh plan its first status, [`covering_plan`]
+//! finds an existing plan that already installs what a group wants, and
+//! [`status`] moves a plan's phase and conditions.
+
+pub mod status;
+pub mod steps;
+
+use std::{
+    collections::{BTreeSet, HashSet},
+    sync::Arc,
+};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::{ResourceExt, api::ObjectMeta};
+use olm_api::{
+    OPERATORS_GROUP,
+    v1alpha1::{
+        Approval, InstallPlan, InstallPlanConditionReason, InstallPlanConditionType, InstallPlanPhase,
+        InstallPlanSpec, InstallPlanStatus, Subscription,
+    },
+};
+use olm_resolver::model::CatalogId;
+
+use self::steps::PlannedBundle;
+use super::conditions::set_install_plan_condition;
+
+/// A bundle to install, with where it comes from: what resolution hands to
+/// planning.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ResolvedStep {
+    /// The bundle (CSV) name.
+    pub bundle: String,
+    /// Its package.
+    pub package: String,
+    /// Its version.
+    pub version: String,
+    /// The catalog it comes from.
+    pub catalog: CatalogId,
+    /// The channel it was resolved from.
+    pub channel: String,
+    /// The installed CSV it replaces, for an upgrade.
+    pub replaces: Option<String>,
+    /// Why the resolver chose it, in words.
+    pub reason: String,
+    /// Pulled in as a dependency, with no Subscription for its package yet: the
+    /// plan creates one (as OLM does).
+    pub dependency: bool,
+}
+
+/// A new InstallPlan (named by the server from `install-`) for `steps`, owned by
+/// the `subscriptions` of the group it installs for.
+pub fn new_install_plan(
+    namespace: &str,
+    subscriptions: &[&Subscription],
+    steps: &[ResolvedStep],
+    approval: Approval,
+    generation: i64,
+) -> InstallPlan {
+    let owners: Vec<OwnerReference> = subscriptions
+        .iter()
+        .filter_map(|s| {
+            Some(OwnerReference {
+                api_version: format!("{OPERATORS_GROUP}/v1alpha1"),
+                kind: "Subscription".to_owned(),
+                name: s.name_any(),
+                uid: s.uid()?,
+                controller: Some(false),
+                block_owner_deletion: Some(false),
+            })
+        })
+        .collect();
+    let first = steps.first();
+    InstallPlan {
+        metadata: ObjectMeta {
+            generate_name: Some("install-".to_owned()),
+            namespace: Some(namespace.to_owned()),
+            owner_references: Some(owners),
+            ..ObjectMeta::default()
+        },
+        spec: InstallPlanSpec {
+            catalog_source: first.map(|s| s.catalog.name.clone()),
+            catalog_source_namespace: first.map(|s| s.catalog.namespace.clone()),
+            cluster_service_version_names: steps.iter().map(|s| s.bundle.clone()).collect(),
+            approval,
+            approved: approval == Approval::Automatic,
+            generation: Some(generation),
+        },
+        status: None,
+    }
+}
+
+/// The status of a freshly planned InstallPlan: its steps built from `bundles`,
+/// or Failed (with the reason in its message) when their manifests cannot make
+/// steps. `approval` is given to the Subscriptions created for dependencies.
+pub fn planned_status(
+    plan: &InstallPlan,
+    bundles: &[PlannedBundle],
+    approval: Approval,
+    now: &Time,
+) -> InstallPlanStatus {
+    let mut catalog_sources: Vec<String> = Vec::new();
+    for planned in bundles {
+        if !catalog_sources.contains(&planned.step.catalog.name) {
+            catalog_sources.push(planned.step.catalog.name.clone());
+        }
+    }
+    let mut status = InstallPlanStatus {
+        observed_generation: plan.metadata.generation,
+        phase: if plan.spec.approved {
+            InstallPlanPhase::Installing
+        } else {
+            InstallPlanPhase::RequiresApproval
+        },
+        conditions: None,
+        catalog_sources,
+        plan: None,
+        bundle_lookups: None,
+        attenuated_service_account_ref: None,
+        start_time: None,
+        message: None,
+    };
+    match steps::build(bundles, approval) {
+        Ok(built) => status.plan = Some(built),
+        Err(error) => {
+            let message = error.to_string();
+            status.phase = InstallPlanPhase::Failed;
+            status.plan = Some(Vec::new());
+            status.message = Some(message.clone());
+            let mut conditions = Vec::new();
+            set_install_plan_condition(
+                &mut conditions,
+                InstallPlanConditionType::Installed,
+                false,
+                InstallPlanConditionReason::ComponentFailed,
+                &message,
+                now,
+            );
+            status.conditions = Some(conditions);
+        }
+    }
+    status::set_kstatus(&mut status, now);
+    status
+}
+
+/// The existing plan that covers `steps`: one that installs (or installed) every
+/// bundle still wanted, since the CSV store may show some of a plan's CSVs before
+/// the others; a failed plan only when it wanted exactly these bundles. Among
+/// several, one that a Subscription of the group refers to (`referenced`), then
+/// the newest.
+pub fn covering_plan(
+    plans: &[Arc<InstallPlan>],
+    steps: &[ResolvedStep],
+    referenced: &HashSet<String>,
+) -> Option<Arc<InstallPlan>> {
+    let wanted: BTreeSet<&str> = steps.iter().map(|s| s.bundle.as_str()).collect();
+    plans
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .filter(|p| {
+            let names: BTreeSet<&str> = p
+                .spec
+                .cluster_service_version_names
+                .iter()
+                .map(String::as_str)
+                .collect();
+            let exact = names == wanted;
+            let failed = p.status.as_ref().map(|s| s.phase) == Some(InstallPlanPhase::Failed);
+            exact || (!failed && wanted.is_subset(&names))
+        })
+        .max_by_key(|p| (referenced.contains(&p.name_any()), p.spec.generation.unwrap_or(0)))
+        .cloned()
+}
+
+#[cfg(test)]
+mod tests {
+    use olm_api::v1alpha1::SubscriptionSpec;
+
+    use super::*;
+
+    fn step(bundle: &str) -> ResolvedStep {
+        ResolvedStep {
+            bundle: bundle.into(),
+            package: bundle.split('.').next().unwrap_or_default().into(),
+            version: "1.0.0".into(),
+            catalog: CatalogId::new("demo", "olm"),
+            channel: "stable".into(),
+            replaces: None,
+            reason: "subscribed".into(),
+            dependency: false,
+        }
+    }
+
+    fn plan(name: &str, generation: i64, csvs: &[&str], phase: Option<InstallPlanPhase>) -> Arc<InstallPlan> {
+        let mut plan = new_install_plan(
+            "team",
+            &[],
+            &csvs.iter().map(|c| step(c)).collect::<Vec<_>>(),
+            Approval::Automatic,
+            generation,
+        );
+        plan.metadata.name = Some(name.into());
+        if let Some(phase) = phase {
+            let mut status = planned_status(&plan, &[], Approval::Automatic, &olm_runtime::conditions::now());
+            status.phase = phase;
+            plan.status = Some(status);
+        }
+        Arc::new(plan)
+    }
+
+    #[test]
+    fn a_new_plan_is_owned_by_its_group_and_approved_when_automatic() {
+        let mut sub = Subscription::new(
+            "db",
+            SubscriptionSpec {
+                catalog_source: "demo".into(),
+                catalog_source_namespace: "olm".into(),
+                package: "db".into(),
+                channel: None,
+                starting_csv: None,
+                install_plan_approval: None,
+                config: None,
+            },
+        );
+        sub.metadata.uid = Some("uid-1".into());
+        let steps = [step("db.v1"), step("app.v1")];
+        let plan = new_install_plan("team", &[&sub], &steps, Approval::Automatic, 3);
+        assert_eq!(plan.spec.cluster_service_version_names, ["db.v1", "app.v1"]);
+        assert_eq!(plan.spec.catalog_source.as_deref(), Some("demo"));
+        assert_eq!(plan.spec.generation, Some(3));
+        assert!(plan.spec.approved);
+        let owners = plan.metadata.owner_references.unwrap();
+        assert_eq!((owners[0].name.as_str(), owners[0].uid.as_str()), ("db", "uid-1"));
+        let manual = new_install_plan("team", &[&sub], &steps, Approval::Manual, 3);
+        assert!(!manual.spec.approved);
+        let status = planned_status(&manual, &[], Approval::Manual, &olm_runtime::conditions::now());
+        assert_eq!(
+            status.phase,
+            InstallPlanPhase::RequiresApproval,
+            "a Manual plan waits"
+        );
+    }
+
+    #[test]
+    fn the_covering_plan_installs_every_wanted_bundle() {
+        let wanted = [step("db.v1")];
+        let plans = vec![
+            plan("install-1", 1, &["db.v1"], Some(InstallPlanPhase::Failed)),
+            plan(
+                "install-2",
+                2,
+                &["db.v1", "app.v1"],
+                Some(InstallPlanPhase::Complete),
+            ),
+            plan("install-3", 3, &["other.v1"], None),
+        ];
+        let none = HashSet::new();
+        let chosen = covering_plan(&plans, &wanted, &none).unwrap();
+        assert_eq!(chosen.name_any(), "install-2", "the newest that covers");
+        let referenced = HashSet::from(["install-1".to_owned()]);
+        let chosen = covering_plan(&plans, &wanted, &referenced).unwrap();
+        assert_eq!(chosen.name_any(), "install-1", "the one a Subscription refers to");
+        let failed_superset = vec![plan(
+            "install-4",
+            4,
+            &["db.v1", "app.v1"],
+            Some(InstallPlanPhase::Failed),
+        )];
+        assert!(
+            covering_plan(&failed_superset, &wanted, &none).is_none(),
+            "a failed plan covers only exactly its bundles"
+        );
+    }
+}

@@ -32,6 +32,7 @@ use olm_runtime::{
     admin::{AdminError, AdminServer},
     apply::{FIELD_MANAGER_CATALOG, Writer},
     backoff::TriggerBackoff,
+    client::{RequestMetrics, instrumented},
     leader::{LeaderElectionError, parse_duration},
     metrics::Metrics,
     telemetry::TelemetryError,
@@ -115,8 +116,12 @@ pub enum RunError {
 /// Runs the operator until SIGTERM or Ctrl-C.
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
     args.runtime.telemetry.init()?;
-    let client = Client::try_default().await.map_err(RunError::Client)?;
+    let config = kube::Config::infer()
+        .await
+        .map_err(|e| RunError::Client(kube::Error::InferConfig(e)))?;
     let metrics = Metrics::new()?;
+    let requests = RequestMetrics::register(metrics.registry())?;
+    let client = instrumented(config, &requests).map_err(RunError::Client)?;
     let readiness = Readiness::new();
     let (stop_tx, stop_rx) = watch::channel(false);
     let stop = move || {

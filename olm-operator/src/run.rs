@@ -5,11 +5,11 @@ use std::{future::Future, sync::Arc, time::Duration};
 
 use clap::Parser;
 use futures::{FutureExt, Stream};
-use kube::Client;
 use olm_runtime::{
     Leadership, Readiness, RuntimeArgs,
     admin::{AdminError, AdminServer},
     apply::{FIELD_MANAGER_OLM, Writer},
+    client::{RequestMetrics, instrumented},
     leader::LeaderElectionError,
     telemetry::TelemetryError,
 };
@@ -83,8 +83,9 @@ impl Args {
 pub async fn run(args: Args) -> Result<(), RunError> {
     args.runtime.telemetry.init().map_err(RunError::Telemetry)?;
     let config = kube::Config::infer().await.map_err(RunError::Config)?;
-    let client = Client::try_from(config.clone()).map_err(RunError::Client)?;
     let metrics = Arc::new(Metrics::new().map_err(RunError::Metrics)?);
+    let requests = RequestMetrics::register(metrics.registry()).map_err(RunError::Metrics)?;
+    let client = instrumented(config.clone(), &requests).map_err(RunError::Client)?;
     let readiness = Readiness::new();
 
     let (stop_tx, stop_rx) = watch::channel(false);

@@ -5,6 +5,7 @@
 //!   [`Leadership::is_leader`] turns false by the clock when renewals stop.
 //! - [`apply`]: server-side apply and delete that refuse to write unless this replica
 //!   leads ([`apply::Writer`]); the field manager constants.
+//! - [`client`]: the Kubernetes client, counting its requests by verb and resource.
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz` ([`readiness`]).
 //! - [`telemetry`]: `tracing` setup from `--log-level` and `--log-format`.
 //! - [`conditions`]: typed `metav1.Condition` maintenance and the kstatus conditions.
@@ -51,6 +52,7 @@
 pub mod admin;
 pub mod apply;
 pub mod backoff;
+pub mod client;
 pub mod conditions;
 pub mod errors;
 pub mod leader;

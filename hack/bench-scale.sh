@@ -14,7 +14,13 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
-cargo build -q --release --bins -p olm-operator -p catalog-operator -p e2e
+# One package at a time, as the bench's harness builds them (e2e::process::binary): built
+# together, the packages unify their dependencies' features differently and the harness would
+# build both binaries a second time.
+for bin in olm-operator catalog-operator; do
+	cargo build -q --release -p "$bin" --bin "$bin"
+done
+cargo build -q --release -p e2e --bin olm-rs-bench-scale
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 
 cluster_dir=

@@ -19,7 +19,7 @@
 
 use std::{
     collections::BTreeMap,
-    path::PathBuf,
+    path::{Path, PathBuf},
     time::{Duration, Instant},
 };
 
@@ -196,15 +196,14 @@ async fn main() {
         )
         .await;
     }
-    let mut failed = Vec::new();
-    for install in &installs {
-        if !csv_succeeds(&client, install, STEP).await {
-            failed.push(format!(
-                "{} ({} in {})",
-                install.package, install.csv, install.namespace
-            ));
-        }
-    }
+    // All at once, so that an install that never succeeds costs one STEP, not one each.
+    let succeeded = futures::future::join_all(installs.iter().map(|i| csv_succeeds(&client, i, STEP))).await;
+    let failed: Vec<String> = installs
+        .iter()
+        .zip(succeeded)
+        .filter(|(_, ok)| !ok)
+        .map(|(install, _)| format!("{} ({} in {})", install.package, install.csv, install.namespace))
+        .collect();
     eprintln!(
         "{} of {} operators installed in {:.1?}",
         installs.len() - failed.len(),
@@ -323,7 +322,7 @@ async fn main() {
 }
 
 /// The corpus's bundle packages, split round-robin into [`CATALOGS`]
-/// directories of symbolic links under the temporary directory.
+/// directories under the temporary directory.
 fn split_corpus(run: &str) -> Vec<PathBuf> {
     let bundles = corpus_dir().join("bundles");
     let mut packages: Vec<PathBuf> = std::fs::read_dir(&bundles)
@@ -338,11 +337,26 @@ fn split_corpus(run: &str) -> Vec<PathBuf> {
         std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
     }
     for (i, package) in packages.iter().enumerate() {
-        let link = dirs[i % CATALOGS].join(package.file_name().expect("a package directory has a name"));
-        std::os::unix::fs::symlink(package, &link)
-            .unwrap_or_else(|e| panic!("link {} to {}: {e}", link.display(), package.display()));
+        let copy = dirs[i % CATALOGS].join(package.file_name().expect("a package directory has a name"));
+        copy_dir(package, &copy)
+            .unwrap_or_else(|e| panic!("copy {} to {}: {e}", package.display(), copy.display()));
     }
     dirs
+}
+
+/// Copies the directory tree `from` to `to` (catalog loading does not follow symbolic links).
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
 }
 
 fn split_root(run: &str) -> PathBuf {

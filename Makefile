@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo demo-down test unit e2e bench crds fmt lint cluster-up cluster-down
+.PHONY: help demo demo-down test unit e2e bench bench-scale crds fmt lint cluster-up cluster-down
 
 help: ## List the tasks
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -24,6 +24,9 @@ e2e: ## e2e tests against the cluster in KUBECONFIG
 
 bench: ## HA and delivery figures: RSS, Subscription->Succeeded, failover (release build)
 	hack/bench.sh
+
+bench-scale: ## Scale figures: RSS, CPU and API requests at rest with 1,000 namespaces (release build)
+	hack/bench-scale.sh
 
 crds: ## Regenerate crds/ from the types in olm-api
 	$(CARGO) run -q -p olm-api --bin crdgen -- crds

@@ -1,0 +1,542 @@
+//! The figures of the scale targets, measured on the cluster in `KUBECONFIG`
+//! with both binaries run as they ship (default flags, the profile this bench
+//! is built with; `hack/bench-scale.sh` builds release and brings up a local
+//! control plane of its own):
+//!
+//! - the scene: `--namespaces` namespaces (1,000 by default), 5 CatalogSources
+//!   serving the corpus's bundle packages (split five ways, each served by
+//!   `catalog-operator serve`), and 20 operators from them: 5 AllNamespaces
+//!   operators in one namespace, 15 OwnNamespace operators each in a namespace
+//!   of its own, each with its OperatorGroup;
+//! - for each binary: RSS once everything is installed and settled, CPU
+//!   seconds and API requests per minute (by verb and resource, from the
+//!   binary's own `olm_kube_requests_total`) over `--idle-seconds` at rest
+//!   (600 by default), the time from a restart to `/readyz` and the RSS after
+//!   it, and the RSS after as many more empty namespaces are added;
+//! - the machine load (`uptime`) while it measured: the machine may be shared.
+//!
+//! A bench, not a test: it prints what it measures and asserts nothing.
+
+use std::{
+    collections::BTreeMap,
+    path::{Path, PathBuf},
+    time::{Duration, Instant},
+};
+
+use catalog_operator::registry::server::RegistryIndex;
+use e2e::{
+    client, corpus_dir, create_namespace, install_crds,
+    objects::{STEP, apply, global_operator_group, ready_catalog_source, subscribe},
+    process::{Process, free_port},
+};
+use futures::{StreamExt, stream};
+use k8s_openapi::api::core::v1::Namespace;
+use kube::{Api, Client, api::DeleteParams};
+use olm_api::{
+    v1::OperatorGroup,
+    v1alpha1::{Approval, ClusterServiceVersion, CsvPhase, Subscription},
+};
+use olm_catalog::Catalog;
+use serde_json::json;
+
+/// How many CatalogSources serve the corpus.
+const CATALOGS: usize = 5;
+
+/// Operators installed for all namespaces, together in one namespace.
+const ALL_NAMESPACES: [&str; 5] = [
+    "argocd-operator",
+    "cockroachdb",
+    "debezium-operator",
+    "dns-operator",
+    "limitador-operator",
+];
+
+/// Operators installed for their own namespace, each in a namespace of its own.
+const OWN_NAMESPACE: [&str; 15] = [
+    "3scale-community-operator",
+    "aqua",
+    "assisted-service-operator",
+    "etcd",
+    "gitlab-runner-operator",
+    "grafana-operator",
+    "ibm-block-csi-operator-community",
+    "konveyor-operator",
+    "lbconfig-operator",
+    "oadp-operator",
+    "prometheus",
+    "silicom-sts-operator",
+    "skupper-operator",
+    "stolostron",
+    "t8c",
+];
+
+/// How long the binaries are left alone before a figure is taken.
+const SETTLE: Duration = Duration::from_secs(30);
+
+/// How many API requests the bench itself has in flight.
+const PARALLEL: usize = 16;
+
+/// The bench's options.
+struct Options {
+    namespaces: usize,
+    idle: Duration,
+}
+
+impl Options {
+    fn parse() -> Options {
+        let arg = |name: &str| {
+            std::env::args().skip_while(|a| a != name).nth(1).map(|n| {
+                n.parse::<u64>()
+                    .unwrap_or_else(|e| panic!("{name} takes a number: {e}"))
+            })
+        };
+        Options {
+            namespaces: arg("--namespaces").unwrap_or(1000) as usize,
+            idle: Duration::from_secs(arg("--idle-seconds").unwrap_or(600)),
+        }
+    }
+}
+
+/// One operator to install: its package, the catalog serving it, the
+/// namespace it goes to and the CSV the Subscription must reach.
+struct Install {
+    package: &'static str,
+    catalog: String,
+    channel: String,
+    csv: String,
+    namespace: String,
+}
+
+/// What one binary's figures are taken from.
+#[derive(Clone, Default)]
+struct Sample {
+    cpu_ticks: u64,
+    requests: BTreeMap<(String, String), f64>,
+}
+
+#[tokio::main]
+async fn main() {
+    let options = Options::parse();
+    let client = client().await;
+    install_crds(&client).await;
+    let run = format!("scale-{:x}", std::process::id());
+    let home = run.clone();
+    create_namespace(&client, &home, "bench").await;
+    let mut namespaces = vec![home.clone()];
+
+    // The catalogs: the corpus's bundle packages, split five ways.
+    let split = split_corpus(&run);
+    let mut registries = Vec::new();
+    let mut heads: BTreeMap<&'static str, (String, String, String)> = BTreeMap::new();
+    for (i, dir) in split.iter().enumerate() {
+        let name = format!("corpus-{i}");
+        let (catalog, _) = catalog_operator::source::load(dir)
+            .unwrap_or_else(|e| panic!("the corpus catalog {} loads: {e}", dir.display()));
+        for package in ALL_NAMESPACES.iter().chain(&OWN_NAMESPACE) {
+            if let Some((channel, csv)) = default_head(&catalog, package) {
+                heads.insert(package, (name.clone(), channel, csv));
+            }
+        }
+        let port = free_port();
+        registries.push((Process::registry(&format!("{name}-registry"), dir, port), port));
+    }
+
+    let global_catalogs = ["--global-catalog-namespace", home.as_str()];
+    let mut catalog =
+        Process::catalog_operator_with("catalog-operator-a", "catalog-operator", &home, &global_catalogs);
+    let mut olm = Process::olm_operator_with("olm-operator-a", "olm-operator", &home, &[]);
+    for process in [&catalog, &olm] {
+        assert!(process.wait_ready(STEP).await, "{} is ready", process.label);
+    }
+    for (i, (_, port)) in registries.iter().enumerate() {
+        ready_catalog_source(
+            &client,
+            &home,
+            &format!("corpus-{i}"),
+            &format!("127.0.0.1:{port}"),
+        )
+        .await;
+    }
+
+    // The namespaces, then the operators in some of them.
+    let started = Instant::now();
+    let created = create_namespaces(&client, &run, 0, options.namespaces).await;
+    eprintln!(
+        "{} namespaces created in {:.1?}",
+        created.len(),
+        started.elapsed()
+    );
+    let global = format!("{run}-global");
+    create_namespace(&client, &global, "bench").await;
+    global_operator_group(
+        &Api::<OperatorGroup>::namespaced(client.clone(), &global),
+        "global",
+    )
+    .await;
+    let mut installs = Vec::new();
+    for package in ALL_NAMESPACES {
+        installs.push(install(&heads, package, &global));
+    }
+    for (package, namespace) in OWN_NAMESPACE.into_iter().zip(&created) {
+        own_namespace_group(&client, namespace).await;
+        installs.push(install(&heads, package, namespace));
+    }
+    namespaces.push(global.clone());
+    namespaces.extend(created);
+    let started = Instant::now();
+    for install in &installs {
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &install.namespace);
+        subscribe(
+            &subs,
+            install.package,
+            (&install.catalog, &home),
+            install.package,
+            &install.channel,
+            Approval::Automatic,
+        )
+        .await;
+    }
+    // All at once, so that an install that never succeeds costs one STEP, not one each.
+    let succeeded = futures::future::join_all(installs.iter().map(|i| csv_succeeds(&client, i, STEP))).await;
+    let failed: Vec<String> = installs
+        .iter()
+        .zip(succeeded)
+        .filter(|(_, ok)| !ok)
+        .map(|(install, _)| format!("{} ({} in {})", install.package, install.csv, install.namespace))
+        .collect();
+    eprintln!(
+        "{} of {} operators installed in {:.1?}",
+        installs.len() - failed.len(),
+        installs.len(),
+        started.elapsed()
+    );
+
+    // At rest.
+    tokio::time::sleep(SETTLE).await;
+    let idle_rss = (catalog.rss_kib(), olm.rss_kib());
+    let load_before = uptime();
+    let before = (sample(&catalog), sample(&olm));
+    eprintln!("measuring {:?} at rest", options.idle);
+    tokio::time::sleep(options.idle).await;
+    let after = (sample(&catalog), sample(&olm));
+    let load_after = uptime();
+    let rested_rss = (catalog.rss_kib(), olm.rss_kib());
+
+    // A restart of each: SIGTERM, then a new process, timed until /readyz.
+    let catalog_ready = restart(&mut catalog, || {
+        Process::catalog_operator_with("catalog-operator-b", "catalog-operator", &home, &global_catalogs)
+    })
+    .await;
+    let olm_ready = restart(&mut olm, || {
+        Process::olm_operator_with("olm-operator-b", "olm-operator", &home, &[])
+    })
+    .await;
+    tokio::time::sleep(SETTLE).await;
+    let restarted_rss = (catalog.rss_kib(), olm.rss_kib());
+
+    // As many namespaces again, empty.
+    let started = Instant::now();
+    let more = create_namespaces(&client, &run, options.namespaces, options.namespaces).await;
+    eprintln!(
+        "{} more namespaces created in {:.1?}",
+        more.len(),
+        started.elapsed()
+    );
+    namespaces.extend(more);
+    tokio::time::sleep(SETTLE).await;
+    let more_rss = (catalog.rss_kib(), olm.rss_kib());
+    let load_end = uptime();
+
+    let minutes = options.idle.as_secs_f64() / 60.0;
+    let ticks = clock_ticks();
+    let cpu = |b: &Sample, a: &Sample| a.cpu_ticks.saturating_sub(b.cpu_ticks) as f64 / ticks;
+    let n = options.namespaces;
+    println!(
+        "olm-rs scale bench ({} build): {n} namespaces, {} CatalogSources (corpus bundles), {} of {} operators installed ({} AllNamespaces in one namespace, {} OwnNamespace)",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
+        CATALOGS,
+        installs.len() - failed.len(),
+        installs.len(),
+        ALL_NAMESPACES.len(),
+        OWN_NAMESPACE.len(),
+    );
+    if !failed.is_empty() {
+        println!("  not Succeeded within {STEP:?}: {}", failed.join(", "));
+    }
+    println!(
+        "  machine load (uptime): before the rest {load_before}; after it {load_after}; at the end {load_end}"
+    );
+    println!("  {:<34} {:>18} {:>18}", "", "catalog-operator", "olm-operator");
+    let row = |what: &str, pair: (String, String)| println!("  {what:<34} {:>18} {:>18}", pair.0, pair.1);
+    row("RSS idle", (mib(idle_rss.0), mib(idle_rss.1)));
+    row(
+        &format!("RSS after {:.0} min at rest", minutes),
+        (mib(rested_rss.0), mib(rested_rss.1)),
+    );
+    row(
+        &format!("CPU seconds over {:.0} min at rest", minutes),
+        (
+            format!("{:.2}", cpu(&before.0, &after.0)),
+            format!("{:.2}", cpu(&before.1, &after.1)),
+        ),
+    );
+    row(
+        "restart: time until /readyz",
+        (format!("{catalog_ready:.2?}"), format!("{olm_ready:.2?}")),
+    );
+    row(
+        "RSS after the restart",
+        (mib(restarted_rss.0), mib(restarted_rss.1)),
+    );
+    row(
+        &format!("RSS with {n} more namespaces"),
+        (mib(more_rss.0), mib(more_rss.1)),
+    );
+    for (label, b, a) in [
+        ("catalog-operator", &before.0, &after.0),
+        ("olm-operator", &before.1, &after.1),
+    ] {
+        println!("  {label}: API requests per minute at rest, by verb (resource):");
+        let rates = rates(b, a, minutes);
+        if rates.is_empty() {
+            println!("    none");
+        }
+        for (verb, total, resources) in rates {
+            println!("    {verb:<8} {total:>7.2}  ({resources})");
+        }
+    }
+
+    stream::iter(namespaces)
+        .for_each_concurrent(PARALLEL, |ns| {
+            let namespaces: Api<Namespace> = Api::all(client.clone());
+            async move {
+                let _ = namespaces.delete(&ns, &DeleteParams::background()).await;
+            }
+        })
+        .await;
+    let _ = std::fs::remove_dir_all(split_root(&run));
+}
+
+/// The corpus's bundle packages, split round-robin into [`CATALOGS`]
+/// directories under the temporary directory.
+fn split_corpus(run: &str) -> Vec<PathBuf> {
+    let bundles = corpus_dir().join("bundles");
+    let mut packages: Vec<PathBuf> = std::fs::read_dir(&bundles)
+        .unwrap_or_else(|e| panic!("list {}: {e}", bundles.display()))
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|path| path.is_dir())
+        .collect();
+    packages.sort();
+    let root = split_root(run);
+    let dirs: Vec<PathBuf> = (0..CATALOGS).map(|i| root.join(format!("corpus-{i}"))).collect();
+    for dir in &dirs {
+        std::fs::create_dir_all(dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    }
+    for (i, package) in packages.iter().enumerate() {
+        let copy = dirs[i % CATALOGS].join(package.file_name().expect("a package directory has a name"));
+        copy_dir(package, &copy)
+            .unwrap_or_else(|e| panic!("copy {} to {}: {e}", package.display(), copy.display()));
+    }
+    dirs
+}
+
+/// Copies the directory tree `from` to `to` (catalog loading does not follow symbolic links).
+fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for entry in std::fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            copy_dir(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target)?;
+        }
+    }
+    Ok(())
+}
+
+fn split_root(run: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("olm-rs-bench-{run}"))
+}
+
+/// The default channel of `package` and the CSV at its head, if `catalog` has the package.
+fn default_head(catalog: &Catalog, package: &str) -> Option<(String, String)> {
+    let channel = catalog.package(package)?.default_channel.clone()?;
+    let head = RegistryIndex::new(catalog.clone())
+        .get_bundle_for_channel(package, &channel)
+        .unwrap_or_else(|e| panic!("{package} has a head in its default channel {channel}: {e}"));
+    Some((channel, head.csv_name))
+}
+
+fn install(
+    heads: &BTreeMap<&'static str, (String, String, String)>,
+    package: &'static str,
+    namespace: &str,
+) -> Install {
+    let (catalog, channel, csv) = heads
+        .get(package)
+        .unwrap_or_else(|| panic!("no corpus catalog has the package {package}"))
+        .clone();
+    Install {
+        package,
+        catalog,
+        channel,
+        csv,
+        namespace: namespace.to_owned(),
+    }
+}
+
+/// Creates `count` namespaces `<run>-<first>` ... in parallel; returns their names.
+async fn create_namespaces(client: &Client, run: &str, first: usize, count: usize) -> Vec<String> {
+    let names: Vec<String> = (first..first + count).map(|i| format!("{run}-{i:04}")).collect();
+    stream::iter(names.clone())
+        .for_each_concurrent(PARALLEL, |name| async move {
+            create_namespace(client, &name, "bench").await;
+        })
+        .await;
+    names
+}
+
+/// An OperatorGroup `own` targeting its own namespace.
+async fn own_namespace_group(client: &Client, namespace: &str) {
+    let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), namespace);
+    apply(
+        &groups,
+        json!({
+            "apiVersion": "operators.coreos.com/v1",
+            "kind": "OperatorGroup",
+            "metadata": {"name": "own"},
+            "spec": {"targetNamespaces": [namespace]},
+        }),
+    )
+    .await;
+}
+
+/// Whether the CSV of `install` is Succeeded within `within`.
+async fn csv_succeeds(client: &Client, install: &Install, within: Duration) -> bool {
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &install.namespace);
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Ok(Some(csv)) = csvs.get_opt(&install.csv).await
+            && csv
+                .status
+                .as_ref()
+                .is_some_and(|s| s.phase == Some(CsvPhase::Succeeded))
+        {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    false
+}
+
+/// Stops `process` (SIGTERM, as a rollout does), starts its replacement and
+/// returns how long the replacement took to answer `/readyz` with 200.
+async fn restart(process: &mut Process, start: impl FnOnce() -> Process) -> Duration {
+    process.terminate(Duration::from_secs(30));
+    let started = Instant::now();
+    *process = start();
+    assert!(process.wait_ready(STEP).await, "{} is ready", process.label);
+    started.elapsed()
+}
+
+/// The CPU time and request counts of `process` now.
+fn sample(process: &Process) -> Sample {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", process.pid())).unwrap_or_default();
+    // Fields after the command name (in parentheses): utime and stime are the 12th and 13th.
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let tick = |i: usize| fields.get(i).and_then(|f| f.parse::<u64>().ok()).unwrap_or(0);
+    let body = process
+        .admin_get("/metrics")
+        .map(|(_, body)| body)
+        .unwrap_or_default();
+    Sample {
+        cpu_ticks: tick(11) + tick(12),
+        requests: request_counts(&body),
+    }
+}
+
+/// `olm_kube_requests_total` by (verb, resource), from a `/metrics` body.
+fn request_counts(metrics: &str) -> BTreeMap<(String, String), f64> {
+    let label = |labels: &str, name: &str| {
+        let start = labels.find(&format!("{name}=\""))? + name.len() + 2;
+        let end = labels[start..].find('"')? + start;
+        Some(labels[start..end].to_owned())
+    };
+    metrics
+        .lines()
+        .filter_map(|line| line.strip_prefix("olm_kube_requests_total{"))
+        .filter_map(|rest| {
+            let (labels, value) = rest.split_once("} ")?;
+            Some((
+                (label(labels, "verb")?, label(labels, "resource")?),
+                value.trim().parse().ok()?,
+            ))
+        })
+        .collect()
+}
+
+/// Requests per minute between two samples, by verb, each with its
+/// resources (and their rates) spelled out.
+fn rates(before: &Sample, after: &Sample, minutes: f64) -> Vec<(String, f64, String)> {
+    let mut by_verb: BTreeMap<String, Vec<(String, f64)>> = BTreeMap::new();
+    for ((verb, resource), count) in &after.requests {
+        let delta = count
+            - before
+                .requests
+                .get(&(verb.clone(), resource.clone()))
+                .unwrap_or(&0.0);
+        if delta > 0.0 {
+            by_verb
+                .entry(verb.clone())
+                .or_default()
+                .push((resource.clone(), delta / minutes));
+        }
+    }
+    by_verb
+        .into_iter()
+        .map(|(verb, resources)| {
+            let total = resources.iter().map(|(_, r)| r).sum();
+            let spelled = resources
+                .iter()
+                .map(|(resource, rate)| format!("{resource} {rate:.2}"))
+                .collect::<Vec<_>>()
+                .join(", ");
+            (verb, total, spelled)
+        })
+        .collect()
+}
+
+fn mib(kib: Option<u64>) -> String {
+    kib.map_or("?".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
+}
+
+/// The load averages `uptime` prints.
+fn uptime() -> String {
+    std::process::Command::new("uptime")
+        .output()
+        .ok()
+        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+        .and_then(|line| {
+            line.split_once("load average:")
+                .map(|(_, load)| format!("load average{load}"))
+        })
+        .unwrap_or_else(|| "unknown".to_owned())
+}
+
+/// Clock ticks per second, the unit of /proc/<pid>/stat's CPU times.
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|out| String::from_utf8_lossy(&out.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}

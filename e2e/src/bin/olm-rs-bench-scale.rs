@@ -24,11 +24,6 @@ use std::{
 };
 
 use catalog_operator::registry::server::RegistryIndex;
-use e2e::{
-    client, corpus_dir, create_namespace, install_crds,
-    objects::{STEP, apply, global_operator_group, ready_catalog_source, subscribe},
-    process::{Process, free_port},
-};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{Api, Client, api::DeleteParams};
@@ -37,6 +32,11 @@ use olm_api::{
     v1alpha1::{Approval, ClusterServiceVersion, CsvPhase, Subscription},
 };
 use olm_catalog::Catalog;
+use olm_testkit::{
+    NAMESPACE_LABEL, client, corpus_dir, create_namespace, install_crds,
+    objects::{STEP, apply_json, global_operator_group, ready_catalog_source, subscribe},
+    process::{Process, free_port},
+};
 use serde_json::json;
 
 /// How many CatalogSources serve the corpus.
@@ -121,7 +121,7 @@ async fn main() {
     install_crds(&client).await;
     let run = format!("scale-{:x}", std::process::id());
     let home = run.clone();
-    create_namespace(&client, &home, "bench").await;
+    create_namespace(&client, &home, &[(NAMESPACE_LABEL, "bench")]).await;
     let mut namespaces = vec![home.clone()];
 
     // The catalogs: the corpus's bundle packages, split five ways.
@@ -167,7 +167,7 @@ async fn main() {
         started.elapsed()
     );
     let global = format!("{run}-global");
-    create_namespace(&client, &global, "bench").await;
+    create_namespace(&client, &global, &[(NAMESPACE_LABEL, "bench")]).await;
     global_operator_group(
         &Api::<OperatorGroup>::namespaced(client.clone(), &global),
         "global",
@@ -395,7 +395,7 @@ async fn create_namespaces(client: &Client, run: &str, first: usize, count: usiz
     let names: Vec<String> = (first..first + count).map(|i| format!("{run}-{i:04}")).collect();
     stream::iter(names.clone())
         .for_each_concurrent(PARALLEL, |name| async move {
-            create_namespace(client, &name, "bench").await;
+            create_namespace(client, &name, &[(NAMESPACE_LABEL, "bench")]).await;
         })
         .await;
     names
@@ -404,7 +404,7 @@ async fn create_namespaces(client: &Client, run: &str, first: usize, count: usiz
 /// An OperatorGroup `own` targeting its own namespace.
 async fn own_namespace_group(client: &Client, namespace: &str) {
     let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), namespace);
-    apply(
+    apply_json(
         &groups,
         json!({
             "apiVersion": "operators.coreos.com/v1",

@@ -26,8 +26,11 @@ use super::{Context, plan::status};
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "installplan";
 
-/// How soon a waiting or retrying plan is looked at again.
+/// How soon a plan that just started waiting or retrying is looked at again.
 const RETRY: Duration = Duration::from_secs(3);
+
+/// The longest pause between two looks at a plan that keeps waiting or retrying.
+const MAX_RETRY: Duration = Duration::from_secs(60);
 
 /// Errors of the InstallPlan controller. A step that fails is not an error of the
 /// controller: it is recorded in the plan's status.
@@ -201,7 +204,7 @@ async fn install(
                     status.plan = Some(steps);
                     status.message = Some(message);
                     writer.write(&written, &mut status, now).await?;
-                    return Ok(Action::requeue(RETRY));
+                    return Ok(Action::requeue(next_look(waited(&status))));
                 }
                 Handling::Retry { until_timeout } => {
                     status.plan = Some(steps);
@@ -217,7 +220,7 @@ async fn install(
                     }
                     status.message = Some(message);
                     writer.write(&written, &mut status, now).await?;
-                    return Ok(Action::requeue(RETRY));
+                    return Ok(Action::requeue(next_look(waited(&status))));
                 }
                 Handling::Fail => {
                     status.plan = Some(steps);
@@ -291,6 +294,25 @@ fn handling(cause: StepCause) -> Handling {
     }
 }
 
+/// How long the plan has been installing (waiting or retrying included).
+fn waited(status: &InstallPlanStatus) -> Duration {
+    status
+        .start_time
+        .as_ref()
+        .map(|start| k8s_openapi::jiff::Timestamp::now().duration_since(start.0))
+        .and_then(|elapsed| Duration::try_from(elapsed).ok())
+        .unwrap_or_default()
+}
+
+/// How soon a plan that has waited `waited` for an API or a retry is looked at
+/// again (pure): every [`RETRY`] at first, so that a CRD created with the plan is
+/// used at once, then a tenth of the time waited, at most [`MAX_RETRY`]. A plan
+/// waiting for an API that never comes, or retrying a forbidden write, costs a
+/// request a minute instead of twenty.
+fn next_look(waited: Duration) -> Duration {
+    (waited / 10).clamp(RETRY, MAX_RETRY)
+}
+
 /// Whether the plan has been retrying for longer than `timeout`.
 fn retry_expired(status: &InstallPlanStatus, timeout: Duration) -> bool {
     let Some(start) = &status.start_time else {
@@ -313,6 +335,15 @@ mod tests {
     fn each_cause_has_its_handling() {
         assert_eq!(handling(StepCause::NotLeader), Handling::Stop);
         assert_eq!(handling(StepCause::WaitingForApi), Handling::WaitForApi);
+    }
+
+    #[test]
+    fn a_plan_that_keeps_waiting_is_looked_at_less_often() {
+        assert_eq!(next_look(Duration::ZERO), RETRY);
+        assert_eq!(next_look(Duration::from_secs(29)), RETRY);
+        assert_eq!(next_look(Duration::from_secs(100)), Duration::from_secs(10));
+        assert_eq!(next_look(Duration::from_secs(600)), MAX_RETRY);
+        assert_eq!(next_look(Duration::from_secs(86_400)), MAX_RETRY);
         assert_eq!(
             handling(StepCause::Api(ErrorClass::Forbidden)),
             Handling::Retry { until_timeout: false },

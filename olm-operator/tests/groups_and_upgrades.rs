@@ -213,19 +213,28 @@ async fn roles_follow_the_target_namespaces_and_go_with_the_csv() {
     .await;
 }
 
+/// The label by which the OperatorGroups of these tests select namespaces.
+const SELECTED_BY: &str = "e2e.olm-rs.dev/selected-by";
+
+/// Creates namespace `{ns}-b` labelled [`SELECTED_BY`]`={ns}` and, in `ns`, the
+/// OperatorGroup `operators` that selects by that label; returns the groups of
+/// `ns` and the name of the labelled namespace.
+async fn group_selecting_labelled_namespace(client: &kube::Client, ns: &str) -> (Api<OperatorGroup>, String) {
+    let other = format!("{ns}-b");
+    create_namespace(client, &other, &[(SELECTED_BY, ns)]).await;
+    let spec: OperatorGroupSpec = serde_json::from_value(serde_json::json!({
+        "selector": {"matchLabels": {SELECTED_BY: ns}},
+    }))
+    .expect("a valid spec");
+    operator_group(client, ns, spec).await;
+    (Api::<OperatorGroup>::namespaced(client.clone(), ns), other)
+}
+
 #[tokio::test]
 #[ignore = "needs a cluster"]
 async fn an_operator_group_selects_namespaces_by_label() {
     with_namespace("selector", |client, ns| async move {
-        let other = format!("{ns}-b");
-        let label = "e2e.olm-rs.dev/selected-by";
-        create_namespace(&client, &other, &[(label, ns.as_str())]).await;
-        let spec: OperatorGroupSpec = serde_json::from_value(serde_json::json!({
-            "selector": {"matchLabels": {label: ns}},
-        }))
-        .expect("a valid spec");
-        operator_group(&client, &ns, spec).await;
-        let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
+        let (groups, other) = group_selecting_labelled_namespace(&client, &ns).await;
         let wanted = vec![other.clone()];
         wait_for(
             &groups,
@@ -236,7 +245,7 @@ async fn an_operator_group_selects_namespaces_by_label() {
         .await;
 
         // Labelling the group's own namespace adds it.
-        let patch = serde_json::json!({"metadata": {"labels": {label: ns}}});
+        let patch = serde_json::json!({"metadata": {"labels": {SELECTED_BY: ns}}});
         Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
             .patch(&ns, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -490,25 +499,13 @@ async fn a_missing_service_account_is_a_condition_of_the_operator_group() {
 #[ignore = "needs a cluster"]
 async fn a_deleted_namespace_leaves_the_operator_groups_that_selected_it() {
     with_namespace("gone-ns", |client, ns| async move {
-        let other = format!("{ns}-b");
-        let label = "e2e.olm-rs.dev/selected-by";
-        create_namespace(&client, &other, &[(label, ns.as_str())]).await;
-        let spec: OperatorGroupSpec = serde_json::from_value(serde_json::json!({
-            "selector": {"matchLabels": {label: ns}},
-        }))
-        .expect("a valid spec");
-        operator_group(&client, &ns, spec).await;
-        let groups = Api::<OperatorGroup>::namespaced(client.clone(), &ns);
+        let (groups, other) = group_selecting_labelled_namespace(&client, &ns).await;
         let wanted = vec![other.clone()];
         wait_for_group(
             &groups,
             "operators",
             "the OperatorGroup selects the labelled namespace",
-            move |g: Option<&OperatorGroup>| {
-                g.and_then(|g| g.status.as_ref())
-                    .and_then(|s| s.namespaces.as_ref())
-                    == Some(&wanted)
-            },
+            namespaces_are(wanted),
         )
         .await;
 
@@ -522,11 +519,7 @@ async fn a_deleted_namespace_leaves_the_operator_groups_that_selected_it() {
             &groups,
             "operators",
             "the OperatorGroup selects no namespace once it is deleted",
-            |g: Option<&OperatorGroup>| {
-                g.and_then(|g| g.status.as_ref())
-                    .and_then(|s| s.namespaces.as_ref())
-                    .is_some_and(|namespaces| namespaces.is_empty())
-            },
+            namespaces_are(Vec::new()),
         )
         .await;
     })

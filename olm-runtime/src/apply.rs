@@ -175,6 +175,35 @@ async fn fenced<T>(
     }
 }
 
+/// The fenced server-side apply behind [`apply`] and [`apply_dynamic`]: `kind`
+/// names the object in errors.
+async fn apply_as<K>(
+    leadership: &Leadership,
+    api: &Api<K>,
+    kind: String,
+    name: &str,
+    obj: &K,
+    manager: &str,
+) -> Result<K, WriteError>
+where
+    K: Clone + DeserializeOwned + Serialize + Debug,
+{
+    let deadline = fence(leadership, &kind, name)?;
+    let params = PatchParams::apply(manager).force();
+    fenced(
+        deadline,
+        &kind,
+        name,
+        api.patch(name, &params, &Patch::Apply(obj)),
+    )
+    .await?
+    .map_err(|source| WriteError::Apply {
+        kind,
+        name: name.to_owned(),
+        source,
+    })
+}
+
 /// Server-side applies `obj` as `name` with field manager `manager`, forcing
 /// ownership of the fields it sets. `obj` must carry `apiVersion` and `kind` (typed
 /// objects do) and only the fields this manager owns.
@@ -188,21 +217,7 @@ pub async fn apply<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
 {
-    let kind = kind_of::<K>();
-    let deadline = fence(leadership, &kind, name)?;
-    let params = PatchParams::apply(manager).force();
-    fenced(
-        deadline,
-        &kind,
-        name,
-        api.patch(name, &params, &Patch::Apply(obj)),
-    )
-    .await?
-    .map_err(|source| WriteError::Apply {
-        kind: kind_of::<K>(),
-        name: name.to_owned(),
-        source,
-    })
+    apply_as(leadership, api, kind_of::<K>(), name, obj, manager).await
 }
 
 /// Server-side applies `status` to the status subresource of `name`, with field
@@ -307,20 +322,7 @@ pub async fn apply_dynamic(
         .types
         .as_ref()
         .map_or_else(|| "object".to_owned(), |types| types.kind.clone());
-    let deadline = fence(leadership, &kind, name)?;
-    let params = PatchParams::apply(manager).force();
-    fenced(
-        deadline,
-        &kind,
-        name,
-        api.patch(name, &params, &Patch::Apply(obj)),
-    )
-    .await?
-    .map_err(|source| WriteError::Apply {
-        kind,
-        name: name.to_owned(),
-        source,
-    })
+    apply_as(leadership, api, kind, name, obj, manager).await
 }
 
 /// The writes of one binary: its leadership, its field manager and write metrics.

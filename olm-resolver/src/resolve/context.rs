@@ -18,7 +18,10 @@ pub(super) struct Context<'a> {
     pub(super) fixed_set: HashSet<BundleId>,
     /// Candidates of each need of each bundle the groups can reach; bundles of one catalog with
     /// equal needs share one list.
-    pub(super) deps: HashMap<(BundleId, u16), Rc<Vec<Cand<'a>>>>,
+    pub(super) deps: NeedCandidates<'a>,
+    /// Needs of installed CSVs that no Subscription chooses again, kept met by the groups that
+    /// own what meets them.
+    pub(super) protected: Vec<Protected>,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -85,6 +88,13 @@ impl<'a> Context<'a> {
             for key in keys {
                 let other = *first_toucher.entry(key).or_insert(s);
                 let (a, b) = (find(&mut parent, s), find(&mut parent, other));
+                parent[a.max(b)] = a.min(b);
+            }
+        }
+        // The owners of what meets a protected need keep it met together.
+        for protected in &self.protected {
+            for pair in protected.owners.windows(2) {
+                let (a, b) = (find(&mut parent, pair[0]), find(&mut parent, pair[1]));
                 parent[a.max(b)] = a.min(b);
             }
         }
@@ -242,7 +252,7 @@ impl<'a> Context<'a> {
                     .package_near_misses(id, package)
                     .into_iter()
                     .map(|b| {
-                        if matching.iter().any(|m| m.id == b) {
+                        if view.matches(b, requirement) {
                             candidate(b, annotate(b))
                         } else {
                             candidate(b, vec![Exclusion::OutsideRange { range: range.clone() }])
@@ -330,6 +340,7 @@ impl<'a> Context<'a> {
                 subscription: setup.sub.name.clone(),
                 bundle: view.name(pick.id).to_owned(),
                 change,
+                held_back: None,
             });
         }
         let new: Vec<&Choice<'a>> = {

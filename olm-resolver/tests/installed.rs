@@ -301,3 +301,32 @@ fn an_unmet_need_of_an_operator_without_subscription_changes_nothing() {
     let resolution = resolve(&index, &csvs, &subs);
     assert_eq!(steps(plan(&resolution, "b")), ["b.v2.0.0"]);
 }
+
+#[test]
+fn an_upgrade_whose_own_needs_fail_is_held_back_without_holders() {
+    let index = index(vec![cat("community").channel(
+        "b",
+        "stable",
+        vec![
+            b("b.v2.0.0", "2.0.0")
+                .replaces("b.v1.5.0")
+                .requires_package("missing", ">=1.0.0"),
+            b("b.v1.5.0", "1.5.0"),
+        ],
+    )]);
+    let subs = [sub("b", "b", "community").installed_csv("b.v1.5.0")];
+    let resolution = resolve(&index, &[installed("b.v1.5.0", "1.5.0")], &subs);
+    let b = result(&resolution, "b");
+    assert_eq!(b.change, Change::Stay);
+    let held = b.held_back.as_ref().expect("held back");
+    assert!(held.holders.is_empty());
+    let text = held.to_string();
+    assert!(
+        text.starts_with("b.v2.0.0 held back: no set of bundles"),
+        "{text}"
+    );
+    assert!(
+        text.contains("b.v2.0.0 requires package missing in range >=1.0.0; no catalog provides it"),
+        "{text}"
+    );
+}

@@ -24,6 +24,16 @@ pub(super) struct Context<'a> {
     pub(super) protected: Vec<Protected>,
 }
 
+/// What solving a group found.
+pub(super) enum Solved<'a> {
+    /// A plan.
+    Plan(Plan),
+    /// The search gave up after this many steps.
+    Limit(u64),
+    /// A minimal set of constraints that cannot all hold.
+    Core(Vec<ConstraintId<'a>>),
+}
+
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(super) enum Key<'a> {
     Package(&'a str),
@@ -112,12 +122,21 @@ impl<'a> Context<'a> {
     }
 
     pub(super) fn solve_group(&self, members: &[usize]) -> Outcome {
+        match self.solve(members) {
+            Solved::Plan(plan) => Outcome::Plan(plan),
+            Solved::Limit(steps) => Outcome::Unsatisfiable(Explanation {
+                conflicts: vec![Conflict::SearchLimit { steps }],
+            }),
+            Solved::Core(core) => Outcome::Unsatisfiable(self.explain(&core)),
+        }
+    }
+
+    /// Solves a group: its plan, or a minimal set of constraints that cannot all hold.
+    pub(super) fn solve(&self, members: &[usize]) -> Solved<'a> {
         let mut search = Search::new(self, members, None);
         match search.run() {
-            Ok(()) => Outcome::Plan(self.plan(members, &search)),
-            Err(Fail::Limit) => Outcome::Unsatisfiable(Explanation {
-                conflicts: vec![Conflict::SearchLimit { steps: search.steps }],
-            }),
+            Ok(()) => Solved::Plan(self.plan(members, &search)),
+            Err(Fail::Limit) => Solved::Limit(search.steps),
             Err(Fail::Conflict(nogood)) => {
                 let order = search.consulted_order;
                 let mut core: Vec<ConstraintId<'a>> = order
@@ -131,8 +150,7 @@ impl<'a> Context<'a> {
                 if Search::new(self, members, Some(&enabled)).run().is_ok() {
                     core = order;
                 }
-                let core = self.minimal_core(members, core);
-                Outcome::Unsatisfiable(self.explain(&core))
+                Solved::Core(self.minimal_core(members, core))
             }
         }
     }

@@ -27,32 +27,17 @@ impl<'a> Context<'a> {
             }
             let all = std::mem::take(&mut self.subs[s].candidates);
             self.subs[s].candidates = all[..position].to_vec();
-            let outcome = self.solve_group(members);
+            let held = match self.solve(members) {
+                Solved::Core(core) => Some((self.explain(&core), self.holders(&core))),
+                // The group could take a preferred bundle, but not while every other
+                // Subscription keeps its own first choice: nothing holds it back but preference.
+                // Or the search gave up: nothing to say for sure.
+                Solved::Plan(_) | Solved::Limit(_) => None,
+            };
             self.subs[s].candidates = all;
-            let Outcome::Unsatisfiable(explanation) = outcome else {
-                // The group could take a preferred bundle, but not while every other Subscription
-                // keeps its own first choice: nothing holds it back but preference.
+            let Some((explanation, holders)) = held else {
                 continue;
             };
-            if explanation
-                .conflicts
-                .iter()
-                .any(|c| matches!(c, Conflict::SearchLimit { .. }))
-            {
-                continue;
-            }
-            let mut holders: Vec<String> = Vec::new();
-            for conflict in &explanation.conflicts {
-                let Conflict::Dependency(need) = conflict else {
-                    continue;
-                };
-                for dependent in &need.dependents {
-                    let installed = self.view.installed.iter().any(|c| &c.name == dependent);
-                    if installed && !holders.contains(dependent) {
-                        holders.push(dependent.clone());
-                    }
-                }
-            }
             let preferred = self.subs[s].candidates[..position]
                 .iter()
                 .map(|c| self.view.name(c.id).to_owned())
@@ -63,5 +48,21 @@ impl<'a> Context<'a> {
                 explanation,
             });
         }
+    }
+
+    /// The installed CSVs whose needs are part of `core`, by name.
+    fn holders(&self, core: &[ConstraintId<'a>]) -> Vec<String> {
+        let mut holders: Vec<String> = Vec::new();
+        for constraint in core {
+            if let ConstraintId::Dep(id, _) = *constraint
+                && self.view.is_installed(id)
+            {
+                let name = self.view.name(id).to_owned();
+                if !holders.contains(&name) {
+                    holders.push(name);
+                }
+            }
+        }
+        holders
     }
 }

@@ -132,28 +132,37 @@ fn bundle_input(bundle: &olm_catalog::Bundle) -> Result<BundleInput, String> {
         .map_err(|e| format!("version {version:?} is not semver: {e}"))?;
     let mut input = BundleInput::new(bundle.name.clone(), bundle.package.clone(), version);
     for property in &bundle.properties {
-        match property {
-            Property::Gvk(gvk) => input.provides.push(resolver_gvk(gvk)),
-            Property::GvkRequired(gvk) => input.requirements.push(Requirement::gvk(resolver_gvk(gvk))),
-            Property::PackageRequired(required) => input.requirements.push(
-                Requirement::package(required.package_name.clone(), &required.version_range).map_err(
-                    |e| {
-                        format!(
-                            "its olm.package.required on {} is invalid: {e}",
-                            required.package_name
-                        )
-                    },
-                )?,
-            ),
-            Property::Constraint(constraint) => {
-                let constraint = Constraint::from_json(&constraint.value.to_value())
-                    .map_err(|e| format!("its olm.constraint is invalid: {e}"))?;
-                input.requirements.push(Requirement::Constraint(constraint));
-            }
-            _ => {}
+        if let Property::Gvk(gvk) = property {
+            input.provides.push(resolver_gvk(gvk));
+        }
+        if let Some(requirement) = requirement(property) {
+            input.requirements.push(requirement?);
         }
     }
     Ok(input)
+}
+
+/// The requirement a property states (`olm.gvk.required`, `olm.package.required`,
+/// `olm.constraint`), `None` for other properties, or why it is invalid. Catalog bundles and
+/// installed CSVs (from their installed properties) are read alike.
+pub fn requirement(property: &Property) -> Option<Result<Requirement, String>> {
+    match property {
+        Property::GvkRequired(gvk) => Some(Ok(Requirement::gvk(resolver_gvk(gvk)))),
+        Property::PackageRequired(required) => Some(
+            Requirement::package(required.package_name.clone(), &required.version_range).map_err(|e| {
+                format!(
+                    "its olm.package.required on {} is invalid: {e}",
+                    required.package_name
+                )
+            }),
+        ),
+        Property::Constraint(constraint) => Some(
+            Constraint::from_json(&constraint.value.to_value())
+                .map(Requirement::Constraint)
+                .map_err(|e| format!("its olm.constraint is invalid: {e}")),
+        ),
+        _ => None,
+    }
 }
 
 fn resolver_gvk(gvk: &olm_catalog::Gvk) -> Gvk {

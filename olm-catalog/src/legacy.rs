@@ -71,10 +71,32 @@ impl CsvBundle {
     fn csv(&self) -> Csv<'_> {
         Csv(&self.objects[self.csv_index].object)
     }
+
+    /// Whether the bundle renders (its package and channels play no part in that).
+    pub(crate) fn check(&self, options: &RenderOptions) -> Result<(), RenderError> {
+        render_bundle(&self.dir(String::new(), Vec::new(), None), options).map(drop)
+    }
+
+    fn dir(&self, package: String, channels: Vec<String>, default_channel: Option<String>) -> BundleDir {
+        BundleDir {
+            path: self.path.clone(),
+            package,
+            channels,
+            default_channel,
+            annotations: BTreeMap::new(),
+            objects: self.objects.clone(),
+            csv_index: self.csv_index,
+            dependencies: Vec::new(),
+            properties: Vec::new(),
+            warnings: Vec::new(),
+        }
+    }
 }
 
 /// Builds the package, its channels (following `replaces` from each `currentCSV`) and the bundles
-/// they reach. Bundles no channel reaches are left out, with a warning.
+/// they reach. As operator-registry does, a bundle that an entry skips is a member of the channel
+/// too (so it can be a `startingCSV`), though the walk does not follow its own `replaces`.
+/// Bundles no channel reaches are left out, with a warning.
 pub(crate) fn assemble(
     pkg: &LegacyPackage,
     bundles: &[CsvBundle],
@@ -91,6 +113,20 @@ pub(crate) fn assemble(
     for (channel, current) in &pkg.channels {
         let mut entries = Vec::new();
         let mut visited = BTreeSet::new();
+        let mut members = BTreeSet::new();
+        let mut add = |i: usize, entries: &mut Vec<ChannelEntry>| {
+            if !members.insert(i) {
+                return;
+            }
+            let csv = bundles[i].csv();
+            membership.entry(i).or_default().push(channel.clone());
+            entries.push(ChannelEntry {
+                name: csv.name().to_owned(),
+                replaces: csv.replaces().map(str::to_owned),
+                skips: csv.skips(),
+                skip_range: csv.skip_range().map(str::to_owned),
+            });
+        };
         let mut cur = by_name.get(current.as_str()).copied();
         if cur.is_none() {
             warnings.push(format!(
@@ -102,14 +138,13 @@ pub(crate) fn assemble(
             if !visited.insert(i) {
                 break;
             }
+            add(i, &mut entries);
             let csv = bundles[i].csv();
-            membership.entry(i).or_default().push(channel.clone());
-            entries.push(ChannelEntry {
-                name: csv.name().to_owned(),
-                replaces: csv.replaces().map(str::to_owned),
-                skips: csv.skips(),
-                skip_range: csv.skip_range().map(str::to_owned),
-            });
+            for skipped in csv.skips() {
+                if let Some(&s) = by_name.get(skipped.as_str()) {
+                    add(s, &mut entries);
+                }
+            }
             cur = csv.replaces().and_then(|r| by_name.get(r).copied());
         }
         channels.push(Channel {
@@ -123,18 +158,7 @@ pub(crate) fn assemble(
     let mut rendered = Vec::new();
     for (i, b) in bundles.iter().enumerate() {
         let Some(chs) = membership.get(&i) else { continue };
-        let dir = BundleDir {
-            path: b.path.clone(),
-            package: pkg.name.clone(),
-            channels: chs.clone(),
-            default_channel: pkg.default_channel.clone(),
-            annotations: BTreeMap::new(),
-            objects: b.objects.clone(),
-            csv_index: b.csv_index,
-            dependencies: Vec::new(),
-            properties: Vec::new(),
-            warnings: Vec::new(),
-        };
+        let dir = b.dir(pkg.name.clone(), chs.clone(), pkg.default_channel.clone());
         rendered.push(render_bundle(&dir, options)?);
     }
 

@@ -148,6 +148,33 @@ pub enum Exclusion {
     },
 }
 
+/// Why a Subscription did not get a bundle it prefers over the one it got (most often a newer
+/// version): the group, with that Subscription limited to its preferred bundles, has no plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HeldBack {
+    /// The bundles the Subscription prefers over the one it got, most preferred first.
+    pub preferred: Vec<String>,
+    /// Installed CSVs whose needs take part in the conflict: the operators that hold it back.
+    pub holders: Vec<String>,
+    /// The conflict that taking any preferred bundle runs into.
+    pub explanation: Explanation,
+}
+
+impl fmt::Display for HeldBack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} held back", join_or(&self.preferred))?;
+        if !self.holders.is_empty() {
+            let noun = if self.holders.len() == 1 {
+                "installed operator"
+            } else {
+                "installed operators"
+            };
+            write!(f, " by {noun} {}", join_and(&self.holders))?;
+        }
+        write!(f, ": {}", self.explanation)
+    }
+}
+
 impl fmt::Display for Explanation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("no set of bundles meets these constraints together:")?;

@@ -519,7 +519,9 @@ pub struct InstalledCsv {
     pub version: BundleVersion,
     /// APIs it provides.
     pub provides: Vec<Gvk>,
-    /// What it needs; checked again while its Subscription keeps it.
+    /// What it needs (its `olm.package.required`, `olm.gvk.required`, `olm.constraint` and
+    /// required CRDs). Checked again while its Subscription keeps it; when it stays anyway, what
+    /// meets them today is kept.
     pub requirements: Vec<Requirement>,
     /// `spec.replaces`.
     pub replaces: Option<String>,
@@ -541,6 +543,12 @@ impl InstalledCsv {
     /// Adds a provided API.
     pub fn provides(mut self, gvk: Gvk) -> InstalledCsv {
         self.provides.push(gvk);
+        self
+    }
+
+    /// Adds a requirement.
+    pub fn requires(mut self, requirement: Requirement) -> InstalledCsv {
+        self.requirements.push(requirement);
         self
     }
 }

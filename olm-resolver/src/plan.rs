@@ -4,7 +4,7 @@
 use std::fmt;
 
 use crate::{
-    explain::Explanation,
+    explain::{Explanation, HeldBack},
     model::{BundleVersion, CatalogId},
 };
 
@@ -121,7 +121,7 @@ impl fmt::Display for StepReason {
 }
 
 /// What a Subscription gets.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct SubscriptionResult {
     /// The Subscription's name.
     pub subscription: String,
@@ -129,6 +129,9 @@ pub struct SubscriptionResult {
     pub bundle: String,
     /// Whether that is a new install, an upgrade or the installed CSV.
     pub change: Change,
+    /// Set when the Subscription prefers bundles it cannot have (e.g. a newer version that an
+    /// installed operator does not allow), with the reason.
+    pub held_back: Option<HeldBack>,
 }
 
 /// How a Subscription's bundle relates to what is installed.

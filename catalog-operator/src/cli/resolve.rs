@@ -101,6 +101,19 @@ pub struct GroupReport {
     /// Why the group cannot be resolved, in plain words.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub explanation: Option<String>,
+    /// Subscriptions that do not get a bundle they prefer (a newer version), and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_back: Vec<HeldBackReport>,
+}
+
+/// A Subscription held back from a bundle it prefers.
+#[derive(Serialize, Debug, Clone, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct HeldBackReport {
+    /// The Subscription.
+    pub subscription: String,
+    /// Why, in plain words: what it prefers and which installed operators hold it back.
+    pub reason: String,
 }
 
 /// Whether a group resolved.
@@ -321,18 +334,30 @@ pub fn resolve_objects(
 fn group_report(group: &GroupDecision) -> GroupReport {
     let mut subscriptions = group.subscriptions.clone();
     subscriptions.sort();
-    match &group.decision {
+    let held_back: Vec<HeldBackReport> = subscriptions
+        .iter()
+        .filter_map(|name| {
+            let reason = group.targets.get(name)?.held_back.clone()?;
+            Some(HeldBackReport {
+                subscription: name.clone(),
+                reason,
+            })
+        })
+        .collect();
+    let report = match &group.decision {
         Decision::Unsatisfiable(explanation) => GroupReport {
             subscriptions,
             status: GroupStatus::Unsatisfiable,
             steps: Vec::new(),
             explanation: Some(explanation.clone()),
+            held_back: Vec::new(),
         },
         Decision::UpToDate => GroupReport {
             subscriptions,
             status: GroupStatus::Resolved,
             steps: Vec::new(),
             explanation: None,
+            held_back: Vec::new(),
         },
         Decision::Install(steps) => GroupReport {
             subscriptions,
@@ -350,8 +375,10 @@ fn group_report(group: &GroupDecision) -> GroupReport {
                 })
                 .collect(),
             explanation: None,
+            held_back: Vec::new(),
         },
-    }
+    };
+    GroupReport { held_back, ..report }
 }
 
 impl ResolveArgs {
@@ -608,6 +635,69 @@ mod tests {
             .find(|g| g.subscriptions == ["demo-broken"])
             .expect("a group for demo-broken");
         assert_eq!(broken.status, GroupStatus::Unsatisfiable);
+    }
+
+    /// An installed operator that needs demo-db below 1.1.0 holds back demo-db's
+    /// upgrade; the offline report and the controller say so in the same words.
+    #[test]
+    fn a_held_back_upgrade_is_reported_as_the_controller_reports_it() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalogs/demo-bundles");
+        let catalog = source::load(&path).expect("the demo catalog loads").0;
+        let id = CatalogId::new("demo", "olm");
+        let catalogs = OfflineCatalogs::new(vec![(id.clone(), catalog)]);
+        let mut pinning = csv("pinning.v1.0.0", "1.0.0", None, None);
+        pinning.metadata.annotations = Some(
+            [(
+                labels::INSTALLED_PROPERTIES.to_owned(),
+                json!({"properties": [
+                    {"type": "olm.package", "value": {"packageName": "pinning", "version": "1.0.0"}},
+                    {"type": "olm.package.required", "value": {"packageName": "demo-db", "versionRange": "<1.1.0"}},
+                ]})
+                .to_string(),
+            )]
+            .into(),
+        );
+        pinning.spec.custom_resource_definitions = None;
+        let installed = vec![csv("demo-db.v1.0.0", "1.0.0", None, Some("demo-db")), pinning];
+        let args = [SubscriptionArg::parse("demo-db/stable").expect("valid")];
+        let offline = resolve(&catalogs, &id, "team", &args, &installed);
+        assert!(offline.all_resolved(), "{offline:?}");
+        let group = &offline.groups[0];
+        assert!(group.steps.is_empty(), "demo-db stays: {group:?}");
+        let [held] = group.held_back.as_slice() else {
+            panic!("demo-db is held back: {group:?}")
+        };
+        assert_eq!(held.subscription, "demo-db");
+        assert!(
+            held.reason
+                .starts_with("demo-db.v1.1.0 held back by installed operator pinning.v1.0.0: "),
+            "{}",
+            held.reason
+        );
+        assert!(
+            held.reason
+                .contains("pinning.v1.0.0 requires package demo-db in range <1.1.0"),
+            "{}",
+            held.reason
+        );
+
+        // The controller, reading the same objects, says the same.
+        let subscription: Arc<Subscription> = Arc::new(args[0].to_subscription("team", &id));
+        let csvs: Vec<Arc<ClusterServiceVersion>> = installed.into_iter().map(Arc::new).collect();
+        let store = &catalogs.store;
+        let visible = store.visible(&[], catalogs.ids());
+        let decisions = decide(
+            &store.index(&visible),
+            &NamespaceView {
+                namespace: "team",
+                subscriptions: &[subscription],
+                csvs: &csvs,
+                catalogs: &visible,
+            },
+        );
+        assert_eq!(decisions[0].decision, Decision::UpToDate);
+        let target = &decisions[0].targets["demo-db"];
+        assert_eq!(target.held_back.as_deref(), Some(held.reason.as_str()));
     }
 
     #[test]

@@ -184,13 +184,17 @@ pub enum SubscriptionConditionReason {
     UpgradeFailed,
     /// The InstallPlan the Subscription refers to no longer exists.
     ReferencedInstallPlanNotFound,
+    /// Resolution succeeded, but a bundle the Subscription prefers (a newer version) cannot be
+    /// taken, most often because an installed operator needs the package as it is (olm-rs's own,
+    /// on ResolutionFailed with status False).
+    UpgradeHeldBack,
     /// A reason written by someone else, kept as it is.
     Other(String),
 }
 
 impl SubscriptionConditionReason {
     /// Every reason olm-rs writes.
-    pub const KNOWN: [SubscriptionConditionReason; 11] = [
+    pub const KNOWN: [SubscriptionConditionReason; 12] = [
         Self::AllCatalogSourcesHealthy,
         Self::UnhealthyCatalogSourceFound,
         Self::ConstraintsNotSatisfiable,
@@ -202,6 +206,7 @@ impl SubscriptionConditionReason {
         Self::UpgradePending,
         Self::UpgradeFailed,
         Self::ReferencedInstallPlanNotFound,
+        Self::UpgradeHeldBack,
     ];
 
     /// The reason as written in the condition.
@@ -218,6 +223,7 @@ impl SubscriptionConditionReason {
             Self::UpgradePending => "UpgradePending",
             Self::UpgradeFailed => "UpgradeFailed",
             Self::ReferencedInstallPlanNotFound => "ReferencedInstallPlanNotFound",
+            Self::UpgradeHeldBack => "UpgradeHeldBack",
             Self::Other(reason) => reason,
         }
     }

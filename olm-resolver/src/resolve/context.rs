@@ -18,7 +18,20 @@ pub(super) struct Context<'a> {
     pub(super) fixed_set: HashSet<BundleId>,
     /// Candidates of each need of each bundle the groups can reach; bundles of one catalog with
     /// equal needs share one list.
-    pub(super) deps: HashMap<(BundleId, u16), Rc<Vec<Cand<'a>>>>,
+    pub(super) deps: NeedCandidates<'a>,
+    /// Needs of installed CSVs that no Subscription chooses again, kept met by the groups that
+    /// own what meets them.
+    pub(super) protected: Vec<Protected>,
+}
+
+/// What solving a group found.
+pub(super) enum Solved<'a> {
+    /// A plan.
+    Plan(Plan),
+    /// The search gave up after this many steps.
+    Limit(u64),
+    /// A minimal set of constraints that cannot all hold.
+    Core(Vec<ConstraintId<'a>>),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
@@ -88,6 +101,13 @@ impl<'a> Context<'a> {
                 parent[a.max(b)] = a.min(b);
             }
         }
+        // The owners of what meets a protected need keep it met together.
+        for protected in &self.protected {
+            for pair in protected.owners.windows(2) {
+                let (a, b) = (find(&mut parent, pair[0]), find(&mut parent, pair[1]));
+                parent[a.max(b)] = a.min(b);
+            }
+        }
         let mut groups: Vec<Vec<usize>> = Vec::new();
         let mut group_of_root: HashMap<usize, usize> = HashMap::new();
         for s in 0..n {
@@ -102,12 +122,21 @@ impl<'a> Context<'a> {
     }
 
     pub(super) fn solve_group(&self, members: &[usize]) -> Outcome {
+        match self.solve(members) {
+            Solved::Plan(plan) => Outcome::Plan(plan),
+            Solved::Limit(steps) => Outcome::Unsatisfiable(Explanation {
+                conflicts: vec![Conflict::SearchLimit { steps }],
+            }),
+            Solved::Core(core) => Outcome::Unsatisfiable(self.explain(&core)),
+        }
+    }
+
+    /// Solves a group: its plan, or a minimal set of constraints that cannot all hold.
+    pub(super) fn solve(&self, members: &[usize]) -> Solved<'a> {
         let mut search = Search::new(self, members, None);
         match search.run() {
-            Ok(()) => Outcome::Plan(self.plan(members, &search)),
-            Err(Fail::Limit) => Outcome::Unsatisfiable(Explanation {
-                conflicts: vec![Conflict::SearchLimit { steps: search.steps }],
-            }),
+            Ok(()) => Solved::Plan(self.plan(members, &search)),
+            Err(Fail::Limit) => Solved::Limit(search.steps),
             Err(Fail::Conflict(nogood)) => {
                 let order = search.consulted_order;
                 let mut core: Vec<ConstraintId<'a>> = order
@@ -121,8 +150,7 @@ impl<'a> Context<'a> {
                 if Search::new(self, members, Some(&enabled)).run().is_ok() {
                     core = order;
                 }
-                let core = self.minimal_core(members, core);
-                Outcome::Unsatisfiable(self.explain(&core))
+                Solved::Core(self.minimal_core(members, core))
             }
         }
     }
@@ -242,7 +270,7 @@ impl<'a> Context<'a> {
                     .package_near_misses(id, package)
                     .into_iter()
                     .map(|b| {
-                        if matching.iter().any(|m| m.id == b) {
+                        if view.matches(b, requirement) {
                             candidate(b, annotate(b))
                         } else {
                             candidate(b, vec![Exclusion::OutsideRange { range: range.clone() }])
@@ -330,6 +358,7 @@ impl<'a> Context<'a> {
                 subscription: setup.sub.name.clone(),
                 bundle: view.name(pick.id).to_owned(),
                 change,
+                held_back: None,
             });
         }
         let new: Vec<&Choice<'a>> = {

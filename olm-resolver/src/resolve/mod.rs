@@ -23,8 +23,8 @@ use petgraph::{
 
 use crate::{
     explain::{
-        Candidate, Conflict, DependencyNeed, Exclusion, Explanation, SubscriptionNeed, SubscriptionProblem,
-        Unsupported,
+        Candidate, Conflict, DependencyNeed, Exclusion, Explanation, HeldBack, SubscriptionNeed,
+        SubscriptionProblem, Unsupported,
     },
     index::{CatalogIndex, UNRANKED},
     model::{
@@ -42,11 +42,13 @@ const STEP_LIMIT: u64 = 200_000;
 
 mod context;
 mod describe;
+mod held;
+mod protect;
 mod search;
 mod view;
 
 pub use self::describe::describe_requirement;
-use self::{context::*, search::*, view::*};
+use self::{context::*, protect::*, search::*, view::*};
 
 impl CatalogIndex {
     /// Resolves the Subscriptions of `namespace` together with the CSVs installed there.
@@ -54,7 +56,13 @@ impl CatalogIndex {
     ///
     /// Installed CSVs that no Subscription owns (by `installed_csv`, or by package when the
     /// Subscription has none yet) are fixed: they stay, count for the one-bundle-per-package and
-    /// one-provider-per-API rules, and can meet needs, but their own needs are not checked.
+    /// one-provider-per-API rules, and can meet needs. An installed CSV's needs constrain every
+    /// group: one a Subscription keeps needs them met like any chosen bundle; one that stays
+    /// anyway (fixed, or its Subscription has no candidate now) keeps what meets its needs today,
+    /// so a group cannot upgrade or replace those CSVs into something that no longer meets them.
+    ///
+    /// A Subscription that gets a bundle it prefers less than another of its candidates (an
+    /// upgrade held back) says why in [`SubscriptionResult::held_back`].
     pub fn resolve(
         &self,
         namespace: &str,
@@ -80,21 +88,26 @@ impl CatalogIndex {
             .filter(|i| !owned.contains(i))
             .map(|i| view.installed_id(i))
             .collect();
+        let (protected, deps) = protected_needs(&view, &setups);
         let mut ctx = Context {
             view,
             subs: setups,
             fixed_set: fixed.iter().copied().collect(),
             fixed,
-            deps: HashMap::new(),
+            deps,
+            protected,
         };
-        let groups = ctx.groups();
-        let groups = groups
-            .into_iter()
-            .map(|members| Group {
+        let mut groups = Vec::new();
+        for members in ctx.groups() {
+            let mut outcome = ctx.solve_group(&members);
+            if let Outcome::Plan(plan) = &mut outcome {
+                ctx.explain_held_back(&members, plan);
+            }
+            groups.push(Group {
                 subscriptions: members.iter().map(|&s| ctx.subs[s].sub.name.clone()).collect(),
-                outcome: ctx.solve_group(&members),
-            })
-            .collect();
+                outcome,
+            });
+        }
         Resolution { groups }
     }
 }

@@ -101,7 +101,16 @@ impl<'c, 'a> Search<'c, 'a> {
             package_owner: HashMap::new(),
             api_owner: HashMap::new(),
             trail: Vec::new(),
-            agenda: members.iter().map(|&s| Obligation::Sub(s)).collect(),
+            agenda: members
+                .iter()
+                .map(|&s| Obligation::Sub(s))
+                .chain(
+                    ctx.protected
+                        .iter()
+                        .filter(|p| p.owners.iter().any(|o| members.contains(o)))
+                        .map(|p| Obligation::Dep(p.dependent, p.requirement, 0)),
+                )
+                .collect(),
             level: 0,
             steps: 0,
             consulted: HashSet::new(),

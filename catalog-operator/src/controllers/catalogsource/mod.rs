@@ -107,6 +107,8 @@ pub(crate) struct Runtime {
     loaded_at: Option<Instant>,
     /// The resourceVersion of the ConfigMap last loaded.
     config_map_version: Option<String>,
+    /// The bundles that load of that ConfigMap left out, in words.
+    config_map_left_out: Option<String>,
 }
 
 /// Per-catalog state kept between reconciles (registry clients, load times).
@@ -125,6 +127,7 @@ impl Clients {
             client: None,
             loaded_at: None,
             config_map_version: None,
+            config_map_left_out: None,
         })
     }
 

@@ -28,6 +28,9 @@ pub enum Observed {
         registry_service: Option<RegistryServiceStatus>,
         /// Whether the state changed or the content was reloaded now.
         changed: bool,
+        /// What the catalog serves without, in words: bundles of a ConfigMap left out as
+        /// invalid, each with why.
+        left_out: Option<String>,
     },
     /// The registry Pod is not serving yet.
     Starting {
@@ -161,6 +164,7 @@ pub(super) async fn read_registry(
             config_map: None,
             registry_service,
             changed,
+            left_out: None,
         },
         Err(e) => {
             let message = chain(&e);
@@ -266,15 +270,28 @@ async fn read_config_map(
             config_map: Some(reference),
             registry_service: None,
             changed: false,
+            left_out: runtime.config_map_left_out,
         });
     }
     let text = serde_json::to_string(&config_map).unwrap_or_default();
     let path = format!("configmap {}/{name}", id.namespace);
     match olm_catalog::configmap::parse_str(&path, &text) {
         Ok(rendered) => {
-            let content = CatalogContent::new(id.clone(), rendered.catalog, rendered.warnings, None);
+            // As OLM: an invalid bundle is left out and reported; the rest serves.
+            let left_out = (!rendered.left_out.is_empty()).then(|| {
+                rendered
+                    .left_out
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            });
+            let mut problems = rendered.render.warnings;
+            problems.extend(rendered.left_out.iter().map(ToString::to_string));
+            let content = CatalogContent::new(id.clone(), rendered.render.catalog, problems, None);
             let changed = ctx.shared.catalogs.set_loaded(id, priority, content, now);
             runtime.config_map_version = version;
+            runtime.config_map_left_out = left_out.clone();
             ctx.clients.put(id, runtime);
             reference.last_update_time = Some(now.clone());
             Ok(Observed::Ready {
@@ -282,6 +299,7 @@ async fn read_config_map(
                 config_map: Some(reference),
                 registry_service: None,
                 changed,
+                left_out,
             })
         }
         Err(e) => {

@@ -89,6 +89,7 @@ pub fn compute(
             config_map,
             registry_service,
             changed,
+            left_out,
         } => {
             status.connection_state = connection(address, ConnectivityState::Ready, *changed);
             status.config_map_resource = config_map.clone().map(|mut c| {
@@ -101,11 +102,25 @@ pub fn compute(
                 c
             });
             status.registry_service = registry_service.clone();
+            let mut notes: Vec<&str> = Vec::new();
+            if let Some(left_out) = left_out {
+                status.reason = Some(CatalogSourceReason::ConfigMap);
+                notes.push(left_out);
+            }
             if let Some(error) = &spec.interval_error {
                 status.reason = Some(CatalogSourceReason::InvalidInterval);
-                status.message = Some(error.clone());
+                notes.push(error);
             }
-            Outcome::done(CatalogReason::Serving, "the catalog is serving")
+            if !notes.is_empty() {
+                status.message = Some(notes.join("; "));
+            }
+            match left_out {
+                Some(left_out) => Outcome::done(
+                    CatalogReason::Serving,
+                    format!("the catalog is serving without what is invalid: {left_out}"),
+                ),
+                None => Outcome::done(CatalogReason::Serving, "the catalog is serving"),
+            }
         }
         Observed::Starting {
             address,
@@ -191,6 +206,7 @@ mod tests {
             config_map: None,
             registry_service: None,
             changed: true,
+            left_out: None,
         };
         let status = compute(&source, &spec, &ready, &at(1));
         let connection = status.connection_state.clone().unwrap();
@@ -210,6 +226,7 @@ mod tests {
             config_map: None,
             registry_service: None,
             changed: false,
+            left_out: None,
         };
         assert_eq!(compute(&source, &spec, &quiet, &at(2)), status);
 
@@ -235,6 +252,35 @@ mod tests {
         let back = compute(&source, &spec, &ready, &at(4));
         assert_eq!(back.reason, None);
         assert_eq!(back.connection_state.unwrap().last_connect_time, Some(at(4)));
+    }
+
+    #[test]
+    fn bundles_left_out_are_reported_while_the_catalog_serves() {
+        let source = source();
+        let spec = validate(&source.spec, Duration::from_secs(600));
+        let why = "bundle foo.v1.1.0 left out: the CSV has no spec.version";
+        let ready = Observed::Ready {
+            address: None,
+            config_map: None,
+            registry_service: None,
+            changed: true,
+            left_out: Some(why.into()),
+        };
+        let status = compute(&source, &spec, &ready, &at(1));
+        assert_eq!(
+            status.connection_state.as_ref().unwrap().last_observed_state,
+            ConnectivityState::Ready
+        );
+        assert_eq!(status.reason, Some(CatalogSourceReason::ConfigMap));
+        assert_eq!(status.message.as_deref(), Some(why));
+        let conditions = status.conditions.as_deref().unwrap();
+        let ready = conditions.iter().find(|c| c.type_ == "Ready").unwrap();
+        assert_eq!(ready.status, "True");
+        assert!(ready.message.contains(why), "{}", ready.message);
+        assert_eq!(
+            kstatus(false, Some(3), Some(3), conditions),
+            KstatusResult::Current
+        );
     }
 
     #[test]

@@ -14,12 +14,14 @@ use olm_api::{
 };
 use olm_resolver::{
     CatalogIndex,
-    model::{self, BundleVersion, CatalogId, Gvk, InstalledCsv},
+    model::{self, BundleVersion, CatalogId, Gvk, InstalledCsv, Requirement},
     plan::{Change, DeprecationNotice, Outcome, StepReason},
 };
 use serde_json::Value;
 
-use crate::{catalogs::CatalogState, controllers::plan::ResolvedStep};
+use olm_catalog::property::Property;
+
+use crate::{catalogs::CatalogState, controllers::plan::ResolvedStep, snapshot};
 
 /// What one namespace holds.
 pub struct NamespaceView<'a> {
@@ -40,6 +42,9 @@ pub struct Target {
     pub bundle: String,
     /// A new install, an upgrade or the installed CSV.
     pub change: Change,
+    /// Why it does not get a bundle it prefers (a newer version that an installed operator does
+    /// not allow, say), in plain words.
+    pub held_back: Option<String>,
 }
 
 /// What to do for a group.
@@ -159,9 +164,31 @@ pub fn installed_csvs(
                 }
             }
             installed.provides = provides;
+            installed.requirements = installed_requirements(csv, &properties);
             Some(installed)
         })
         .collect()
+}
+
+/// What an installed CSV needs: the `olm.gvk.required`, `olm.package.required` and
+/// `olm.constraint` of its installed properties (ones that do not parse are left out, as the
+/// catalog left out such a bundle), and the required CRDs of its spec that no property names.
+fn installed_requirements(csv: &ClusterServiceVersion, properties: &[(String, Value)]) -> Vec<Requirement> {
+    let mut requirements: Vec<Requirement> = properties
+        .iter()
+        .filter_map(|(type_, value)| Property::from_parts(type_.clone(), value.clone()).ok())
+        .filter_map(|property| snapshot::requirement(&property)?.ok())
+        .collect();
+    for crd in csv.required_crds() {
+        let gvk = Gvk::new(crd.group(), crd.version.clone(), crd.kind.clone());
+        let named = requirements
+            .iter()
+            .any(|r| matches!(r, Requirement::Gvk { gvk: known, .. } if *known == gvk));
+        if !named {
+            requirements.push(Requirement::csv_required_crd(gvk));
+        }
+    }
+    requirements
 }
 
 /// The resolver's view of the Subscriptions; `installed` names the CSVs present.
@@ -256,6 +283,7 @@ pub fn decide(index: &CatalogIndex, view: &NamespaceView<'_>) -> Vec<GroupDecisi
                                 Target {
                                     bundle: result.bundle.clone(),
                                     change: result.change.clone(),
+                                    held_back: result.held_back.as_ref().map(ToString::to_string),
                                 },
                             )
                         })
@@ -403,6 +431,49 @@ pub(crate) mod tests {
         assert_eq!(steps.len(), 1, "{steps:?}");
         assert_eq!(steps[0].bundle, "demo-app.v0.2.0");
         assert_eq!(group.targets["db"].change, Change::Stay);
+    }
+
+    #[test]
+    fn installed_csvs_bring_their_needs() {
+        let (store, _) = demo_store();
+        let catalogs = store.visible(&["team"], &[]);
+        let mut app = csv("demo-app.v0.1.0", "0.1.0");
+        let spec = &mut Arc::make_mut(&mut app).spec;
+        spec.custom_resource_definitions = serde_json::from_value(serde_json::json!({"required": [
+            {"name": "databases.demo.olm-rs.dev", "version": "v1", "kind": "Database"},
+            {"name": "caches.demo.olm-rs.dev", "version": "v1", "kind": "Cache"}
+        ]}))
+        .expect("required CRDs");
+        Arc::make_mut(&mut app).metadata.annotations = Some(
+            [(
+                labels::INSTALLED_PROPERTIES.to_owned(),
+                serde_json::json!({"properties": [
+                    {"type": "olm.package", "value": {"packageName": "demo-app", "version": "0.1.0"}},
+                    {"type": "olm.package.required", "value": {"packageName": "demo-db", "versionRange": ">=1.1.0 <2.0.0"}},
+                    {"type": "olm.gvk.required", "value": {"group": "demo.olm-rs.dev", "version": "v1", "kind": "Database"}},
+                    {"type": "olm.constraint", "value": {"failureMessage": "no red", "not": {"constraints": [{"package": {"packageName": "red"}}]}}},
+                    {"type": "olm.package.required", "value": {"packageName": "bad", "versionRange": "^1"}}
+                ]})
+                .to_string(),
+            )]
+            .into(),
+        );
+        let installed = installed_csvs(&[app], &catalogs);
+        let described: Vec<String> = installed[0]
+            .requirements
+            .iter()
+            .map(olm_resolver::describe_requirement)
+            .collect();
+        assert_eq!(
+            described,
+            [
+                "package demo-db in range >=1.1.0 <2.0.0",
+                "API demo.olm-rs.dev/v1 Database",
+                "olm.constraint none of [package red]",
+                "API demo.olm-rs.dev/v1 Cache (a required CRD of its CSV)",
+            ],
+            "a range that does not parse is left out; a required CRD named by a property counts once"
+        );
     }
 
     #[test]

@@ -222,6 +222,21 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
         }
     }
 
+    // Resolved, but not to the bundle the Subscription prefers: say what holds it back, as a
+    // ResolutionFailed that is False (nothing failed; GitOps tools keep it healthy).
+    if !matches!(input.group.decision, Decision::Unsatisfiable(_))
+        && let Some(why) = target.and_then(|t| t.held_back.as_deref())
+    {
+        set_subscription_condition(
+            &mut conditions,
+            Type::ResolutionFailed,
+            false,
+            Reason::UpgradeHeldBack,
+            why,
+            now,
+        );
+    }
+
     // The plan the Subscription refers to is gone (deleted by hand, or beyond the
     // plans a namespace keeps) and no other plan stands in for it.
     match (&status.install_plan_ref, input.install_plan) {
@@ -588,6 +603,7 @@ mod tests {
                 Target {
                     bundle: "demo-db.v1.1.0".into(),
                     change,
+                    held_back: None,
                 },
             )]
             .into(),
@@ -925,6 +941,42 @@ mod tests {
         assert!(unhealthy.message.as_deref().unwrap().contains("team/demo"));
         assert_eq!(status.catalog_health.as_ref().unwrap().len(), 1);
         assert!(!status.catalog_health.as_ref().unwrap()[0].healthy);
+    }
+
+    #[test]
+    fn a_held_back_upgrade_is_explained_without_degrading() {
+        let mut held = group(Decision::UpToDate, Change::Stay);
+        let why = "demo-db.v2.0.0 held back by installed operator demo-app.v0.2.0: ...";
+        held.targets.get_mut("db").unwrap().held_back = Some(why.into());
+        let status = compute_with(&sub(), &held, None, true, true, 1);
+        let condition = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == Type::ResolutionFailed)
+            .expect("ResolutionFailed says why");
+        assert_eq!(condition.status, ConditionStatus::False);
+        assert_eq!(condition.reason, Some(Reason::UpgradeHeldBack));
+        assert_eq!(condition.message.as_deref(), Some(why));
+        assert_eq!(status.state, Some(SubscriptionState::AtLatestKnown));
+        assert_eq!(
+            find(&status, Type::Ready),
+            Some((ConditionStatus::True, "AtLatestKnown".into())),
+            "nothing failed: still healthy"
+        );
+
+        // Once nothing holds it back, the condition goes.
+        let mut again = sub();
+        again.status = Some(status);
+        let status = compute_with(
+            &again,
+            &group(Decision::UpToDate, Change::Stay),
+            None,
+            true,
+            true,
+            2,
+        );
+        assert_eq!(find(&status, Type::ResolutionFailed), None);
     }
 
     #[test]

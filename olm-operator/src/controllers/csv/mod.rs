@@ -13,7 +13,10 @@
 //! OperatorGroups (→ the CSVs of their namespace, [`in_namespace`]); CRDs (→
 //! the CSVs that own or require them, [`naming_crd`]); and CSVs again (→ the
 //! CSVs they replace or are replaced by, and those of their namespace held
-//! back by an owner conflict, [`upgrade_neighbours`]).
+//! back by an owner conflict, [`upgrade_neighbours`]); Subscriptions (→ the
+//! CSV they installed, whose Deployments take their config, [`overrides`]);
+//! and OperatorConditions (→ the CSV of the same name and those replacing
+//! it, [`operator_condition`]).
 
 pub mod apply;
 pub mod build;

@@ -3,7 +3,8 @@
 //! install; then, from the applied Deployments, how the install is doing.
 //!
 //! Phases and reasons are OLM's: `""` → Pending (RequirementsUnknown,
-//! RequirementsNotMet) → InstallReady (AllRequirementsMet) → Installing
+//! RequirementsNotMet, or OperatorConditionNotUpgradeable while the CSV it
+//! replaces says it cannot be upgraded) → InstallReady (AllRequirementsMet) → Installing
 //! (InstallSucceeded, InstallWaiting) → Succeeded (InstallSucceeded); Failed
 //! with InstallCheckFailed when an install makes no progress for the install
 //! timeout, ComponentUnhealthy when a Succeeded install breaks; on upgrade

@@ -8,7 +8,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use kube::core::crd::merge_crds;
 
-use crate::{substrate, v1, v1alpha1};
+use crate::{substrate, v1, v1alpha1, v2};
 
 /// Every CRD, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
@@ -18,11 +18,17 @@ pub fn all() -> Vec<CustomResourceDefinition> {
     )
     .expect("both OperatorGroup versions share group, kind, names and scope");
     default_spec_to_empty(&mut operator_group);
+    let operator_condition = merge_crds(
+        vec![v1::OperatorCondition::crd(), v2::OperatorCondition::crd()],
+        "v2",
+    )
+    .expect("both OperatorCondition versions share group, kind, names and scope");
     vec![
         v1alpha1::CatalogSource::crd(),
         v1alpha1::ClusterServiceVersion::crd(),
         v1alpha1::InstallPlan::crd(),
         operator_group,
+        operator_condition,
         v1alpha1::Subscription::crd(),
         substrate::Machine::crd(),
         substrate::MachinePool::crd(),

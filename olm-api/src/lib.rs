@@ -4,6 +4,7 @@
 //!
 //! - [`v1alpha1`]: ClusterServiceVersion, InstallPlan, Subscription, CatalogSource.
 //! - [`v1`]: OperatorGroup (and its still-served `v1alpha2` form).
+//! - [`v2`]: OperatorCondition (its `v1` form is in [`v1`]).
 //! - [`substrate`]: MachinePool and Machine.
 //! - [`labels`]: well-known labels and annotations.
 //! - [`crds`]: every CustomResourceDefinition, as the generator writes them to `crds/`.
@@ -20,6 +21,7 @@ pub mod schema;
 pub mod substrate;
 pub mod v1;
 pub mod v1alpha1;
+pub mod v2;
 
 /// The API group of OLM's kinds.
 pub const OPERATORS_GROUP: &str = "operators.coreos.com";

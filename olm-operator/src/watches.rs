@@ -10,6 +10,8 @@
 //! | OperatorGroups | store (no managed fields) | [`csv::in_namespace`] | its objects; the other groups of the namespace; read by the reconcile |
 //! | Namespaces, metadata only | store of names and labels | - | [`operatorgroup::selecting`]; read by the reconcile |
 //! | CRDs, metadata only | nothing | [`csv::naming_crd`] | - |
+//! | Subscriptions | nothing | the CSV its `status.installedCSV` names ([`csv::overrides::installed_csv`]): its config reaches the Deployments | - |
+//! | OperatorConditions | nothing | the CSV of the same name and those replacing it ([`csv::operator_condition::concerned_csvs`]) | - |
 //! | Deployments, ServiceAccounts, RBAC labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
 //!
 //! CRDs are watched as metadata: a change (its `Established` condition
@@ -46,7 +48,12 @@ use kube::{
     core::PartialObjectMeta,
     runtime::{Controller, WatchStreamExt, watcher},
 };
-use olm_api::{labels, v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
+use olm_api::{
+    labels,
+    v1::OperatorGroup,
+    v1alpha1::{ClusterServiceVersion, Subscription},
+    v2::OperatorCondition,
+};
 use olm_runtime::{Readiness, Reflector, Shutdown, backoff::TriggerBackoff};
 use serde::de::DeserializeOwned;
 
@@ -87,6 +94,7 @@ where
     let csv_store = csvs.store();
     let (by_group, by_crd, by_csv) = (csv_store.clone(), csv_store.clone(), csv_store.clone());
     let by_deleted_group = csv_store.clone();
+    let by_condition = csv_store.clone();
     let by_deleted_csv = csv_store.clone();
     let metrics = ctx.metrics.clone();
     let csv_controller = Controller::for_shared_stream(csvs.subscribe(), csv_store.clone())
@@ -113,6 +121,30 @@ where
             .backoff(TriggerBackoff::default())
             .touched_objects(),
             move |crd| csv::naming_crd(&by_crd, &crd.name_any()),
+        )
+        .watches_stream(
+            watcher(
+                Api::<Subscription>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .backoff(TriggerBackoff::default())
+            .touched_objects(),
+            |subscription| csv::overrides::installed_csv(&subscription),
+        )
+        .watches_stream(
+            watcher(
+                Api::<OperatorCondition>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .backoff(TriggerBackoff::default())
+            .touched_objects(),
+            move |condition| {
+                csv::operator_condition::concerned_csvs(
+                    &by_condition,
+                    &condition.namespace().unwrap_or_default(),
+                    &condition.name_any(),
+                )
+            },
         )
         .watches_shared_stream(groups.subscribe(), move |group| {
             csv::in_namespace(&by_group, &group.namespace().unwrap_or_default())

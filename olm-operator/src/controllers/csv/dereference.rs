@@ -1,8 +1,9 @@
 //! Dereference: reads everything a ClusterServiceVersion refers to, so that
 //! validate and build can be pure: the OperatorGroups of its namespace, the
 //! CRDs it owns and requires, the service accounts and Deployments it will
-//! create (to check who controls them), and its neighbours in the upgrade
-//! chain.
+//! create (to check who controls them), its neighbours in the upgrade
+//! chain, the config of the Subscription that installed it, and whether the
+//! CSV it replaces may be upgraded (its OperatorCondition).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -13,7 +14,8 @@ use k8s_openapi::{
 use kube::{Api, ResourceExt, api::ListParams};
 use olm_api::{
     v1::OperatorGroup,
-    v1alpha1::{ClusterServiceVersion, CsvPhase},
+    v1alpha1::{ClusterServiceVersion, CsvPhase, Subscription, SubscriptionConfig},
+    v2::OperatorCondition,
 };
 
 use crate::context::Context;
@@ -52,6 +54,12 @@ pub struct Dereferenced {
     /// For each group/version of the CSV's `nativeAPIs` (`v1` for the core
     /// group), the kinds the API server serves there.
     pub served_kinds: BTreeMap<String, BTreeSet<String>>,
+    /// The `spec.config` of the Subscription that installed this CSV
+    /// ([`super::overrides::config_for`]).
+    pub subscription_config: Option<SubscriptionConfig>,
+    /// Why the CSV this one replaces may not be upgraded now, from its
+    /// OperatorCondition ([`super::operator_condition::upgrade_hold`]).
+    pub upgrade_hold: Option<String>,
 }
 
 /// Why dereferencing failed; every case is a failed API call, worth a retry.
@@ -60,6 +68,15 @@ pub enum Error {
     /// Listing the OperatorGroups failed.
     #[error("failed to list the OperatorGroups of namespace {namespace}")]
     ListOperatorGroups {
+        /// The namespace.
+        namespace: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Listing the Subscriptions failed.
+    #[error("failed to list the Subscriptions of namespace {namespace}")]
+    ListSubscriptions {
         /// The namespace.
         namespace: String,
         /// The cause.
@@ -121,6 +138,23 @@ pub async fn dereference(ctx: &Context, csv: &ClusterServiceVersion) -> Result<D
         .items;
     let (replacement, replaced) = neighbours(csv, &csvs);
     let crd_owner_conflicts = crd_owner_conflicts(csv, &csvs);
+    let upgrade_hold = match &replaced {
+        Some(peer) => {
+            let api = Api::<OperatorCondition>::namespaced(client.clone(), &namespace);
+            let condition = get(&api, &peer.name, "OperatorCondition").await?;
+            super::operator_condition::upgrade_hold(condition.as_ref())
+        }
+        None => None,
+    };
+    let subscriptions = Api::<Subscription>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(|source| Error::ListSubscriptions {
+            namespace: namespace.clone(),
+            source,
+        })?
+        .items;
+    let subscription_config = super::overrides::config_for(&subscriptions, &csv.name_any());
 
     let crd_api = Api::<CustomResourceDefinition>::all(client.clone());
     let mut crds = BTreeMap::new();
@@ -152,6 +186,8 @@ pub async fn dereference(ctx: &Context, csv: &ClusterServiceVersion) -> Result<D
     }
 
     Ok(Dereferenced {
+        subscription_config,
+        upgrade_hold,
         served_kinds,
         crd_owner_conflicts,
         operator_groups,

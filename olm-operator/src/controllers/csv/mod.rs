@@ -13,12 +13,17 @@
 //! OperatorGroups (→ the CSVs of their namespace, [`in_namespace`]); CRDs (→
 //! the CSVs that own or require them, [`naming_crd`]); and CSVs again (→ the
 //! CSVs they replace or are replaced by, and those of their namespace held
-//! back by an owner conflict, [`upgrade_neighbours`]).
+//! back by an owner conflict, [`upgrade_neighbours`]); Subscriptions (→ the
+//! CSV they installed, whose Deployments take their config, [`overrides`]);
+//! and OperatorConditions (→ the CSV of the same name and those replacing
+//! it, [`operator_condition`]).
 
 pub mod apply;
 pub mod build;
 pub mod cleanup;
 pub mod dereference;
+pub mod operator_condition;
+pub mod overrides;
 pub mod phase;
 pub mod update_status;
 pub mod validate;
@@ -67,6 +72,9 @@ pub enum Error {
     /// Applying the install failed (transiently; refusals become the status).
     #[error("failed to apply the install")]
     Apply(#[source] apply::Error),
+    /// Keeping the CSV's OperatorCondition failed.
+    #[error("failed to keep the OperatorCondition of the ClusterServiceVersion")]
+    OperatorCondition(#[source] operator_condition::Error),
     /// Writing status or annotations failed.
     #[error("failed to update the ClusterServiceVersion")]
     UpdateStatus(#[source] update_status::Error),
@@ -89,6 +97,7 @@ impl ReconcileError for Error {
             Error::Build(_) => "build",
             Error::Apply(_) => "apply",
             Error::UpdateStatus(_) => "update_status",
+            Error::OperatorCondition(_) => "operator_condition",
             Error::DeleteReplaced(_) => "delete",
             Error::Cleanup(_) => "cleanup",
             Error::Finalizer(inner) => match inner.as_ref() {
@@ -103,6 +112,7 @@ impl ReconcileError for Error {
             // Only a change of the object can help: wait for one.
             Error::NoNamespace | Error::Build(_) => ErrorClass::Terminal,
             Error::DeleteReplaced(source) => source.class(),
+            Error::OperatorCondition(source) => source.class(),
             Error::Finalizer(inner) => match inner.as_ref() {
                 finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.class(),
                 finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => classify(e),
@@ -159,6 +169,9 @@ async fn install(
     let found = dereference::dereference(ctx, csv)
         .await
         .map_err(Error::Dereference)?;
+    operator_condition::ensure(ctx, csv)
+        .await
+        .map_err(Error::OperatorCondition)?;
     let validation = validate::validate(csv, &found);
     if let Ok(membership) = &validation.membership {
         update_status::annotate(ctx, csv, membership)
@@ -171,6 +184,7 @@ async fn install(
         validation: &validation,
         replacement: found.replacement.as_ref(),
         replaced: found.replaced.as_ref(),
+        upgrade_hold: found.upgrade_hold.as_deref(),
     };
     let now = crate::context::now();
     let (transition, recheck_in) = match phase::decide(&status, &facts) {
@@ -187,7 +201,8 @@ async fn install(
                 // decide() installs only with a membership and a valid strategy.
                 return Ok(Action::await_change());
             };
-            let children = build::build(csv, membership, strategy).map_err(Error::Build)?;
+            let mut children = build::build(csv, membership, strategy).map_err(Error::Build)?;
+            overrides::apply(&mut children.deployments, found.subscription_config.as_ref());
             let updated = apply::spec_changed(&children, &found);
             let outcome = match apply::apply(ctx, csv, membership, &children, &found).await {
                 Ok(applied) if updated => InstallOutcome::Updated(phase::health(&applied.deployments)),

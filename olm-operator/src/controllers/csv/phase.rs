@@ -3,7 +3,8 @@
 //! install; then, from the applied Deployments, how the install is doing.
 //!
 //! Phases and reasons are OLM's: `""` → Pending (RequirementsUnknown,
-//! RequirementsNotMet) → InstallReady (AllRequirementsMet) → Installing
+//! RequirementsNotMet, or OperatorConditionNotUpgradeable while the CSV it
+//! replaces says it cannot be upgraded) → InstallReady (AllRequirementsMet) → Installing
 //! (InstallSucceeded, InstallWaiting) → Succeeded (InstallSucceeded); Failed
 //! with InstallCheckFailed when an install makes no progress for the install
 //! timeout, ComponentUnhealthy when a Succeeded install breaks; on upgrade
@@ -56,6 +57,9 @@ pub struct Facts<'a> {
     pub replacement: Option<&'a Peer>,
     /// The CSV this one replaces, while it exists.
     pub replaced: Option<&'a Peer>,
+    /// Why the CSV this one replaces may not be upgraded now (its
+    /// OperatorCondition says so): this one waits in Pending.
+    pub upgrade_hold: Option<&'a str>,
 }
 
 /// What to do in this reconcile.
@@ -112,7 +116,10 @@ pub fn decide(status: &ClusterServiceVersionStatus, facts: &Facts<'_>) -> Decisi
             "requirements not yet checked",
         ))),
         Some(Pending) => {
-            if !requirements.met {
+            if let Some(hold) = facts.upgrade_hold.filter(|_| facts.replaced.is_some()) {
+                let message = super::operator_condition::pending_message(hold);
+                Decision::Settle(Some(to(Pending, OperatorConditionNotUpgradeable, message)))
+            } else if !requirements.met {
                 let message = format!(
                     "one or more requirements couldn't be found: {}",
                     requirements.unmet().join(", ")
@@ -521,6 +528,7 @@ mod tests {
             validation,
             replacement: None,
             replaced: None,
+            upgrade_hold: None,
         }
     }
 
@@ -850,6 +858,46 @@ mod tests {
         assert_eq!(
             transition(decide(&replacing, &facts(&valid))),
             (CsvPhase::Pending, CsvReason::RequirementsUnknown)
+        );
+    }
+
+    #[test]
+    fn a_replacing_csv_waits_while_the_replaced_operator_is_not_upgradeable() {
+        let valid = validation(&["OwnNamespace"], &[NAMESPACE], true);
+        let new_status = status(CsvPhase::Pending, CsvReason::RequirementsUnknown);
+        let old = peer("demo.v1.0.0", CsvPhase::Replacing);
+        let held = Facts {
+            replaced: Some(&old),
+            upgrade_hold: Some("the operator is not upgradeable: migrating"),
+            ..facts(&valid)
+        };
+        let Decision::Settle(Some(t)) = decide(&new_status, &held) else {
+            panic!("expected a transition")
+        };
+        assert_eq!(
+            (t.phase, t.reason),
+            (CsvPhase::Pending, CsvReason::OperatorConditionNotUpgradeable)
+        );
+        assert_eq!(
+            t.message,
+            "operator is not upgradeable: the operator is not upgradeable: migrating"
+        );
+        let released = Facts {
+            replaced: Some(&old),
+            ..facts(&valid)
+        };
+        assert_eq!(
+            transition(decide(&new_status, &released)),
+            (CsvPhase::InstallReady, CsvReason::RequirementsMet)
+        );
+        // Once the replaced CSV is gone, nothing is held.
+        let alone = Facts {
+            upgrade_hold: Some("stale"),
+            ..facts(&valid)
+        };
+        assert_eq!(
+            transition(decide(&new_status, &alone)),
+            (CsvPhase::InstallReady, CsvReason::RequirementsMet)
         );
     }
 

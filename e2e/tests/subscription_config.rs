@@ -1,0 +1,221 @@
+//! A Subscription's `spec.config` as a user meets it, with both operators: a
+//! Subscription to demo-app with a config installs demo-app's Deployment with
+//! the config merged in (and demo-db, its dependency, without it); changing
+//! the config updates the Deployment and removing it reverts it.
+
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use e2e::inprocess::{Operator, Registry, demo_index};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::PodSpec};
+use kube::{Api, Client};
+use olm_api::{
+    v1::OperatorGroup,
+    v1alpha1::{CatalogSource, ConnectivityState, Subscription},
+};
+use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_OLM};
+use olm_testkit::{
+    install_crds,
+    objects::{DEMO_APP_INSTALL, STEP, apply_json, wait_installed},
+    wait_for_within, with_namespace,
+};
+use serde_json::json;
+
+fn pod(deployment: &Deployment) -> PodSpec {
+    deployment
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.clone())
+        .expect("a pod spec")
+}
+
+/// The variables of every container, by container.
+fn env(deployment: &Deployment) -> Vec<BTreeMap<String, String>> {
+    pod(deployment)
+        .containers
+        .into_iter()
+        .map(|c| {
+            c.env
+                .unwrap_or_default()
+                .into_iter()
+                .map(|v| (v.name, v.value.unwrap_or_default()))
+                .collect()
+        })
+        .collect()
+}
+
+fn subscription(ns: &str, config: Option<serde_json::Value>) -> serde_json::Value {
+    let mut sub = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+        "metadata": {"name": "demo-app", "namespace": ns},
+        "spec": {"name": "demo-app", "channel": "stable", "source": "demo", "sourceNamespace": ns}});
+    if let Some(config) = config {
+        sub["spec"]["config"] = config;
+    }
+    sub
+}
+
+async fn wait_for_deployment(
+    api: &Api<Deployment>,
+    name: &str,
+    what: &str,
+    check: impl Fn(&Deployment) -> bool,
+) -> Deployment {
+    wait_for_within(STEP, api, name, what, move |d: Option<&Deployment>| {
+        d.is_some_and(&check)
+    })
+    .await
+    .unwrap_or_else(|| panic!("Deployment {name}"))
+}
+
+#[tokio::test]
+async fn a_subscription_config_reaches_the_deployments_and_follows_changes() {
+    with_namespace("subcfg", |client: Client, ns: String| async move {
+        install_crds(&client).await;
+        let registry = Registry::start(demo_index(false), "127.0.0.1:0".parse().expect("an address")).await;
+        let address = registry.addr.to_string();
+        let catalog_operator = Operator::start(&client, &ns);
+        let olm_parts =
+            Parts::new(client.clone(), Leadership::standalone(), FIELD_MANAGER_OLM).expect("metrics");
+        let ctx = Arc::new(olm_operator::context::Context::new(
+            client.clone(),
+            None,
+            Arc::new(olm_operator::metrics::Metrics::register(&olm_parts.metrics).expect("metrics")),
+            olm_parts.writer.clone(),
+            olm_operator::context::Settings::default(),
+        ));
+        let olm_operator = tokio::spawn(olm_operator::controllers(&olm_parts, ctx));
+
+        let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
+        apply_json(
+            &groups,
+            json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": "demo", "namespace": ns}, "spec": {"targetNamespaces": [ns]}}),
+        )
+        .await;
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        apply_json(
+            &sources,
+            json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "demo", "namespace": ns},
+            "spec": {"sourceType": "grpc", "address": address}}),
+        )
+        .await;
+        wait_for_within(
+            STEP,
+            &sources,
+            "demo",
+            "CatalogSource demo is READY",
+            |c: Option<&CatalogSource>| {
+                c.and_then(|c| c.status.as_ref()?.connection_state.as_ref())
+                    .is_some_and(|s| s.last_observed_state == ConnectivityState::Ready)
+            },
+        )
+        .await;
+
+        // The user's Subscription, with a config.
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        let config = json!({
+            "env": [{"name": "LOG_LEVEL", "value": "debug"}],
+            "resources": {"limits": {"memory": "64Mi"}, "requests": {"cpu": "10m"}},
+            "nodeSelector": {"type": "kwok"},
+            "tolerations": [{"key": "dedicated", "operator": "Exists", "effect": "NoSchedule"}],
+            "volumes": [{"name": "scratch", "emptyDir": {}}],
+            "volumeMounts": [{"name": "scratch", "mountPath": "/scratch"}],
+        });
+        apply_json(&subs, subscription(&ns, Some(config))).await;
+        wait_installed(&client, &ns, &DEMO_APP_INSTALL, STEP).await;
+
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        let merged = wait_for_deployment(&deployments, "demo-app", "demo-app with the config", |d| {
+            env(d)
+                .iter()
+                .all(|vars| vars.get("LOG_LEVEL").map(String::as_str) == Some("debug"))
+        })
+        .await;
+        let spec = pod(&merged);
+        for container in &spec.containers {
+            let resources = container.resources.clone().unwrap_or_default();
+            assert_eq!(
+                resources.limits.as_ref().map(|l| l["memory"].0.as_str()),
+                Some("64Mi")
+            );
+            assert_eq!(
+                resources.requests.as_ref().map(|r| r["cpu"].0.as_str()),
+                Some("10m")
+            );
+            assert!(
+                container
+                    .volume_mounts
+                    .iter()
+                    .flatten()
+                    .any(|m| m.name == "scratch" && m.mount_path == "/scratch")
+            );
+        }
+        assert_eq!(
+            spec.node_selector,
+            Some(BTreeMap::from([("type".to_owned(), "kwok".to_owned())]))
+        );
+        assert!(
+            spec.tolerations
+                .iter()
+                .flatten()
+                .any(|t| t.key.as_deref() == Some("dedicated"))
+        );
+        assert!(spec.volumes.iter().flatten().any(|v| v.name == "scratch"));
+
+        // demo-db came as a dependency, through its own Subscription: not this config.
+        let db = deployments.get("demo-db").await.expect("the demo-db Deployment");
+        assert!(
+            env(&db).iter().all(|vars| !vars.contains_key("LOG_LEVEL")),
+            "another Subscription's config stays off demo-db"
+        );
+
+        // A changed config is applied again.
+        apply_json(
+            &subs,
+            subscription(
+                &ns,
+                Some(json!({"env": [{"name": "LOG_LEVEL", "value": "info"}]})),
+            ),
+        )
+        .await;
+        let changed = wait_for_deployment(&deployments, "demo-app", "demo-app with the new config", |d| {
+            env(d)
+                .iter()
+                .all(|vars| vars.get("LOG_LEVEL").map(String::as_str) == Some("info"))
+        })
+        .await;
+        let spec = pod(&changed);
+        assert_eq!(spec.node_selector, None, "the config no longer sets it");
+        assert!(spec.volumes.iter().flatten().all(|v| v.name != "scratch"));
+        for container in &spec.containers {
+            let resources = container.resources.clone().unwrap_or_default();
+            assert_eq!(resources.limits, None, "the config's limits are gone");
+            assert_eq!(
+                resources.requests.as_ref().map(|r| r["memory"].0.as_str()),
+                Some("16Mi"),
+                "the CSV's own requests are back"
+            );
+        }
+
+        // Removing the config reverts the Deployment.
+        apply_json(&subs, subscription(&ns, None)).await;
+        let reverted = wait_for_deployment(&deployments, "demo-app", "demo-app without the config", |d| {
+            env(d).iter().all(|vars| !vars.contains_key("LOG_LEVEL"))
+        })
+        .await;
+        assert!(
+            pod(&reverted)
+                .tolerations
+                .iter()
+                .flatten()
+                .all(|t| t.key.as_deref() != Some("dedicated"))
+        );
+        wait_installed(&client, &ns, &DEMO_APP_INSTALL, STEP).await;
+
+        olm_parts.shutdown.trigger();
+        let _ = tokio::time::timeout(Duration::from_secs(20), olm_operator).await;
+        catalog_operator.stop().await;
+        registry.stop().await;
+    })
+    .await;
+}

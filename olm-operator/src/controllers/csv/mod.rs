@@ -3,8 +3,9 @@
 //! Each reconcile runs under a finalizer (so that cluster-scoped objects are
 //! removed on delete, see [`cleanup`]) and goes through the steps, one module
 //! each: [`dereference`] (client) → [`validate`] (pure) → [`phase`] (pure:
-//! which transition, whether to install) → [`build`] (pure) → [`apply`]
-//! (server-side apply) → [`update_status`] (client).
+//! which transition, whether to install) → [`build`] (pure) → [`serving`]
+//! (certificates, webhooks and APIServices of the Deployments that serve
+//! them) → [`apply`] (server-side apply) → [`update_status`] (client).
 //!
 //! What triggers a reconcile is wired in [`crate::watches`]; the mappers it
 //! uses are here: CSVs; the Deployments and ServiceAccounts they own (owner
@@ -15,13 +16,17 @@
 //! CSVs they replace or are replaced by, and those of their namespace held
 //! back by an owner conflict, [`upgrade_neighbours`]).
 
+pub mod apiservices;
 pub mod apply;
 pub mod build;
+pub mod certs;
 pub mod cleanup;
 pub mod dereference;
 pub mod phase;
+pub mod serving;
 pub mod update_status;
 pub mod validate;
+pub mod webhooks;
 
 #[cfg(test)]
 mod fixtures;
@@ -76,6 +81,9 @@ pub enum Error {
     /// Removing cluster-scoped objects failed.
     #[error("failed to clean up after the ClusterServiceVersion")]
     Cleanup(#[source] cleanup::Error),
+    /// Certificates, webhooks or APIServices could not be made or written.
+    #[error("failed to install the serving certificates, webhooks or APIServices")]
+    Serving(#[source] serving::Error),
     /// The finalizer could not be added or removed, or a step failed under it.
     #[error("finalizer {FINALIZER}")]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
@@ -91,6 +99,7 @@ impl ReconcileError for Error {
             Error::UpdateStatus(_) => "update_status",
             Error::DeleteReplaced(_) => "delete",
             Error::Cleanup(_) => "cleanup",
+            Error::Serving(_) => "serving",
             Error::Finalizer(inner) => match inner.as_ref() {
                 finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.category(),
                 _ => "finalizer",
@@ -103,6 +112,7 @@ impl ReconcileError for Error {
             // Only a change of the object can help: wait for one.
             Error::NoNamespace | Error::Build(_) => ErrorClass::Terminal,
             Error::DeleteReplaced(source) => source.class(),
+            Error::Serving(source) => source.class(),
             Error::Finalizer(inner) => match inner.as_ref() {
                 finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.class(),
                 finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => classify(e),
@@ -159,7 +169,10 @@ async fn install(
     let found = dereference::dereference(ctx, csv)
         .await
         .map_err(Error::Dereference)?;
-    let validation = validate::validate(csv, &found);
+    let mut validation = validate::validate(csv, &found);
+    serving::require_api_services(ctx, csv, &mut validation.requirements)
+        .await
+        .map_err(Error::Serving)?;
     if let Ok(membership) = &validation.membership {
         update_status::annotate(ctx, csv, membership)
             .await
@@ -173,6 +186,7 @@ async fn install(
         replaced: found.replaced.as_ref(),
     };
     let now = crate::context::now();
+    let mut served = None;
     let (transition, recheck_in) = match phase::decide(&status, &facts) {
         Decision::DeleteSelf => {
             tracing::info!(csv = %csv.name_any(), "deleting a replaced ClusterServiceVersion");
@@ -187,16 +201,29 @@ async fn install(
                 // decide() installs only with a membership and a valid strategy.
                 return Ok(Action::await_change());
             };
-            let children = build::build(csv, membership, strategy).map_err(Error::Build)?;
+            let mut children = build::build(csv, membership, strategy).map_err(Error::Build)?;
+            let serving = serving::install(ctx, csv, membership, &mut children, now).await;
             let updated = apply::spec_changed(&children, &found);
-            let outcome = match apply::apply(ctx, csv, membership, &children, &found).await {
-                Ok(applied) if updated => InstallOutcome::Updated(phase::health(&applied.deployments)),
-                Ok(applied) => InstallOutcome::Applied(phase::health(&applied.deployments)),
+            let outcome = match serving {
                 Err(e) if e.is_terminal() => {
                     tracing::warn!(csv = %csv.name_any(), error = %e.detail(), "the install was refused");
                     InstallOutcome::Rejected(e.detail())
                 }
-                Err(e) => return Err(Error::Apply(e)),
+                Err(e) => return Err(Error::Serving(e)),
+                Ok(serving) => {
+                    served = serving;
+                    match apply::apply(ctx, csv, membership, &children, &found).await {
+                        Ok(applied) if updated => {
+                            InstallOutcome::Updated(phase::health(&applied.deployments))
+                        }
+                        Ok(applied) => InstallOutcome::Applied(phase::health(&applied.deployments)),
+                        Err(e) if e.is_terminal() => {
+                            tracing::warn!(csv = %csv.name_any(), error = %e.detail(), "the install was refused");
+                            InstallOutcome::Rejected(e.detail())
+                        }
+                        Err(e) => return Err(Error::Apply(e)),
+                    }
+                }
             };
             let after = phase::after_install(&status, &outcome, now, ctx.settings.install_timeout);
             (after.transition, after.recheck_in)
@@ -209,11 +236,17 @@ async fn install(
         Some(olm_api::v1alpha1::CsvPhase::Replacing | olm_api::v1alpha1::CsvPhase::Deleting)
     ))
     .then_some(validation.requirements.statuses.as_slice());
-    let next = phase::next_status(&status, transition.as_ref(), requirements, now);
+    let mut next = phase::next_status(&status, transition.as_ref(), requirements, now);
+    let mut requeue = recheck_in.unwrap_or(ctx.settings.resync);
+    if let Some(served) = &served {
+        served.stamp(&mut next, now);
+        // A second more, so that renewal is surely due.
+        requeue = requeue.min(served.due_in(now) + Duration::from_secs(1));
+    }
     update_status::write(ctx, api, csv, next)
         .await
         .map_err(Error::UpdateStatus)?;
-    Ok(Action::requeue(recheck_in.unwrap_or(ctx.settings.resync)))
+    Ok(Action::requeue(requeue))
 }
 
 /// What to do after a failed reconcile: olm-runtime's one policy.

@@ -201,30 +201,9 @@ async fn install(
                 // decide() installs only with a membership and a valid strategy.
                 return Ok(Action::await_change());
             };
-            let mut children = build::build(csv, membership, strategy).map_err(Error::Build)?;
-            let serving = serving::install(ctx, csv, membership, &mut children, now).await;
-            let updated = apply::spec_changed(&children, &found);
-            let outcome = match serving {
-                Err(e) if e.is_terminal() => {
-                    tracing::warn!(csv = %csv.name_any(), error = %e.detail(), "the install was refused");
-                    InstallOutcome::Rejected(e.detail())
-                }
-                Err(e) => return Err(Error::Serving(e)),
-                Ok(serving) => {
-                    served = serving;
-                    match apply::apply(ctx, csv, membership, &children, &found).await {
-                        Ok(applied) if updated => {
-                            InstallOutcome::Updated(phase::health(&applied.deployments))
-                        }
-                        Ok(applied) => InstallOutcome::Applied(phase::health(&applied.deployments)),
-                        Err(e) if e.is_terminal() => {
-                            tracing::warn!(csv = %csv.name_any(), error = %e.detail(), "the install was refused");
-                            InstallOutcome::Rejected(e.detail())
-                        }
-                        Err(e) => return Err(Error::Apply(e)),
-                    }
-                }
-            };
+            let children = build::build(csv, membership, strategy).map_err(Error::Build)?;
+            let outcome;
+            (outcome, served) = apply_install(ctx, csv, membership, children, &found, now).await?;
             let after = phase::after_install(&status, &outcome, now, ctx.settings.install_timeout);
             (after.transition, after.recheck_in)
         }
@@ -247,6 +226,49 @@ async fn install(
         .await
         .map_err(Error::UpdateStatus)?;
     Ok(Action::requeue(requeue))
+}
+
+/// Applies the install: the serving certificates and Services
+/// ([`serving::prepare`]), the objects of `children` ([`apply`]), then the
+/// webhooks and APIServices ([`serving::register`]). Refusals become the
+/// outcome; other failures are errors.
+async fn apply_install(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    membership: &validate::Membership,
+    mut children: build::Children,
+    found: &dereference::Dereferenced,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Result<(InstallOutcome, Option<serving::Serving>), Error> {
+    let refused = |detail: String| {
+        tracing::warn!(csv = %csv.name_any(), error = %detail, "the install was refused");
+        (InstallOutcome::Rejected(detail), None)
+    };
+    let prepared = match serving::prepare(ctx, csv, &mut children, now).await {
+        Ok(prepared) => prepared,
+        Err(e) if e.is_terminal() => return Ok(refused(e.detail())),
+        Err(e) => return Err(Error::Serving(e)),
+    };
+    let updated = apply::spec_changed(&children, found);
+    let applied = match apply::apply(ctx, csv, membership, &children, found).await {
+        Ok(applied) => applied,
+        Err(e) if e.is_terminal() => return Ok(refused(e.detail())),
+        Err(e) => return Err(Error::Apply(e)),
+    };
+    if let Some(prepared) = &prepared {
+        match serving::register(ctx, csv, membership, prepared).await {
+            Ok(()) => {}
+            Err(e) if e.is_terminal() => return Ok(refused(e.detail())),
+            Err(e) => return Err(Error::Serving(e)),
+        }
+    }
+    let health = phase::health(&applied.deployments);
+    let outcome = if updated {
+        InstallOutcome::Updated(health)
+    } else {
+        InstallOutcome::Applied(health)
+    };
+    Ok((outcome, prepared.map(|p| p.serving)))
 }
 
 /// What to do after a failed reconcile: olm-runtime's one policy.

@@ -154,15 +154,25 @@ impl Serving {
     }
 }
 
-/// Makes and writes the serving objects of `csv`, and mounts its certificates
-/// into `children`' Deployments. `None` when the CSV serves nothing.
-pub async fn install(
+/// The certificates of an install, ready for [`register`].
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// What was done about certificates.
+    pub serving: Serving,
+    /// The CA (PEM) of each served Deployment.
+    ca_bundles: BTreeMap<String, String>,
+}
+
+/// Before the install is applied: keeps or issues the certificates of
+/// `csv`, writes their Secrets and the Services, and mounts the certificates
+/// into `children`' Deployments (and adds OLM's RBAC for them). `None` when
+/// the CSV serves nothing.
+pub async fn prepare(
     ctx: &Context,
     csv: &ClusterServiceVersion,
-    membership: &Membership,
     children: &mut Children,
     now: Timestamp,
-) -> Result<Option<Serving>, Error> {
+) -> Result<Option<Prepared>, Error> {
     let served = certs::served(csv);
     let status = csv.status.clone().unwrap_or_default();
     if served.is_empty() {
@@ -283,13 +293,26 @@ pub async fn install(
         owner.push_rbac(children, &service_name, &secret_name, &account);
         ca_bundles.insert(one.deployment.clone(), certificate.ca_pem.clone());
     }
+    Ok(Some(Prepared { serving, ca_bundles }))
+}
 
+/// After the install's Deployments are applied (as OLM orders it): registers
+/// the webhooks, conversion webhooks and APIServices of `csv` with the CAs of
+/// `prepared`, and removes those the CSV no longer declares.
+pub async fn register(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    membership: &Membership,
+    prepared: &Prepared,
+) -> Result<(), Error> {
+    let owner = Owner::of(csv);
+    let ca_bundles = &prepared.ca_bundles;
     let registration = Registration {
         csv_name: &owner.name,
         namespace: &owner.namespace,
         owner_labels: &owner.labels,
         targets: &membership.targets,
-        ca_bundles: &ca_bundles,
+        ca_bundles,
     };
     let configurations = registration.configurations(csv);
     let validating_api = Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone());
@@ -353,8 +376,7 @@ pub async fn install(
         "MutatingWebhookConfiguration",
     )
     .await?;
-    prune_api_services(ctx, &api_services, &selector, &wanted_api_services).await?;
-    Ok(Some(serving))
+    prune_api_services(ctx, &api_services, &selector, &wanted_api_services).await
 }
 
 /// Adds the status of every required API service of `csv` to `requirements`

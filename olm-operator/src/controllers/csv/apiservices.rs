@@ -99,6 +99,43 @@ pub fn api_service(
     }
 }
 
+/// Who holds an existing APIService, by its `olm.owner*` labels.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Holder {
+    /// Nobody OLM knows (no owner labels): the API server's own, or another tool's.
+    Unowned,
+    /// A ClusterServiceVersion: `(namespace, name)`.
+    Csv(String, String),
+}
+
+/// The holder of `existing`.
+pub fn holder(existing: &DynamicObject) -> Holder {
+    let labels = existing.metadata.labels.clone().unwrap_or_default();
+    let get = |key: &str| labels.get(key).filter(|v| !v.is_empty()).cloned();
+    match (
+        get(olm_api::labels::OWNER_KIND).as_deref(),
+        get(olm_api::labels::OWNER_NAMESPACE),
+        get(olm_api::labels::OWNER),
+    ) {
+        (Some("ClusterServiceVersion"), Some(namespace), Some(name)) => Holder::Csv(namespace, name),
+        _ => Holder::Unowned,
+    }
+}
+
+/// Whether `csv` may take over an APIService held by `holder` without asking
+/// anyone: it holds it, or the CSV it replaces does (OLM's adoption rule; a
+/// holder that is gone or being replaced is checked by the caller).
+pub fn adoptable_at_once(csv: &ClusterServiceVersion, holder: &Holder) -> bool {
+    match holder {
+        Holder::Unowned => false,
+        Holder::Csv(namespace, name) => {
+            csv.metadata.namespace.as_deref() == Some(namespace.as_str())
+                && (csv.metadata.name.as_deref() == Some(name.as_str())
+                    || csv.spec.replaces.as_deref() == Some(name.as_str()))
+        }
+    }
+}
+
 /// Whether an APIService reports `Available=True`.
 pub fn is_available(api_service: &DynamicObject) -> bool {
     api_service.data["status"]["conditions"]
@@ -159,6 +196,28 @@ mod tests {
             serde_json::json!({"namespace": "ops", "name": "widget-server-service", "port": 8443})
         );
         assert_eq!(spec["caBundle"], "Q0EgUEVN");
+    }
+
+    #[test]
+    fn an_api_service_is_taken_over_only_from_this_csv_or_the_one_it_replaces() {
+        let csv: ClusterServiceVersion = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "metadata": {"name": "demo.v2.0.0", "namespace": "ops"},
+            "spec": {"displayName": "demo", "install": {"strategy": "deployment"}, "replaces": "demo.v1.0.0"}
+        }))
+        .expect("a CSV");
+        let held_by = |namespace: &str, name: &str| {
+            let labels = crate::controllers::csv::build::owner_labels(name, namespace);
+            holder(&api_service(&desc(), "ops", "", &labels))
+        };
+        let builtin = holder(&api_service(&desc(), "ops", "", &BTreeMap::new()));
+        assert_eq!(builtin, Holder::Unowned);
+        assert!(!adoptable_at_once(&csv, &builtin), "never the API server's own");
+        assert!(adoptable_at_once(&csv, &held_by("ops", "demo.v2.0.0")));
+        assert!(adoptable_at_once(&csv, &held_by("ops", "demo.v1.0.0")));
+        assert!(!adoptable_at_once(&csv, &held_by("other", "demo.v1.0.0")));
+        assert!(!adoptable_at_once(&csv, &held_by("ops", "another.v1.0.0")));
     }
 
     #[test]

@@ -201,11 +201,22 @@ async fn install(
                 // decide() installs only with a membership and a valid strategy.
                 return Ok(Action::await_change());
             };
-            let children = build::build(csv, membership, strategy).map_err(Error::Build)?;
-            let outcome;
-            (outcome, served) = apply_install(ctx, csv, membership, children, &found, now).await?;
-            let after = phase::after_install(&status, &outcome, now, ctx.settings.install_timeout);
-            (after.transition, after.recheck_in)
+            let deployments: Vec<String> = strategy.deployments.iter().map(|d| d.name.clone()).collect();
+            if let Err(invalid) = webhooks::check(csv, &deployments) {
+                // OLM fails such a CSV before installing anything.
+                let failed = phase::Transition {
+                    phase: olm_api::v1alpha1::CsvPhase::Failed,
+                    reason: olm_api::v1alpha1::CsvReason::InvalidWebhookDescription,
+                    message: invalid.to_string(),
+                };
+                (Some(failed), None)
+            } else {
+                let children = build::build(csv, membership, strategy).map_err(Error::Build)?;
+                let outcome;
+                (outcome, served) = apply_install(ctx, csv, membership, children, &found, now).await?;
+                let after = phase::after_install(&status, &outcome, now, ctx.settings.install_timeout);
+                (after.transition, after.recheck_in)
+            }
         }
     };
 

@@ -81,6 +81,14 @@ pub enum Error {
         #[source]
         source: Box<WriteError>,
     },
+    /// An APIService this CSV owns exists and belongs to someone else.
+    #[error("pre-existing APIService {name} is not adoptable: {holder}")]
+    ApiServiceConflict {
+        /// The APIService.
+        name: String,
+        /// Who holds it, in words.
+        holder: String,
+    },
     /// Deleting an object failed.
     #[error("failed to delete {kind} {name}")]
     Delete {
@@ -99,7 +107,7 @@ impl Error {
     /// can help: the install is refused with this message.
     pub fn is_terminal(&self) -> bool {
         match self {
-            Error::Invalid(_) => true,
+            Error::Invalid(_) | Error::ApiServiceConflict { .. } => true,
             Error::Apply { source, .. } | Error::Delete { source, .. } => {
                 matches!(source.class(), ErrorClass::Terminal | ErrorClass::Forbidden)
             }
@@ -110,7 +118,7 @@ impl Error {
     /// What kind of failure this is, for the reconcile's error policy.
     pub fn class(&self) -> ErrorClass {
         match self {
-            Error::Invalid(_) => ErrorClass::Terminal,
+            Error::Invalid(_) | Error::ApiServiceConflict { .. } => ErrorClass::Terminal,
             Error::Apply { source, .. } | Error::Delete { source, .. } => source.class(),
             Error::Get { source, .. } => classify(source),
             Error::Issue(_) => ErrorClass::Transient,
@@ -339,6 +347,7 @@ pub async fn register(
         let deployment = desc.deployment_name.clone().unwrap_or_default();
         let ca = ca_bundles.get(&deployment).cloned().unwrap_or_default();
         let object = apiservices::api_service(desc, &owner.namespace, &ca, &owner.labels);
+        check_adoptable(ctx, csv, &api_services, &apiservices::name(desc)).await?;
         apply_dynamic(ctx, &api_services, &object, "APIService").await?;
         wanted_api_services.push(apiservices::name(desc));
     }
@@ -433,6 +442,53 @@ pub async fn cleanup(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(), E
         &[],
     )
     .await
+}
+
+/// Refuses to take over the APIService `name` unless nobody has it, this CSV
+/// or the one it replaces holds it, or its holder is gone or stepping aside
+/// (Replacing, Deleting), as OLM decides.
+async fn check_adoptable(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    api: &Api<DynamicObject>,
+    name: &str,
+) -> Result<(), Error> {
+    let get = |kind: &'static str, name: String| move |source| Error::Get { kind, name, source };
+    let Some(existing) = api
+        .get_opt(name)
+        .await
+        .map_err(get("APIService", name.to_owned()))?
+    else {
+        return Ok(());
+    };
+    let holder = apiservices::holder(&existing);
+    if apiservices::adoptable_at_once(csv, &holder) {
+        return Ok(());
+    }
+    let apiservices::Holder::Csv(namespace, holder_name) = holder else {
+        return Err(Error::ApiServiceConflict {
+            name: name.to_owned(),
+            holder: "it is not owned by a ClusterServiceVersion".to_owned(),
+        });
+    };
+    let other = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &namespace)
+        .get_opt(&holder_name)
+        .await
+        .map_err(get("ClusterServiceVersion", format!("{namespace}/{holder_name}")))?;
+    let stepping_aside = |other: &ClusterServiceVersion| {
+        matches!(
+            other.status.as_ref().and_then(|s| s.phase),
+            Some(olm_api::v1alpha1::CsvPhase::Replacing | olm_api::v1alpha1::CsvPhase::Deleting)
+        )
+    };
+    match other {
+        None => Ok(()),
+        Some(other) if stepping_aside(&other) => Ok(()),
+        Some(_) => Err(Error::ApiServiceConflict {
+            name: name.to_owned(),
+            holder: format!("ClusterServiceVersion {namespace}/{holder_name} owns it"),
+        }),
+    }
 }
 
 fn text(data: &BTreeMap<String, k8s_openapi::ByteString>, key: &str) -> String {

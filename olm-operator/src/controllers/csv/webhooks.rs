@@ -39,15 +39,18 @@ pub const NAMESPACE_NAME_LABEL: &str = "kubernetes.io/metadata.name";
 /// Why the webhooks of a CSV cannot be registered (OLM's `InvalidWebhookDescription`).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum Invalid {
-    /// A rule matches every API group.
-    #[error("webhook {0}: webhook rules cannot include all groups")]
+    /// Two webhooks have the same `generateName`.
+    #[error("CSV contains repeated WebhookDescription name")]
+    Repeated(String),
+    /// A rule of the named webhook matches every API group.
+    #[error("webhook rules cannot include all groups")]
     AllGroups(String),
-    /// A rule matches OLM's own API group.
-    #[error("webhook {0}: webhook rules cannot include the OLM group")]
+    /// A rule of the named webhook matches OLM's own API group.
+    #[error("webhook rules cannot include the OLM group")]
     OlmGroup(String),
-    /// A rule matches webhook configurations.
+    /// A rule of the named webhook matches webhook configurations.
     #[error(
-        "webhook {0}: webhook rules cannot include MutatingWebhookConfiguration or ValidatingWebhookConfiguration resources"
+        "webhook rules cannot include MutatingWebhookConfiguration or ValidatingWebhookConfiguration resources"
     )]
     WebhookResources(String),
     /// The webhook names no Deployment of the install strategy.
@@ -77,8 +80,10 @@ pub enum Invalid {
 }
 
 /// Checks the webhook descriptions of `csv` as OLM does, given the names of
-/// the install strategy's Deployments.
+/// the install strategy's Deployments. The messages of repeated names and bad
+/// rules are OLM's.
 pub fn check(csv: &ClusterServiceVersion, deployments: &[String]) -> Result<(), Invalid> {
+    let mut names = std::collections::BTreeSet::new();
     let owned: Vec<&str> = csv
         .spec
         .custom_resource_definitions
@@ -90,6 +95,9 @@ pub fn check(csv: &ClusterServiceVersion, deployments: &[String]) -> Result<(), 
         .collect();
     for desc in csv.spec.webhook_definitions.iter().flatten() {
         let name = &desc.generate_name;
+        if !names.insert(name.as_str()) {
+            return Err(Invalid::Repeated(name.clone()));
+        }
         check_rules(name, desc.rules.iter().flatten())?;
         let deployment = desc.deployment_name.clone().unwrap_or_default();
         if !deployments.contains(&deployment) {
@@ -497,6 +505,18 @@ mod tests {
             check(&rule(serde_json::json!([""]), serde_json::json!(["pods"])), &[]),
             Err(Invalid::UnknownDeployment { .. })
         ));
+        let twice = csv(
+            ALL,
+            serde_json::json!([
+                webhook("ValidatingAdmissionWebhook", serde_json::json!({})),
+                webhook("MutatingAdmissionWebhook", serde_json::json!({}))
+            ]),
+        );
+        let repeated = check(&twice, &deployments).unwrap_err();
+        assert_eq!(
+            repeated.to_string(),
+            "CSV contains repeated WebhookDescription name"
+        );
     }
 
     #[test]

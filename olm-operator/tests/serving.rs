@@ -248,3 +248,70 @@ async fn required_api_services_are_requirements() {
     })
     .await;
 }
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn invalid_webhooks_fail_the_csv_and_a_foreign_api_service_is_not_taken() {
+    start_operator_with(&client().await, short_lived()).await;
+    with_namespace("serving-refused", |client, ns| async move {
+        operator_group(&client, &ns, own_namespace_group(&ns)).await;
+        let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+
+        let mut value = serde_json::to_value(webhook_csv()).expect("a CSV as JSON");
+        value["metadata"]["name"] = "everything.v1.0.0".into();
+        value["spec"]["webhookdefinitions"][0]["rules"][0]["apiGroups"] = serde_json::json!(["*"]);
+        let invalid = create_csv(&client, &ns, serde_json::from_value(value).expect("a CSV")).await;
+        let failed = wait_for_csv(&csvs, &invalid.name_any(), CsvPhase::Failed).await;
+        let status = failed.status.expect("a status");
+        assert_eq!(status.reason, Some(CsvReason::InvalidWebhookDescription));
+        assert_eq!(
+            status.message.as_deref(),
+            Some("webhook rules cannot include all groups")
+        );
+        assert!(
+            list(
+                &Api::<ValidatingWebhookConfiguration>::all(client.clone()),
+                &owner_selector(&invalid)
+            )
+            .await
+            .is_empty(),
+            "nothing is registered"
+        );
+
+        // v1.apps is the API server's own: a CSV that claims it must not take it.
+        let mut value = serde_json::to_value(demo_csv(
+            "apps.v1.0.0",
+            "1.0.0",
+            None,
+            &["apps"],
+            OWN_NAMESPACE,
+            None,
+        ))
+        .expect("a CSV as JSON");
+        value["spec"]["apiservicedefinitions"] = serde_json::json!({"owned": [
+            {"name": "deployments", "group": "apps", "version": "v1", "kind": "Deployment",
+             "deploymentName": "apps", "containerPort": 8443}
+        ]});
+        let claiming = create_csv(&client, &ns, serde_json::from_value(value).expect("a CSV")).await;
+        let failed = wait_for_csv(&csvs, &claiming.name_any(), CsvPhase::Failed).await;
+        let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(
+            message.contains("pre-existing APIService v1.apps is not adoptable"),
+            "{message}"
+        );
+        let resource = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+            "apiservices",
+        );
+        let apps = Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource)
+            .get("v1.apps")
+            .await
+            .expect("v1.apps");
+        assert!(
+            apps.data["spec"]["service"].is_null(),
+            "v1.apps stays local: {:?}",
+            apps.data["spec"]
+        );
+    })
+    .await;
+}

@@ -10,7 +10,7 @@
 //! | OperatorGroups | store (no managed fields) | [`csv::in_namespace`] | its objects; the other groups of the namespace; read by the reconcile |
 //! | Namespaces, metadata only | store of names and labels | - | [`operatorgroup::selecting`]; read by the reconcile |
 //! | CRDs, metadata only | nothing | [`csv::naming_crd`] | - |
-//! | Deployments, ServiceAccounts, RBAC labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
+//! | Deployments, ServiceAccounts, RBAC, Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
 //!
 //! CRDs are watched as metadata: a change (its `Established` condition
 //! included) only says which CSVs to look at again, and the CSV reconcile
@@ -35,8 +35,9 @@ use std::{pin::pin, sync::Arc};
 use futures::{Stream, StreamExt, stream};
 use k8s_openapi::{
     api::{
+        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
         apps::v1::Deployment,
-        core::v1::{Namespace, ServiceAccount},
+        core::v1::{Namespace, Secret, Service, ServiceAccount},
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -103,6 +104,19 @@ where
             csv::labelled_owner(&meta.metadata)
         })
         .watches_stream(csv_children::<ClusterRoleBinding>(&client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        // The certificates, Services and webhooks of serving Deployments.
+        .watches_stream(csv_children::<Secret>(&client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<Service>(&client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<ValidatingWebhookConfiguration>(&client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<MutatingWebhookConfiguration>(&client), |meta| {
             csv::labelled_owner(&meta.metadata)
         })
         .watches_stream(

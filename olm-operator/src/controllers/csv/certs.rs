@@ -36,6 +36,9 @@ pub const CERT_KEY: &str = "tls.crt";
 pub const PRIVATE_KEY_KEY: &str = "tls.key";
 /// The pod template annotation (and Secret annotation) with the CA's hash.
 pub const CA_HASH_ANNOTATION: &str = "olmcahash";
+/// The Secret annotation with the time its certificate is due for renewal
+/// (RFC 3339), so that renewal does not depend on the CSV's status.
+pub const ROTATE_AT_ANNOTATION: &str = "olm-rs.dev/certs-rotate-at";
 /// The label OLM puts on the objects it manages for certificates.
 pub const MANAGED_LABEL: &str = "olm.managed";
 /// The volume of the certificate for API servers.

@@ -251,25 +251,27 @@ async fn apply_install(
     found: &dereference::Dereferenced,
     now: k8s_openapi::jiff::Timestamp,
 ) -> Result<(InstallOutcome, Option<serving::Serving>), Error> {
-    let refused = |detail: String| {
+    let refused = |detail: String, serving: Option<serving::Serving>| {
         tracing::warn!(csv = %csv.name_any(), error = %detail, "the install was refused");
-        (InstallOutcome::Rejected(detail), None)
+        (InstallOutcome::Rejected(detail), serving)
     };
     let prepared = match serving::prepare(ctx, csv, &mut children, now).await {
         Ok(prepared) => prepared,
-        Err(e) if e.is_terminal() => return Ok(refused(e.detail())),
+        Err(e) if e.is_terminal() => return Ok(refused(e.detail(), None)),
         Err(e) => return Err(Error::Serving(e)),
     };
+    // The certificates are written: the status says so even if what follows is refused.
+    let serving = prepared.as_ref().map(|p| p.serving.clone());
     let updated = apply::spec_changed(&children, found);
     let applied = match apply::apply(ctx, csv, membership, &children, found).await {
         Ok(applied) => applied,
-        Err(e) if e.is_terminal() => return Ok(refused(e.detail())),
+        Err(e) if e.is_terminal() => return Ok(refused(e.detail(), serving)),
         Err(e) => return Err(Error::Apply(e)),
     };
     if let Some(prepared) = &prepared {
         match serving::register(ctx, csv, membership, prepared).await {
             Ok(()) => {}
-            Err(e) if e.is_terminal() => return Ok(refused(e.detail())),
+            Err(e) if e.is_terminal() => return Ok(refused(e.detail(), serving)),
             Err(e) => return Err(Error::Serving(e)),
         }
     }
@@ -279,7 +281,7 @@ async fn apply_install(
     } else {
         InstallOutcome::Applied(health)
     };
-    Ok((outcome, prepared.map(|p| p.serving)))
+    Ok((outcome, serving))
 }
 
 /// What to do after a failed reconcile: olm-runtime's one policy.

@@ -4,7 +4,7 @@
 //! [`webhooks`] and [`apiservices`]).
 //!
 //! Each install reads the certificate Secrets and keeps them while they are
-//! fresh (see [`certs::check_fresh`]) and `status.certsRotateAt` has not
+//! fresh (see [`certs::check_fresh`]) and the renewal time they record has not
 //! passed; otherwise it issues a new CA and serving certificates, which
 //! changes the `caBundle` everywhere and, through the pod template's
 //! `olmcahash`, rolls the Deployments. The Deployments of the install gain the
@@ -197,9 +197,9 @@ pub async fn prepare(
     let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &owner.namespace);
     let lifetimes = ctx.settings.cert_lifetimes;
 
-    // Keep the stored certificates only if every one is fresh and the status
-    // knows when they are due.
+    // Keep the stored certificates only if every one is fresh and says when it is due.
     let mut stored = BTreeMap::new();
+    let mut due: Option<Timestamp> = None;
     for one in &served {
         let service = certs::service_name(&one.deployment);
         let name = certs::secret_name(&service);
@@ -209,6 +209,15 @@ pub async fn prepare(
             source,
         })?;
         let hosts = certs::hosts(&service, &owner.namespace);
+        let rotate_at = found
+            .as_ref()
+            .and_then(|s| s.metadata.annotations.as_ref())
+            .and_then(|a| a.get(certs::ROTATE_AT_ANNOTATION))
+            .and_then(|text| text.parse::<Timestamp>().ok());
+        let Some(rotate_at) = rotate_at else {
+            continue;
+        };
+        due = Some(due.map_or(rotate_at, |due| due.min(rotate_at)));
         let fresh = found.as_ref().and_then(|s| s.data.as_ref()).and_then(|data| {
             certs::check_fresh(data, &hosts, now, lifetimes.min_fresh).ok()?;
             Some(Issued {
@@ -221,7 +230,6 @@ pub async fn prepare(
             stored.insert(one.deployment.clone(), issued);
         }
     }
-    let due = status.certs_rotate_at.as_ref().map(|t| t.0);
     let keep = stored.len() == served.len() && due.is_some_and(|due| now < due);
     let (issued, serving) = if let (true, Some(due)) = (keep, due) {
         (
@@ -279,10 +287,13 @@ pub async fn prepare(
             type_: Some("kubernetes.io/tls".to_owned()),
             ..Secret::default()
         };
-        secret.metadata.annotations = Some(BTreeMap::from([(
-            certs::CA_HASH_ANNOTATION.to_owned(),
-            hash.clone(),
-        )]));
+        secret.metadata.annotations = Some(BTreeMap::from([
+            (certs::CA_HASH_ANNOTATION.to_owned(), hash.clone()),
+            (
+                certs::ROTATE_AT_ANNOTATION.to_owned(),
+                serving.rotate_at.to_string(),
+            ),
+        ]));
         apply(ctx, &secrets, &secret, "Secret").await?;
 
         certs::mount(spec, &secret_name, &hash);

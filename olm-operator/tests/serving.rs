@@ -315,3 +315,61 @@ async fn invalid_webhooks_fail_the_csv_and_a_foreign_api_service_is_not_taken() 
     })
     .await;
 }
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn a_deleted_certificate_secret_and_webhook_come_back() {
+    start_operator_with(&client().await, short_lived()).await;
+    with_namespace("serving-repair", |client, ns| async move {
+        operator_group(&client, &ns, own_namespace_group(&ns)).await;
+        let created = create_csv(&client, &ns, webhook_csv()).await;
+        let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        wait_for_csv(&csvs, &created.name_any(), CsvPhase::Succeeded).await;
+        let secrets = Api::<Secret>::namespaced(client.clone(), &ns);
+        let configurations = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+        let configuration = list(&configurations, &owner_selector(&created)).await[0].name_any();
+
+        secrets
+            .delete("demo-service-cert", &Default::default())
+            .await
+            .expect("delete the Secret");
+        configurations
+            .delete(&configuration, &Default::default())
+            .await
+            .expect("delete the webhook configuration");
+        eventually("the Secret and the webhook are back and agree", || {
+            let (client, ns, created) = (client.clone(), ns.clone(), created.clone());
+            async move {
+                let secret = Api::<Secret>::namespaced(client.clone(), &ns)
+                    .get_opt("demo-service-cert")
+                    .await
+                    .ok()
+                    .flatten();
+                let registered = list(
+                    &Api::<ValidatingWebhookConfiguration>::all(client.clone()),
+                    &owner_selector(&created),
+                )
+                .await;
+                let (Some(secret), Some(configuration)) = (secret, registered.first()) else {
+                    return false;
+                };
+                let certificate = secret.data.unwrap_or_default()["tls.crt"].0.clone();
+                let ca_bundle = configuration.webhooks.as_ref().expect("webhooks")[0]
+                    .client_config
+                    .ca_bundle
+                    .clone()
+                    .map(|b| b.0)
+                    .unwrap_or_default();
+                certs::verify(
+                    &ca_bundle,
+                    &certificate,
+                    &certs::hosts("demo-service", &ns),
+                    olm_operator::context::now(),
+                )
+                .is_ok()
+            }
+        })
+        .await;
+    })
+    .await;
+}

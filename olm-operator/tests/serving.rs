@@ -373,3 +373,75 @@ async fn a_deleted_certificate_secret_and_webhook_come_back() {
     })
     .await;
 }
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn an_upgrade_hands_the_certificates_and_webhooks_to_the_new_csv() {
+    start_operator_with(&client().await, short_lived()).await;
+    with_namespace("serving-upgrade", |client, ns| async move {
+        operator_group(&client, &ns, own_namespace_group(&ns)).await;
+        let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        let old = create_csv(&client, &ns, webhook_csv()).await;
+        wait_for_csv(&csvs, &old.name_any(), CsvPhase::Succeeded).await;
+
+        let mut value = serde_json::to_value(webhook_csv()).expect("a CSV as JSON");
+        value["metadata"]["name"] = "demo.v2.0.0".into();
+        value["spec"]["version"] = "2.0.0".into();
+        value["spec"]["replaces"] = "demo.v1.0.0".into();
+        let new = create_csv(&client, &ns, serde_json::from_value(value).expect("a CSV")).await;
+        wait_for_csv(&csvs, &new.name_any(), CsvPhase::Succeeded).await;
+        wait_gone(&csvs, &old.name_any()).await;
+
+        let configurations = Api::<ValidatingWebhookConfiguration>::all(client.clone());
+        assert!(
+            list(&configurations, &owner_selector(&old)).await.is_empty(),
+            "the old CSV's webhook is gone"
+        );
+        eventually("the new CSV's certificate, Service and webhook agree", || {
+            let (client, ns, new) = (client.clone(), ns.clone(), new.clone());
+            async move {
+                let secret = Api::<Secret>::namespaced(client.clone(), &ns)
+                    .get_opt("demo-service-cert")
+                    .await
+                    .ok()
+                    .flatten();
+                let service = Api::<k8s_openapi::api::core::v1::Service>::namespaced(client.clone(), &ns)
+                    .get_opt("demo-service")
+                    .await
+                    .ok()
+                    .flatten();
+                let registered = list(
+                    &Api::<ValidatingWebhookConfiguration>::all(client.clone()),
+                    &owner_selector(&new),
+                )
+                .await;
+                let (Some(secret), Some(_service), Some(configuration)) =
+                    (secret, service, registered.first())
+                else {
+                    return false;
+                };
+                let owned_by_new = secret
+                    .owner_references()
+                    .iter()
+                    .any(|o| Some(&o.uid) == new.metadata.uid.as_ref());
+                let certificate = secret.data.unwrap_or_default()["tls.crt"].0.clone();
+                let ca_bundle = configuration.webhooks.as_ref().expect("webhooks")[0]
+                    .client_config
+                    .ca_bundle
+                    .clone()
+                    .map(|b| b.0)
+                    .unwrap_or_default();
+                owned_by_new
+                    && certs::verify(
+                        &ca_bundle,
+                        &certificate,
+                        &certs::hosts("demo-service", &ns),
+                        olm_operator::context::now(),
+                    )
+                    .is_ok()
+            }
+        })
+        .await;
+    })
+    .await;
+}

@@ -10,6 +10,7 @@
 //! | OperatorGroups | store (no managed fields) | [`csv::in_namespace`] | its objects; the other groups of the namespace; read by the reconcile |
 //! | Namespaces, metadata only | store of names and labels | - | [`operatorgroup::selecting`]; read by the reconcile |
 //! | CRDs, metadata only | nothing | [`csv::naming_crd`] | - |
+//! | APIServices, metadata only | nothing | [`csv::apiservices::naming_api_service`] | - |
 //! | Deployments, ServiceAccounts, RBAC, Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
 //!
 //! CRDs are watched as metadata: a change (its `Established` condition
@@ -44,6 +45,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
+    api::DynamicObject,
     core::PartialObjectMeta,
     runtime::{Controller, WatchStreamExt, watcher},
 };
@@ -87,6 +89,7 @@ where
     // The CSV controller.
     let csv_store = csvs.store();
     let (by_group, by_crd, by_csv) = (csv_store.clone(), csv_store.clone(), csv_store.clone());
+    let by_api_service = csv_store.clone();
     let by_deleted_group = csv_store.clone();
     let by_deleted_csv = csv_store.clone();
     let metrics = ctx.metrics.clone();
@@ -127,6 +130,19 @@ where
             .backoff(TriggerBackoff::default())
             .touched_objects(),
             move |crd| csv::naming_crd(&by_crd, &crd.name_any()),
+        )
+        .watches_stream_with(
+            watcher(
+                Api::<PartialObjectMeta<DynamicObject>>::all_with(
+                    client.clone(),
+                    &csv::apiservices::resource(),
+                ),
+                watcher::Config::default(),
+            )
+            .backoff(TriggerBackoff::default())
+            .touched_objects(),
+            move |service| csv::apiservices::naming_api_service(&by_api_service, &service.name_any()),
+            csv::apiservices::resource(),
         )
         .watches_shared_stream(groups.subscribe(), move |group| {
             csv::in_namespace(&by_group, &group.namespace().unwrap_or_default())

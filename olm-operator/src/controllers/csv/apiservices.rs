@@ -99,6 +99,23 @@ pub fn api_service(
     }
 }
 
+/// The CSVs that own or require the APIService `name` (for the APIService watch).
+pub fn naming_api_service(
+    store: &kube::runtime::reflector::Store<ClusterServiceVersion>,
+    name: &str,
+) -> Vec<kube::runtime::reflector::ObjectRef<ClusterServiceVersion>> {
+    store
+        .state()
+        .iter()
+        .filter(|csv| {
+            owned(csv)
+                .chain(required(csv))
+                .any(|desc| self::name(desc) == name)
+        })
+        .map(|csv| kube::runtime::reflector::ObjectRef::from_obj(csv.as_ref()))
+        .collect()
+}
+
 /// Who holds an existing APIService, by its `olm.owner*` labels.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Holder {

@@ -198,6 +198,7 @@ async fn a_short_lifetime_rotates_the_certificate_the_ca_bundle_and_the_pods() {
 async fn required_api_services_are_requirements() {
     start_operator_with(&client().await, short_lived()).await;
     with_namespace("serving-required", |client, ns| async move {
+        let group = format!("missing-{}.example.com", random_suffix());
         operator_group(&client, &ns, own_namespace_group(&ns)).await;
         let mut value = serde_json::to_value(demo_csv(
             "needs.v1.0.0",
@@ -210,7 +211,7 @@ async fn required_api_services_are_requirements() {
         .expect("a CSV as JSON");
         value["spec"]["apiservicedefinitions"] = serde_json::json!({"required": [
             {"name": "deployments", "group": "apps", "version": "v1", "kind": "Deployment"},
-            {"name": "widgets", "group": "missing.example.com", "version": "v1", "kind": "Widget"},
+            {"name": "widgets", "group": group, "version": "v1", "kind": "Widget"},
         ]});
         let csv: ClusterServiceVersion = serde_json::from_value(value).expect("a CSV");
         let created = create_csv(&client, &ns, csv).await;
@@ -244,7 +245,41 @@ async fn required_api_services_are_requirements() {
             StatusReason::Present,
             "served by the API server itself"
         );
-        assert_eq!(requirement("v1.missing.example.com"), StatusReason::NotPresent);
+        let missing = format!("v1.{group}");
+        assert_eq!(requirement(&missing), StatusReason::NotPresent);
+
+        // Once the API is served (here by a local APIService, always Available), the CSV
+        // installs without waiting for a resync.
+        let resource = kube::api::ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService"),
+            "apiservices",
+        );
+        let api_services = Api::<kube::api::DynamicObject>::all_with(client.clone(), &resource);
+        let mut local = kube::api::DynamicObject::new(&missing, &resource);
+        local.data = serde_json::json!({"spec": {
+            "group": group, "version": "v1", "groupPriorityMinimum": 100, "versionPriority": 10
+        }});
+        api_services
+            .create(&Default::default(), &local)
+            .await
+            .expect("create a local APIService");
+        let installed = tokio::time::timeout(
+            Duration::from_secs(30),
+            kube::runtime::wait::await_condition(
+                csvs.clone(),
+                &created.name_any(),
+                csv_in(CsvPhase::Succeeded),
+            ),
+        )
+        .await;
+        api_services
+            .delete(&missing, &Default::default())
+            .await
+            .expect("delete the local APIService");
+        assert!(
+            matches!(installed, Ok(Ok(Some(_)))),
+            "the CSV did not install within 30s of the APIService: {installed:?}"
+        );
     })
     .await;
 }

@@ -216,6 +216,17 @@ fn declared_mount(
         .and_then(|m| m["mountPath"].as_str().map(str::to_owned))
 }
 
+/// The CRDs the CSV's conversion webhooks convert.
+fn conversion_crds(csv: &ClusterServiceVersion) -> Vec<String> {
+    csv.spec
+        .webhook_definitions
+        .iter()
+        .flatten()
+        .filter(|d| d.type_ == WebhookAdmissionType::ConversionWebhook)
+        .flat_map(|d| d.conversion_crds.clone().unwrap_or_default())
+        .collect()
+}
+
 /// Stand-ins for the CRDs the CSV requires and its bundle does not ship.
 fn stand_ins(bundle: &Bundle) -> Vec<CustomResourceDefinition> {
     let shipped: Vec<String> = bundle.crds.iter().map(|c| c.name_any()).collect();
@@ -685,11 +696,23 @@ async fn every_corpus_bundle_with_webhooks_or_api_services_installs_with_verifie
         eprintln!("installing {what}");
         let namespace = format!("e2e-webhooks-{}", random_suffix());
         create_namespace(&client, &namespace, &[(NAMESPACE_LABEL, "webhooks")]).await;
+        let converted = conversion_crds(&bundle.csv);
         let check = install_and_check(client.clone(), bundle, namespace.clone());
         let outcome = tokio::spawn(tokio::time::timeout(Duration::from_secs(300), check)).await;
-        // Whatever happened, no webhook of this CSV stays behind to refuse the next one's objects.
+        // Whatever happened, no webhook of this CSV stays behind to refuse the next one's objects,
+        // and its CRDs convert without it again (the CRDs stay, as they do in OLM).
         delete_csvs(&client, &namespace).await;
         delete_namespace(&client, &namespace).await;
+        let crds = Api::<CustomResourceDefinition>::all(client.clone());
+        let no_webhook = serde_json::json!({"spec": {"conversion": {"strategy": "None", "webhook": null}}});
+        for crd in converted {
+            if let Err(e) = crds
+                .patch(&crd, &PatchParams::default(), &Patch::Merge(&no_webhook))
+                .await
+            {
+                eprintln!("warning: could not reset the conversion of CRD {crd}: {e}");
+            }
+        }
         match outcome {
             Ok(Ok(())) => {}
             Ok(Err(_)) => panic!("{what} took too long"),

@@ -33,6 +33,8 @@ pub struct Settings {
     pub install_timeout: Duration,
     /// How often a settled object is checked again even without any event.
     pub resync: Duration,
+    /// How long serving certificates live and when they are renewed.
+    pub cert_lifetimes: crate::controllers::csv::certs::Lifetimes,
 }
 
 impl Default for Settings {
@@ -40,6 +42,7 @@ impl Default for Settings {
         Self {
             install_timeout: Duration::from_secs(5 * 60),
             resync: Duration::from_secs(10 * 60),
+            cert_lifetimes: Default::default(),
         }
     }
 }

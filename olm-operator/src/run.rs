@@ -28,6 +28,12 @@ pub struct Args {
     /// Seconds after which a settled object is checked again without any event.
     #[arg(long, env = "OLM_OPERATOR_RESYNC", default_value_t = 600)]
     pub resync_seconds: u64,
+    /// Seconds a serving certificate of a webhook or APIService is valid (OLM: 730 days).
+    #[arg(long, env = "OLM_OPERATOR_CERT_VALID_FOR", default_value_t = 730 * 24 * 3600)]
+    pub cert_valid_for_seconds: u64,
+    /// Seconds before expiry that a serving certificate is renewed (OLM: one day).
+    #[arg(long, env = "OLM_OPERATOR_CERT_MIN_FRESH", default_value_t = 24 * 3600)]
+    pub cert_min_fresh_seconds: u64,
 }
 
 /// Why olm-operator stopped other than by a shutdown signal.
@@ -47,6 +53,10 @@ impl Args {
         Settings {
             install_timeout: Duration::from_secs(self.install_timeout_seconds),
             resync: Duration::from_secs(self.resync_seconds),
+            cert_lifetimes: crate::controllers::csv::certs::Lifetimes::from_seconds(
+                self.cert_valid_for_seconds,
+                self.cert_min_fresh_seconds,
+            ),
         }
     }
 }

@@ -12,7 +12,8 @@
 //! | CRDs, metadata only | nothing | [`csv::naming_crd`] | - |
 //! | Subscriptions | nothing | the CSV its `status.installedCSV` names ([`csv::overrides::installed_csv`]): its config reaches the Deployments | - |
 //! | OperatorConditions | nothing | the CSV of the same name and those replacing it ([`csv::operator_condition::concerned_csvs`]) | - |
-//! | Deployments, ServiceAccounts, RBAC labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
+//! | APIServices, metadata only | nothing | [`csv::apiservices::naming_api_service`] | - |
+//! | Deployments, ServiceAccounts, RBAC, Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
 //!
 //! CRDs are watched as metadata: a change (its `Established` condition
 //! included) only says which CSVs to look at again, and the CSV reconcile
@@ -37,14 +38,16 @@ use std::{pin::pin, sync::Arc};
 use futures::{Stream, StreamExt, stream};
 use k8s_openapi::{
     api::{
+        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
         apps::v1::Deployment,
-        core::v1::{Namespace, ServiceAccount},
+        core::v1::{Namespace, Secret, Service, ServiceAccount},
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
+    api::DynamicObject,
     core::PartialObjectMeta,
     runtime::{Controller, WatchStreamExt, watcher},
 };
@@ -93,6 +96,7 @@ where
     // The CSV controller.
     let csv_store = csvs.store();
     let (by_group, by_crd, by_csv) = (csv_store.clone(), csv_store.clone(), csv_store.clone());
+    let by_api_service = csv_store.clone();
     let by_deleted_group = csv_store.clone();
     let by_condition = csv_store.clone();
     let by_deleted_csv = csv_store.clone();
@@ -111,6 +115,19 @@ where
             csv::labelled_owner(&meta.metadata)
         })
         .watches_stream(csv_children::<ClusterRoleBinding>(&client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        // The certificates, Services and webhooks of serving Deployments.
+        .watches_stream(csv_children::<Secret>(&client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<Service>(&client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<ValidatingWebhookConfiguration>(&client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<MutatingWebhookConfiguration>(&client), |meta| {
             csv::labelled_owner(&meta.metadata)
         })
         .watches_stream(
@@ -145,6 +162,19 @@ where
                     &condition.name_any(),
                 )
             },
+        )
+        .watches_stream_with(
+            watcher(
+                Api::<PartialObjectMeta<DynamicObject>>::all_with(
+                    client.clone(),
+                    &csv::apiservices::resource(),
+                ),
+                watcher::Config::default(),
+            )
+            .backoff(TriggerBackoff::default())
+            .touched_objects(),
+            move |service| csv::apiservices::naming_api_service(&by_api_service, &service.name_any()),
+            csv::apiservices::resource(),
         )
         .watches_shared_stream(groups.subscribe(), move |group| {
             csv::in_namespace(&by_group, &group.namespace().unwrap_or_default())

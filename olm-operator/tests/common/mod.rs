@@ -38,9 +38,24 @@ pub fn operator_metrics() -> Arc<Metrics> {
     METRICS.get().cloned().expect("the operator was started")
 }
 
+/// The settings of the operator the tests run.
+pub fn test_settings() -> Settings {
+    Settings {
+        install_timeout: Duration::from_secs(300),
+        resync: Duration::from_secs(60),
+        ..Settings::default()
+    }
+}
+
 /// Installs OLM's CRDs and starts one olm-operator (once per test process) in a thread of its
 /// own, which lives as long as the test process.
 pub async fn start_operator(client: &Client) {
+    start_operator_with(client, test_settings()).await;
+}
+
+/// [`start_operator`] with `settings`, for a test binary whose operator needs other settings
+/// (the first call in a test process decides).
+pub async fn start_operator_with(client: &Client, settings: Settings) {
     install_crds(client).await;
     METRICS.get_or_init(|| {
         let runtime_metrics = olm_runtime::metrics::Metrics::new().expect("metrics");
@@ -69,10 +84,6 @@ pub async fn start_operator(client: &Client) {
                         metrics: runtime_metrics,
                         readiness: Readiness::new(),
                         shutdown: Shutdown::new(),
-                    };
-                    let settings = Settings {
-                        install_timeout: Duration::from_secs(300),
-                        resync: Duration::from_secs(60),
                     };
                     let ctx = Arc::new(Context::new(
                         parts.client.clone(),

@@ -1,7 +1,8 @@
 //! Cleanup, run by the finalizer when a ClusterServiceVersion is deleted: it
 //! removes what Kubernetes' garbage collector cannot, namely the CSV's
 //! ClusterRoles and ClusterRoleBindings and its Roles and RoleBindings in
-//! other namespaces, found by their `olm.owner*` labels. Objects in the CSV's
+//! other namespaces, and its webhook configurations and APIServices
+//! ([`super::serving::cleanup`]), found by their `olm.owner*` labels. Objects in the CSV's
 //! own namespace are left to the garbage collector (they carry owner
 //! references), and CRDs always stay.
 //!
@@ -22,6 +23,9 @@ use crate::context::Context;
 /// Why cleanup failed; it is retried, and the CSV stays until it succeeds.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Removing the webhook configurations or APIServices failed.
+    #[error("failed to remove the webhook configurations or APIServices")]
+    Serving(#[source] super::serving::Error),
     /// Listing failed.
     #[error("failed to list the {kind} objects of ClusterServiceVersion {csv}")]
     List {
@@ -98,6 +102,7 @@ pub async fn cleanup(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Actio
             remove(ctx, &Api::namespaced(client.clone(), &ns), &role, "Role").await?;
         }
     }
+    super::serving::cleanup(ctx, csv).await.map_err(Error::Serving)?;
     ctx.metrics.csv_deleted(csv);
     tracing::info!(csv = %name, namespace = %namespace, "removed the cluster-scoped objects of a deleted ClusterServiceVersion");
     Ok(Action::await_change())

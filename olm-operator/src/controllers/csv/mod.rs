@@ -3,8 +3,9 @@
 //! Each reconcile runs under a finalizer (so that cluster-scoped objects are
 //! removed on delete, see [`cleanup`]) and goes through the steps, one module
 //! each: [`dereference`] (client) → [`validate`] (pure) → [`phase`] (pure:
-//! which transition, whether to install) → [`build`] (pure) → [`apply`]
-//! (server-side apply) → [`update_status`] (client).
+//! which transition, whether to install) → [`build`] (pure) → [`serving`]
+//! (certificates, webhooks and APIServices of the Deployments that serve
+//! them) → [`apply`] (server-side apply) → [`update_status`] (client).
 //!
 //! What triggers a reconcile is wired in [`crate::watches`]; the mappers it
 //! uses are here: CSVs; the Deployments and ServiceAccounts they own (owner
@@ -18,15 +19,19 @@
 //! and OperatorConditions (→ the CSV of the same name and those replacing
 //! it, [`operator_condition`]).
 
+pub mod apiservices;
 pub mod apply;
 pub mod build;
+pub mod certs;
 pub mod cleanup;
 pub mod dereference;
 pub mod operator_condition;
 pub mod overrides;
 pub mod phase;
+pub mod serving;
 pub mod update_status;
 pub mod validate;
+pub mod webhooks;
 
 #[cfg(test)]
 mod fixtures;
@@ -84,6 +89,9 @@ pub enum Error {
     /// Removing cluster-scoped objects failed.
     #[error("failed to clean up after the ClusterServiceVersion")]
     Cleanup(#[source] cleanup::Error),
+    /// Certificates, webhooks or APIServices could not be made or written.
+    #[error("failed to install the serving certificates, webhooks or APIServices")]
+    Serving(#[source] serving::Error),
     /// The finalizer could not be added or removed, or a step failed under it.
     #[error("finalizer {FINALIZER}")]
     Finalizer(#[source] Box<finalizer::Error<Error>>),
@@ -100,6 +108,7 @@ impl ReconcileError for Error {
             Error::OperatorCondition(_) => "operator_condition",
             Error::DeleteReplaced(_) => "delete",
             Error::Cleanup(_) => "cleanup",
+            Error::Serving(_) => "serving",
             Error::Finalizer(inner) => match inner.as_ref() {
                 finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.category(),
                 _ => "finalizer",
@@ -113,6 +122,7 @@ impl ReconcileError for Error {
             Error::NoNamespace | Error::Build(_) => ErrorClass::Terminal,
             Error::DeleteReplaced(source) => source.class(),
             Error::OperatorCondition(source) => source.class(),
+            Error::Serving(source) => source.class(),
             Error::Finalizer(inner) => match inner.as_ref() {
                 finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.class(),
                 finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => classify(e),
@@ -172,7 +182,10 @@ async fn install(
     operator_condition::ensure(ctx, csv)
         .await
         .map_err(Error::OperatorCondition)?;
-    let validation = validate::validate(csv, &found);
+    let mut validation = validate::validate(csv, &found);
+    serving::require_api_services(ctx, csv, &mut validation.requirements)
+        .await
+        .map_err(Error::Serving)?;
     if let Ok(membership) = &validation.membership {
         update_status::annotate(ctx, csv, membership)
             .await
@@ -187,6 +200,7 @@ async fn install(
         upgrade_hold: found.upgrade_hold.as_deref(),
     };
     let now = crate::context::now();
+    let mut served = None;
     let (transition, recheck_in) = match phase::decide(&status, &facts) {
         Decision::DeleteSelf => {
             tracing::info!(csv = %csv.name_any(), "deleting a replaced ClusterServiceVersion");
@@ -201,20 +215,24 @@ async fn install(
                 // decide() installs only with a membership and a valid strategy.
                 return Ok(Action::await_change());
             };
-            let mut children = build::build(csv, membership, strategy).map_err(Error::Build)?;
-            overrides::apply(&mut children.deployments, found.subscription_config.as_ref());
-            let updated = apply::spec_changed(&children, &found);
-            let outcome = match apply::apply(ctx, csv, membership, &children, &found).await {
-                Ok(applied) if updated => InstallOutcome::Updated(phase::health(&applied.deployments)),
-                Ok(applied) => InstallOutcome::Applied(phase::health(&applied.deployments)),
-                Err(e) if e.is_terminal() => {
-                    tracing::warn!(csv = %csv.name_any(), error = %e.detail(), "the install was refused");
-                    InstallOutcome::Rejected(e.detail())
-                }
-                Err(e) => return Err(Error::Apply(e)),
-            };
-            let after = phase::after_install(&status, &outcome, now, ctx.settings.install_timeout);
-            (after.transition, after.recheck_in)
+            let deployments: Vec<String> = strategy.deployments.iter().map(|d| d.name.clone()).collect();
+            if let Err(invalid) = webhooks::check(csv, &deployments) {
+                // OLM fails such a CSV before installing anything.
+                let failed = phase::Transition {
+                    phase: olm_api::v1alpha1::CsvPhase::Failed,
+                    reason: olm_api::v1alpha1::CsvReason::InvalidWebhookDescription,
+                    message: invalid.to_string(),
+                };
+                (Some(failed), None)
+            } else {
+                let mut children = build::build(csv, membership, strategy).map_err(Error::Build)?;
+                // OLM's order: the Subscription's config first, then the serving certificates.
+                overrides::apply(&mut children.deployments, found.subscription_config.as_ref());
+                let outcome;
+                (outcome, served) = apply_install(ctx, csv, membership, children, &found, now).await?;
+                let after = phase::after_install(&status, &outcome, now, ctx.settings.install_timeout);
+                (after.transition, after.recheck_in)
+            }
         }
     };
 
@@ -224,11 +242,62 @@ async fn install(
         Some(olm_api::v1alpha1::CsvPhase::Replacing | olm_api::v1alpha1::CsvPhase::Deleting)
     ))
     .then_some(validation.requirements.statuses.as_slice());
-    let next = phase::next_status(&status, transition.as_ref(), requirements, now);
+    let mut next = phase::next_status(&status, transition.as_ref(), requirements, now);
+    let mut requeue = recheck_in.unwrap_or(ctx.settings.resync);
+    if let Some(served) = &served {
+        served.stamp(&mut next, now);
+        // A second more, so that renewal is surely due.
+        requeue = requeue.min(served.due_in(now) + Duration::from_secs(1));
+    }
     update_status::write(ctx, api, csv, next)
         .await
         .map_err(Error::UpdateStatus)?;
-    Ok(Action::requeue(recheck_in.unwrap_or(ctx.settings.resync)))
+    Ok(Action::requeue(requeue))
+}
+
+/// Applies the install: the serving certificates and Services
+/// ([`serving::prepare`]), the objects of `children` ([`apply`]), then the
+/// webhooks and APIServices ([`serving::register`]). Refusals become the
+/// outcome; other failures are errors.
+async fn apply_install(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    membership: &validate::Membership,
+    mut children: build::Children,
+    found: &dereference::Dereferenced,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Result<(InstallOutcome, Option<serving::Serving>), Error> {
+    let refused = |detail: String, serving: Option<serving::Serving>| {
+        tracing::warn!(csv = %csv.name_any(), error = %detail, "the install was refused");
+        (InstallOutcome::Rejected(detail), serving)
+    };
+    let prepared = match serving::prepare(ctx, csv, &mut children, now).await {
+        Ok(prepared) => prepared,
+        Err(e) if e.is_terminal() => return Ok(refused(e.detail(), None)),
+        Err(e) => return Err(Error::Serving(e)),
+    };
+    // The certificates are written: the status says so even if what follows is refused.
+    let serving = prepared.as_ref().map(|p| p.serving.clone());
+    let updated = apply::spec_changed(&children, found);
+    let applied = match apply::apply(ctx, csv, membership, &children, found).await {
+        Ok(applied) => applied,
+        Err(e) if e.is_terminal() => return Ok(refused(e.detail(), serving)),
+        Err(e) => return Err(Error::Apply(e)),
+    };
+    if let Some(prepared) = &prepared {
+        match serving::register(ctx, csv, membership, prepared).await {
+            Ok(()) => {}
+            Err(e) if e.is_terminal() => return Ok(refused(e.detail(), serving)),
+            Err(e) => return Err(Error::Serving(e)),
+        }
+    }
+    let health = phase::health(&applied.deployments);
+    let outcome = if updated {
+        InstallOutcome::Updated(health)
+    } else {
+        InstallOutcome::Applied(health)
+    };
+    Ok((outcome, serving))
 }
 
 /// What to do after a failed reconcile: olm-runtime's one policy.

@@ -1,0 +1,741 @@
+//! Serving: the certificates, Services, webhook configurations, CRD conversion
+//! webhooks and APIServices of a ClusterServiceVersion whose Deployments serve
+//! webhooks or owned APIServices (the pure parts are in [`certs`],
+//! [`webhooks`] and [`apiservices`]).
+//!
+//! Each install reads the certificate Secrets and keeps them while they are
+//! fresh (see [`certs::check_fresh`]) and the renewal time they record has not
+//! passed; otherwise it issues a new CA and serving certificates, which
+//! changes the `caBundle` everywhere and, through the pod template's
+//! `olmcahash`, rolls the Deployments. The Deployments of the install gain the
+//! certificate volumes; the Role and RoleBinding that let the Deployment's
+//! service account read its Secret, and OLM's `system:auth-delegator` and
+//! `extension-apiserver-authentication-reader` bindings, join the install's
+//! RBAC. Services and Secrets carry owner references (the garbage collector
+//! removes them with the CSV); webhook configurations and APIServices are
+//! cluster-scoped and carry the CSV's `olm.owner*` labels, by which
+//! [`cleanup`] finds them.
+
+use std::{collections::BTreeMap, fmt::Debug};
+
+use k8s_openapi::{
+    api::{
+        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
+        core::v1::{Secret, Service},
+        rbac::v1::{ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject},
+    },
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time},
+    jiff::Timestamp,
+};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::{DynamicObject, ListParams},
+};
+use olm_api::{
+    labels,
+    v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, RequirementStatus, StatusReason},
+};
+use olm_runtime::{ErrorClass, apply::WriteError, classify};
+use serde::{Serialize, de::DeserializeOwned};
+
+use super::{
+    apiservices,
+    build::{Children, owner_labels, owner_selector, spec_hash},
+    certs::{self, Authority, Issued},
+    validate::{Membership, Requirements},
+    webhooks::{self, Registration},
+};
+use crate::context::Context;
+
+/// The namespace of OLM's authentication-reader binding.
+const KUBE_SYSTEM: &str = "kube-system";
+
+/// Why the serving objects could not be made or written.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A webhook description is invalid (OLM's `InvalidWebhookDescription`).
+    #[error(transparent)]
+    Invalid(#[from] webhooks::Invalid),
+    /// A certificate could not be issued.
+    #[error(transparent)]
+    Issue(#[from] certs::IssueError),
+    /// Reading an object failed.
+    #[error("failed to read {kind} {name}")]
+    Get {
+        /// The kind.
+        kind: &'static str,
+        /// The name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Writing an object failed.
+    #[error("failed to apply {kind} {name}")]
+    Apply {
+        /// The kind.
+        kind: &'static str,
+        /// The name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: Box<WriteError>,
+    },
+    /// An APIService this CSV owns exists and belongs to someone else.
+    #[error("pre-existing APIService {name} is not adoptable: {holder}")]
+    ApiServiceConflict {
+        /// The APIService.
+        name: String,
+        /// Who holds it, in words.
+        holder: String,
+    },
+    /// Deleting an object failed.
+    #[error("failed to delete {kind} {name}")]
+    Delete {
+        /// The kind.
+        kind: &'static str,
+        /// The name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: Box<WriteError>,
+    },
+}
+
+impl Error {
+    /// Whether only a change (of the CSV, of RBAC, of a conflicting object)
+    /// can help: the install is refused with this message.
+    pub fn is_terminal(&self) -> bool {
+        match self {
+            Error::Invalid(_) | Error::ApiServiceConflict { .. } => true,
+            Error::Apply { source, .. } | Error::Delete { source, .. } => {
+                matches!(source.class(), ErrorClass::Terminal | ErrorClass::Forbidden)
+            }
+            Error::Issue(_) | Error::Get { .. } => false,
+        }
+    }
+
+    /// What kind of failure this is, for the reconcile's error policy.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            Error::Invalid(_) | Error::ApiServiceConflict { .. } => ErrorClass::Terminal,
+            Error::Apply { source, .. } | Error::Delete { source, .. } => source.class(),
+            Error::Get { source, .. } => classify(source),
+            Error::Issue(_) => ErrorClass::Transient,
+        }
+    }
+
+    /// The message, with the API server's words when it refused.
+    pub fn detail(&self) -> String {
+        match self {
+            Error::Apply { source, .. } | Error::Delete { source, .. } => match source.api_error() {
+                Some(kube::Error::Api(status)) => format!("{self}: {}", status.message),
+                _ => format!("{self}: {source}"),
+            },
+            _ => self.to_string(),
+        }
+    }
+}
+
+/// What the install did about certificates.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Serving {
+    /// New certificates were issued.
+    pub rotated: bool,
+    /// When they are due for renewal.
+    pub rotate_at: Timestamp,
+}
+
+impl Serving {
+    /// Records the certificates in `status` (`certsLastUpdated` only when
+    /// they were issued now).
+    pub fn stamp(&self, status: &mut ClusterServiceVersionStatus, now: Timestamp) {
+        if self.rotated || status.certs_last_updated.is_none() {
+            status.certs_last_updated = Some(Time(now));
+        }
+        status.certs_rotate_at = Some(Time(self.rotate_at));
+    }
+
+    /// How long until renewal is due, from `now`.
+    pub fn due_in(&self, now: Timestamp) -> std::time::Duration {
+        std::time::Duration::try_from(self.rotate_at.duration_since(now)).unwrap_or_default()
+    }
+}
+
+/// The certificates of an install, ready for [`register`].
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// What was done about certificates.
+    pub serving: Serving,
+    /// The CA (PEM) of each served Deployment.
+    ca_bundles: BTreeMap<String, String>,
+}
+
+/// Before the install is applied: keeps or issues the certificates of
+/// `csv`, writes their Secrets and the Services, and mounts the certificates
+/// into `children`' Deployments (and adds OLM's RBAC for them). `None` when
+/// the CSV serves nothing.
+pub async fn prepare(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    children: &mut Children,
+    now: Timestamp,
+) -> Result<Option<Prepared>, Error> {
+    let served = certs::served(csv);
+    let status = csv.status.clone().unwrap_or_default();
+    if served.is_empty() {
+        if status.certs_rotate_at.is_some() {
+            // It served before (the CSV changed): remove what is left.
+            cleanup(ctx, csv).await?;
+        }
+        return Ok(None);
+    }
+    let deployments: Vec<String> = children.deployments.iter().map(|d| d.name_any()).collect();
+    webhooks::check(csv, &deployments)?;
+
+    let owner = Owner::of(csv);
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &owner.namespace);
+    let lifetimes = ctx.settings.cert_lifetimes;
+
+    // Keep the stored certificates only if every one is fresh and says when it is due.
+    let mut stored = BTreeMap::new();
+    let mut due: Option<Timestamp> = None;
+    for one in &served {
+        let service = certs::service_name(&one.deployment);
+        let name = certs::secret_name(&service);
+        let found = secrets.get_opt(&name).await.map_err(|source| Error::Get {
+            kind: "Secret",
+            name: format!("{}/{name}", owner.namespace),
+            source,
+        })?;
+        let hosts = certs::hosts(&service, &owner.namespace);
+        let rotate_at = found
+            .as_ref()
+            .and_then(|s| s.metadata.annotations.as_ref())
+            .and_then(|a| a.get(certs::ROTATE_AT_ANNOTATION))
+            .and_then(|text| text.parse::<Timestamp>().ok());
+        let Some(rotate_at) = rotate_at else {
+            continue;
+        };
+        due = Some(due.map_or(rotate_at, |due| due.min(rotate_at)));
+        let fresh = found.as_ref().and_then(|s| s.data.as_ref()).and_then(|data| {
+            certs::check_fresh(data, &hosts, now, lifetimes.min_fresh).ok()?;
+            Some(Issued {
+                ca_pem: text(data, certs::CA_KEY),
+                cert_pem: text(data, certs::CERT_KEY),
+                key_pem: text(data, certs::PRIVATE_KEY_KEY),
+            })
+        });
+        if let Some(issued) = fresh {
+            stored.insert(one.deployment.clone(), issued);
+        }
+    }
+    let keep = stored.len() == served.len() && due.is_some_and(|due| now < due);
+    let (issued, serving) = if let (true, Some(due)) = (keep, due) {
+        (
+            stored,
+            Serving {
+                rotated: false,
+                rotate_at: due,
+            },
+        )
+    } else {
+        let authority = Authority::new(now, lifetimes.valid_for)?;
+        let mut issued = BTreeMap::new();
+        for one in &served {
+            let service = certs::service_name(&one.deployment);
+            let hosts = certs::hosts(&service, &owner.namespace);
+            issued.insert(one.deployment.clone(), authority.serving(&hosts)?);
+        }
+        tracing::info!(csv = %csv.name_any(), namespace = %owner.namespace, "issued new serving certificates");
+        (
+            issued,
+            Serving {
+                rotated: true,
+                rotate_at: lifetimes.rotate_at(now),
+            },
+        )
+    };
+
+    let services = Api::<Service>::namespaced(ctx.client.clone(), &owner.namespace);
+    let mut ca_bundles = BTreeMap::new();
+    for one in &served {
+        let Some(certificate) = issued.get(&one.deployment) else {
+            continue;
+        };
+        let Some(deployment) = children
+            .deployments
+            .iter_mut()
+            .find(|d| d.name_any() == one.deployment)
+        else {
+            continue;
+        };
+        let Some(spec) = deployment.spec.as_mut() else {
+            continue;
+        };
+        let service_name = certs::service_name(&one.deployment);
+        let secret_name = certs::secret_name(&service_name);
+        let hash = certs::ca_hash(certificate.ca_pem.as_bytes());
+
+        let mut service = certs::service(&service_name, &one.ports, spec);
+        service.metadata = owner.namespaced(&service_name);
+        apply(ctx, &services, &service, "Service").await?;
+
+        let mut secret = Secret {
+            metadata: owner.namespaced(&secret_name),
+            data: Some(certs::secret_data(certificate)),
+            type_: Some("kubernetes.io/tls".to_owned()),
+            ..Secret::default()
+        };
+        secret.metadata.annotations = Some(BTreeMap::from([
+            (certs::CA_HASH_ANNOTATION.to_owned(), hash.clone()),
+            (
+                certs::ROTATE_AT_ANNOTATION.to_owned(),
+                serving.rotate_at.to_string(),
+            ),
+        ]));
+        apply(ctx, &secrets, &secret, "Secret").await?;
+
+        certs::mount(spec, &secret_name, &hash);
+        let new_hash = spec_hash(spec);
+        let account = spec
+            .template
+            .spec
+            .as_ref()
+            .and_then(|p| p.service_account_name.clone())
+            .unwrap_or_else(|| "default".to_owned());
+        deployment
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(labels::DEPLOYMENT_SPEC_HASH.to_owned(), new_hash);
+        owner.push_rbac(children, &service_name, &secret_name, &account);
+        ca_bundles.insert(one.deployment.clone(), certificate.ca_pem.clone());
+    }
+    Ok(Some(Prepared { serving, ca_bundles }))
+}
+
+/// After the install's Deployments are applied (as OLM orders it): registers
+/// the webhooks, conversion webhooks and APIServices of `csv` with the CAs of
+/// `prepared`, and removes those the CSV no longer declares.
+pub async fn register(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    membership: &Membership,
+    prepared: &Prepared,
+) -> Result<(), Error> {
+    let owner = Owner::of(csv);
+    let ca_bundles = &prepared.ca_bundles;
+    let registration = Registration {
+        csv_name: &owner.name,
+        namespace: &owner.namespace,
+        owner_labels: &owner.labels,
+        targets: &membership.targets,
+        ca_bundles,
+    };
+    let configurations = registration.configurations(csv);
+    let validating_api = Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone());
+    for configuration in &configurations.validating {
+        apply(
+            ctx,
+            &validating_api,
+            configuration,
+            "ValidatingWebhookConfiguration",
+        )
+        .await?;
+    }
+    let mutating_api = Api::<MutatingWebhookConfiguration>::all(ctx.client.clone());
+    for configuration in &configurations.mutating {
+        apply(ctx, &mutating_api, configuration, "MutatingWebhookConfiguration").await?;
+    }
+    let crds = Api::<DynamicObject>::all_with(ctx.client.clone(), &webhooks::crd_resource());
+    for crd in &configurations.conversions {
+        apply_dynamic(ctx, &crds, crd, "CustomResourceDefinition").await?;
+    }
+    let api_services = Api::<DynamicObject>::all_with(ctx.client.clone(), &apiservices::resource());
+    let mut wanted_api_services = Vec::new();
+    for desc in apiservices::owned(csv) {
+        let deployment = desc.deployment_name.clone().unwrap_or_default();
+        let ca = ca_bundles.get(&deployment).cloned().unwrap_or_default();
+        let object = apiservices::api_service(desc, &owner.namespace, &ca, &owner.labels);
+        check_adoptable(ctx, csv, &api_services, &apiservices::name(desc)).await?;
+        apply_dynamic(ctx, &api_services, &object, "APIService").await?;
+        wanted_api_services.push(apiservices::name(desc));
+    }
+
+    // What this CSV no longer declares.
+    let selector = owner_selector(&owner.name, &owner.namespace);
+    let keep_names = |list: &[Option<String>]| list.iter().flatten().cloned().collect::<Vec<_>>();
+    let keep = keep_names(
+        &configurations
+            .validating
+            .iter()
+            .map(|c| c.metadata.name.clone())
+            .collect::<Vec<_>>(),
+    );
+    prune(
+        ctx,
+        &validating_api,
+        &selector,
+        &keep,
+        "ValidatingWebhookConfiguration",
+    )
+    .await?;
+    let keep = keep_names(
+        &configurations
+            .mutating
+            .iter()
+            .map(|c| c.metadata.name.clone())
+            .collect::<Vec<_>>(),
+    );
+    prune(
+        ctx,
+        &mutating_api,
+        &selector,
+        &keep,
+        "MutatingWebhookConfiguration",
+    )
+    .await?;
+    prune_api_services(ctx, &api_services, &selector, &wanted_api_services).await
+}
+
+/// Adds the status of every required API service of `csv` to `requirements`
+/// (they are unmet while their APIService is missing or not Available).
+pub async fn require_api_services(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    requirements: &mut Requirements,
+) -> Result<(), Error> {
+    let mut required = apiservices::required(csv).peekable();
+    if required.peek().is_none() {
+        return Ok(());
+    }
+    let api = Api::<DynamicObject>::all_with(ctx.client.clone(), &apiservices::resource());
+    for desc in required {
+        let name = apiservices::name(desc);
+        let found = api.get_opt(&name).await.map_err(|source| Error::Get {
+            kind: "APIService",
+            name: name.clone(),
+            source,
+        })?;
+        let status: RequirementStatus = apiservices::requirement(desc, found.as_ref());
+        if status.status != StatusReason::Present {
+            requirements.met = false;
+        }
+        requirements.statuses.push(status);
+    }
+    Ok(())
+}
+
+/// Removes the webhook configurations and APIServices of a deleted CSV.
+pub async fn cleanup(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(), Error> {
+    let selector = owner_selector(&csv.name_any(), &csv.namespace().unwrap_or_default());
+    prune(
+        ctx,
+        &Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone()),
+        &selector,
+        &[],
+        "ValidatingWebhookConfiguration",
+    )
+    .await?;
+    prune(
+        ctx,
+        &Api::<MutatingWebhookConfiguration>::all(ctx.client.clone()),
+        &selector,
+        &[],
+        "MutatingWebhookConfiguration",
+    )
+    .await?;
+    prune_api_services(
+        ctx,
+        &Api::<DynamicObject>::all_with(ctx.client.clone(), &apiservices::resource()),
+        &selector,
+        &[],
+    )
+    .await
+}
+
+/// Refuses to take over the APIService `name` unless nobody has it, this CSV
+/// or the one it replaces holds it, or its holder is gone or stepping aside
+/// (Replacing, Deleting), as OLM decides.
+async fn check_adoptable(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    api: &Api<DynamicObject>,
+    name: &str,
+) -> Result<(), Error> {
+    let get = |kind: &'static str, name: String| move |source| Error::Get { kind, name, source };
+    let Some(existing) = api
+        .get_opt(name)
+        .await
+        .map_err(get("APIService", name.to_owned()))?
+    else {
+        return Ok(());
+    };
+    let holder = apiservices::holder(&existing);
+    if apiservices::adoptable_at_once(csv, &holder) {
+        return Ok(());
+    }
+    let apiservices::Holder::Csv(namespace, holder_name) = holder else {
+        return Err(Error::ApiServiceConflict {
+            name: name.to_owned(),
+            holder: "it is not owned by a ClusterServiceVersion".to_owned(),
+        });
+    };
+    let other = Api::<ClusterServiceVersion>::namespaced(ctx.client.clone(), &namespace)
+        .get_opt(&holder_name)
+        .await
+        .map_err(get("ClusterServiceVersion", format!("{namespace}/{holder_name}")))?;
+    let stepping_aside = |other: &ClusterServiceVersion| {
+        matches!(
+            other.status.as_ref().and_then(|s| s.phase),
+            Some(olm_api::v1alpha1::CsvPhase::Replacing | olm_api::v1alpha1::CsvPhase::Deleting)
+        )
+    };
+    match other {
+        None => Ok(()),
+        Some(other) if stepping_aside(&other) => Ok(()),
+        Some(_) => Err(Error::ApiServiceConflict {
+            name: name.to_owned(),
+            holder: format!("ClusterServiceVersion {namespace}/{holder_name} owns it"),
+        }),
+    }
+}
+
+fn text(data: &BTreeMap<String, k8s_openapi::ByteString>, key: &str) -> String {
+    data.get(key)
+        .map(|bytes| String::from_utf8_lossy(&bytes.0).into_owned())
+        .unwrap_or_default()
+}
+
+async fn apply<K>(ctx: &Context, api: &Api<K>, obj: &K, kind: &'static str) -> Result<K, Error>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+{
+    ctx.apply(api, obj).await.map_err(|source| Error::Apply {
+        kind,
+        name: obj.meta().name.clone().unwrap_or_default(),
+        source: Box::new(source),
+    })
+}
+
+async fn apply_dynamic(
+    ctx: &Context,
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    kind: &'static str,
+) -> Result<DynamicObject, Error> {
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    ctx.writer
+        .apply_dynamic(api, &name, obj)
+        .await
+        .map_err(|source| Error::Apply {
+            kind,
+            name,
+            source: Box::new(source),
+        })
+}
+
+async fn prune<K>(
+    ctx: &Context,
+    api: &Api<K>,
+    selector: &str,
+    keep: &[String],
+    kind: &'static str,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let listed = api
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(|source| Error::Get {
+            kind,
+            name: selector.to_owned(),
+            source,
+        })?;
+    for obj in listed.items {
+        let name = obj.name_any();
+        if keep.contains(&name) {
+            continue;
+        }
+        tracing::info!(kind, %name, "removing a webhook configuration the ClusterServiceVersion no longer has");
+        ctx.delete(api, &name).await.map_err(|source| Error::Delete {
+            kind,
+            name,
+            source: Box::new(source),
+        })?;
+    }
+    Ok(())
+}
+
+async fn prune_api_services(
+    ctx: &Context,
+    api: &Api<DynamicObject>,
+    selector: &str,
+    keep: &[String],
+) -> Result<(), Error> {
+    let listed = api
+        .list(&ListParams::default().labels(selector))
+        .await
+        .map_err(|source| Error::Get {
+            kind: "APIService",
+            name: selector.to_owned(),
+            source,
+        })?;
+    for obj in listed.items {
+        let name = obj.name_any();
+        if keep.contains(&name) {
+            continue;
+        }
+        tracing::info!(%name, "removing an APIService the ClusterServiceVersion no longer has");
+        if !ctx.is_leader() {
+            // Standbys write nothing; the leader prunes.
+            return Ok(());
+        }
+        match api.delete(&name, &kube::api::DeleteParams::background()).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(status)) if status.is_not_found() => {}
+            Err(source) => {
+                return Err(Error::Delete {
+                    kind: "APIService",
+                    name: name.clone(),
+                    source: Box::new(WriteError::Delete {
+                        kind: "APIService".to_owned(),
+                        name,
+                        source,
+                    }),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The CSV as the owner of the serving objects.
+struct Owner {
+    name: String,
+    namespace: String,
+    labels: BTreeMap<String, String>,
+    reference: Option<OwnerReference>,
+}
+
+impl Owner {
+    fn of(csv: &ClusterServiceVersion) -> Self {
+        let name = csv.name_any();
+        let namespace = csv.namespace().unwrap_or_default();
+        let mut labels = owner_labels(&name, &namespace);
+        labels.insert(certs::MANAGED_LABEL.to_owned(), "true".to_owned());
+        let reference = csv.controller_owner_ref(&()).map(|mut r| {
+            r.block_owner_deletion = Some(false);
+            r
+        });
+        Self {
+            name,
+            namespace,
+            labels,
+            reference,
+        }
+    }
+
+    /// Metadata of an object in the CSV's namespace: labels and owner reference.
+    fn namespaced(&self, name: &str) -> ObjectMeta {
+        ObjectMeta {
+            name: Some(name.to_owned()),
+            namespace: Some(self.namespace.clone()),
+            labels: Some(self.labels.clone()),
+            owner_references: self.reference.clone().map(|r| vec![r]),
+            ..ObjectMeta::default()
+        }
+    }
+
+    fn subject(&self, account: &str) -> Subject {
+        Subject {
+            kind: "ServiceAccount".to_owned(),
+            name: account.to_owned(),
+            namespace: Some(self.namespace.clone()),
+            api_group: Some(String::new()),
+        }
+    }
+
+    /// OLM's RBAC for a served Deployment: read its Secret, delegate
+    /// authentication, read the authentication configuration.
+    fn push_rbac(&self, children: &mut Children, service: &str, secret: &str, account: &str) {
+        children.roles.push(Role {
+            metadata: self.namespaced(secret),
+            rules: Some(vec![PolicyRule {
+                api_groups: Some(vec![String::new()]),
+                resources: Some(vec!["secrets".to_owned()]),
+                resource_names: Some(vec![secret.to_owned()]),
+                verbs: vec!["get".to_owned()],
+                non_resource_urls: None,
+            }]),
+        });
+        children.role_bindings.push(RoleBinding {
+            metadata: self.namespaced(secret),
+            role_ref: role_ref("Role", secret),
+            subjects: Some(vec![self.subject(account)]),
+        });
+        children.cluster_role_bindings.push(ClusterRoleBinding {
+            metadata: ObjectMeta {
+                name: Some(format!("{service}-system:auth-delegator")),
+                labels: Some(self.labels.clone()),
+                ..ObjectMeta::default()
+            },
+            role_ref: role_ref("ClusterRole", "system:auth-delegator"),
+            subjects: Some(vec![self.subject(account)]),
+        });
+        children.role_bindings.push(RoleBinding {
+            metadata: ObjectMeta {
+                name: Some(format!("{service}-auth-reader")),
+                namespace: Some(KUBE_SYSTEM.to_owned()),
+                labels: Some(self.labels.clone()),
+                ..ObjectMeta::default()
+            },
+            role_ref: role_ref("Role", "extension-apiserver-authentication-reader"),
+            subjects: Some(vec![self.subject(account)]),
+        });
+    }
+}
+
+fn role_ref(kind: &str, name: &str) -> RoleRef {
+    RoleRef {
+        api_group: Some("rbac.authorization.k8s.io".to_owned()),
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + second).expect("a valid time")
+    }
+
+    #[test]
+    fn the_status_records_when_certificates_were_issued_and_when_they_are_due() {
+        let mut status = ClusterServiceVersionStatus::default();
+        Serving {
+            rotated: true,
+            rotate_at: at(100),
+        }
+        .stamp(&mut status, at(0));
+        assert_eq!(status.certs_last_updated, Some(Time(at(0))));
+        assert_eq!(status.certs_rotate_at, Some(Time(at(100))));
+
+        let kept = Serving {
+            rotated: false,
+            rotate_at: at(100),
+        };
+        kept.stamp(&mut status, at(50));
+        assert_eq!(
+            status.certs_last_updated,
+            Some(Time(at(0))),
+            "kept certificates keep their date"
+        );
+        assert_eq!(kept.due_in(at(40)), std::time::Duration::from_secs(60));
+        assert_eq!(kept.due_in(at(140)), std::time::Duration::ZERO);
+    }
+}

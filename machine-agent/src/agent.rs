@@ -33,7 +33,10 @@ use kube::{
     },
     runtime::{reflector::ObjectRef, watcher},
 };
-use olm_api::substrate::{Machine, MachinePool, UnitStatus, effective_config_name, machine_name};
+use olm_api::{
+    substrate::{Machine, MachinePool, UnitStatus, effective_config_name, machine_name},
+    v1alpha1::StrategyDetailsMachine,
+};
 use olm_runtime::{ErrorClass, Runtime, RuntimeArgs, Shutdown, classify, leader::LeaderElectionArgs};
 use tokio::sync::watch;
 
@@ -626,8 +629,9 @@ impl Planner {
 
     fn input(&self, target: &Target, csvs: &[PoolCsv], previous: Option<&UnitHandle>) -> UnitInput {
         let previous = previous.map(|h| h.input.borrow().clone());
-        let default_timeout = Duration::from_secs(csv_view::DEFAULT_HOOK_TIMEOUT_SECONDS);
-        let default_interval = Duration::from_secs(csv_view::DEFAULT_UPDATE_STATUS_SECONDS);
+        let seconds = |s: i64| Duration::from_secs(s.max(1).unsigned_abs());
+        let default_timeout = seconds(StrategyDetailsMachine::DEFAULT_HOOK_TIMEOUT_SECONDS);
+        let default_interval = seconds(StrategyDetailsMachine::DEFAULT_UPDATE_STATUS_INTERVAL_SECONDS);
         let csv = match target {
             Target::Run(name) => csvs.iter().find(|c| c.name == *name),
             Target::Remove => None,
@@ -660,18 +664,8 @@ impl Planner {
             },
             hooks: hooks.ok(),
             problem,
-            timeout: Duration::from_secs(
-                csv.strategy
-                    .hook_timeout_seconds
-                    .unwrap_or(csv_view::DEFAULT_HOOK_TIMEOUT_SECONDS)
-                    .max(1),
-            ),
-            update_status: Duration::from_secs(
-                csv.strategy
-                    .update_status_interval_seconds
-                    .unwrap_or(csv_view::DEFAULT_UPDATE_STATUS_SECONDS)
-                    .max(1),
-            ),
+            timeout: seconds(csv.strategy.hook_timeout_seconds()),
+            update_status: seconds(csv.strategy.update_status_interval_seconds()),
         }
     }
 }

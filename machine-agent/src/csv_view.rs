@@ -2,18 +2,11 @@
 //! only the fields of the `machine` install strategy and the upgrade chain, so the
 //! agent neither depends on nor breaks with the rest of the CSV's shape.
 
-use std::collections::BTreeMap;
-
 use kube::{CustomResource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// The name of the `machine` install strategy.
-pub const MACHINE_STRATEGY: &str = "machine";
-/// The default hook timeout, in seconds.
-pub const DEFAULT_HOOK_TIMEOUT_SECONDS: u64 = 300;
-/// The default period of `update-status`, in seconds.
-pub const DEFAULT_UPDATE_STATUS_SECONDS: u64 = 300;
+use olm_api::v1alpha1::{InstallStrategyName, StrategyDetailsMachine};
 
 /// The parts of a CSV's spec the agent reads.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -48,37 +41,9 @@ pub struct InstallView {
     /// The strategy's name.
     #[serde(default)]
     pub strategy: String,
-    /// The strategy's details; for `deployment` these do not parse as
-    /// [`MachineStrategy`] and are left alone.
+    /// The strategy's details; for `deployment` these are left alone.
     #[serde(default)]
     pub spec: Option<serde_json::Value>,
-}
-
-/// The details of the `machine` install strategy.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct MachineStrategy {
-    /// The MachinePool, in the CSV's namespace.
-    pub pool: String,
-    /// Where the hooks are.
-    pub hooks: HooksSource,
-    /// The default config.
-    #[serde(default)]
-    pub config: BTreeMap<String, String>,
-    /// How long one hook may run.
-    #[serde(default)]
-    pub hook_timeout_seconds: Option<u64>,
-    /// The period of `update-status`.
-    #[serde(default)]
-    pub update_status_interval_seconds: Option<u64>,
-}
-
-/// Where a machine CSV's hooks come from.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
-#[serde(rename_all = "camelCase")]
-pub struct HooksSource {
-    /// A ConfigMap in the CSV's namespace whose keys are hook names.
-    pub config_map: String,
 }
 
 /// A machine CSV of the agent's pool, as the planner sees it.
@@ -90,8 +55,8 @@ pub struct PoolCsv {
     pub version: String,
     /// The CSVs it upgrades (`spec.replaces` and `spec.skips`).
     pub upgrades_from: Vec<String>,
-    /// The strategy.
-    pub strategy: MachineStrategy,
+    /// The strategy's details.
+    pub strategy: StrategyDetailsMachine,
 }
 
 /// The CSV as a machine CSV of `pool`, or `None` when it is not one (another
@@ -101,10 +66,10 @@ pub fn pool_csv(csv: &MachineCsv, pool: &str) -> Option<PoolCsv> {
         return None;
     }
     let install = csv.spec.install.as_ref()?;
-    if install.strategy != MACHINE_STRATEGY {
+    if install.strategy != InstallStrategyName::Machine.as_str() {
         return None;
     }
-    let strategy: MachineStrategy = serde_json::from_value(install.spec.clone()?).ok()?;
+    let strategy: StrategyDetailsMachine = serde_json::from_value(install.spec.clone()?).ok()?;
     if strategy.pool != pool {
         return None;
     }

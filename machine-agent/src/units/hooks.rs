@@ -6,7 +6,7 @@ use std::{
     time::Duration,
 };
 
-use olm_api::substrate::Hook;
+use olm_api::v1alpha1::MachineHook as Hook;
 use tokio::io::AsyncReadExt;
 
 use super::sequence::Config;

@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use olm_api::substrate::{Hook, UnitStatus};
+use olm_api::{substrate::UnitStatus, v1alpha1::MachineHook as Hook};
 use olm_runtime::Shutdown;
 use tokio::sync::watch;
 
@@ -292,7 +292,7 @@ pub fn read_hooks(
     }
     Ok(data
         .iter()
-        .filter(|(name, _)| Hook::parse(name).is_some())
+        .filter(|(name, _)| Hook::ALL.iter().any(|h| h.as_str() == name.as_str()))
         .map(|(name, script)| (name.clone(), script.clone()))
         .collect())
 }

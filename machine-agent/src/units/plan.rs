@@ -87,14 +87,22 @@ fn newest_successor(from: &str, csvs: &[PoolCsv]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::csv_view::MachineStrategy;
+    use olm_api::v1alpha1::{MachineHooks, StrategyDetailsMachine};
 
     fn csv(name: &str, replaces: &[&str]) -> PoolCsv {
         PoolCsv {
             name: name.to_owned(),
             version: name.trim_start_matches("demo.v").to_owned(),
             upgrades_from: replaces.iter().map(|s| (*s).to_owned()).collect(),
-            strategy: MachineStrategy::default(),
+            strategy: StrategyDetailsMachine {
+                pool: "edge".into(),
+                hooks: MachineHooks {
+                    config_map: "demo-hooks".into(),
+                },
+                config: None,
+                hook_timeout_seconds: None,
+                update_status_interval_seconds: None,
+            },
         }
     }
 

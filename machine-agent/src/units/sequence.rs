@@ -16,7 +16,7 @@
 
 use std::{collections::BTreeMap, time::Duration};
 
-use olm_api::substrate::{Hook, WorkloadState};
+use olm_api::{substrate::WorkloadState, v1alpha1::MachineHook as Hook};
 use serde::{Deserialize, Serialize};
 
 /// The config of a unit: key → value.

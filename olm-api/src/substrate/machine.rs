@@ -180,83 +180,9 @@ pub fn effective_config_name(csv: &str) -> String {
     format!("{csv}-config")
 }
 
-/// The hooks of a machine operator, the keys of its hooks ConfigMap.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Hook {
-    /// Installs the software (first hook of a new unit).
-    Install,
-    /// Applies the unit's config; runs after install and upgrade and on every config change.
-    ConfigChanged,
-    /// Starts the software after install.
-    Start,
-    /// Moves the software to a new version of the operator.
-    Upgrade,
-    /// Runs periodically so the workload can refresh its status.
-    UpdateStatus,
-    /// Stops the software before removal.
-    Stop,
-    /// Removes the software (last hook of a unit).
-    Remove,
-}
-
-impl Hook {
-    /// Every hook.
-    pub const ALL: [Hook; 7] = [
-        Hook::Install,
-        Hook::ConfigChanged,
-        Hook::Start,
-        Hook::Upgrade,
-        Hook::UpdateStatus,
-        Hook::Stop,
-        Hook::Remove,
-    ];
-
-    /// The hooks a hooks ConfigMap must have; any other missing hook is a no-op.
-    pub const REQUIRED: [Hook; 2] = [Hook::Install, Hook::Start];
-
-    /// The hook's name, its key in the hooks ConfigMap.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Hook::Install => "install",
-            Hook::ConfigChanged => "config-changed",
-            Hook::Start => "start",
-            Hook::Upgrade => "upgrade",
-            Hook::UpdateStatus => "update-status",
-            Hook::Stop => "stop",
-            Hook::Remove => "remove",
-        }
-    }
-
-    /// Reads a hook name.
-    pub fn parse(name: &str) -> Option<Hook> {
-        Hook::ALL.into_iter().find(|h| h.as_str() == name)
-    }
-
-    /// Whether a hooks ConfigMap must define this hook.
-    pub fn is_required(self) -> bool {
-        Hook::REQUIRED.contains(&self)
-    }
-}
-
-impl std::fmt::Display for Hook {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hook_names_round_trip() {
-        for hook in Hook::ALL {
-            assert_eq!(Hook::parse(hook.as_str()), Some(hook));
-        }
-        assert_eq!(Hook::parse("configure"), None);
-        assert!(Hook::Install.is_required() && Hook::Start.is_required());
-        assert!(!Hook::Remove.is_required());
-    }
 
     #[test]
     fn workload_states_round_trip_as_serialized() {

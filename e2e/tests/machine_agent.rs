@@ -454,3 +454,135 @@ async fn an_agent_survives_the_loss_of_its_first_api_server_endpoint() {
     })
     .await;
 }
+
+/// A Role and a ServiceAccount bound to it; returns a fresh token of the account.
+async fn account_with_role(client: &Client, ns: &str, name: &str, rules: serde_json::Value) -> String {
+    use k8s_openapi::api::{
+        authentication::v1::{TokenRequest, TokenRequestSpec},
+        core::v1::ServiceAccount,
+        rbac::v1::{Role, RoleBinding},
+    };
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    apply_json(
+        &accounts,
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": ns}}),
+    )
+    .await;
+    let roles: Api<Role> = Api::namespaced(client.clone(), ns);
+    apply_json(
+        &roles,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": name, "namespace": ns}, "rules": rules}),
+    )
+    .await;
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+    apply_json(
+        &bindings,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": name, "namespace": ns},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+               "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": ns}]}),
+    )
+    .await;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    accounts
+        .create_token_request(name, &Default::default(), &request)
+        .await
+        .expect("a token for the account")
+        .status
+        .and_then(|status| status.token)
+        .expect("the token")
+}
+
+/// A machine outside the cluster joins with the pool's join token: it registers its
+/// Machine, receives its own credentials (the test issues them, as olm-operator
+/// does), keeps them in its state directory, and runs on them, also after a restart
+/// once the join token no longer works.
+#[tokio::test]
+async fn an_external_machine_joins_with_a_token_and_runs_on_its_own_credentials() {
+    let client = olm_testkit::client().await;
+    install_crds(&client).await;
+    with_namespace("agent-join", |client, ns| async move {
+        pool(&client, &ns).await;
+        config_map(&client, &ns, "demo-hooks", hooks()).await;
+        let joiner = account_with_role(
+            &client,
+            &ns,
+            "edge-joiner",
+            json!([
+                {"apiGroups": ["substrate.olm-rs.dev"], "resources": ["machines"], "verbs": ["create", "patch", "get"]},
+                {"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"]},
+            ]),
+        )
+        .await;
+        let state = state_dir("join");
+        let join_file = state.with_extension("join-token");
+        std::fs::write(&join_file, &joiner).unwrap();
+        let ca = kubeconfig().parent().unwrap().join("pki").join("ca.crt");
+        assert!(ca.is_file(), "the test control plane's CA is at {}", ca.display());
+        let server = olm_testkit::config().await.cluster_url.to_string();
+        let admin = free_port();
+        let args: Vec<String> = [
+            "run", "--state-dir", &state.display().to_string(), "--namespace", &ns, "--pool", POOL,
+            "--external-id", "Ext-1", "--server", &server, "--ca-file", &ca.display().to_string(),
+            "--join-token-file", &join_file.display().to_string(), "--admin-addr", &format!("127.0.0.1:{admin}"),
+            "--lease-duration-seconds", "8",
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        let spawn = |label: &str| Process::spawn(label, &binary("machine-agent"), &args, Some(admin));
+        let mut process = spawn("machine-agent-join");
+
+        let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);
+        let name = format!("{POOL}-ext-1");
+        eventually("the external machine registers with the join token", || async {
+            machines.get(&name).await.is_ok_and(|m| m.spec.external_id.as_deref() == Some("ext-1"))
+        })
+        .await;
+
+        // olm-operator's part: the machine's own account, limited to what an agent needs.
+        let own = account_with_role(
+            &client,
+            &ns,
+            &name,
+            json!([
+                {"apiGroups": ["substrate.olm-rs.dev"], "resources": ["machines", "machines/status"], "verbs": ["get", "list", "watch", "patch"]},
+                {"apiGroups": ["substrate.olm-rs.dev"], "resources": ["machinepools"], "verbs": ["get"]},
+                {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]},
+                {"apiGroups": ["operators.coreos.com"], "resources": ["clusterserviceversions"], "verbs": ["list", "watch"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]},
+            ]),
+        )
+        .await;
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+        apply_json(
+            &secrets,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": format!("{name}-credentials"), "namespace": ns},
+                   "stringData": {"token": own}}),
+        )
+        .await;
+        eventually("the joined machine is Ready", || async {
+            machines.get(&name).await.ok().as_ref().and_then(ready) == Some(("True".into(), "AgentRunning".into()))
+        })
+        .await;
+        let kept = std::fs::read_to_string(state.join("credentials").join("token")).expect("the credentials are kept");
+        assert_eq!(kept, own);
+
+        // The join token stops working; a restart runs on the kept credentials.
+        let bindings: Api<k8s_openapi::api::rbac::v1::RoleBinding> = Api::namespaced(client.clone(), &ns);
+        bindings.delete("edge-joiner", &DeleteParams::default()).await.unwrap();
+        process.kill();
+        let mut process = spawn("machine-agent-join-restarted");
+        let v1 = machine_csv(&client, &ns, "1.0.0", None).await;
+        effective_config(&client, &ns, &v1, "8080").await;
+        wait_active(&machines, &name, &v1, "serving on 8080").await;
+        process.terminate(Duration::from_secs(10));
+        let _ = std::fs::remove_file(join_file);
+    })
+    .await;
+}

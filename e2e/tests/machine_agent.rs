@@ -76,13 +76,26 @@ async fn effective_config(client: &Client, namespace: &str, csv: &str, port: &st
 
 async fn machine_csv(client: &Client, namespace: &str, version: &str, replaces: Option<&str>) -> String {
     let name = format!("demo.v{version}");
+    csv_with(client, namespace, &name, version, replaces, "demo-hooks", 20).await;
+    name
+}
+
+async fn csv_with(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    version: &str,
+    replaces: Option<&str>,
+    hooks: &str,
+    timeout_seconds: u64,
+) {
     let api: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), namespace);
     let mut spec = json!({
         "displayName": "Demo machine operator",
         "version": version,
         "install": {"strategy": "machine", "spec": {
-            "pool": POOL, "hooks": {"configMap": "demo-hooks"}, "config": {"port": "8080"},
-            "hookTimeoutSeconds": 20,
+            "pool": POOL, "hooks": {"configMap": hooks}, "config": {"port": "8080"},
+            "hookTimeoutSeconds": timeout_seconds,
         }},
     });
     if let Some(replaces) = replaces {
@@ -94,7 +107,6 @@ async fn machine_csv(client: &Client, namespace: &str, version: &str, replaces: 
                "metadata": {"name": name, "namespace": namespace}, "spec": spec}),
     )
     .await;
-    name
 }
 
 async fn pool(client: &Client, namespace: &str) {
@@ -583,6 +595,61 @@ async fn an_external_machine_joins_with_a_token_and_runs_on_its_own_credentials(
         wait_active(&machines, &name, &v1, "serving on 8080").await;
         process.terminate(Duration::from_secs(10));
         let _ = std::fs::remove_file(join_file);
+    })
+    .await;
+}
+
+/// Malformed input ends in a named error on the unit, never a stuck unit: a hooks
+/// ConfigMap without a required hook, and a hook that hangs past its timeout.
+#[tokio::test]
+async fn malformed_hooks_put_the_unit_in_a_named_error() {
+    let client = olm_testkit::client().await;
+    install_crds(&client).await;
+    with_namespace("agent-malformed", |client, ns| async move {
+        pool(&client, &ns).await;
+        let mut missing_start = hooks();
+        missing_start.remove("start");
+        config_map(&client, &ns, "no-start-hooks", missing_start).await;
+        let mut hanging = hooks();
+        hanging.insert("install".into(), "#!/bin/sh\nsleep 600\n".into());
+        config_map(&client, &ns, "hanging-hooks", hanging).await;
+        csv_with(
+            &client,
+            &ns,
+            "nostart.v1.0.0",
+            "1.0.0",
+            None,
+            "no-start-hooks",
+            20,
+        )
+        .await;
+        effective_config(&client, &ns, "nostart.v1.0.0", "8080").await;
+        csv_with(&client, &ns, "hang.v1.0.0", "1.0.0", None, "hanging-hooks", 2).await;
+        effective_config(&client, &ns, "hang.v1.0.0", "8080").await;
+
+        let state = state_dir("malformed");
+        let mut process = agent("malformed", &ns, "node-c", &state, &kubeconfig());
+        let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);
+        let name = format!("{POOL}-node-c");
+        let unit = wait_unit(&machines, &name, "nostart.v1.0.0", WorkloadState::Error).await;
+        assert_eq!(
+            unit.message.as_deref(),
+            Some("hooks ConfigMap no-start-hooks has no `start` hook (install and start are required)")
+        );
+        let unit = wait_unit(&machines, &name, "hang.v1.0.0", WorkloadState::Error).await;
+        assert_eq!(
+            unit.message.as_deref(),
+            Some("install hook ran past its timeout of 2s and was killed")
+        );
+        assert!(
+            hook_log(&state, "nostart.v1.0.0").is_empty(),
+            "no hook ran without its required hooks"
+        );
+
+        // Fixing the hooks ConfigMap recovers the unit.
+        config_map(&client, &ns, "no-start-hooks", hooks()).await;
+        wait_active(&machines, &name, "nostart.v1.0.0", "serving on 8080").await;
+        process.terminate(Duration::from_secs(10));
     })
     .await;
 }

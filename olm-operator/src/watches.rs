@@ -12,6 +12,11 @@
 //! | CRDs, metadata only | nothing | [`csv::naming_crd`] | - |
 //! | Deployments, ServiceAccounts, RBAC labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
 //!
+//! The MachinePool controller has its own watches ([`machinepool_controller`]):
+//! MachinePools; their agent DaemonSets (metadata, labelled with the pool);
+//! Machines (→ their pool); Nodes, metadata only (→ every pool, as a node's
+//! labels decide which pools it belongs to).
+//!
 //! CRDs are watched as metadata: a change (its `Established` condition
 //! included) only says which CSVs to look at again, and the CSV reconcile
 //! reads the few CRDs it names when it runs ([`csv::dereference`]), so no CRD
@@ -35,8 +40,9 @@ use std::{pin::pin, sync::Arc};
 use futures::{Stream, StreamExt, stream};
 use k8s_openapi::{
     api::{
+        apps::v1::DaemonSet,
         apps::v1::Deployment,
-        core::v1::{Namespace, ServiceAccount},
+        core::v1::{Namespace, Node, ServiceAccount},
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -44,9 +50,14 @@ use k8s_openapi::{
 use kube::{
     Api, Client, Resource, ResourceExt,
     core::PartialObjectMeta,
-    runtime::{Controller, WatchStreamExt, watcher},
+    runtime::{Controller, WatchStreamExt, reflector::ObjectRef, watcher},
 };
-use olm_api::{labels, v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
+use olm_api::{
+    labels,
+    substrate::{Machine, MachinePool},
+    v1::OperatorGroup,
+    v1alpha1::ClusterServiceVersion,
+};
 use olm_runtime::{Readiness, Reflector, Shutdown, backoff::TriggerBackoff};
 use serde::de::DeserializeOwned;
 
@@ -54,7 +65,7 @@ use crate::{
     context::Context,
     controllers::{
         csv::{self, build::OWNER_KIND},
-        operatorgroup,
+        machinepool, operatorgroup,
     },
     stores::{Cache, Stores},
 };
@@ -181,18 +192,62 @@ where
         .run(
             move |group, ctx| operatorgroup::reconcile(group, ctx, stores.clone()),
             operatorgroup::error_policy,
-            ctx,
+            ctx.clone(),
         )
         .for_each(|_| futures::future::ready(()));
 
     // The watches, each driven once for every controller.
     let drivers = futures::future::join3(csvs.run(), groups.run(), namespaces.run());
+    let pool_controller = machinepool_controller(ctx.clone(), terms(), stopped());
     let controllers = async {
-        tokio::join!(csv_controller, group_controller);
+        tokio::join!(csv_controller, group_controller, pool_controller);
     };
     // The watches never end on their own; they stop with the controllers.
     let (controllers, drivers) = (pin!(controllers), pin!(drivers));
     futures::future::select(controllers, drivers).await;
+}
+
+/// The MachinePool controller and its watches.
+fn machinepool_controller(
+    ctx: Arc<Context>,
+    terms: impl Stream<Item = ()> + Send + 'static,
+    stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let client = ctx.client.clone();
+    let pools = Api::<MachinePool>::all(client.clone());
+    let controller =
+        Controller::new(pools, watcher::Config::default()).trigger_backoff(TriggerBackoff::default());
+    let all_pools = controller.store();
+    let agents = watcher(
+        Api::<PartialObjectMeta<DaemonSet>>::all(client.clone()),
+        watcher::Config::default().labels(machinepool::agent::POOL_LABEL),
+    )
+    .backoff(TriggerBackoff::default())
+    .touched_objects();
+    let machines = watcher(Api::<Machine>::all(client.clone()), watcher::Config::default())
+        .backoff(TriggerBackoff::default())
+        .touched_objects();
+    let nodes = watcher(
+        Api::<PartialObjectMeta<Node>>::all(client),
+        watcher::Config::default(),
+    )
+    .backoff(TriggerBackoff::default())
+    .touched_objects();
+    controller
+        .owns_stream(agents)
+        .watches_stream(machines, |machine| machinepool::of_machine(&machine))
+        .watches_stream(nodes, move |_| {
+            all_pools
+                .state()
+                .iter()
+                .filter(|pool| pool.spec.node_selector.is_some())
+                .map(|pool| ObjectRef::from_obj(pool.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .reconcile_all_on(terms)
+        .graceful_shutdown_on(stopped)
+        .run(machinepool::reconcile, machinepool::error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
 }
 
 /// The objects of kind `K` that CSVs own (labelled `olm.owner.kind`), as

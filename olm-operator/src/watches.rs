@@ -10,6 +10,7 @@
 //! | OperatorGroups | store (no managed fields) | [`csv::in_namespace`] | its objects; the other groups of the namespace; read by the reconcile |
 //! | Namespaces, metadata only | store of names and labels | - | [`operatorgroup::selecting`]; read by the reconcile |
 //! | CRDs, metadata only | nothing | [`csv::naming_crd`] | - |
+//! | Machines; Subscriptions | nothing | [`csv::machine::of_pool`]; [`csv::machine::of_subscription`] (machine CSVs only) | - |
 //! | Deployments, ServiceAccounts, RBAC labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
 //!
 //! The MachinePool controller has its own watches ([`machinepool_controller`]):
@@ -56,7 +57,7 @@ use olm_api::{
     labels,
     substrate::{Machine, MachinePool},
     v1::OperatorGroup,
-    v1alpha1::ClusterServiceVersion,
+    v1alpha1::{ClusterServiceVersion, Subscription},
 };
 use olm_runtime::{Readiness, Reflector, Shutdown, backoff::TriggerBackoff};
 use serde::de::DeserializeOwned;
@@ -99,6 +100,7 @@ where
     let (by_group, by_crd, by_csv) = (csv_store.clone(), csv_store.clone(), csv_store.clone());
     let by_deleted_group = csv_store.clone();
     let by_deleted_csv = csv_store.clone();
+    let (by_machine, by_subscription) = (csv_store.clone(), csv_store.clone());
     let metrics = ctx.metrics.clone();
     let csv_controller = Controller::for_shared_stream(csvs.subscribe(), csv_store.clone())
         .trigger_backoff(TriggerBackoff::default())
@@ -128,6 +130,27 @@ where
         .watches_shared_stream(groups.subscribe(), move |group| {
             csv::in_namespace(&by_group, &group.namespace().unwrap_or_default())
         })
+        .watches_stream(
+            watcher(Api::<Machine>::all(client.clone()), watcher::Config::default())
+                .backoff(TriggerBackoff::default())
+                .touched_objects(),
+            move |machine| {
+                csv::machine::of_pool(
+                    &by_machine,
+                    &machine.namespace().unwrap_or_default(),
+                    &machine.spec.pool,
+                )
+            },
+        )
+        .watches_stream(
+            watcher(
+                Api::<Subscription>::all(client.clone()),
+                watcher::Config::default(),
+            )
+            .backoff(TriggerBackoff::default())
+            .touched_objects(),
+            move |subscription| csv::machine::of_subscription(&by_subscription, &subscription),
+        )
         .watches_shared_stream(csvs.subscribe(), move |other| {
             csv::upgrade_neighbours(&by_csv, &other)
         })

@@ -522,3 +522,282 @@ async fn a_machine_csv_succeeds_when_every_ready_machine_runs_it() {
     })
     .await;
 }
+
+/// Agent processes, killed when the test ends however it ends.
+struct Agents(Vec<(String, std::process::Child)>);
+
+impl Agents {
+    fn kill(&mut self, node: &str) {
+        if let Some((_, child)) = self.0.iter_mut().find(|(n, _)| n == node) {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.0.retain(|(n, _)| n != node);
+    }
+}
+
+impl Drop for Agents {
+    fn drop(&mut self) {
+        for (_, child) in &mut self.0 {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// A kubeconfig for `server` with the cluster's CA and `token`: what an agent
+/// pod's credentials amount to.
+async fn agent_kubeconfig(
+    admin: &Client,
+    namespace: &str,
+    pod: &Pod,
+    server: &str,
+    dir: &std::path::Path,
+) -> std::path::PathBuf {
+    let request: TokenRequest = serde_json::from_value(serde_json::json!({
+        "apiVersion": "authentication.k8s.io/v1",
+        "kind": "TokenRequest",
+        "spec": {
+            "audiences": [],
+            "expirationSeconds": 3600,
+            "boundObjectRef": {"apiVersion": "v1", "kind": "Pod", "name": pod.name_any(), "uid": pod.uid()},
+        },
+    }))
+    .expect("a TokenRequest");
+    let issued: TokenRequest = Api::<ServiceAccount>::namespaced(admin.clone(), namespace)
+        .create_subresource(
+            "token",
+            &format!("machine-agent-{POOL}"),
+            &PostParams::default(),
+            &request,
+        )
+        .await
+        .expect("a token for the agent pod");
+    let token = issued.status.and_then(|s| s.token).expect("a token");
+    let admin_config = kube::config::Kubeconfig::read().expect("KUBECONFIG");
+    let ca = admin_config.clusters[0]
+        .cluster
+        .as_ref()
+        .and_then(|c| c.certificate_authority_data.clone())
+        .expect("the cluster's CA in KUBECONFIG");
+    let text = format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: u\n  user:\n    token: {token}\ncontexts:\n- name: c\n  context:\n    cluster: c\n    user: u\n    namespace: {namespace}\ncurrent-context: c\n"
+    );
+    let path = dir.join(format!("{}.kubeconfig", node_of(pod)));
+    std::fs::write(&path, text).expect("write the agent kubeconfig");
+    path
+}
+
+fn spawn_agent(
+    dir: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    namespace: &str,
+    node: &str,
+) -> std::process::Child {
+    let state = dir.join(format!("state-{node}"));
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join(format!("agent-{node}.log")))
+        .expect("agent log");
+    std::process::Command::new(olm_testkit::process::binary("machine-agent"))
+        .args([
+            "run",
+            "--namespace",
+            namespace,
+            "--pool",
+            POOL,
+            "--node-name",
+            node,
+            "--lease-duration-seconds",
+            "12",
+        ])
+        .arg("--admin-addr")
+        .arg(format!("127.0.0.1:{}", olm_testkit::process::free_port()))
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .env("RUST_LOG", "machine_agent=debug")
+        .stdout(log.try_clone().expect("log"))
+        .stderr(log)
+        .spawn()
+        .expect("start machine-agent")
+}
+
+fn hook_logs(dir: &std::path::Path, node: &str) -> String {
+    fn walk(path: &std::path::Path, out: &mut String) {
+        for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.file_name().is_some_and(|n| n == "hooks.log") {
+                out.push_str(&std::fs::read_to_string(&path).unwrap_or_default());
+            }
+        }
+    }
+    let mut out = String::new();
+    walk(&dir.join(format!("state-{node}")), &mut out);
+    out
+}
+
+fn lease_renewed(lease: Option<&Lease>) -> Option<Timestamp> {
+    lease?.spec.as_ref()?.renew_time.as_ref().map(|t| t.0)
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn agents_install_a_machine_csv_get_lost_and_fail_over_between_api_servers() {
+    install_policy().await;
+    with_namespace("machine-agents", |admin, ns| async move {
+        let dir = std::env::temp_dir().join(format!("olm-rs-agents-{ns}"));
+        std::fs::create_dir_all(&dir).expect("a test directory");
+        let groups = Api::<OperatorGroup>::namespaced(admin.clone(), &ns);
+        olm_testkit::objects::apply_json(
+            &groups,
+            serde_json::json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                "metadata": {"name": "group"}, "spec": {"targetNamespaces": [ns.clone()]},
+            }),
+        )
+        .await;
+        let pools = Api::<MachinePool>::namespaced(admin.clone(), &ns);
+        common::apply(&pools, &pool(serde_json::json!({"type": "kwok"}))).await;
+        let config_maps = Api::<ConfigMap>::namespaced(admin.clone(), &ns);
+        let script =
+            |hook: &str| format!("#!/bin/sh\necho \"{hook} port=$CONFIG_PORT\" >> \"$PWD/hooks.log\"\n");
+        let data: serde_json::Map<String, serde_json::Value> =
+            ["install", "config-changed", "start", "stop", "remove"]
+                .iter()
+                .map(|h| ((*h).to_owned(), serde_json::Value::from(script(h))))
+                .collect();
+        olm_testkit::objects::apply_json(
+            &config_maps,
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "demo-hooks"}, "data": data,
+            }),
+        )
+        .await;
+
+        // Two agents, one per fake node, with their pods' credentials; A
+        // starts on the second API server when there is one.
+        let pods = agent_pods(&admin, &ns).await;
+        let endpoints: Vec<String> = std::env::var("OLM_RS_APISERVER_ENDPOINTS")
+            .map(|e| e.split(',').map(str::to_owned).collect())
+            .unwrap_or_default();
+        let first = olm_testkit::config()
+            .await
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned();
+        let second = endpoints.iter().find(|e| **e != first).cloned();
+        let (node_a, node_b) = (node_of(&pods[0]), node_of(&pods[1]));
+        let kubeconfig_a =
+            agent_kubeconfig(&admin, &ns, &pods[0], second.as_deref().unwrap_or(&first), &dir).await;
+        let kubeconfig_b = agent_kubeconfig(&admin, &ns, &pods[1], &first, &dir).await;
+        let mut agents = Agents(vec![
+            (node_a.clone(), spawn_agent(&dir, &kubeconfig_a, &ns, &node_a)),
+            (node_b.clone(), spawn_agent(&dir, &kubeconfig_b, &ns, &node_b)),
+        ]);
+        wait_for(
+            &pools,
+            POOL,
+            "both machines registered and ready",
+            |p: Option<&MachinePool>| {
+                p.and_then(|p| p.status.as_ref())
+                    .is_some_and(|s| s.ready_machines == Some(2))
+            },
+        )
+        .await;
+
+        // The machine CSV installs on both.
+        let csvs = Api::<ClusterServiceVersion>::namespaced(admin.clone(), &ns);
+        common::apply(&csvs, &machine_csv("1.0.0")).await;
+        let name = "demo-machine.v1.0.0";
+        let succeeded = |c: Option<&ClusterServiceVersion>| {
+            c.and_then(|c| c.status.as_ref())
+                .is_some_and(|s| s.phase == Some(CsvPhase::Succeeded))
+        };
+        wait_for(&csvs, name, "Succeeded on both machines", succeeded).await;
+        for node in [&node_a, &node_b] {
+            let log = hook_logs(&dir, node);
+            let order: Vec<&str> = log
+                .lines()
+                .map(|l| l.split(' ').next().unwrap_or_default())
+                .collect();
+            assert_eq!(
+                order,
+                ["install", "config-changed", "start"],
+                "hooks on {node}: {log}"
+            );
+            assert!(log.contains("port=8080"), "{log}");
+        }
+
+        // Losing the API server agent A uses does not interrupt it, also across its restart.
+        let cluster_dir = std::env::var("OLM_RS_CLUSTER_DIR").ok();
+        if let (Some(_), Some(_)) = (second.as_ref(), cluster_dir.as_ref()) {
+            let cluster = |command: &str| {
+                let status = std::process::Command::new(olm_testkit::repo_root().join("hack/cluster.sh"))
+                    .arg(command)
+                    .status()
+                    .expect("hack/cluster.sh");
+                assert!(status.success(), "hack/cluster.sh {command}");
+            };
+            let leases = Api::<Lease>::namespaced(admin.clone(), &ns);
+            let lease_a = format!("{POOL}-{node_a}");
+            cluster("stop-apiserver-2");
+            let stopped_at = Timestamp::now();
+            let renewed_after =
+                |at: Timestamp| move |l: Option<&Lease>| lease_renewed(l).is_some_and(|r| r > at);
+            let survived = wait_for(
+                &leases,
+                &lease_a,
+                "agent A heartbeats through the first server",
+                renewed_after(stopped_at),
+            )
+            .await;
+            assert!(survived.is_some());
+            agents.kill(&node_a);
+            let restarted_at = Timestamp::now();
+            agents
+                .0
+                .push((node_a.clone(), spawn_agent(&dir, &kubeconfig_a, &ns, &node_a)));
+            wait_for(
+                &leases,
+                &lease_a,
+                "restarted agent A heartbeats from its saved endpoints",
+                renewed_after(restarted_at),
+            )
+            .await;
+            cluster("start-apiserver-2");
+        }
+
+        // Killing agent B: its machine is lost and the CSV says so; restarted,
+        // it re-adopts the same Machine.
+        agents.kill(&node_b);
+        let lost_b = format!("{POOL}-{node_b}");
+        let said = wait_for(
+            &csvs,
+            name,
+            "the CSV names the lost machine",
+            |c: Option<&ClusterServiceVersion>| {
+                c.and_then(|c| c.status.as_ref())
+                    .and_then(|s| s.message.clone())
+                    .is_some_and(|m| m.contains(&lost_b) && m.contains("lost"))
+            },
+        )
+        .await;
+        assert!(said.is_some());
+        agents
+            .0
+            .push((node_b.clone(), spawn_agent(&dir, &kubeconfig_b, &ns, &node_b)));
+        wait_for(&csvs, name, "Succeeded again once B is back", succeeded).await;
+        let machines = Api::<Machine>::namespaced(admin.clone(), &ns);
+        let all = machines.list(&ListParams::default()).await.expect("machines");
+        assert_eq!(all.items.len(), 2, "no duplicate Machine after a restart");
+        drop(agents);
+        let _ = std::fs::remove_dir_all(&dir);
+    })
+    .await;
+}

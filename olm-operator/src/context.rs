@@ -33,6 +33,9 @@ pub struct Settings {
     pub install_timeout: Duration,
     /// How often a settled object is checked again even without any event.
     pub resync: Duration,
+    /// API server endpoints (`https://host:port`) that MachinePools publish
+    /// beside those of the `kubernetes` EndpointSlices.
+    pub apiserver_endpoints: Vec<String>,
 }
 
 impl Default for Settings {
@@ -40,6 +43,7 @@ impl Default for Settings {
         Self {
             install_timeout: Duration::from_secs(5 * 60),
             resync: Duration::from_secs(10 * 60),
+            apiserver_endpoints: Vec::new(),
         }
     }
 }

@@ -28,6 +28,11 @@ pub struct Args {
     /// Seconds after which a settled object is checked again without any event.
     #[arg(long, env = "OLM_OPERATOR_RESYNC", default_value_t = 600)]
     pub resync_seconds: u64,
+    /// API server endpoints (`https://host:port`, comma separated) that
+    /// MachinePools publish for their agents, beside those of the
+    /// `kubernetes` EndpointSlices.
+    #[arg(long, env = "OLM_RS_APISERVER_ENDPOINTS", value_delimiter = ',')]
+    pub apiserver_endpoints: Vec<String>,
 }
 
 /// Why olm-operator stopped other than by a shutdown signal.
@@ -47,6 +52,7 @@ impl Args {
         Settings {
             install_timeout: Duration::from_secs(self.install_timeout_seconds),
             resync: Duration::from_secs(self.resync_seconds),
+            apiserver_endpoints: self.apiserver_endpoints.clone(),
         }
     }
 }

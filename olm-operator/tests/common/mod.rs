@@ -73,6 +73,9 @@ pub async fn start_operator(client: &Client) {
                     let settings = Settings {
                         install_timeout: Duration::from_secs(300),
                         resync: Duration::from_secs(60),
+                        apiserver_endpoints: std::env::var("OLM_RS_APISERVER_ENDPOINTS")
+                            .map(|list| list.split(',').map(str::to_owned).collect())
+                            .unwrap_or_default(),
                     };
                     let ctx = Arc::new(Context::new(
                         parts.client.clone(),

@@ -19,6 +19,7 @@ pub mod apply;
 pub mod build;
 pub mod cleanup;
 pub mod dereference;
+pub mod machine;
 pub mod phase;
 pub mod update_status;
 pub mod validate;
@@ -73,6 +74,9 @@ pub enum Error {
     /// Deleting a replaced CSV failed.
     #[error("failed to delete the replaced ClusterServiceVersion")]
     DeleteReplaced(#[source] olm_runtime::apply::WriteError),
+    /// Looking at or applying the `machine` strategy failed.
+    #[error("failed to install on machines")]
+    Machine(#[source] machine::Error),
     /// Removing cluster-scoped objects failed.
     #[error("failed to clean up after the ClusterServiceVersion")]
     Cleanup(#[source] cleanup::Error),
@@ -91,6 +95,7 @@ impl ReconcileError for Error {
             Error::UpdateStatus(_) => "update_status",
             Error::DeleteReplaced(_) => "delete",
             Error::Cleanup(_) => "cleanup",
+            Error::Machine(_) => "machine",
             Error::Finalizer(inner) => match inner.as_ref() {
                 finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.category(),
                 _ => "finalizer",
@@ -110,6 +115,7 @@ impl ReconcileError for Error {
             },
             // Install refusals became the status; what is left is worth a retry.
             Error::Apply(source) => source.class(),
+            Error::Machine(source) => source.class(),
             Error::Dereference(_) | Error::UpdateStatus(_) | Error::Cleanup(_) => ErrorClass::Transient,
         }
     }
@@ -159,7 +165,16 @@ async fn install(
     let found = dereference::dereference(ctx, csv)
         .await
         .map_err(Error::Dereference)?;
-    let validation = validate::validate(csv, &found);
+    let mut validation = validate::validate(csv, &found);
+    if let Some(details) = csv.spec.install.machine() {
+        let statuses = machine::requirements(ctx, csv, details)
+            .await
+            .map_err(Error::Machine)?;
+        validation.requirements.met &= statuses
+            .iter()
+            .all(|s| s.status == olm_api::v1alpha1::StatusReason::Present);
+        validation.requirements.statuses.extend(statuses);
+    }
     if let Ok(membership) = &validation.membership {
         update_status::annotate(ctx, csv, membership)
             .await
@@ -182,6 +197,18 @@ async fn install(
             return Ok(Action::await_change());
         }
         Decision::Settle(transition) => (transition, None),
+        Decision::Install if csv.spec.install.machine().is_some() => {
+            let details = csv.spec.install.machine().expect("a machine strategy");
+            let health = machine::install(ctx, csv, details)
+                .await
+                .map_err(Error::Machine)?;
+            let outcome = InstallOutcome::Applied(health.clone());
+            let after = phase::after_install(&status, &outcome, now, ctx.settings.install_timeout);
+            (
+                machine::explain_timeout(after.transition, &health),
+                after.recheck_in,
+            )
+        }
         Decision::Install => {
             let (Ok(membership), Ok(strategy)) = (&validation.membership, &validation.strategy) else {
                 // decide() installs only with a membership and a valid strategy.
@@ -213,6 +240,10 @@ async fn install(
     update_status::write(ctx, api, csv, next)
         .await
         .map_err(Error::UpdateStatus)?;
+    let recheck_in = match csv.spec.install.machine() {
+        Some(_) if !validation.requirements.met => Some(machine::REQUIREMENTS_RECHECK),
+        _ => recheck_in,
+    };
     Ok(Action::requeue(recheck_in.unwrap_or(ctx.settings.resync)))
 }
 

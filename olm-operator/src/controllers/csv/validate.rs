@@ -309,10 +309,12 @@ pub struct InvalidStrategy(pub String);
 /// Parses the install strategy.
 pub fn strategy(csv: &ClusterServiceVersion) -> Result<Strategy, InvalidStrategy> {
     let Some(details) = csv.spec.install.deployment() else {
-        return Err(InvalidStrategy(format!(
-            "the `{}` strategy has no deployments to build",
-            csv.spec.install.name().as_str()
-        )));
+        // The machine strategy builds nothing here: `csv::machine` does its work.
+        return Ok(Strategy {
+            deployments: Vec::new(),
+            permissions: Vec::new(),
+            cluster_permissions: Vec::new(),
+        });
     };
     let mut names = BTreeSet::new();
     let mut deployments = Vec::with_capacity(details.deployments.len());
@@ -676,7 +678,11 @@ mod tests {
             hook_timeout_seconds: None,
             update_status_interval_seconds: None,
         });
-        assert!(strategy(&csv).unwrap_err().0.contains("machine"));
+        let machine = strategy(&csv).expect("the machine strategy is valid");
+        assert!(
+            machine.deployments.is_empty(),
+            "a machine strategy builds no Deployment"
+        );
 
         let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
         let details = csv.spec.install.deployment_mut().expect("details");

@@ -4,13 +4,18 @@
 #
 #   hack/cluster.sh up       build once (cached), start in the background, wait until ready
 #   hack/cluster.sh down     stop every process it started and remove its state
-#   hack/cluster.sh env      print `export KUBECONFIG=...` (use: eval "$(hack/cluster.sh env)")
+#   hack/cluster.sh env      print `export KUBECONFIG=...` and `export OLM_RS_APISERVER_ENDPOINTS=...`
+#                            (both API servers) (use: eval "$(hack/cluster.sh env)")
 #   hack/cluster.sh status   say whether it runs, and where
 #   hack/cluster.sh check    fail unless every fake node is Ready with a Lease renewed in the last 40s
 #                            (`up` runs it too, also when it reuses a running control plane)
 #   hack/cluster.sh restart-apiserver
 #                            stop kube-apiserver and start it again (an outage for tests to survive);
 #                            returns once it is ready again
+#   hack/cluster.sh stop-apiserver-2 | start-apiserver-2
+#                            stop or start the second kube-apiserver (same etcd, another port, used
+#                            by nothing but clients that fail over between servers; the other
+#                            components and KUBECONFIG use the first); returns once done
 #   hack/cluster.sh build    only build (or find) the binaries; print their directory
 #
 # Environment:
@@ -144,6 +149,32 @@ cmd_env() {
 		return 1
 	fi
 	echo "export KUBECONFIG=$dir/kubeconfig"
+	local first second
+	first=$(sed -n 's/^server=//p' "$dir/ready")
+	second=$(sed -n 's/^server2=//p' "$dir/ready")
+	echo "export OLM_RS_APISERVER_ENDPOINTS=$first${second:+,$second}"
+}
+
+# `second_apiserver stopped|running`: asks the supervisor to toggle the second kube-apiserver
+# (SIGUSR2) unless it is in that state already, and waits until it is.
+second_apiserver() {
+	local want=$1 pid start=$SECONDS
+	if ! is_ready; then
+		say "no test control plane is running in $dir; start one with: $here/cluster.sh up"
+		return 1
+	fi
+	[ "$(cat "$dir/apiserver-2" 2>/dev/null || echo running)" != "$want" ] || return 0
+	pid=$(supervisor_pid)
+	rm -f "$dir/apiserver-2"
+	kill -USR2 "$pid"
+	until [ "$(cat "$dir/apiserver-2" 2>/dev/null)" = "$want" ]; do
+		if ! kill -0 "$pid" 2>/dev/null || [ $((SECONDS - start)) -gt 150 ]; then
+			say "the second kube-apiserver is not $want; see $dir/testcluster.log and $dir/logs/kube-apiserver-2.log"
+			return 1
+		fi
+		sleep 0.2
+	done
+	say "the second kube-apiserver is $want"
 }
 
 # Nodes that are not Ready, or whose Lease is stale, take every Pod on them NotReady, and with it
@@ -222,6 +253,8 @@ env) cmd_env ;;
 status) cmd_status ;;
 check) cmd_check ;;
 restart-apiserver) cmd_restart_apiserver ;;
+stop-apiserver-2) second_apiserver stopped ;;
+start-apiserver-2) second_apiserver running ;;
 build) "$here/testcluster/build.sh" ;;
 *)
 	sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2

@@ -52,14 +52,22 @@ type cluster struct {
 	kubeconfig string                // admin kubeconfig
 	server     string                // API server URL
 	client     *kubernetes.Clientset // admin client
+	// A second kube-apiserver on the same etcd, for clients that fail over between servers.
+	// The other components use only the first.
+	kubeconfig2 string
+	server2     string
+	client2     *kubernetes.Clientset
 }
+
+// secondAPIServer is the supervisor's name of the second kube-apiserver.
+const secondAPIServer = "kube-apiserver-2"
 
 // start brings every component up in dependency order and waits until the cluster can run Pods.
 func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error) {
 	ctx, cancel := context.WithTimeout(parent, cfg.timeout)
 	defer cancel()
 
-	ports, err := freePorts(3)
+	ports, err := freePorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -67,8 +75,10 @@ func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error
 	etcdPeerURL := fmt.Sprintf("http://127.0.0.1:%d", ports[1])
 	apiPort := ports[2]
 	c := &cluster{
-		kubeconfig: filepath.Join(cfg.dir, "kubeconfig"),
-		server:     fmt.Sprintf("https://127.0.0.1:%d", apiPort),
+		kubeconfig:  filepath.Join(cfg.dir, "kubeconfig"),
+		server:      fmt.Sprintf("https://127.0.0.1:%d", apiPort),
+		kubeconfig2: filepath.Join(cfg.dir, "kubeconfig-2"),
+		server2:     fmt.Sprintf("https://127.0.0.1:%d", ports[3]),
 	}
 
 	pkiDir := filepath.Join(cfg.dir, "pki")
@@ -90,6 +100,40 @@ func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error
 			return nil, err
 		}
 	}
+	if err := writeKubeconfig(c.kubeconfig2, c.server2, p.ca.certPEM, p.admin); err != nil {
+		return nil, err
+	}
+
+	// Both API servers share etcd, certificates and flags; only the port differs.
+	apiserverArgs := func(port int) []string {
+		return []string{
+			"--etcd-servers=" + etcdURL,
+			"--bind-address=127.0.0.1",
+			"--advertise-address=127.0.0.1",
+			"--secure-port=" + strconv.Itoa(port),
+			// The default reconciler would publish 127.0.0.1 as the `kubernetes` Service endpoint,
+			// which the API rejects.
+			"--endpoint-reconciler-type=none",
+			"--tls-cert-file=" + p.servingCert,
+			"--tls-private-key-file=" + p.servingKey,
+			"--client-ca-file=" + p.caCert,
+			"--authorization-mode=RBAC",
+			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+			"--service-account-key-file=" + p.saPublicKey,
+			"--service-account-signing-key-file=" + p.saPrivateKey,
+			"--service-cluster-ip-range=" + serviceCIDR,
+			"--allow-privileged=true",
+			"--profiling=false",
+			// Front proxy, so that aggregated API servers can be registered.
+			"--requestheader-client-ca-file=" + p.frontProxyCA,
+			"--requestheader-allowed-names=" + frontProxyClientName,
+			"--requestheader-username-headers=X-Remote-User",
+			"--requestheader-group-headers=X-Remote-Group",
+			"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+			"--proxy-client-cert-file=" + p.frontProxyCert,
+			"--proxy-client-key-file=" + p.frontProxyKey,
+		}
+	}
 
 	if _, err := sup.start("etcd",
 		"--name=testcluster",
@@ -109,33 +153,7 @@ func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error
 		return nil, err
 	}
 
-	if _, err := sup.start("kube-apiserver",
-		"--etcd-servers="+etcdURL,
-		"--bind-address=127.0.0.1",
-		"--advertise-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(apiPort),
-		// The default reconciler would publish 127.0.0.1 as the `kubernetes` Service endpoint,
-		// which the API rejects.
-		"--endpoint-reconciler-type=none",
-		"--tls-cert-file="+p.servingCert,
-		"--tls-private-key-file="+p.servingKey,
-		"--client-ca-file="+p.caCert,
-		"--authorization-mode=RBAC",
-		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+p.saPublicKey,
-		"--service-account-signing-key-file="+p.saPrivateKey,
-		"--service-cluster-ip-range="+serviceCIDR,
-		"--allow-privileged=true",
-		"--profiling=false",
-		// Front proxy, so that aggregated API servers can be registered.
-		"--requestheader-client-ca-file="+p.frontProxyCA,
-		"--requestheader-allowed-names="+frontProxyClientName,
-		"--requestheader-username-headers=X-Remote-User",
-		"--requestheader-group-headers=X-Remote-Group",
-		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
-		"--proxy-client-cert-file="+p.frontProxyCert,
-		"--proxy-client-key-file="+p.frontProxyKey,
-	); err != nil {
+	if _, err := sup.start("kube-apiserver", apiserverArgs(apiPort)...); err != nil {
 		return nil, err
 	}
 	client, err := clientFor(c.kubeconfig)
@@ -144,6 +162,13 @@ func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error
 	}
 	c.client = client
 	if err := waitFor(ctx, "kube-apiserver is ready", 250*time.Millisecond, apiserverReady(client)); err != nil {
+		return nil, err
+	}
+	// The second server starts now and gets ready while the rest comes up.
+	if _, err := sup.start(secondAPIServer, apiserverArgs(ports[3])...); err != nil {
+		return nil, err
+	}
+	if c.client2, err = clientFor(c.kubeconfig2); err != nil {
 		return nil, err
 	}
 
@@ -194,6 +219,9 @@ func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error
 	}); err != nil {
 		return nil, err
 	}
+	if err := waitFor(ctx, "the second kube-apiserver is ready", 250*time.Millisecond, apiserverReady(c.client2)); err != nil {
+		return nil, err
+	}
 	// Pods can only be created once the namespace's `default` ServiceAccount exists.
 	if err := waitFor(ctx, "ServiceAccount default/default exists", 250*time.Millisecond, func(ctx context.Context) (bool, error) {
 		_, err := client.CoreV1().ServiceAccounts(metav1.NamespaceDefault).Get(ctx, "default", metav1.GetOptions{})
@@ -202,6 +230,18 @@ func start(parent context.Context, cfg config, sup *supervisor) (*cluster, error
 		return nil, err
 	}
 	return c, nil
+}
+
+// toggleSecondAPIServer stops the second kube-apiserver when it runs (an outage of one server
+// of two), and starts it again and waits until it is ready when it is stopped.
+func (c *cluster) toggleSecondAPIServer(ctx context.Context, sup *supervisor) (running bool, err error) {
+	stopped, err := sup.toggle(secondAPIServer, 3*time.Second)
+	if err != nil || stopped {
+		return false, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	return true, waitFor(ctx, "the second kube-apiserver is ready again", 250*time.Millisecond, apiserverReady(c.client2))
 }
 
 // restartAPIServer stops kube-apiserver and starts it again, as an outage would, and waits until it is

@@ -174,8 +174,8 @@ func up(cfg config) error {
 		}
 		return err
 	}
-	ready := fmt.Sprintf("kubeconfig=%s\nserver=%s\nsupervisor=%d\nbin=%s\nnodes=%d\n",
-		cluster.kubeconfig, cluster.server, os.Getpid(), cfg.bin, cfg.nodes)
+	ready := fmt.Sprintf("kubeconfig=%s\nserver=%s\nsupervisor=%d\nbin=%s\nnodes=%d\nkubeconfig2=%s\nserver2=%s\n",
+		cluster.kubeconfig, cluster.server, os.Getpid(), cfg.bin, cfg.nodes, cluster.kubeconfig2, cluster.server2)
 	if err := writeFileAtomic(readyFile, ready); err != nil {
 		return err
 	}
@@ -184,9 +184,25 @@ func up(cfg config) error {
 	// Restarts run here, on the main goroutine, because that is where children must be started.
 	restarts := make(chan os.Signal, 1)
 	signal.Notify(restarts, syscall.SIGUSR1)
+	toggles := make(chan os.Signal, 1)
+	signal.Notify(toggles, syscall.SIGUSR2)
 	for count := 1; ctx.Err() == nil; {
 		select {
 		case <-ctx.Done():
+		case <-toggles:
+			running, err := cluster.toggleSecondAPIServer(ctx, sup)
+			if err != nil {
+				cancel(fmt.Errorf("stop or start the second kube-apiserver: %w", err))
+				continue
+			}
+			state := "stopped"
+			if running {
+				state = "running"
+			}
+			logf("the second kube-apiserver is %s", state)
+			if err := writeFileAtomic(filepath.Join(cfg.dir, "apiserver-2"), state+"\n"); err != nil {
+				cancel(err)
+			}
 		case <-restarts:
 			logf("received SIGUSR1: restarting kube-apiserver")
 			if err := cluster.restartAPIServer(ctx, sup); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -43,7 +44,17 @@ func newSupervisor(dir, bin string) *supervisor {
 	return &supervisor{dir: dir, bin: bin, died: make(chan *process, 1)}
 }
 
-// start runs bin/<name> with args, its output appended to dir/logs/<name>.log.
+// binaryOf is the binary a component runs: its name without an instance suffix `-<digits>`
+// (kube-apiserver-2 runs kube-apiserver).
+func binaryOf(name string) string {
+	if i := strings.LastIndexByte(name, '-'); i > 0 && i < len(name)-1 && strings.Trim(name[i+1:], "0123456789") == "" {
+		return name[:i]
+	}
+	return name
+}
+
+// start runs bin/<name> (without an instance suffix, see binaryOf) with args, its output appended
+// to dir/logs/<name>.log.
 func (s *supervisor) start(name string, args ...string) (*process, error) {
 	logPath := filepath.Join(s.dir, "logs", name+".log")
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -51,7 +62,7 @@ func (s *supervisor) start(name string, args ...string) (*process, error) {
 		return nil, err
 	}
 	defer logFile.Close() // the child keeps its own descriptor
-	cmd := exec.Command(filepath.Join(s.bin, name), args...)
+	cmd := exec.Command(filepath.Join(s.bin, binaryOf(name)), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.Dir = s.dir
 	cmd.SysProcAttr = childProcAttr()
@@ -108,6 +119,50 @@ func (s *supervisor) stopAll(grace time.Duration) {
 			logf("killed %s (no exit %s after SIGTERM)", p.name, grace)
 		}
 	}
+}
+
+// toggle stops the component `name` when it runs (SIGTERM, then SIGKILL after grace; its exit is
+// not a crash) and returns true; when it was stopped this way, it starts it again with the same
+// arguments and returns false. Like start, it must be called from the main goroutine.
+func (s *supervisor) toggle(name string, grace time.Duration) (stopped bool, err error) {
+	s.mu.Lock()
+	index := -1
+	for i, p := range s.procs {
+		if p.name == name {
+			index = i
+		}
+	}
+	if index < 0 || s.stopping {
+		s.mu.Unlock()
+		return false, fmt.Errorf("cannot stop or start %s: unknown", name)
+	}
+	old := s.procs[index]
+	select {
+	case <-old.done:
+		// Stopped before: start it again in its place.
+		s.mu.Unlock()
+		p, err := s.start(name, old.args...)
+		if err != nil {
+			return false, err
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.procs = s.procs[:len(s.procs)-1]
+		s.procs[index] = p
+		return false, nil
+	default:
+	}
+	old.stopped = true
+	s.mu.Unlock()
+	_ = old.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-old.done:
+	case <-time.After(grace):
+		_ = old.cmd.Process.Kill()
+		<-old.done
+	}
+	logf("stopped %s (pid %d)", name, old.cmd.Process.Pid)
+	return true, nil
 }
 
 // restart stops the component `name` (SIGTERM, then SIGKILL after grace) and starts it again with

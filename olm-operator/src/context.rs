@@ -35,6 +35,9 @@ pub struct Settings {
     pub resync: Duration,
     /// How long serving certificates live and when they are renewed.
     pub cert_lifetimes: crate::controllers::csv::certs::Lifetimes,
+    /// API server endpoints (`https://host:port`) that MachinePools publish
+    /// beside those of the `kubernetes` EndpointSlices.
+    pub apiserver_endpoints: Vec<String>,
 }
 
 impl Default for Settings {
@@ -43,6 +46,7 @@ impl Default for Settings {
             install_timeout: Duration::from_secs(5 * 60),
             resync: Duration::from_secs(10 * 60),
             cert_lifetimes: Default::default(),
+            apiserver_endpoints: Vec::new(),
         }
     }
 }

@@ -34,6 +34,11 @@ pub struct Args {
     /// Seconds before expiry that a serving certificate is renewed (OLM: one day).
     #[arg(long, env = "OLM_OPERATOR_CERT_MIN_FRESH", default_value_t = 24 * 3600)]
     pub cert_min_fresh_seconds: u64,
+    /// API server endpoints (`https://host:port`, comma separated) that
+    /// MachinePools publish for their agents, beside those of the
+    /// `kubernetes` EndpointSlices.
+    #[arg(long, env = "OLM_RS_APISERVER_ENDPOINTS", value_delimiter = ',')]
+    pub apiserver_endpoints: Vec<String>,
 }
 
 /// Why olm-operator stopped other than by a shutdown signal.
@@ -57,6 +62,7 @@ impl Args {
                 self.cert_valid_for_seconds,
                 self.cert_min_fresh_seconds,
             ),
+            apiserver_endpoints: self.apiserver_endpoints.clone(),
         }
     }
 }

@@ -10,10 +10,16 @@
 //! | OperatorGroups | store (no managed fields) | [`csv::in_namespace`] | its objects; the other groups of the namespace; read by the reconcile |
 //! | Namespaces, metadata only | store of names and labels | - | [`operatorgroup::selecting`]; read by the reconcile |
 //! | CRDs, metadata only | nothing | [`csv::naming_crd`] | - |
-//! | Subscriptions | nothing | the CSV its `status.installedCSV` names ([`csv::overrides::installed_csv`]): its config reaches the Deployments | - |
+//! | Subscriptions | nothing | the CSV its `status.installedCSV` names ([`csv::overrides::installed_csv`]): its config reaches the Deployments; for machine CSVs also its current CSV ([`csv::machine::of_subscription`]) | - |
 //! | OperatorConditions | nothing | the CSV of the same name and those replacing it ([`csv::operator_condition::concerned_csvs`]) | - |
 //! | APIServices, metadata only | nothing | [`csv::apiservices::naming_api_service`] | - |
 //! | Deployments, ServiceAccounts, RBAC, Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
+//! | Machines | nothing | [`csv::machine::of_pool`] | - |
+//!
+//! The MachinePool controller has its own watches ([`machinepool_controller`]):
+//! MachinePools; their agent DaemonSets (metadata, labelled with the pool);
+//! Machines (→ their pool); Nodes, metadata only (→ every pool, as a node's
+//! labels decide which pools it belongs to).
 //!
 //! CRDs are watched as metadata: a change (its `Established` condition
 //! included) only says which CSVs to look at again, and the CSV reconcile
@@ -39,8 +45,8 @@ use futures::{Stream, StreamExt, stream};
 use k8s_openapi::{
     api::{
         admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
-        apps::v1::Deployment,
-        core::v1::{Namespace, Secret, Service, ServiceAccount},
+        apps::v1::{DaemonSet, Deployment},
+        core::v1::{Namespace, Node, Secret, Service, ServiceAccount},
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -49,10 +55,11 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     api::DynamicObject,
     core::PartialObjectMeta,
-    runtime::{Controller, WatchStreamExt, watcher},
+    runtime::{Controller, WatchStreamExt, reflector::ObjectRef, watcher},
 };
 use olm_api::{
     labels,
+    substrate::{Machine, MachinePool},
     v1::OperatorGroup,
     v1alpha1::{ClusterServiceVersion, Subscription},
     v2::OperatorCondition,
@@ -64,7 +71,7 @@ use crate::{
     context::Context,
     controllers::{
         csv::{self, build::OWNER_KIND},
-        operatorgroup,
+        machinepool, operatorgroup,
     },
     stores::{Cache, Stores},
 };
@@ -100,6 +107,7 @@ where
     let by_deleted_group = csv_store.clone();
     let by_condition = csv_store.clone();
     let by_deleted_csv = csv_store.clone();
+    let (by_machine, by_subscription) = (csv_store.clone(), csv_store.clone());
     let metrics = ctx.metrics.clone();
     let csv_controller = Controller::for_shared_stream(csvs.subscribe(), csv_store.clone())
         .trigger_backoff(TriggerBackoff::default())
@@ -146,7 +154,12 @@ where
             )
             .backoff(TriggerBackoff::default())
             .touched_objects(),
-            |subscription| csv::overrides::installed_csv(&subscription),
+            move |subscription| {
+                let mut csvs = csv::machine::of_subscription(&by_subscription, &subscription);
+                csvs.extend(csv::overrides::installed_csv(&subscription));
+                csvs.dedup();
+                csvs
+            },
         )
         .watches_stream(
             watcher(
@@ -179,6 +192,18 @@ where
         .watches_shared_stream(groups.subscribe(), move |group| {
             csv::in_namespace(&by_group, &group.namespace().unwrap_or_default())
         })
+        .watches_stream(
+            watcher(Api::<Machine>::all(client.clone()), watcher::Config::default())
+                .backoff(TriggerBackoff::default())
+                .touched_objects(),
+            move |machine| {
+                csv::machine::of_pool(
+                    &by_machine,
+                    &machine.namespace().unwrap_or_default(),
+                    &machine.spec.pool,
+                )
+            },
+        )
         .watches_shared_stream(csvs.subscribe(), move |other| {
             csv::upgrade_neighbours(&by_csv, &other)
         })
@@ -243,18 +268,62 @@ where
         .run(
             move |group, ctx| operatorgroup::reconcile(group, ctx, stores.clone()),
             operatorgroup::error_policy,
-            ctx,
+            ctx.clone(),
         )
         .for_each(|_| futures::future::ready(()));
 
     // The watches, each driven once for every controller.
     let drivers = futures::future::join3(csvs.run(), groups.run(), namespaces.run());
+    let pool_controller = machinepool_controller(ctx.clone(), terms(), stopped());
     let controllers = async {
-        tokio::join!(csv_controller, group_controller);
+        tokio::join!(csv_controller, group_controller, pool_controller);
     };
     // The watches never end on their own; they stop with the controllers.
     let (controllers, drivers) = (pin!(controllers), pin!(drivers));
     futures::future::select(controllers, drivers).await;
+}
+
+/// The MachinePool controller and its watches.
+fn machinepool_controller(
+    ctx: Arc<Context>,
+    terms: impl Stream<Item = ()> + Send + 'static,
+    stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let client = ctx.client.clone();
+    let pools = Api::<MachinePool>::all(client.clone());
+    let controller =
+        Controller::new(pools, watcher::Config::default()).trigger_backoff(TriggerBackoff::default());
+    let all_pools = controller.store();
+    let agents = watcher(
+        Api::<PartialObjectMeta<DaemonSet>>::all(client.clone()),
+        watcher::Config::default().labels(machinepool::agent::POOL_LABEL),
+    )
+    .backoff(TriggerBackoff::default())
+    .touched_objects();
+    let machines = watcher(Api::<Machine>::all(client.clone()), watcher::Config::default())
+        .backoff(TriggerBackoff::default())
+        .touched_objects();
+    let nodes = watcher(
+        Api::<PartialObjectMeta<Node>>::all(client),
+        watcher::Config::default(),
+    )
+    .backoff(TriggerBackoff::default())
+    .touched_objects();
+    controller
+        .owns_stream(agents)
+        .watches_stream(machines, |machine| machinepool::of_machine(&machine))
+        .watches_stream(nodes, move |_| {
+            all_pools
+                .state()
+                .iter()
+                .filter(|pool| pool.spec.node_selector.is_some())
+                .map(|pool| ObjectRef::from_obj(pool.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .reconcile_all_on(terms)
+        .graceful_shutdown_on(stopped)
+        .run(machinepool::reconcile, machinepool::error_policy, ctx)
+        .for_each(|_| futures::future::ready(()))
 }
 
 /// The objects of kind `K` that CSVs own (labelled `olm.owner.kind`), as

@@ -34,7 +34,12 @@ async fn corpus_csv_installs_with_its_rbac_and_deployment() {
         let source: ClusterServiceVersion =
             manifest::read_one(&corpus_dir().join(LIMITADOR).join(LIMITADOR_CSV))
                 .unwrap_or_else(|e| panic!("{e}"));
-        let details = source.spec.install.spec.clone().expect("the CSV has a strategy");
+        let details = source
+            .spec
+            .install
+            .deployment()
+            .cloned()
+            .expect("the CSV has a strategy");
 
         // OLM's phases, in order.
         let phases = history(&csv);
@@ -328,7 +333,7 @@ async fn a_changed_csv_rolls_its_deployment_out_again() {
 
         // A hotfix of the CSV's Deployment spec, as `kubectl edit csv` would make it.
         let mut csv = api.get("edited.v1.0.0").await.expect("the CSV");
-        let spec = &mut csv.spec.install.spec.as_mut().expect("details").deployments[0].spec;
+        let spec = &mut csv.spec.install.deployment_mut().expect("details").deployments[0].spec;
         spec["template"]["spec"]["containers"][0]["env"][0]["value"] = "1.0.0-hotfix".into();
         let patch = serde_json::json!({"spec": {"install": csv.spec.install}});
         api.patch("edited.v1.0.0", &PatchParams::default(), &Patch::Merge(&patch))

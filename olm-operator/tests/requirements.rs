@@ -148,7 +148,7 @@ async fn a_deployment_that_cannot_progress_fails_with_install_check_failed() {
     with_namespace("stuck", |client, ns| async move {
         operator_group(&client, &ns, own_namespace_group(&ns)).await;
         let mut csv = demo_csv("stuck.v1.0.0", "1.0.0", None, &["stuck"], OWN_NAMESPACE, None);
-        let spec = &mut csv.spec.install.spec.as_mut().expect("details").deployments[0].spec;
+        let spec = &mut csv.spec.install.deployment_mut().expect("details").deployments[0].spec;
         spec["progressDeadlineSeconds"] = 5.into();
         spec["template"]["spec"]["nodeSelector"] = serde_json::json!({"e2e.olm-rs.dev/no-such-node": "true"});
         create_csv(&client, &ns, csv).await;

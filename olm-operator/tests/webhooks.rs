@@ -146,7 +146,7 @@ fn v1_of_v1beta1(doc: &serde_json::Value) -> serde_json::Value {
 
 /// The priority classes the CSV's Deployments name, other than the system ones.
 fn priority_classes(csv: &ClusterServiceVersion) -> Vec<String> {
-    let details = csv.spec.install.spec.clone().map(serde_json::to_value);
+    let details = csv.spec.install.deployment().cloned().map(serde_json::to_value);
     let deployments = details
         .and_then(Result::ok)
         .and_then(|d| d["deployments"].as_array().cloned())
@@ -162,7 +162,7 @@ fn priority_classes(csv: &ClusterServiceVersion) -> Vec<String> {
 /// The node labels the CSV's pods require (node selectors, and required node
 /// affinity terms with `Exists` or `In`).
 fn node_labels(csv: &ClusterServiceVersion) -> BTreeMap<String, String> {
-    let details = csv.spec.install.spec.clone().map(serde_json::to_value);
+    let details = csv.spec.install.deployment().cloned().map(serde_json::to_value);
     let deployments = details
         .and_then(Result::ok)
         .and_then(|d| d["deployments"].as_array().cloned())
@@ -200,7 +200,7 @@ fn declared_mount(
     container: &str,
     volume: &str,
 ) -> Option<String> {
-    let details = serde_json::to_value(csv.spec.install.spec.clone()?).ok()?;
+    let details = serde_json::to_value(csv.spec.install.deployment().cloned()?).ok()?;
     let deployment = details["deployments"]
         .as_array()?
         .iter()

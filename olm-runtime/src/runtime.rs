@@ -63,12 +63,17 @@ pub enum RuntimeError {
     Task(#[source] tokio::task::JoinError),
 }
 
+/// Makes a binary's own client from the runtime's request counter (see
+/// [`RuntimeBuilder::with_client_from`]).
+pub type MakeClient = Box<dyn FnOnce(&RequestMetrics) -> Result<Client, kube::Error> + Send>;
+
 /// Builds a [`Runtime`]. See [`Runtime::builder`].
 #[must_use = "a builder does nothing until built"]
 pub struct RuntimeBuilder {
     name: &'static str,
     args: Option<RuntimeArgs>,
     client: Option<Client>,
+    make_client: Option<MakeClient>,
     leader_election: Option<LeaderElectionArgs>,
 }
 
@@ -92,6 +97,18 @@ impl RuntimeBuilder {
         self
     }
 
+    /// Uses the client that `make` builds, given the runtime's request counter so
+    /// that the client counts its requests like an inferred one (for a binary that
+    /// makes its own client, e.g. one that fails over between API server
+    /// endpoints). The runtime then has no [`Runtime::config`].
+    pub fn with_client_from(
+        mut self,
+        make: impl FnOnce(&RequestMetrics) -> Result<Client, kube::Error> + Send + 'static,
+    ) -> Self {
+        self.make_client = Some(Box::new(make));
+        self
+    }
+
     /// Elects a leader with these settings (instead of those of
     /// [`with_args`](Self::with_args)).
     pub fn with_leader_election(mut self, args: LeaderElectionArgs) -> Self {
@@ -106,9 +123,13 @@ impl RuntimeBuilder {
             args.telemetry.init().map_err(RuntimeError::Telemetry)?;
         }
         let metrics = Metrics::new().map_err(RuntimeError::Metrics)?;
-        let (client, config) = match self.client {
-            Some(client) => (client, None),
-            None => {
+        let (client, config) = match (self.client, self.make_client) {
+            (Some(client), _) => (client, None),
+            (None, Some(make)) => {
+                let requests = RequestMetrics::register(metrics.registry()).map_err(RuntimeError::Metrics)?;
+                (make(&requests).map_err(RuntimeError::Client)?, None)
+            }
+            (None, None) => {
                 let config = kube::Config::infer().await.map_err(RuntimeError::Config)?;
                 // Every request the binary sends is counted by verb and resource.
                 let requests = RequestMetrics::register(metrics.registry()).map_err(RuntimeError::Metrics)?;
@@ -245,6 +266,7 @@ impl Runtime {
             name,
             args: None,
             client: None,
+            make_client: None,
             leader_election: None,
         }
     }
@@ -434,5 +456,24 @@ mod tests {
         let error = runtime.run(async {}).await.unwrap_err();
         assert!(matches!(error, RuntimeError::ControllersEnded), "{error}");
         assert!(shutdown.is_triggered(), "the rest was told to stop");
+    }
+
+    #[tokio::test]
+    async fn a_made_client_counts_its_requests_and_off_means_no_election() {
+        let runtime = Runtime::builder("machine-agent")
+            .with_leader_election(LeaderElectionArgs::off())
+            .with_client_from(|requests| {
+                requests.observe(&client::classify_request(&http::Method::GET, "/version", None));
+                Ok(client())
+            })
+            .build()
+            .await
+            .unwrap();
+        assert!(runtime.leadership().is_leader(), "no election: always writes");
+        let families = runtime.metrics().registry().gather();
+        assert!(
+            families.iter().any(|f| f.name() == "olm_kube_requests_total"),
+            "the request counter is registered for a made client"
+        );
     }
 }

@@ -21,8 +21,26 @@ use crate::schema;
     derive = "PartialEq",
     doc = "Machine is one machine of a MachinePool, registered and kept up to date by its agent.",
     printcolumn(name = "Pool", type_ = "string", json_path = ".spec.pool"),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Ready')].status"
+    ),
+    printcolumn(
+        name = "Reason",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type=='Ready')].reason"
+    ),
+    printcolumn(name = "Address", type_ = "string", json_path = ".status.addresses[0]"),
+    printcolumn(name = "OS", type_ = "string", json_path = ".status.os", priority = 1),
+    printcolumn(
+        name = "Arch",
+        type_ = "string",
+        json_path = ".status.architecture",
+        priority = 1
+    ),
     printcolumn(name = "Agent", type_ = "string", json_path = ".status.agentVersion"),
-    printcolumn(name = "Heartbeat", type_ = "date", json_path = ".status.lastHeartbeat")
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct MachineSpec {
@@ -31,6 +49,10 @@ pub struct MachineSpec {
     /// The cluster node the machine is, for machines inside the cluster.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_name: Option<String>,
+    /// The identity of a machine joined from outside the cluster (a lowercase DNS
+    /// label, by default the host's machine-id or hostname).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub external_id: Option<String>,
 }
 
 /// The observed state of a Machine, reported by its agent.
@@ -46,16 +68,21 @@ pub struct MachineStatus {
     /// The CPU architecture, e.g. `amd64`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub architecture: Option<String>,
+    /// The kernel release, e.g. `6.8.0-45-generic`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_version: Option<String>,
     /// The version of the running agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_version: Option<String>,
-    /// When the agent last reported.
+    /// When the agent last registered or re-adopted the machine. The heartbeat
+    /// itself is the machine's Lease, so this is not refreshed per heartbeat.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_heartbeat: Option<Time>,
     /// The state of each operator's unit on this machine.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub units: Option<Vec<UnitStatus>>,
-    /// Standard conditions (Ready).
+    /// Standard conditions: `Ready` (the agent is alive; `Unknown` with reason
+    /// `AgentLost` once its Lease expired).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::conditions_list_map::<Condition>")]
     pub conditions: Option<Vec<Condition>>,
@@ -90,4 +117,84 @@ pub enum WorkloadState {
     Waiting,
     /// A hook failed.
     Error,
+}
+
+impl WorkloadState {
+    /// Every state, in the order `juju status` ranks them (worst last).
+    pub const ALL: [WorkloadState; 5] = [
+        WorkloadState::Active,
+        WorkloadState::Maintenance,
+        WorkloadState::Waiting,
+        WorkloadState::Blocked,
+        WorkloadState::Error,
+    ];
+
+    /// The string written to the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadState::Active => "active",
+            WorkloadState::Blocked => "blocked",
+            WorkloadState::Maintenance => "maintenance",
+            WorkloadState::Waiting => "waiting",
+            WorkloadState::Error => "error",
+        }
+    }
+
+    /// Reads a state as written to the API (`active`, `blocked`, ...).
+    pub fn parse(value: &str) -> Option<WorkloadState> {
+        WorkloadState::ALL.into_iter().find(|s| s.as_str() == value)
+    }
+}
+
+impl std::fmt::Display for WorkloadState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The condition type on a Machine that says whether its agent is alive.
+pub const MACHINE_READY: &str = "Ready";
+/// Reason of `Ready=True`: the agent registered and renews its Lease.
+pub const REASON_AGENT_RUNNING: &str = "AgentRunning";
+/// Reason of `Ready=Unknown`, set by olm-operator when the machine's Lease
+/// expired (Juju's agent-lost).
+pub const REASON_AGENT_LOST: &str = "AgentLost";
+
+/// The field manager of the agent's writes (Machine status, Lease).
+pub const AGENT_FIELD_MANAGER: &str = "machine-agent";
+
+/// Label on the effective-config ConfigMap of a machine CSV: the pool.
+pub const POOL_LABEL: &str = "substrate.olm-rs.dev/pool";
+/// Label on the effective-config ConfigMap of a machine CSV: the CSV's name.
+pub const CSV_LABEL: &str = "substrate.olm-rs.dev/csv";
+
+/// The name of the Machine (and of its heartbeat Lease) of a machine with
+/// identity `id` (node name or external id) in `pool`: `<pool>-<id>`.
+pub fn machine_name(pool: &str, id: &str) -> String {
+    format!("{pool}-{id}")
+}
+
+/// The name of the ConfigMap that holds the effective config of machine CSV
+/// `csv` (its default config overlaid with the Subscription's): `<csv>-config`.
+pub fn effective_config_name(csv: &str) -> String {
+    format!("{csv}-config")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn workload_states_round_trip_as_serialized() {
+        for state in WorkloadState::ALL {
+            assert_eq!(WorkloadState::parse(state.as_str()), Some(state));
+            assert_eq!(serde_json::to_value(state).unwrap(), state.as_str());
+        }
+    }
+
+    #[test]
+    fn names_follow_the_contract() {
+        assert_eq!(machine_name("edge", "node-1"), "edge-node-1");
+        assert_eq!(effective_config_name("demo.v1.0.0"), "demo.v1.0.0-config");
+    }
 }

@@ -22,12 +22,21 @@ use crate::schema;
     category = "olm",
     derive = "PartialEq",
     doc = "MachinePool is a set of machines on which operators run software through the olm-rs agent.",
+    printcolumn(name = "Desired", type_ = "integer", json_path = ".status.desiredMachines"),
     printcolumn(name = "Machines", type_ = "integer", json_path = ".status.machines"),
     printcolumn(name = "Ready", type_ = "integer", json_path = ".status.readyMachines"),
+    printcolumn(name = "Lost", type_ = "integer", json_path = ".status.lostMachines"),
+    printcolumn(name = "Agent", type_ = "string", json_path = ".spec.agent.version"),
     printcolumn(
         name = "Status",
         type_ = "string",
-        json_path = ".status.conditions[?(@.type=='Ready')].status"
+        json_path = ".status.conditions[?(@.type=='Ready')].reason"
+    ),
+    printcolumn(
+        name = "Message",
+        type_ = "string",
+        priority = 1,
+        json_path = ".status.conditions[?(@.type=='Degraded')].message"
     ),
     printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
@@ -86,14 +95,103 @@ pub struct MachinePoolStatus {
     /// The generation this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// Machines the pool should have: the nodes its selector matches, plus
+    /// the machines joined from outside.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired_machines: Option<i32>,
     /// Machines registered in the pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machines: Option<i32>,
-    /// Machines whose agent heartbeats and runs the wanted version.
+    /// Machines whose agent heartbeats and reports Ready.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ready_machines: Option<i32>,
-    /// Standard conditions (Ready, Progressing).
+    /// Machines whose heartbeat Lease expired (agent lost).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_machines: Option<i32>,
+    /// The names of the lost machines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost: Option<Vec<String>>,
+    /// How many machines run each agent version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_versions: Option<Vec<AgentVersionCount>>,
+    /// Every API server endpoint of the cluster (`https://host:port`), for
+    /// agents to fail over between.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_server_endpoints: Option<Vec<String>>,
+    /// Standard conditions (Ready, Progressing, Degraded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::conditions_list_map::<Condition>")]
     pub conditions: Option<Vec<Condition>>,
+}
+
+/// How many machines of a pool run one agent version.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentVersionCount {
+    /// The agent version.
+    pub version: String,
+    /// How many machines run it.
+    pub machines: i32,
+}
+
+/// The condition types of a MachinePool.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum MachinePoolConditionType {
+    /// Every desired machine is registered, heartbeats and runs the wanted agent version.
+    Ready,
+    /// Agents are being rolled out or machines are still registering.
+    Progressing,
+    /// Something needs attention: lost machines, no matching node, a bad join.
+    Degraded,
+}
+
+impl MachinePoolConditionType {
+    /// The condition type as written in `status.conditions[].type`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ready => "Ready",
+            Self::Progressing => "Progressing",
+            Self::Degraded => "Degraded",
+        }
+    }
+}
+
+/// The reasons of a MachinePool's conditions.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash, JsonSchema)]
+pub enum MachinePoolReason {
+    /// Every desired machine is ready.
+    AllMachinesReady,
+    /// Some desired machines are not registered or not ready yet.
+    MachinesNotReady,
+    /// The agent DaemonSet is rolling out a new version.
+    AgentRollout,
+    /// Nothing is changing.
+    Stable,
+    /// The node selector matches no node of the cluster.
+    NoMatchingNodes,
+    /// Some machines' heartbeat Leases expired.
+    MachinesLost,
+    /// A join token was used once already and no longer admits a machine.
+    JoinTokenUsed,
+    /// The pool's spec cannot be acted on (e.g. neither a selector nor external joins).
+    InvalidSpec,
+    /// Nothing is wrong.
+    AsExpected,
+}
+
+impl MachinePoolReason {
+    /// The reason as written in `status.conditions[].reason`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AllMachinesReady => "AllMachinesReady",
+            Self::MachinesNotReady => "MachinesNotReady",
+            Self::AgentRollout => "AgentRollout",
+            Self::Stable => "Stable",
+            Self::NoMatchingNodes => "NoMatchingNodes",
+            Self::MachinesLost => "MachinesLost",
+            Self::JoinTokenUsed => "JoinTokenUsed",
+            Self::InvalidSpec => "InvalidSpec",
+            Self::AsExpected => "AsExpected",
+        }
+    }
 }

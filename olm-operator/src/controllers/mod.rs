@@ -1,4 +1,5 @@
 //! The controllers of olm-operator, one module each.
 
 pub mod csv;
+pub mod machinepool;
 pub mod operatorgroup;

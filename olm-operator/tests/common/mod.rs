@@ -43,6 +43,9 @@ pub fn test_settings() -> Settings {
     Settings {
         install_timeout: Duration::from_secs(300),
         resync: Duration::from_secs(60),
+        apiserver_endpoints: std::env::var("OLM_RS_APISERVER_ENDPOINTS")
+            .map(|list| list.split(',').map(str::to_owned).collect())
+            .unwrap_or_default(),
         ..Settings::default()
     }
 }

@@ -49,6 +49,20 @@ pub struct LeaderElectionArgs {
 }
 
 impl LeaderElectionArgs {
+    /// Election turned off: for binaries that run one process per scope and never
+    /// compete for a Lease (the machine agent: one per machine).
+    pub fn off() -> Self {
+        LeaderElectionArgs {
+            leader_elect: false,
+            lease_name: None,
+            lease_namespace: None,
+            leader_identity: None,
+            lease_duration: Duration::from_secs(10),
+            renew_deadline: Duration::from_secs(5),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+
     /// The Lease settings these flags describe; `None` when election is off.
     ///
     /// `default_lease_name` is the binary's name (e.g. `olm-operator`).

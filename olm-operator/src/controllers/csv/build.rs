@@ -433,7 +433,7 @@ mod tests {
     fn a_corpus_csv_for_all_namespaces_gets_roles_cluster_roles_and_its_deployment() {
         let csv = fixtures::corpus_csv(LIMITADOR);
         let name = "limitador-operator.v0.11.0";
-        let details = csv.spec.install.spec.clone().expect("details");
+        let details = csv.spec.install.deployment().cloned().expect("details");
         let children = build_for(&csv, Targets::All);
 
         assert_eq!(children.service_accounts.len(), 1);
@@ -652,7 +652,13 @@ mod tests {
         };
         assert_eq!(hash(&own), hash(&all));
         let mut changed = csv.clone();
-        changed.spec.install.spec.as_mut().expect("details").deployments[0].spec["replicas"] = 3.into();
+        changed
+            .spec
+            .install
+            .deployment_mut()
+            .expect("details")
+            .deployments[0]
+            .spec["replicas"] = 3.into();
         assert_ne!(hash(&own), hash(&build_for(&changed, Targets::All)));
     }
 

@@ -330,7 +330,7 @@ pub fn crd_names(csv: &ClusterServiceVersion) -> BTreeSet<String> {
 }
 
 fn service_account_names(csv: &ClusterServiceVersion) -> BTreeSet<String> {
-    let Some(details) = csv.spec.install.spec.as_ref() else {
+    let Some(details) = csv.spec.install.deployment() else {
         return BTreeSet::new();
     };
     details
@@ -346,8 +346,8 @@ fn service_account_names(csv: &ClusterServiceVersion) -> BTreeSet<String> {
 fn deployment_names(csv: &ClusterServiceVersion) -> BTreeSet<String> {
     csv.spec
         .install
-        .spec
-        .iter()
+        .deployment()
+        .into_iter()
         .flat_map(|details| details.deployments.iter())
         .map(|d| d.name.clone())
         .filter(|name| !name.is_empty())

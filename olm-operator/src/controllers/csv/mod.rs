@@ -25,6 +25,7 @@ pub mod build;
 pub mod certs;
 pub mod cleanup;
 pub mod dereference;
+pub mod machine;
 pub mod operator_condition;
 pub mod overrides;
 pub mod phase;
@@ -86,6 +87,9 @@ pub enum Error {
     /// Deleting a replaced CSV failed.
     #[error("failed to delete the replaced ClusterServiceVersion")]
     DeleteReplaced(#[source] olm_runtime::apply::WriteError),
+    /// Looking at or applying the `machine` strategy failed.
+    #[error("failed to install on machines")]
+    Machine(#[source] machine::Error),
     /// Removing cluster-scoped objects failed.
     #[error("failed to clean up after the ClusterServiceVersion")]
     Cleanup(#[source] cleanup::Error),
@@ -109,6 +113,7 @@ impl ReconcileError for Error {
             Error::DeleteReplaced(_) => "delete",
             Error::Cleanup(_) => "cleanup",
             Error::Serving(_) => "serving",
+            Error::Machine(_) => "machine",
             Error::Finalizer(inner) => match inner.as_ref() {
                 finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e.category(),
                 _ => "finalizer",
@@ -130,6 +135,7 @@ impl ReconcileError for Error {
             },
             // Install refusals became the status; what is left is worth a retry.
             Error::Apply(source) => source.class(),
+            Error::Machine(source) => source.class(),
             Error::Dereference(_) | Error::UpdateStatus(_) | Error::Cleanup(_) => ErrorClass::Transient,
         }
     }
@@ -186,6 +192,15 @@ async fn install(
     serving::require_api_services(ctx, csv, &mut validation.requirements)
         .await
         .map_err(Error::Serving)?;
+    if let Some(details) = csv.spec.install.machine() {
+        let statuses = machine::requirements(ctx, csv, details)
+            .await
+            .map_err(Error::Machine)?;
+        validation.requirements.met &= statuses
+            .iter()
+            .all(|s| s.status == olm_api::v1alpha1::StatusReason::Present);
+        validation.requirements.statuses.extend(statuses);
+    }
     if let Ok(membership) = &validation.membership {
         update_status::annotate(ctx, csv, membership)
             .await
@@ -210,6 +225,18 @@ async fn install(
             return Ok(Action::await_change());
         }
         Decision::Settle(transition) => (transition, None),
+        Decision::Install if csv.spec.install.machine().is_some() => {
+            let details = csv.spec.install.machine().expect("a machine strategy");
+            let health = machine::install(ctx, csv, details)
+                .await
+                .map_err(Error::Machine)?;
+            let outcome = InstallOutcome::Applied(health.clone());
+            let after = phase::after_install(&status, &outcome, now, ctx.settings.install_timeout);
+            (
+                machine::explain_timeout(after.transition, &health),
+                after.recheck_in,
+            )
+        }
         Decision::Install => {
             let (Ok(membership), Ok(strategy)) = (&validation.membership, &validation.strategy) else {
                 // decide() installs only with a membership and a valid strategy.
@@ -243,6 +270,11 @@ async fn install(
     ))
     .then_some(validation.requirements.statuses.as_slice());
     let mut next = phase::next_status(&status, transition.as_ref(), requirements, now);
+    // Nothing watches every ConfigMap: a machine CSV waiting for its hooks looks again soon.
+    let recheck_in = match csv.spec.install.machine() {
+        Some(_) if !validation.requirements.met => Some(machine::REQUIREMENTS_RECHECK),
+        _ => recheck_in,
+    };
     let mut requeue = recheck_in.unwrap_or(ctx.settings.resync);
     if let Some(served) = &served {
         served.stamp(&mut next, now);

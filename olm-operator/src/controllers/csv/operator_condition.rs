@@ -79,7 +79,7 @@ pub fn desired(csv: &ClusterServiceVersion) -> Result<OperatorCondition, Error> 
         .controller_owner_ref(&())
         .ok_or(Error::MissingMetadata("uid"))?;
     reference.block_owner_deletion = Some(false);
-    let details = csv.spec.install.spec.as_ref();
+    let details = csv.spec.install.deployment();
     let mut accounts: Vec<String> = Vec::new();
     let permissions = details.into_iter().flat_map(|d| {
         d.cluster_permissions
@@ -416,7 +416,7 @@ mod tests {
     #[test]
     fn a_csv_without_permissions_names_the_default_service_account() {
         let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
-        if let Some(details) = csv.spec.install.spec.as_mut() {
+        if let Some(details) = csv.spec.install.deployment_mut() {
             details.permissions = None;
             details.cluster_permissions = None;
         }

@@ -20,8 +20,8 @@ use k8s_openapi::{
 use olm_api::{
     v1::{OperatorGroup, UpgradeStrategyName},
     v1alpha1::{
-        ClusterServiceVersion, CsvReason, InstallModeType, InstallStrategyName, RequirementStatus,
-        StatusReason, StrategyDeploymentPermissions,
+        ClusterServiceVersion, CsvReason, InstallModeType, RequirementStatus, StatusReason,
+        StrategyDeploymentPermissions,
     },
 };
 
@@ -308,14 +308,13 @@ pub struct InvalidStrategy(pub String);
 
 /// Parses the install strategy.
 pub fn strategy(csv: &ClusterServiceVersion) -> Result<Strategy, InvalidStrategy> {
-    let install = &csv.spec.install;
-    if install.strategy != InstallStrategyName::Deployment {
-        return Err(InvalidStrategy(
-            "olm-operator installs only the `deployment` strategy; `machine` is not supported yet".to_owned(),
-        ));
-    }
-    let Some(details) = install.spec.as_ref() else {
-        return Err(InvalidStrategy("spec.install.spec is missing".to_owned()));
+    let Some(details) = csv.spec.install.deployment() else {
+        // The machine strategy builds nothing here: `csv::machine` does its work.
+        return Ok(Strategy {
+            deployments: Vec::new(),
+            permissions: Vec::new(),
+            cluster_permissions: Vec::new(),
+        });
     };
     let mut names = BTreeSet::new();
     let mut deployments = Vec::with_capacity(details.deployments.len());
@@ -538,6 +537,7 @@ fn min_kube_version(
 mod tests {
     use super::*;
     use crate::controllers::csv::fixtures::{self, NAMESPACE, modes};
+    use olm_api::v1alpha1::{MachineHooks, NamedInstallStrategy, StrategyDetailsMachine};
 
     fn group(yaml_status: &str) -> OperatorGroup {
         fixtures::operator_group(&format!(
@@ -669,11 +669,23 @@ mod tests {
     #[test]
     fn invalid_strategies_say_what_is_wrong() {
         let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
-        csv.spec.install.strategy = InstallStrategyName::Machine;
-        assert!(strategy(&csv).unwrap_err().0.contains("machine"));
+        csv.spec.install = NamedInstallStrategy::Machine(StrategyDetailsMachine {
+            pool: "edge".to_owned(),
+            hooks: MachineHooks {
+                config_map: "demo-hooks".to_owned(),
+            },
+            config: None,
+            hook_timeout_seconds: None,
+            update_status_interval_seconds: None,
+        });
+        let machine = strategy(&csv).expect("the machine strategy is valid");
+        assert!(
+            machine.deployments.is_empty(),
+            "a machine strategy builds no Deployment"
+        );
 
         let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
-        let details = csv.spec.install.spec.as_mut().expect("details");
+        let details = csv.spec.install.deployment_mut().expect("details");
         details.deployments.push(details.deployments[0].clone());
         assert_eq!(
             strategy(&csv).unwrap_err().to_string(),
@@ -681,7 +693,7 @@ mod tests {
         );
 
         let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
-        csv.spec.install.spec.as_mut().expect("details").deployments[0].spec["replicas"] = "many".into();
+        csv.spec.install.deployment_mut().expect("details").deployments[0].spec["replicas"] = "many".into();
         let error = strategy(&csv).unwrap_err();
         assert!(error.0.starts_with("deployment demo: "), "{error}");
     }

@@ -1,0 +1,148 @@
+//! The agent's command line: `machine-agent run` and the hook tool.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+use olm_api::substrate::WorkloadState;
+use olm_runtime::{admin::AdminArgs, telemetry::TelemetryArgs};
+
+/// The olm-rs machine agent.
+#[derive(Parser, Debug)]
+#[command(name = "machine-agent", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The agent's commands.
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the agent: register the Machine, heartbeat, run the units' hooks.
+    Run(Box<RunArgs>),
+    /// The hook tool, for hooks to call while they run.
+    #[command(subcommand)]
+    Hook(HookCommand),
+}
+
+/// What a hook can do through the hook tool.
+#[derive(Subcommand, Debug)]
+pub enum HookCommand {
+    /// Set the unit's workload status.
+    StatusSet {
+        /// active, blocked, maintenance, waiting or error.
+        #[arg(value_parser = parse_state)]
+        state: WorkloadState,
+        /// What the workload says about its state.
+        message: Option<String>,
+    },
+    /// Write a line to the agent's log, tagged with the unit.
+    Log {
+        /// The line.
+        message: String,
+    },
+}
+
+fn parse_state(value: &str) -> Result<WorkloadState, String> {
+    WorkloadState::parse(value).ok_or_else(|| {
+        let all: Vec<&str> = WorkloadState::ALL.iter().map(|s| s.as_str()).collect();
+        format!("unknown state {value:?}: use one of {}", all.join(", "))
+    })
+}
+
+/// The flags of `machine-agent run`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Where the agent keeps its identity, endpoints, credentials and units.
+    #[arg(long, env = "OLM_RS_AGENT_STATE_DIR", default_value = "/var/lib/olm-rs-agent")]
+    pub state_dir: PathBuf,
+    /// The namespace of the pool [default: $POD_NAMESPACE, else the saved identity].
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// The MachinePool [default: the saved identity].
+    #[arg(long, env = "OLM_RS_POOL")]
+    pub pool: Option<String>,
+    /// The cluster node this machine is (in the DaemonSet: from `spec.nodeName`).
+    #[arg(long, env = "NODE_NAME", conflicts_with = "external_id")]
+    pub node_name: Option<String>,
+    /// The identity of a machine outside the cluster [default: its machine-id or host name].
+    #[arg(long)]
+    pub external_id: Option<String>,
+    /// A kubeconfig to connect with.
+    #[arg(long)]
+    pub kubeconfig: Option<PathBuf>,
+    /// The API server (`https://host:port`), with `--ca-file` and `--token-file`
+    /// or `--join-token-file`.
+    #[arg(long, conflicts_with = "kubeconfig")]
+    pub server: Option<String>,
+    /// A file with the bearer token to connect with.
+    #[arg(long, requires = "server")]
+    pub token_file: Option<PathBuf>,
+    /// The CA bundle (PEM) of the API server.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+    /// The pool's join token (a machine outside the cluster): used once to register
+    /// and receive the machine's own credentials, kept in the state directory.
+    #[arg(long)]
+    pub join_token_file: Option<PathBuf>,
+    /// How long the machine's Lease lasts without renewal (renewed every quarter of it, at most 10 s).
+    #[arg(long, default_value_t = 40)]
+    pub lease_duration_seconds: u64,
+    /// How often the API server endpoints are learned again.
+    #[arg(long, default_value_t = 30)]
+    pub endpoint_refresh_seconds: u64,
+    /// Logging.
+    #[command(flatten)]
+    pub telemetry: TelemetryArgs,
+    /// The admin server (`/metrics`, `/healthz`, `/readyz`).
+    #[command(flatten)]
+    pub admin: AdminArgs,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_parses() {
+        Cli::command().debug_assert();
+        let cli = Cli::try_parse_from([
+            "machine-agent",
+            "hook",
+            "status-set",
+            "blocked",
+            "needs a license",
+        ])
+        .unwrap();
+        assert!(matches!(
+            cli.command,
+            Command::Hook(HookCommand::StatusSet {
+                state: WorkloadState::Blocked,
+                message: Some(_)
+            })
+        ));
+        assert!(Cli::try_parse_from(["machine-agent", "hook", "status-set", "fine"]).is_err());
+        let cli = Cli::try_parse_from([
+            "machine-agent",
+            "run",
+            "--state-dir",
+            "/tmp/a",
+            "--pool",
+            "edge",
+            "--namespace",
+            "apps",
+            "--node-name",
+            "node-1",
+            "--admin-addr",
+            "127.0.0.1:0",
+        ])
+        .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!(run.lease_duration_seconds, 40);
+        assert_eq!(run.node_name.as_deref(), Some("node-1"));
+    }
+}

@@ -1,0 +1,239 @@
+//! The hook tool: `machine-agent hook status-set|log`, through which a running hook
+//! sets its unit's workload status and logs, and the agent's end of it.
+//!
+//! The tool talks to the running agent over a Unix socket in the state directory
+//! (path in `OLM_RS_AGENT_SOCKET`), one JSON line each way. A Unix socket because it
+//! is local only (no port to allocate or expose, nothing for the network to reach),
+//! its access is the state directory's (private to the agent's user), it needs no
+//! credentials, and the answer is synchronous, so a hook knows its status landed
+//! before it exits. Each hook run gets a fresh run id (`OLM_RS_HOOK_RUN`) that the
+//! agent knows only while that run lasts: a call names the run, so a stray process
+//! or a finished hook cannot set a unit's status.
+
+use std::{
+    collections::HashMap,
+    io::{BufRead, BufReader, Write},
+    path::Path,
+    sync::{Arc, Mutex},
+};
+
+use olm_api::substrate::WorkloadState;
+use serde::{Deserialize, Serialize};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+/// The environment variable with the socket's path.
+pub const SOCKET_ENV: &str = "OLM_RS_AGENT_SOCKET";
+/// The environment variable with the hook run's id.
+pub const RUN_ENV: &str = "OLM_RS_HOOK_RUN";
+
+/// One call of the hook tool.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Request {
+    /// The hook run it comes from.
+    pub run: String,
+    /// What it asks.
+    #[serde(flatten)]
+    pub command: Command,
+}
+
+/// What a hook asks of the agent.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "command", rename_all = "kebab-case")]
+pub enum Command {
+    /// Sets the unit's workload status.
+    StatusSet {
+        /// The state.
+        state: WorkloadState,
+        /// The message.
+        #[serde(default)]
+        message: Option<String>,
+    },
+    /// Writes a line to the agent's log, tagged with the unit and hook.
+    Log {
+        /// The line.
+        message: String,
+    },
+}
+
+/// The agent's answer.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reply {
+    /// What went wrong, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// What a hook run set, read by its unit once the hook ends.
+pub type Workload = Arc<Mutex<Option<(WorkloadState, Option<String>)>>>;
+
+/// The hook runs in progress, by run id.
+#[derive(Clone, Default)]
+pub struct Runs {
+    inner: Arc<Mutex<Runner>>,
+}
+
+#[derive(Default)]
+struct Runner {
+    next: u64,
+    runs: HashMap<String, (String, Workload)>,
+}
+
+/// A registered hook run; it is forgotten when dropped.
+pub struct RunGuard {
+    runs: Runs,
+    /// The run's id, for the hook's environment.
+    pub id: String,
+    /// What the hook set.
+    pub workload: Workload,
+}
+
+impl Drop for RunGuard {
+    fn drop(&mut self) {
+        self.runs.lock().runs.remove(&self.id);
+    }
+}
+
+impl Runs {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Runner> {
+        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Registers a run of a hook of `unit`.
+    pub fn start(&self, unit: &str) -> RunGuard {
+        let mut runner = self.lock();
+        runner.next += 1;
+        // Not guessable from outside the agent: the counter, the process and the clock.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let id = format!("{}-{}-{nanos:x}", runner.next, std::process::id());
+        let workload = Workload::default();
+        runner
+            .runs
+            .insert(id.clone(), (unit.to_owned(), workload.clone()));
+        RunGuard {
+            runs: self.clone(),
+            id,
+            workload,
+        }
+    }
+
+    /// Answers one request.
+    pub fn handle(&self, request: Request) -> Reply {
+        let Some((unit, workload)) = self.lock().runs.get(&request.run).cloned() else {
+            return Reply {
+                error: Some(format!(
+                    "no hook run {} is in progress: the hook tool works only inside a hook",
+                    request.run
+                )),
+            };
+        };
+        match request.command {
+            Command::StatusSet { state, message } => {
+                tracing::info!(unit, %state, message = message.as_deref().unwrap_or(""), "status-set");
+                *workload.lock().unwrap_or_else(|p| p.into_inner()) = Some((state, message));
+            }
+            Command::Log { message } => tracing::info!(unit, "{message}"),
+        }
+        Reply { error: None }
+    }
+
+    /// Serves the hook tool on a Unix socket at `path` until dropped.
+    pub async fn serve(self, path: &Path) -> std::io::Result<()> {
+        let _ = std::fs::remove_file(path);
+        let listener = tokio::net::UnixListener::bind(path)?;
+        loop {
+            let (stream, _) = listener.accept().await?;
+            let runs = self.clone();
+            tokio::spawn(async move {
+                let (read, mut write) = stream.into_split();
+                let mut line = String::new();
+                if tokio::io::BufReader::new(read)
+                    .read_line(&mut line)
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+                let reply = match serde_json::from_str::<Request>(&line) {
+                    Ok(request) => runs.handle(request),
+                    Err(error) => Reply {
+                        error: Some(format!("cannot read the request: {error}")),
+                    },
+                };
+                let mut out = serde_json::to_vec(&reply).unwrap_or_default();
+                out.push(b'\n');
+                let _ = write.write_all(&out).await;
+            });
+        }
+    }
+}
+
+/// The hook tool's side: sends `command` to the agent named by the environment.
+pub fn call(command: Command) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let socket = std::env::var(SOCKET_ENV)
+        .with_context(|| format!("{SOCKET_ENV} is not set: the hook tool works only inside a hook"))?;
+    let run = std::env::var(RUN_ENV)
+        .with_context(|| format!("{RUN_ENV} is not set: the hook tool works only inside a hook"))?;
+    let mut stream = std::os::unix::net::UnixStream::connect(&socket)
+        .with_context(|| format!("cannot reach the agent at {socket}"))?;
+    let mut line = serde_json::to_vec(&Request { run, command })?;
+    line.push(b'\n');
+    stream.write_all(&line)?;
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer)?;
+    let reply: Reply = serde_json::from_str(&answer).context("the agent's answer is not a reply")?;
+    match reply.error {
+        Some(error) => anyhow::bail!(error),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_run_in_progress_may_set_status() {
+        let runs = Runs::default();
+        let guard = runs.start("demo.v1");
+        let set = |run: &str| {
+            runs.handle(Request {
+                run: run.to_owned(),
+                command: Command::StatusSet {
+                    state: WorkloadState::Blocked,
+                    message: Some("needs a license".into()),
+                },
+            })
+        };
+        assert_eq!(set(&guard.id).error, None);
+        assert_eq!(
+            *guard.workload.lock().unwrap(),
+            Some((WorkloadState::Blocked, Some("needs a license".into())))
+        );
+        let id = guard.id.clone();
+        drop(guard);
+        assert!(set(&id).error.unwrap().contains("no hook run"));
+    }
+
+    #[test]
+    fn requests_are_one_json_line() {
+        let request = Request {
+            run: "1".into(),
+            command: Command::StatusSet {
+                state: WorkloadState::Active,
+                message: None,
+            },
+        };
+        let line = serde_json::to_string(&request).unwrap();
+        assert_eq!(
+            line,
+            r#"{"run":"1","command":"status-set","state":"active","message":null}"#
+        );
+        assert_eq!(serde_json::from_str::<Request>(&line).unwrap(), request);
+    }
+}

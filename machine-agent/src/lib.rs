@@ -1,0 +1,23 @@
+//! The olm-rs machine agent: one per machine of a MachinePool (a DaemonSet pod on
+//! a cluster node, or a process on a machine joined from outside).
+//!
+//! - [`agent`]: `machine-agent run`, wiring the parts below on the shared runtime.
+//! - [`machine`]: registering the Machine, its status, the heartbeat Lease.
+//! - [`units`]: the operators' units and their hooks.
+//! - [`hook_tool`]: `machine-agent hook ...`, the hooks' way back to the agent.
+//! - [`endpoints`], [`failover`]: every API server endpoint, and failing over between them.
+//! - [`state`]: the state directory.
+//! - [`csv_view`]: what the agent reads of a CSV.
+//! - [`host`]: the host's facts.
+//! - [`cli`]: the command line.
+
+pub mod agent;
+pub mod cli;
+pub mod csv_view;
+pub mod endpoints;
+pub mod failover;
+pub mod hook_tool;
+pub mod host;
+pub mod machine;
+pub mod state;
+pub mod units;

@@ -1,0 +1,316 @@
+//! Running one hook: its environment, its sandbox, its timeout.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Stdio,
+    time::Duration,
+};
+
+use olm_api::v1alpha1::MachineHook as Hook;
+use tokio::io::AsyncReadExt;
+
+use super::sequence::Config;
+
+/// The most of a hook's stderr kept for its error message (bytes, the tail).
+const STDERR_TAIL: usize = 1024;
+
+/// Who a hook runs for: the parts of its environment that are not the config.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HookContext {
+    /// The Machine's name.
+    pub machine: String,
+    /// The pool.
+    pub pool: String,
+    /// The namespace of the pool and the CSV.
+    pub namespace: String,
+    /// The CSV the hook serves.
+    pub csv: String,
+    /// Its version.
+    pub version: String,
+    /// The hook.
+    pub hook: Hook,
+    /// The JSON file of the effective config.
+    pub config_file: PathBuf,
+    /// The hook tool's socket.
+    pub socket: PathBuf,
+    /// The id that ties the hook tool's calls to this run.
+    pub run_id: String,
+}
+
+/// The environment of a hook: who it runs for, where its config is, how to reach
+/// the agent, and each config key as `CONFIG_<KEY>` (upper-cased, every other
+/// character than a letter or digit as `_`).
+pub fn hook_env(context: &HookContext, config: &Config) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("OLM_RS_MACHINE".to_owned(), context.machine.clone()),
+        ("OLM_RS_POOL".to_owned(), context.pool.clone()),
+        ("OLM_RS_NAMESPACE".to_owned(), context.namespace.clone()),
+        ("OLM_RS_CSV".to_owned(), context.csv.clone()),
+        ("OLM_RS_VERSION".to_owned(), context.version.clone()),
+        ("OLM_RS_HOOK".to_owned(), context.hook.as_str().to_owned()),
+        (
+            "OLM_RS_CONFIG_FILE".to_owned(),
+            context.config_file.display().to_string(),
+        ),
+        (
+            crate::hook_tool::SOCKET_ENV.to_owned(),
+            context.socket.display().to_string(),
+        ),
+        (crate::hook_tool::RUN_ENV.to_owned(), context.run_id.clone()),
+    ];
+    for (key, value) in config {
+        env.push((config_env_name(key), value.clone()));
+    }
+    env
+}
+
+/// `CONFIG_<KEY>`: upper-cased, non-alphanumerics as `_`.
+pub fn config_env_name(key: &str) -> String {
+    let key: String = key
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("CONFIG_{key}")
+}
+
+/// How a hook run ended, when not in success.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HookError {
+    /// The script could not be started.
+    #[error("{hook} hook could not start: {reason}")]
+    Spawn {
+        /// The hook.
+        hook: Hook,
+        /// Why.
+        reason: String,
+    },
+    /// It exited with a failure.
+    #[error("{hook} hook failed ({exit}){}", tail_suffix(.stderr))]
+    Failed {
+        /// The hook.
+        hook: Hook,
+        /// The exit status, as the OS says it.
+        exit: String,
+        /// The end of its stderr.
+        stderr: String,
+    },
+    /// It ran past its timeout and was killed.
+    #[error("{hook} hook ran past its timeout of {timeout:?} and was killed")]
+    TimedOut {
+        /// The hook.
+        hook: Hook,
+        /// The timeout.
+        timeout: Duration,
+    },
+}
+
+fn tail_suffix(stderr: &str) -> String {
+    if stderr.is_empty() {
+        String::new()
+    } else {
+        format!(": {stderr}")
+    }
+}
+
+/// Runs `script` as `context.hook` in `sandbox` with `env`, killing it (and its
+/// process group) past `timeout`. The script is the file itself (it starts with `#!`).
+pub async fn run_hook(
+    script: &Path,
+    sandbox: &Path,
+    env: &[(String, String)],
+    hook: Hook,
+    timeout: Duration,
+) -> Result<(), HookError> {
+    let mut command = tokio::process::Command::new(script);
+    command
+        .current_dir(sandbox)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("PATH", hook_path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        // Its own process group, so a timeout kills what it started too.
+        .process_group(0);
+    let mut child = command.spawn().map_err(|error| HookError::Spawn {
+        hook,
+        reason: format!("{}: {error}", script.display()),
+    })?;
+    let pid = child.id();
+    let stdout = child.stdout.take();
+    let stderr = child.stderr.take();
+    let out_task = tokio::spawn(async move { read_all(stdout).await });
+    let err_task = tokio::spawn(async move { read_all(stderr).await });
+    let status = match tokio::time::timeout(timeout, child.wait()).await {
+        Ok(status) => status.map_err(|error| HookError::Spawn {
+            hook,
+            reason: error.to_string(),
+        })?,
+        Err(_) => {
+            kill_group(pid).await;
+            let _ = child.kill().await;
+            out_task.abort();
+            err_task.abort();
+            return Err(HookError::TimedOut { hook, timeout });
+        }
+    };
+    // A child the hook left behind may hold the pipes open: do not wait for it.
+    let stdout = tokio::time::timeout(Duration::from_secs(1), out_task)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    let stderr = tokio::time::timeout(Duration::from_secs(1), err_task)
+        .await
+        .ok()
+        .and_then(Result::ok)
+        .unwrap_or_default();
+    for line in String::from_utf8_lossy(&stdout).lines() {
+        tracing::info!(hook = hook.as_str(), "{line}");
+    }
+    if status.success() {
+        return Ok(());
+    }
+    Err(HookError::Failed {
+        hook,
+        exit: status.to_string(),
+        stderr: tail(&String::from_utf8_lossy(&stderr), STDERR_TAIL),
+    })
+}
+
+/// The PATH of hooks: the agent's own directory first (for `machine-agent hook ...`),
+/// then the agent's PATH.
+fn hook_path() -> String {
+    let own = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.parent().map(Path::to_path_buf));
+    let inherited = std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin".to_owned());
+    match own {
+        Some(dir) => format!("{}:{inherited}", dir.display()),
+        None => inherited,
+    }
+}
+
+async fn read_all(pipe: Option<impl tokio::io::AsyncRead + Unpin>) -> Vec<u8> {
+    let mut out = Vec::new();
+    if let Some(mut pipe) = pipe {
+        let _ = pipe.read_to_end(&mut out).await;
+    }
+    out
+}
+
+/// Kills the process group the hook leads (`kill -KILL -<pgid>`).
+async fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid {
+        let _ = tokio::process::Command::new("kill")
+            .args(["-KILL", "--", &format!("-{pid}")])
+            .status()
+            .await;
+    }
+}
+
+/// The last `max` bytes of `text` (on a character boundary), trimmed.
+pub fn tail(text: &str, max: usize) -> String {
+    let text = text.trim();
+    if text.len() <= max {
+        return text.to_owned();
+    }
+    let mut start = text.len() - max;
+    while !text.is_char_boundary(start) {
+        start += 1;
+    }
+    format!("...{}", &text[start..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::tests::temp_dir;
+
+    fn context() -> HookContext {
+        HookContext {
+            machine: "edge-node-1".into(),
+            pool: "edge".into(),
+            namespace: "apps".into(),
+            csv: "demo.v1.0.0".into(),
+            version: "1.0.0".into(),
+            hook: Hook::ConfigChanged,
+            config_file: "/state/units/demo/config.json".into(),
+            socket: "/state/agent.sock".into(),
+            run_id: "7".into(),
+        }
+    }
+
+    #[test]
+    fn the_environment_names_the_unit_and_each_config_key() {
+        let config = Config::from([("listen-port".to_owned(), "8080".to_owned())]);
+        let env = hook_env(&context(), &config);
+        let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+        assert_eq!(get("OLM_RS_MACHINE"), Some("edge-node-1"));
+        assert_eq!(get("OLM_RS_HOOK"), Some("config-changed"));
+        assert_eq!(get("OLM_RS_VERSION"), Some("1.0.0"));
+        assert_eq!(get("OLM_RS_CONFIG_FILE"), Some("/state/units/demo/config.json"));
+        assert_eq!(get("CONFIG_LISTEN_PORT"), Some("8080"));
+        assert_eq!(config_env_name("a.b/c9"), "CONFIG_A_B_C9");
+    }
+
+    #[test]
+    fn tails_keep_the_end_on_a_character_boundary() {
+        assert_eq!(tail("  short \n", 10), "short");
+        assert_eq!(tail("abcdéfgh", 4), "...fgh");
+    }
+
+    async fn script(dir: &Path, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join("hook");
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[tokio::test]
+    async fn hooks_run_in_their_sandbox_and_failures_carry_stderr() {
+        let dir = temp_dir("hooks");
+        let ok = script(&dir, "echo \"$CONFIG_PORT\" > marker").await;
+        let env = vec![("CONFIG_PORT".to_owned(), "8080".to_owned())];
+        run_hook(&ok, &dir, &env, Hook::Install, Duration::from_secs(10))
+            .await
+            .unwrap();
+        assert_eq!(std::fs::read_to_string(dir.join("marker")).unwrap(), "8080\n");
+
+        let failing = script(&dir, "echo 'port is not a number' >&2; exit 3").await;
+        let error = run_hook(&failing, &dir, &[], Hook::ConfigChanged, Duration::from_secs(10))
+            .await
+            .unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .starts_with("config-changed hook failed (exit status: 3): port is not a number"),
+            "{error}"
+        );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_hook_that_hangs_is_killed_at_its_timeout() {
+        let dir = temp_dir("hang");
+        let hang = script(&dir, "sleep 60 & sleep 60").await;
+        let started = std::time::Instant::now();
+        let error = run_hook(&hang, &dir, &[], Hook::Install, Duration::from_millis(300))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "install hook ran past its timeout of 300ms and was killed"
+        );
+        assert!(started.elapsed() < Duration::from_secs(10));
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

@@ -1,0 +1,328 @@
+//! Units: one operator's software on this machine, driven by its hooks.
+//!
+//! - [`plan`]: which unit runs which CSV (pure).
+//! - [`sequence`]: which hook a unit runs next (pure).
+//! - [`hooks`]: running one hook (environment, sandbox, timeout).
+//! - [`run_unit`]: the task of one unit, one hook at a time.
+
+pub mod hooks;
+pub mod plan;
+pub mod sequence;
+
+use std::{
+    collections::BTreeMap,
+    path::PathBuf,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use olm_api::{substrate::UnitStatus, v1alpha1::MachineHook as Hook};
+use olm_runtime::Shutdown;
+use tokio::sync::watch;
+
+use self::{
+    hooks::{HookContext, run_hook},
+    sequence::{Config, Problem, UnitRecord, Want, next_hook, retry_delay, unit_state},
+};
+use crate::{
+    hook_tool::Runs,
+    state::{self, StateDir},
+};
+
+/// What the cluster gives a unit: what to run, its hooks, and the settings of its CSV.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UnitInput {
+    /// What to run (or to remove the unit).
+    pub want: Want,
+    /// The hook scripts by name, when read (kept in the state directory, so that a
+    /// unit whose hooks ConfigMap is gone can still be stopped and removed).
+    pub hooks: Option<BTreeMap<String, String>>,
+    /// Why the unit cannot run its hooks for now.
+    pub problem: Option<Problem>,
+    /// How long one hook may run.
+    pub timeout: Duration,
+    /// How often `update-status` runs.
+    pub update_status: Duration,
+}
+
+/// What every unit of this agent shares.
+pub struct Units {
+    /// The state directory.
+    pub state: StateDir,
+    /// This machine.
+    pub machine: String,
+    /// Its pool.
+    pub pool: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// The hook tool's runs.
+    pub runs: Runs,
+    /// Every unit's status, by unit name, for the Machine's status.
+    pub statuses: watch::Sender<BTreeMap<String, UnitStatus>>,
+}
+
+/// Runs unit `name` until it is removed or the agent shuts down: one hook at a
+/// time, in the order [`next_hook`] gives, retrying a failed hook with backoff.
+pub async fn run_unit(
+    name: String,
+    units: Arc<Units>,
+    mut input: watch::Receiver<UnitInput>,
+    shutdown: Shutdown,
+) {
+    let mut record = match state::read_json::<UnitRecord>(&units.state.unit_file(&name)) {
+        Ok(Some(record)) => record,
+        Ok(None) => UnitRecord::new(&name),
+        Err(error) => {
+            tracing::error!(unit = name, %error, "cannot read the unit's record: starting it afresh");
+            UnitRecord::new(&name)
+        }
+    };
+    let mut retry_at: Option<Instant> = None;
+    let mut status_due = Instant::now();
+    loop {
+        let current = input.borrow_and_update().clone();
+        if let Some(hooks) = &current.hooks {
+            save_hooks(&units.state, &name, hooks);
+        }
+        publish(&units, &name, &record, &current);
+        let next = match (&current.problem, &current.want) {
+            (Some(_), Want::Run { .. }) => None,
+            _ => next_hook(&record, &current.want),
+        };
+        let wait_for = match next {
+            None if current.want == Want::Remove => {
+                if let Err(error) = units.state.remove_unit(&name) {
+                    tracing::warn!(unit = name, %error, "cannot forget the removed unit");
+                }
+                units.statuses.send_if_modified(|all| all.remove(&name).is_some());
+                tracing::info!(unit = name, "unit removed");
+                return;
+            }
+            None if current.problem.is_some() => None,
+            None => {
+                // Settled: update-status is due periodically (or, after it failed, on retry).
+                let due = match &record.failure {
+                    Some(failure) if failure.hook == Hook::UpdateStatus.as_str() => {
+                        *retry_at.get_or_insert_with(|| Instant::now() + retry_delay(failure.attempts))
+                    }
+                    _ => status_due,
+                };
+                Some((Hook::UpdateStatus, due))
+            }
+            Some(hook) => match record.failed_with(hook, &current.want) {
+                Some(failure) => Some((
+                    hook,
+                    *retry_at.get_or_insert_with(|| Instant::now() + retry_delay(failure.attempts)),
+                )),
+                None => Some((hook, Instant::now())),
+            },
+        };
+        let hook = match wait_for {
+            None => {
+                tokio::select! {
+                    changed = input.changed() => if changed.is_err() { return } else { continue },
+                    () = shutdown.signaled() => return,
+                }
+            }
+            Some((hook, due)) if due > Instant::now() => {
+                tokio::select! {
+                    changed = input.changed() => if changed.is_err() { return } else { continue },
+                    () = shutdown.signaled() => return,
+                    () = tokio::time::sleep_until(due.into()) => hook,
+                }
+            }
+            Some((hook, _)) => hook,
+        };
+        retry_at = None;
+        run_one(&units, &name, &mut record, hook, &current).await;
+        if hook == Hook::UpdateStatus || hook == Hook::Start {
+            status_due = Instant::now() + current.update_status;
+        }
+        if let Err(error) = state::write_json(&units.state.unit_file(&name), &record) {
+            tracing::error!(unit = name, %error, "cannot save the unit's record");
+        }
+    }
+}
+
+/// Runs `hook` of unit `name` and records how it went.
+async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook, input: &UnitInput) {
+    let (csv, version, config) = match &input.want {
+        Want::Run { csv, version, config } => (csv.clone(), version.clone(), config.clone()),
+        Want::Remove => (
+            record.csv.clone(),
+            record.version.clone().unwrap_or_default(),
+            record.config.clone().unwrap_or_default(),
+        ),
+    };
+    let script = units.state.hooks_dir(name).join(hook.as_str());
+    if !script.is_file() {
+        // Only install and start are required (checked before); others are no-ops.
+        tracing::debug!(unit = name, hook = hook.as_str(), "no such hook: nothing to run");
+        record.succeeded(hook, &input.want);
+        return;
+    }
+    let sandbox = units.state.sandbox_dir(name);
+    let config_file = units.state.unit_dir(name).join("config.json");
+    let prepared =
+        state::create_private_dir(&sandbox).and_then(|()| state::write_json(&config_file, &config));
+    if let Err(error) = prepared {
+        record.failed(hook, &input.want, format!("{hook} hook could not start: {error}"));
+        return;
+    }
+    let run = units.runs.start(name);
+    let context = HookContext {
+        machine: units.machine.clone(),
+        pool: units.pool.clone(),
+        namespace: units.namespace.clone(),
+        csv,
+        version,
+        hook,
+        config_file,
+        socket: units.state.socket_path(),
+        run_id: run.id.clone(),
+    };
+    let env = hooks::hook_env(&context, &config);
+    tracing::info!(
+        unit = name,
+        csv = context.csv,
+        hook = hook.as_str(),
+        "running hook"
+    );
+    let result = run_hook(&script, &sandbox, &env, hook, input.timeout).await;
+    let set = run.workload.lock().unwrap_or_else(|p| p.into_inner()).take();
+    drop(run);
+    if let Some(set) = &set {
+        record.workload = Some(set.clone());
+    }
+    match result {
+        Ok(()) => {
+            tracing::info!(unit = name, hook = hook.as_str(), "hook succeeded");
+            record.succeeded(hook, &input.want);
+        }
+        Err(error) => {
+            // What the hook said of itself, if it did, else how it ended.
+            let message = match set {
+                Some((_, Some(message))) if !message.is_empty() => format!("{hook} hook failed: {message}"),
+                _ => error.to_string(),
+            };
+            tracing::warn!(unit = name, hook = hook.as_str(), message, "hook failed");
+            record.failed(hook, &input.want, message);
+        }
+    }
+}
+
+fn publish(units: &Units, name: &str, record: &UnitRecord, input: &UnitInput) {
+    let (state, message) = unit_state(record, input.problem.as_ref());
+    let version = match (&record.version, &input.want) {
+        (Some(version), _) => version.clone(),
+        (None, Want::Run { version, .. }) => version.clone(),
+        (None, Want::Remove) => String::new(),
+    };
+    let status = UnitStatus {
+        csv: record.csv.clone(),
+        version,
+        state,
+        message,
+    };
+    units.statuses.send_if_modified(|all| {
+        if all.get(name) == Some(&status) {
+            return false;
+        }
+        all.insert(name.to_owned(), status);
+        true
+    });
+}
+
+/// Keeps the unit's hook scripts in the state directory, executable, and drops
+/// hooks no longer shipped.
+fn save_hooks(state: &StateDir, unit: &str, hooks: &BTreeMap<String, String>) {
+    let dir = state.hooks_dir(unit);
+    for hook in Hook::ALL {
+        let path: PathBuf = dir.join(hook.as_str());
+        let result = match hooks.get(hook.as_str()) {
+            Some(script) => {
+                if std::fs::read_to_string(&path).ok().as_deref() == Some(script.as_str()) {
+                    continue;
+                }
+                state::write_file(&path, script.as_bytes()).and_then(|()| make_executable(&path))
+            }
+            None => match std::fs::remove_file(&path) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(state::StateError::Io {
+                    action: "remove",
+                    path: path.clone(),
+                    source: error,
+                }),
+                _ => Ok(()),
+            },
+        };
+        if let Err(error) = result {
+            tracing::error!(unit, hook = hook.as_str(), %error, "cannot save the hook script");
+        }
+    }
+}
+
+fn make_executable(path: &std::path::Path) -> Result<(), state::StateError> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700)).map_err(|source| {
+        state::StateError::Io {
+            action: "make executable",
+            path: path.to_owned(),
+            source,
+        }
+    })
+}
+
+/// The hooks of a hooks ConfigMap, or the problem with it: a missing required hook
+/// names the ConfigMap and the hook.
+pub fn read_hooks(
+    config_map: &str,
+    data: Option<&BTreeMap<String, String>>,
+) -> Result<BTreeMap<String, String>, Problem> {
+    let Some(data) = data else {
+        return Err(Problem::Waiting(format!(
+            "waiting for hooks ConfigMap {config_map}"
+        )));
+    };
+    for hook in Hook::REQUIRED {
+        if !data.contains_key(hook.as_str()) {
+            return Err(Problem::Error(format!(
+                "hooks ConfigMap {config_map} has no `{hook}` hook (install and start are required)"
+            )));
+        }
+    }
+    Ok(data
+        .iter()
+        .filter(|(name, _)| Hook::ALL.iter().any(|h| h.as_str() == name.as_str()))
+        .map(|(name, script)| (name.clone(), script.clone()))
+        .collect())
+}
+
+/// The unit's config from its effective-config ConfigMap, or what it waits for.
+pub fn read_config(config_map: &str, data: Option<&BTreeMap<String, String>>) -> Result<Config, Problem> {
+    data.cloned().ok_or_else(|| {
+        Problem::Waiting(format!(
+            "waiting for the effective config, ConfigMap {config_map} (written by olm-operator)"
+        ))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_hooks_config_map_without_a_required_hook_is_an_error_naming_both() {
+        let data = BTreeMap::from([("install".to_owned(), "#!/bin/sh".to_owned())]);
+        assert_eq!(
+            read_hooks("demo-hooks", Some(&data)),
+            Err(Problem::Error(
+                "hooks ConfigMap demo-hooks has no `start` hook (install and start are required)".into()
+            ))
+        );
+        assert!(matches!(read_hooks("demo-hooks", None), Err(Problem::Waiting(_))));
+        let mut data = data;
+        data.insert("start".into(), "#!/bin/sh".into());
+        data.insert("README".into(), "not a hook".into());
+        assert_eq!(read_hooks("demo-hooks", Some(&data)).unwrap().len(), 2);
+    }
+}

@@ -1,0 +1,158 @@
+//! Which unit runs which CSV: the pure planner over the pool's machine CSVs.
+//!
+//! A unit is one operator on this machine. It is named after the CSV it was
+//! installed from and keeps that name across upgrades (its state and sandbox stay
+//! where they are); `units[].csv` in the Machine's status says which CSV it runs.
+//!
+//! - A CSV that replaces (or skips) the unit's CSV is an upgrade of the unit,
+//!   followed along the chain to the newest CSV present.
+//! - The unit's CSV gone with no successor: the unit is removed.
+//! - A CSV that no unit runs and that no other CSV of the pool upgrades is a new unit.
+//!   (An old CSV still present while its successor installs is not a new unit.)
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::csv_view::PoolCsv;
+
+/// What becomes of a unit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    /// It runs this CSV (its own, or a successor: an upgrade).
+    Run(String),
+    /// Its CSV is gone with no successor.
+    Remove,
+}
+
+/// The plan: every existing unit's target, and the CSVs that start new units.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Unit name → target.
+    pub units: BTreeMap<String, Target>,
+    /// CSVs that start a new unit (named after the CSV).
+    pub new_units: Vec<String>,
+}
+
+/// Plans the units for `csvs`, given each existing unit's current CSV.
+pub fn plan(units: &BTreeMap<String, String>, csvs: &[PoolCsv]) -> Plan {
+    let by_name: BTreeMap<&str, &PoolCsv> = csvs.iter().map(|c| (c.name.as_str(), c)).collect();
+    let mut out = Plan::default();
+    let mut claimed = BTreeSet::new();
+    for (unit, current) in units {
+        let newest = newest_successor(current, csvs);
+        let target = match newest {
+            Some(successor) => Target::Run(successor),
+            None if by_name.contains_key(current.as_str()) => Target::Run(current.clone()),
+            None => Target::Remove,
+        };
+        if let Target::Run(csv) = &target {
+            claimed.insert(csv.clone());
+        }
+        out.units.insert(unit.clone(), target);
+    }
+    let superseded: BTreeSet<&str> = csvs
+        .iter()
+        .flat_map(|c| c.upgrades_from.iter().map(String::as_str))
+        .filter(|name| by_name.contains_key(name))
+        .collect();
+    for csv in csvs {
+        if !claimed.contains(&csv.name)
+            && !superseded.contains(csv.name.as_str())
+            && !units.contains_key(&csv.name)
+        {
+            out.new_units.push(csv.name.clone());
+        }
+    }
+    out
+}
+
+/// The newest CSV on the upgrade chain after `from` (one that replaces or skips
+/// it, then one that replaces that ...), if any.
+fn newest_successor(from: &str, csvs: &[PoolCsv]) -> Option<String> {
+    let mut seen = BTreeSet::from([from.to_owned()]);
+    let mut at = from.to_owned();
+    let mut newest = None;
+    while let Some(next) = csvs
+        .iter()
+        .find(|c| c.name != at && c.upgrades_from.contains(&at))
+    {
+        if !seen.insert(next.name.clone()) {
+            break;
+        }
+        at = next.name.clone();
+        newest = Some(at.clone());
+    }
+    newest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use olm_api::v1alpha1::{MachineHooks, StrategyDetailsMachine};
+
+    fn csv(name: &str, replaces: &[&str]) -> PoolCsv {
+        PoolCsv {
+            name: name.to_owned(),
+            version: name.trim_start_matches("demo.v").to_owned(),
+            upgrades_from: replaces.iter().map(|s| (*s).to_owned()).collect(),
+            strategy: StrategyDetailsMachine {
+                pool: "edge".into(),
+                hooks: MachineHooks {
+                    config_map: "demo-hooks".into(),
+                },
+                config: None,
+                hook_timeout_seconds: None,
+                update_status_interval_seconds: None,
+            },
+        }
+    }
+
+    fn units(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(u, c)| ((*u).to_owned(), (*c).to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn a_csv_with_no_unit_starts_one() {
+        let plan = plan(&units(&[]), &[csv("demo.v1", &[])]);
+        assert_eq!(plan.new_units, ["demo.v1"]);
+        assert!(plan.units.is_empty());
+    }
+
+    #[test]
+    fn a_replacing_csv_upgrades_the_unit_and_the_old_csv_starts_nothing() {
+        let csvs = [csv("demo.v1", &[]), csv("demo.v2", &["demo.v1"])];
+        let plan = plan(&units(&[("demo.v1", "demo.v1")]), &csvs);
+        assert_eq!(plan.units["demo.v1"], Target::Run("demo.v2".into()));
+        assert!(plan.new_units.is_empty());
+        // The old CSV gone: the unit has moved, nothing is removed.
+        let plan = super::plan(&units(&[("demo.v1", "demo.v2")]), &csvs[1..]);
+        assert_eq!(plan.units["demo.v1"], Target::Run("demo.v2".into()));
+    }
+
+    #[test]
+    fn upgrades_follow_the_chain_and_skips() {
+        let csvs = [
+            csv("demo.v2", &["demo.v1"]),
+            csv("demo.v3", &["demo.v0", "demo.v2"]),
+        ];
+        let plan = plan(&units(&[("demo.v1", "demo.v1")]), &csvs);
+        assert_eq!(plan.units["demo.v1"], Target::Run("demo.v3".into()));
+        assert!(plan.new_units.is_empty(), "{plan:?}");
+    }
+
+    #[test]
+    fn a_csv_gone_with_no_successor_removes_the_unit() {
+        let plan = plan(&units(&[("demo.v1", "demo.v1")]), &[csv("other.v1", &[])]);
+        assert_eq!(plan.units["demo.v1"], Target::Remove);
+        assert_eq!(plan.new_units, ["other.v1"]);
+    }
+
+    #[test]
+    fn a_cycle_in_replaces_does_not_hang() {
+        let csvs = [csv("a", &["b"]), csv("b", &["a"])];
+        let plan = plan(&units(&[("a", "a")]), &csvs);
+        assert_eq!(plan.units["a"], Target::Run("b".into()));
+    }
+}

@@ -1,0 +1,596 @@
+//! The `machine` install strategy: the operator runs as hooks on every
+//! machine of a MachinePool, driven by the pool's agents.
+//!
+//! olm-operator treats such a CSV like a deployment CSV for OperatorGroup
+//! membership, requirements and phases; in the cluster it builds only the
+//! effective-config ConfigMap, and the install's health comes from the
+//! Machines of the pool:
+//! - requirements ([`requirements`]): the MachinePool exists; the hooks
+//!   ConfigMap exists and has the required hooks (`install`, `start`);
+//! - the effective config ([`effective_config`]): ConfigMap `<csv>-config`,
+//!   owned by the CSV, labelled with the pool and the CSV, holding the CSV's
+//!   default config overlaid with the `spec.config.env` of the Subscription
+//!   that installed the CSV; the agents read config only from it;
+//! - health ([`health`]): ready when every ready machine of the pool reports
+//!   the unit active at the CSV's version; waiting otherwise, with a message
+//!   that names the machines in error and the lost machines. A CSV that stays
+//!   waiting past the install timeout fails with InstallCheckFailed, and
+//!   [`explain_timeout`] puts the machines in error into that message.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::{coordination::v1::Lease, core::v1::ConfigMap},
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    jiff::Timestamp,
+};
+use kube::{Api, Resource, ResourceExt, api::ListParams};
+use olm_api::{
+    substrate::{Machine, MachinePool, WorkloadState},
+    v1alpha1::{
+        ClusterServiceVersion, CsvPhase, CsvReason, MachineHook, RequirementStatus, StatusReason,
+        StrategyDetailsMachine, Subscription,
+    },
+};
+use olm_runtime::apply::WriteError;
+
+use super::phase::{Health, Transition};
+use crate::{
+    context::Context,
+    controllers::machinepool::{agent::POOL_LABEL, status as pool_status},
+};
+
+/// The label naming the CSV on its effective-config ConfigMap.
+pub const CSV_LABEL: &str = "substrate.olm-rs.dev/csv";
+
+/// Why the machine strategy could not be looked at or applied.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading the pool, the hooks, the Subscription, the Machines or Leases failed.
+    #[error("failed to read {what} for ClusterServiceVersion {csv}")]
+    Read {
+        /// The CSV.
+        csv: String,
+        /// What was read.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Writing the effective-config ConfigMap failed.
+    #[error("failed to write ConfigMap {name} for ClusterServiceVersion {csv}")]
+    Write {
+        /// The CSV.
+        csv: String,
+        /// The ConfigMap.
+        name: String,
+        /// The cause.
+        #[source]
+        source: WriteError,
+    },
+}
+
+impl Error {
+    /// How to treat the error.
+    pub fn class(&self) -> olm_runtime::ErrorClass {
+        match self {
+            Error::Read { source, .. } => olm_runtime::classify(source),
+            Error::Write { source, .. } => source.class(),
+        }
+    }
+}
+
+fn read(csv: &ClusterServiceVersion, what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+    let (csv, what) = (csv.name_any(), what.into());
+    move |source| Error::Read { csv, what, source }
+}
+
+/// The name of a CSV's effective-config ConfigMap.
+pub fn config_map_name(csv: &str) -> String {
+    format!("{csv}-config")
+}
+
+fn requirement(
+    kind: &str,
+    group: &str,
+    name: &str,
+    status: StatusReason,
+    message: String,
+) -> RequirementStatus {
+    RequirementStatus {
+        group: group.to_owned(),
+        version: "v1alpha1".to_owned(),
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+        status,
+        message,
+        uuid: None,
+        dependents: None,
+    }
+}
+
+/// The requirements of a machine CSV, from the pool and the hooks ConfigMap
+/// as found (`None`: absent). Pure.
+pub fn requirement_statuses(
+    details: &StrategyDetailsMachine,
+    pool: Option<&MachinePool>,
+    hooks: Option<&ConfigMap>,
+) -> Vec<RequirementStatus> {
+    let pool_status = match pool {
+        Some(_) => requirement(
+            "MachinePool",
+            olm_api::substrate::GROUP,
+            &details.pool,
+            StatusReason::Present,
+            "MachinePool is present".to_owned(),
+        ),
+        None => requirement(
+            "MachinePool",
+            olm_api::substrate::GROUP,
+            &details.pool,
+            StatusReason::NotPresent,
+            format!(
+                "MachinePool {} does not exist in the CSV's namespace",
+                details.pool
+            ),
+        ),
+    };
+    let name = &details.hooks.config_map;
+    let mut hooks_status = requirement(
+        "ConfigMap",
+        "",
+        name,
+        StatusReason::Present,
+        "hooks are present".to_owned(),
+    );
+    hooks_status.version = "v1".to_owned();
+    match hooks {
+        None => {
+            hooks_status.status = StatusReason::NotPresent;
+            hooks_status.message = format!("hooks ConfigMap {name} does not exist in the CSV's namespace");
+        }
+        Some(config_map) => {
+            let data = config_map.data.clone().unwrap_or_default();
+            let missing: Vec<&str> = MachineHook::REQUIRED
+                .iter()
+                .map(|hook| hook.as_str())
+                .filter(|hook| data.get(*hook).is_none_or(|script| script.trim().is_empty()))
+                .collect();
+            if !missing.is_empty() {
+                hooks_status.status = StatusReason::PresentNotSatisfied;
+                hooks_status.message =
+                    format!("hooks ConfigMap {name} has no {} hook", missing.join(" and no "));
+            }
+        }
+    }
+    vec![pool_status, hooks_status]
+}
+
+/// Reads the pool and the hooks ConfigMap and returns the requirement statuses.
+pub async fn requirements(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    details: &StrategyDetailsMachine,
+) -> Result<Vec<RequirementStatus>, Error> {
+    let namespace = csv.namespace().unwrap_or_default();
+    let pool = Api::<MachinePool>::namespaced(ctx.client.clone(), &namespace)
+        .get_opt(&details.pool)
+        .await
+        .map_err(read(csv, format!("MachinePool {}", details.pool)))?;
+    let hooks = Api::<ConfigMap>::namespaced(ctx.client.clone(), &namespace)
+        .get_opt(&details.hooks.config_map)
+        .await
+        .map_err(read(csv, format!("ConfigMap {}", details.hooks.config_map)))?;
+    Ok(requirement_statuses(details, pool.as_ref(), hooks.as_ref()))
+}
+
+/// The effective config: the CSV's defaults overlaid with the Subscription's
+/// `spec.config.env` (each `name` → `value`). Pure.
+pub fn effective_config(
+    details: &StrategyDetailsMachine,
+    subscription: Option<&Subscription>,
+) -> BTreeMap<String, String> {
+    let mut config = details.config.clone().unwrap_or_default();
+    let env = subscription
+        .and_then(|s| s.spec.config.as_ref())
+        .and_then(|c| c.env.as_ref());
+    for var in env.into_iter().flatten() {
+        config.insert(var.name.clone(), var.value.clone().unwrap_or_default());
+    }
+    config
+}
+
+/// The Subscription of `csv`: the one of its namespace whose installed or
+/// current CSV it is.
+fn subscription_of<'a>(subscriptions: &'a [Subscription], csv: &str) -> Option<&'a Subscription> {
+    subscriptions.iter().find(|s| {
+        s.status.as_ref().is_some_and(|status| {
+            status.installed_csv.as_deref() == Some(csv) || status.current_csv.as_deref() == Some(csv)
+        })
+    })
+}
+
+/// The effective-config ConfigMap of `csv`. Pure.
+pub fn config_map(
+    csv: &ClusterServiceVersion,
+    details: &StrategyDetailsMachine,
+    data: BTreeMap<String, String>,
+) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(config_map_name(&csv.name_any())),
+            namespace: csv.namespace(),
+            labels: Some(BTreeMap::from([
+                (POOL_LABEL.to_owned(), details.pool.clone()),
+                (CSV_LABEL.to_owned(), csv.name_any()),
+            ])),
+            owner_references: csv.controller_owner_ref(&()).map(|owner| vec![owner]),
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        ..ConfigMap::default()
+    }
+}
+
+/// The units of one machine for `csv`, as the install sees them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MachineView {
+    /// The Machine's name.
+    pub name: String,
+    /// Its Lease expired.
+    pub lost: bool,
+    /// It reports Ready.
+    pub ready: bool,
+    /// The unit of the CSV on it, if any: (version, state, message).
+    pub unit: Option<(String, WorkloadState, String)>,
+}
+
+/// How the install of `csv` (at `version`) is doing on `machines`. Pure.
+pub fn health(version: &str, machines: &[MachineView]) -> Health {
+    let lost: Vec<&str> = machines
+        .iter()
+        .filter(|m| m.lost)
+        .map(|m| m.name.as_str())
+        .collect();
+    let ready: Vec<&MachineView> = machines.iter().filter(|m| !m.lost && m.ready).collect();
+    let mut errors = Vec::new();
+    let mut pending = Vec::new();
+    for machine in &ready {
+        match &machine.unit {
+            Some((v, WorkloadState::Active, _)) if v == version => {}
+            Some((_, WorkloadState::Error, message)) => errors.push(format!("{} ({message})", machine.name)),
+            Some((v, state, message)) => pending.push(format!(
+                "{} ({} at {v}{}{message})",
+                machine.name,
+                state_name(*state),
+                if message.is_empty() { "" } else { ": " }
+            )),
+            None => pending.push(format!("{} (no unit yet)", machine.name)),
+        }
+    }
+    if ready.is_empty() && lost.is_empty() {
+        return Health::Waiting("no ready machine in the pool".to_owned());
+    }
+    let mut parts = Vec::new();
+    if !errors.is_empty() {
+        parts.push(format!("machines in error: {}", errors.join(", ")));
+    }
+    if !lost.is_empty() {
+        parts.push(format!("machines lost (agent lost): {}", lost.join(", ")));
+    }
+    if !pending.is_empty() {
+        parts.push(format!(
+            "machines not active at {version}: {}",
+            pending.join(", ")
+        ));
+    }
+    if parts.is_empty() {
+        Health::Ready
+    } else {
+        Health::Waiting(parts.join("; "))
+    }
+}
+
+fn state_name(state: WorkloadState) -> &'static str {
+    match state {
+        WorkloadState::Active => "active",
+        WorkloadState::Blocked => "blocked",
+        WorkloadState::Maintenance => "maintenance",
+        WorkloadState::Waiting => "waiting",
+        WorkloadState::Error => "error",
+    }
+}
+
+/// The views of the pool's `machines` for `csv`, at `now`. Pure.
+pub fn views(
+    csv: &str,
+    machines: &[&Machine],
+    leases: &BTreeMap<String, &Lease>,
+    now: Timestamp,
+) -> Vec<MachineView> {
+    machines
+        .iter()
+        .map(|machine| {
+            let name = machine.name_any();
+            let unit = machine
+                .status
+                .as_ref()
+                .and_then(|s| s.units.as_ref())
+                .and_then(|units| units.iter().find(|u| u.csv == csv))
+                .map(|u| (u.version.clone(), u.state, u.message.clone().unwrap_or_default()));
+            MachineView {
+                lost: pool_status::is_lost(machine, leases.get(&name).copied(), now),
+                ready: pool_status::reports_ready(machine),
+                name,
+                unit,
+            }
+        })
+        .collect()
+}
+
+/// Writes the effective-config ConfigMap (when it changed) and returns how
+/// the install is doing on the pool's machines.
+pub async fn install(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    details: &StrategyDetailsMachine,
+) -> Result<Health, Error> {
+    let namespace = csv.namespace().unwrap_or_default();
+    let client = ctx.client.clone();
+    let subscriptions = Api::<Subscription>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(read(csv, "the Subscriptions of its namespace"))?;
+    let data = effective_config(details, subscription_of(&subscriptions.items, &csv.name_any()));
+    let name = config_map_name(&csv.name_any());
+    let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &namespace);
+    let current = config_maps
+        .get_opt(&name)
+        .await
+        .map_err(read(csv, format!("ConfigMap {name}")))?;
+    if current.and_then(|c| c.data) != Some(data.clone()) {
+        ctx.apply(&config_maps, &config_map(csv, details, data))
+            .await
+            .map_err(|source| Error::Write {
+                csv: csv.name_any(),
+                name: name.clone(),
+                source,
+            })?;
+    }
+
+    let machines = Api::<Machine>::namespaced(client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(read(csv, "the Machines of its namespace"))?;
+    let machines: Vec<&Machine> = machines
+        .items
+        .iter()
+        .filter(|m| m.spec.pool == details.pool)
+        .collect();
+    let leases = Api::<Lease>::namespaced(client, &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(read(csv, "the Leases of its namespace"))?;
+    let leases: BTreeMap<String, &Lease> = leases.items.iter().map(|l| (l.name_any(), l)).collect();
+    let version = csv.spec.version.clone().unwrap_or_default();
+    Ok(health(
+        &version,
+        &views(
+            &csv.name_any(),
+            &machines,
+            &leases,
+            olm_runtime::conditions::now().0,
+        ),
+    ))
+}
+
+/// The CSVs of `namespace` with a `machine` strategy on `pool` (for a
+/// change of one of the pool's Machines).
+pub fn of_pool(
+    store: &kube::runtime::reflector::Store<ClusterServiceVersion>,
+    namespace: &str,
+    pool: &str,
+) -> Vec<kube::runtime::reflector::ObjectRef<ClusterServiceVersion>> {
+    store
+        .state()
+        .iter()
+        .filter(|csv| csv.meta().namespace.as_deref() == Some(namespace))
+        .filter(|csv| csv.spec.install.machine().is_some_and(|d| d.pool == pool))
+        .map(|csv| kube::runtime::reflector::ObjectRef::from_obj(csv.as_ref()))
+        .collect()
+}
+
+/// The machine CSV a Subscription installed (for a change of its config).
+pub fn of_subscription(
+    store: &kube::runtime::reflector::Store<ClusterServiceVersion>,
+    subscription: &Subscription,
+) -> Vec<kube::runtime::reflector::ObjectRef<ClusterServiceVersion>> {
+    let namespace = subscription.meta().namespace.clone().unwrap_or_default();
+    let names: Vec<&str> = subscription
+        .status
+        .iter()
+        .flat_map(|s| [s.installed_csv.as_deref(), s.current_csv.as_deref()])
+        .flatten()
+        .collect();
+    store
+        .state()
+        .iter()
+        .filter(|csv| csv.meta().namespace.as_deref() == Some(namespace.as_str()))
+        .filter(|csv| csv.spec.install.machine().is_some() && names.contains(&csv.name_any().as_str()))
+        .map(|csv| kube::runtime::reflector::ObjectRef::from_obj(csv.as_ref()))
+        .collect()
+}
+
+/// How soon a machine CSV whose pool or hooks are missing looks again (no
+/// watch covers every ConfigMap of the cluster).
+pub const REQUIREMENTS_RECHECK: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A timeout of a machine install names what kept it waiting (the machines in
+/// error, lost, or not active yet).
+pub fn explain_timeout(transition: Option<Transition>, health: &Health) -> Option<Transition> {
+    match (transition, health) {
+        (Some(mut t), Health::Waiting(why))
+            if t.phase == CsvPhase::Failed && t.reason == CsvReason::InstallCheckFailed =>
+        {
+            t.message = format!("install timeout: {why}");
+            Some(t)
+        }
+        (transition, _) => transition,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use olm_api::v1alpha1::MachineHooks;
+
+    fn details() -> StrategyDetailsMachine {
+        StrategyDetailsMachine {
+            pool: "edge".to_owned(),
+            hooks: MachineHooks {
+                config_map: "demo-hooks".to_owned(),
+            },
+            config: Some(BTreeMap::from([
+                ("port".to_owned(), "8080".to_owned()),
+                ("greeting".to_owned(), "hello".to_owned()),
+            ])),
+            hook_timeout_seconds: None,
+            update_status_interval_seconds: None,
+        }
+    }
+
+    fn hooks(keys: &[&str]) -> ConfigMap {
+        ConfigMap {
+            data: Some(
+                keys.iter()
+                    .map(|k| ((*k).to_owned(), "#!/bin/sh\ntrue\n".to_owned()))
+                    .collect(),
+            ),
+            ..ConfigMap::default()
+        }
+    }
+
+    #[test]
+    fn a_missing_pool_and_a_missing_hook_are_named() {
+        let statuses = requirement_statuses(&details(), None, Some(&hooks(&["install"])));
+        assert_eq!(statuses[0].status, StatusReason::NotPresent);
+        assert!(statuses[0].message.contains("MachinePool edge"));
+        assert_eq!(statuses[1].status, StatusReason::PresentNotSatisfied);
+        assert_eq!(
+            statuses[1].message,
+            "hooks ConfigMap demo-hooks has no start hook"
+        );
+
+        let statuses = requirement_statuses(&details(), None, None);
+        assert!(
+            statuses[1].message.contains("demo-hooks does not exist"),
+            "{}",
+            statuses[1].message
+        );
+    }
+
+    #[test]
+    fn complete_hooks_and_an_existing_pool_are_present() {
+        let pool: MachinePool = serde_json::from_value(serde_json::json!({
+            "apiVersion": "substrate.olm-rs.dev/v1alpha1", "kind": "MachinePool",
+            "metadata": {"name": "edge"}, "spec": {"agent": {"image": "a", "version": "1"}},
+        }))
+        .expect("a pool");
+        let statuses = requirement_statuses(&details(), Some(&pool), Some(&hooks(&["install", "start"])));
+        assert!(
+            statuses.iter().all(|s| s.status == StatusReason::Present),
+            "{statuses:?}"
+        );
+    }
+
+    #[test]
+    fn the_subscription_env_overlays_the_default_config() {
+        let subscription: Subscription = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "demo", "namespace": "ops"},
+            "spec": {"name": "demo", "source": "cat", "sourceNamespace": "olm",
+                     "config": {"env": [{"name": "port", "value": "9090"}, {"name": "extra", "value": "x"}]}},
+            "status": {"installedCSV": "demo.v1.0.0"},
+        }))
+        .expect("a subscription");
+        let found = subscription_of(std::slice::from_ref(&subscription), "demo.v1.0.0");
+        let config = effective_config(&details(), found);
+        assert_eq!(config.get("port").map(String::as_str), Some("9090"));
+        assert_eq!(config.get("greeting").map(String::as_str), Some("hello"));
+        assert_eq!(config.get("extra").map(String::as_str), Some("x"));
+        assert!(subscription_of(&[subscription], "other.v1").is_none());
+    }
+
+    fn view(name: &str, lost: bool, ready: bool, unit: Option<(&str, WorkloadState, &str)>) -> MachineView {
+        MachineView {
+            name: name.to_owned(),
+            lost,
+            ready,
+            unit: unit.map(|(v, s, m)| (v.to_owned(), s, m.to_owned())),
+        }
+    }
+
+    #[test]
+    fn every_ready_machine_active_at_the_version_is_ready() {
+        let machines = [
+            view("edge-a", false, true, Some(("1.0.0", WorkloadState::Active, ""))),
+            view(
+                "edge-b",
+                false,
+                true,
+                Some(("1.0.0", WorkloadState::Active, "serving")),
+            ),
+            // Not ready (registering): does not hold the install back.
+            view("edge-c", false, false, None),
+        ];
+        assert_eq!(health("1.0.0", &machines), Health::Ready);
+        assert!(
+            matches!(health("1.1.0", &machines), Health::Waiting(m) if m.contains("edge-a (active at 1.0.0"))
+        );
+    }
+
+    #[test]
+    fn machines_in_error_and_lost_machines_are_named() {
+        let machines = [
+            view(
+                "edge-a",
+                false,
+                true,
+                Some(("1.0.0", WorkloadState::Error, "hook install failed: exit 3")),
+            ),
+            view("edge-b", true, true, Some(("1.0.0", WorkloadState::Active, ""))),
+        ];
+        let Health::Waiting(message) = health("1.0.0", &machines) else {
+            panic!("not ready");
+        };
+        assert!(
+            message.contains("machines in error: edge-a (hook install failed: exit 3)"),
+            "{message}"
+        );
+        assert!(
+            message.contains("machines lost (agent lost): edge-b"),
+            "{message}"
+        );
+        let timeout = Transition {
+            phase: CsvPhase::Failed,
+            reason: CsvReason::InstallCheckFailed,
+            message: "install timeout".to_owned(),
+        };
+        let explained = explain_timeout(Some(timeout), &Health::Waiting(message)).expect("a transition");
+        assert!(
+            explained
+                .message
+                .starts_with("install timeout: machines in error: edge-a"),
+            "{}",
+            explained.message
+        );
+    }
+
+    #[test]
+    fn a_pool_without_ready_machines_waits() {
+        assert_eq!(
+            health("1.0.0", &[]),
+            Health::Waiting("no ready machine in the pool".to_owned())
+        );
+    }
+}

@@ -1,0 +1,410 @@
+//! The objects that run a pool's agent on the nodes its selector matches
+//! (pure): the ServiceAccount `machine-agent-<pool>`, its Role and
+//! RoleBinding, and the agent DaemonSet.
+//!
+//! Host access is stated in the pod spec, not hidden in the image: the agent
+//! installs and runs software on the machine, so its pod uses the host's
+//! network and process namespaces, runs privileged, and mounts the host's
+//! root at `/host` (hooks reach the host through it) and a per-pool state
+//! directory at `/var/lib/olm-rs-agent`.
+//!
+//! The Role lets the agent read what its pool needs (the pool, CSVs,
+//! ConfigMaps, Secrets of the pool's namespace) and write Machines and Leases
+//! there. Which Machine and Lease an agent may write (only its own, named
+//! `<pool>-<its node>`) is enforced in the API server by a
+//! ValidatingAdmissionPolicy keyed on the node name of the pod-bound token
+//! (`manifests/machine-agent-policy.yaml`), since RBAC cannot tell two pods of
+//! one DaemonSet apart.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::{
+    api::{
+        apps::v1::{DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet},
+        core::v1::{
+            Container, EnvVar, EnvVarSource, HostPathVolumeSource, ObjectFieldSelector, PodSpec,
+            PodTemplateSpec, SecurityContext, ServiceAccount, Volume, VolumeMount,
+        },
+        rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
+    },
+    apimachinery::pkg::{
+        apis::meta::v1::{LabelSelector, ObjectMeta},
+        util::intstr::IntOrString,
+    },
+};
+use kube::{Resource, ResourceExt};
+use olm_api::substrate::MachinePool;
+
+/// The label naming the pool on everything made for it.
+pub const POOL_LABEL: &str = "substrate.olm-rs.dev/pool";
+/// The label naming the agent version on the agent pods.
+pub const AGENT_VERSION_LABEL: &str = "substrate.olm-rs.dev/agent-version";
+/// Where the agent keeps its state, inside its container.
+pub const STATE_DIR: &str = "/var/lib/olm-rs-agent";
+/// Where the host's root is mounted in the agent container.
+pub const HOST_ROOT: &str = "/host";
+
+/// The name of the agent's ServiceAccount, Role, RoleBinding and DaemonSet.
+pub fn agent_name(pool: &str) -> String {
+    format!("machine-agent-{pool}")
+}
+
+/// The name of the Machine (and its Lease) of `node` in `pool`.
+pub fn machine_name(pool: &str, node: &str) -> String {
+    format!("{pool}-{node}")
+}
+
+/// The agent image reference: the pool's image, tagged with its version
+/// unless the image already names a tag or digest.
+pub fn image(pool: &MachinePool) -> String {
+    let image = &pool.spec.agent.image;
+    let last = image.rsplit('/').next().unwrap_or(image);
+    if last.contains(':') || last.contains('@') {
+        image.clone()
+    } else {
+        format!("{image}:{}", pool.spec.agent.version)
+    }
+}
+
+fn labels(pool: &MachinePool) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        ("app.kubernetes.io/name".to_owned(), "machine-agent".to_owned()),
+        (olm_api::labels::MANAGED_BY.to_owned(), "olm-operator".to_owned()),
+        (POOL_LABEL.to_owned(), pool.name_any()),
+    ])
+}
+
+fn meta(pool: &MachinePool, name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        namespace: pool.namespace(),
+        labels: Some(labels(pool)),
+        owner_references: pool.controller_owner_ref(&()).map(|owner| vec![owner]),
+        ..ObjectMeta::default()
+    }
+}
+
+/// The ServiceAccount the agent pods run as.
+pub fn service_account(pool: &MachinePool) -> ServiceAccount {
+    ServiceAccount {
+        metadata: meta(pool, agent_name(&pool.name_any())),
+        ..ServiceAccount::default()
+    }
+}
+
+fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.to_owned()]),
+        resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
+        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+        ..PolicyRule::default()
+    }
+}
+
+/// The rules of an agent in its pool's namespace.
+pub fn agent_rules() -> Vec<PolicyRule> {
+    const READ: &[&str] = &["get", "list", "watch"];
+    const WRITE: &[&str] = &["get", "list", "watch", "create", "update", "patch"];
+    vec![
+        rule(olm_api::substrate::GROUP, &["machinepools"], READ),
+        rule(olm_api::substrate::GROUP, &["machines"], WRITE),
+        rule(
+            olm_api::substrate::GROUP,
+            &["machines/status"],
+            &["get", "update", "patch"],
+        ),
+        rule("coordination.k8s.io", &["leases"], WRITE),
+        rule(
+            "operators.coreos.com",
+            &["clusterserviceversions", "subscriptions"],
+            READ,
+        ),
+        rule("", &["configmaps", "secrets"], READ),
+        rule("", &["events"], &["create", "patch"]),
+        rule("events.k8s.io", &["events"], &["create", "patch"]),
+    ]
+}
+
+/// The Role of the agents, in the pool's namespace.
+pub fn role(pool: &MachinePool) -> Role {
+    Role {
+        metadata: meta(pool, agent_name(&pool.name_any())),
+        rules: Some(agent_rules()),
+    }
+}
+
+/// Binds the agents' Role to their ServiceAccount.
+pub fn role_binding(pool: &MachinePool) -> RoleBinding {
+    let name = agent_name(&pool.name_any());
+    RoleBinding {
+        metadata: meta(pool, name.clone()),
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".to_owned()),
+            kind: "Role".to_owned(),
+            name: name.clone(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "ServiceAccount".to_owned(),
+            name,
+            namespace: pool.namespace(),
+            ..Subject::default()
+        }]),
+    }
+}
+
+fn field_env(name: &str, path: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_owned(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.to_owned(),
+                ..ObjectFieldSelector::default()
+            }),
+            ..EnvVarSource::default()
+        }),
+        ..EnvVar::default()
+    }
+}
+
+fn host_path(name: &str, path: String, kind: &str) -> Volume {
+    Volume {
+        name: name.to_owned(),
+        host_path: Some(HostPathVolumeSource {
+            path,
+            type_: Some(kind.to_owned()),
+        }),
+        ..Volume::default()
+    }
+}
+
+fn mount(name: &str, path: &str) -> VolumeMount {
+    VolumeMount {
+        name: name.to_owned(),
+        mount_path: path.to_owned(),
+        ..VolumeMount::default()
+    }
+}
+
+/// The agent DaemonSet of a pool with a node selector; `None` without one
+/// (a pool of machines joined from outside has no pods).
+pub fn daemonset(pool: &MachinePool) -> Option<DaemonSet> {
+    let selector = pool.spec.node_selector.clone()?;
+    let name = pool.name_any();
+    let namespace = pool.namespace().unwrap_or_default();
+    let mut pod_labels = labels(pool);
+    pod_labels.insert(
+        AGENT_VERSION_LABEL.to_owned(),
+        label_value(&pool.spec.agent.version),
+    );
+    let match_labels = BTreeMap::from([
+        ("app.kubernetes.io/name".to_owned(), "machine-agent".to_owned()),
+        (POOL_LABEL.to_owned(), name.clone()),
+    ]);
+    let max_unavailable = pool
+        .spec
+        .upgrade
+        .as_ref()
+        .and_then(|u| u.max_unavailable)
+        .unwrap_or(1);
+    let container = Container {
+        name: "agent".to_owned(),
+        image: Some(image(pool)),
+        command: Some(vec![
+            "machine-agent".to_owned(),
+            "run".to_owned(),
+            "--state-dir".to_owned(),
+            STATE_DIR.to_owned(),
+            "--pool".to_owned(),
+            name.clone(),
+        ]),
+        env: Some(vec![
+            field_env("NODE_NAME", "spec.nodeName"),
+            field_env("POD_NAMESPACE", "metadata.namespace"),
+        ]),
+        security_context: Some(SecurityContext {
+            privileged: Some(true),
+            ..SecurityContext::default()
+        }),
+        volume_mounts: Some(vec![mount("state", STATE_DIR), mount("host", HOST_ROOT)]),
+        ..Container::default()
+    };
+    Some(DaemonSet {
+        metadata: meta(pool, agent_name(&name)),
+        spec: Some(DaemonSetSpec {
+            selector: LabelSelector {
+                match_labels: Some(match_labels),
+                ..LabelSelector::default()
+            },
+            update_strategy: Some(DaemonSetUpdateStrategy {
+                type_: Some("RollingUpdate".to_owned()),
+                rolling_update: Some(RollingUpdateDaemonSet {
+                    max_unavailable: Some(IntOrString::Int(max_unavailable)),
+                    ..RollingUpdateDaemonSet::default()
+                }),
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(PodSpec {
+                    service_account_name: Some(agent_name(&name)),
+                    automount_service_account_token: Some(true),
+                    host_network: Some(true),
+                    host_pid: Some(true),
+                    dns_policy: Some("ClusterFirstWithHostNet".to_owned()),
+                    node_selector: Some(selector),
+                    tolerations: pool.spec.tolerations.clone(),
+                    containers: vec![container],
+                    volumes: Some(vec![
+                        host_path(
+                            "state",
+                            format!("{STATE_DIR}/{namespace}/{name}"),
+                            "DirectoryOrCreate",
+                        ),
+                        host_path("host", "/".to_owned(), "Directory"),
+                    ]),
+                    ..PodSpec::default()
+                }),
+            },
+            ..DaemonSetSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// `value` made a valid label value (63 characters of `[A-Za-z0-9._-]`).
+fn label_value(value: &str) -> String {
+    let cleaned: String = value
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(63)
+        .collect();
+    cleaned
+        .trim_matches(|c: char| !c.is_ascii_alphanumeric())
+        .to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::Toleration;
+    use olm_api::substrate::{AgentSpec, AgentUpgrade, MachinePoolSpec};
+
+    fn pool() -> MachinePool {
+        let mut pool = MachinePool::new(
+            "edge",
+            MachinePoolSpec {
+                node_selector: Some(BTreeMap::from([("edge".to_owned(), "true".to_owned())])),
+                tolerations: Some(vec![Toleration {
+                    key: Some("edge".to_owned()),
+                    operator: Some("Exists".to_owned()),
+                    ..Toleration::default()
+                }]),
+                agent: AgentSpec {
+                    image: "ghcr.io/olm-rs/machine-agent".to_owned(),
+                    version: "0.2.0".to_owned(),
+                },
+                external: None,
+                upgrade: Some(AgentUpgrade {
+                    max_unavailable: Some(2),
+                }),
+            },
+        );
+        pool.metadata.namespace = Some("ops".to_owned());
+        pool.metadata.uid = Some("uid-1".to_owned());
+        pool
+    }
+
+    #[test]
+    fn the_daemonset_runs_the_pools_agent_on_its_nodes_with_stated_host_access() {
+        let ds = daemonset(&pool()).expect("a selector makes a DaemonSet");
+        assert_eq!(ds.metadata.name.as_deref(), Some("machine-agent-edge"));
+        assert_eq!(ds.metadata.owner_references.as_ref().map(Vec::len), Some(1));
+        let spec = ds.spec.expect("spec");
+        let strategy = spec.update_strategy.expect("strategy");
+        assert_eq!(strategy.type_.as_deref(), Some("RollingUpdate"));
+        assert_eq!(
+            strategy.rolling_update.and_then(|r| r.max_unavailable),
+            Some(IntOrString::Int(2))
+        );
+        let pod = spec.template.spec.expect("pod");
+        assert_eq!(pod.service_account_name.as_deref(), Some("machine-agent-edge"));
+        assert_eq!(pod.host_network, Some(true));
+        assert_eq!(pod.host_pid, Some(true));
+        assert_eq!(
+            pod.node_selector
+                .as_ref()
+                .and_then(|s| s.get("edge"))
+                .map(String::as_str),
+            Some("true")
+        );
+        assert_eq!(pod.tolerations.as_ref().map(Vec::len), Some(1));
+        let container = &pod.containers[0];
+        assert_eq!(
+            container.image.as_deref(),
+            Some("ghcr.io/olm-rs/machine-agent:0.2.0")
+        );
+        assert_eq!(
+            container.command.as_deref().map(|c| c.join(" ")),
+            Some("machine-agent run --state-dir /var/lib/olm-rs-agent --pool edge".to_owned())
+        );
+        let env: Vec<_> = container.env.iter().flatten().map(|e| e.name.as_str()).collect();
+        assert_eq!(env, ["NODE_NAME", "POD_NAMESPACE"]);
+        assert_eq!(
+            container.security_context.as_ref().and_then(|s| s.privileged),
+            Some(true)
+        );
+        let paths: Vec<_> = pod
+            .volumes
+            .iter()
+            .flatten()
+            .filter_map(|v| v.host_path.as_ref().map(|h| h.path.as_str()))
+            .collect();
+        assert_eq!(paths, ["/var/lib/olm-rs-agent/ops/edge", "/"]);
+        assert_eq!(
+            spec.template
+                .metadata
+                .and_then(|m| m.labels)
+                .and_then(|l| l.get(AGENT_VERSION_LABEL).cloned()),
+            Some("0.2.0".to_owned())
+        );
+    }
+
+    #[test]
+    fn a_pool_without_selector_has_no_daemonset() {
+        let mut pool = pool();
+        pool.spec.node_selector = None;
+        assert!(daemonset(&pool).is_none());
+    }
+
+    #[test]
+    fn a_tagged_image_is_kept() {
+        let mut pool = pool();
+        pool.spec.agent.image = "localhost:5000/agent@sha256:abc".to_owned();
+        assert_eq!(image(&pool), "localhost:5000/agent@sha256:abc");
+        pool.spec.agent.image = "localhost:5000/agent".to_owned();
+        assert_eq!(image(&pool), "localhost:5000/agent:0.2.0");
+    }
+
+    #[test]
+    fn the_agents_read_their_namespace_and_write_only_machines_and_leases() {
+        let writes: Vec<_> = agent_rules()
+            .into_iter()
+            .filter(|r| r.verbs.iter().any(|v| v == "create" || v == "update"))
+            .flat_map(|r| r.resources.unwrap_or_default())
+            .collect();
+        assert_eq!(
+            writes,
+            ["machines", "machines/status", "leases", "events", "events"]
+        );
+        let binding = role_binding(&pool());
+        assert_eq!(binding.subjects.expect("subjects")[0].name, "machine-agent-edge");
+    }
+}

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The demo (`make demo`): olm-rs installs an operator with a dependency from
-# the demo catalog, on a real control plane.
+# the demo catalog, on a real control plane; then an operator with the machine
+# strategy on a MachinePool of two machines (hack/demo-machines.sh).
 #
 #   hack/demo.sh        start everything and walk through the install
 #   hack/demo.sh down   stop the operators, the registry server, and the
@@ -52,7 +53,7 @@ export KUBECONFIG
 echo "==> using the cluster in KUBECONFIG=$KUBECONFIG" >&2
 
 echo "==> building olm-rs" >&2
-cargo build -q --bins -p olm-operator -p catalog-operator -p e2e
+cargo build -q --bins -p olm-operator -p catalog-operator -p e2e -p machine-agent
 bin=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/debug
 
 start() { # name, command...
@@ -71,6 +72,10 @@ if ! "$bin/olm-rs-demo" "127.0.0.1:$port" "$namespace"; then
 	echo "demo: failed; the logs in $state say more. Stop everything with: hack/demo.sh down" >&2
 	exit 1
 fi
+if ! hack/demo-machines.sh "$state" "$bin" "$namespace"; then
+	echo "demo: the machine part failed; the logs in $state say more. Stop everything with: hack/demo.sh down" >&2
+	exit 1
+fi
 
 cat <<EOT
 
@@ -78,6 +83,7 @@ Look around (the operators keep running):
   export KUBECONFIG=$KUBECONFIG
   kubectl get catalogsources,subscriptions,installplans,clusterserviceversions -n $namespace
   kubectl get deployments -n $namespace
+  kubectl get machinepools,machines -n $namespace -o wide
   kubectl describe subscription demo-app -n $namespace
   curl -s 127.0.0.1:18080/metrics | grep csv_
 Try a dependency that cannot be met:

@@ -26,5 +26,5 @@ fn demo_csvs_read() {
             }
         }
     }
-    assert_eq!(checked, 6, "six demo bundles");
+    assert_eq!(checked, 8, "eight demo bundles");
 }

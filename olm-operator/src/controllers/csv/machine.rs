@@ -243,6 +243,9 @@ pub struct MachineView {
     pub ready: bool,
     /// The unit of the CSV on it, if any: (version, state, message).
     pub unit: Option<(String, WorkloadState, String)>,
+    /// Its unit moved on to the CSV that replaces this one (an agent upgrades
+    /// a unit to the newest CSV of the chain, even one it never installed).
+    pub moved_on: bool,
 }
 
 /// How the install of `csv` (at `version`) is doing on `machines`. Pure.
@@ -255,7 +258,7 @@ pub fn health(version: &str, machines: &[MachineView]) -> Health {
     let ready: Vec<&MachineView> = machines.iter().filter(|m| !m.lost && m.ready).collect();
     let mut errors = Vec::new();
     let mut pending = Vec::new();
-    for machine in &ready {
+    for machine in ready.iter().filter(|m| !m.moved_on) {
         match &machine.unit {
             Some((v, WorkloadState::Active, _)) if v == version => {}
             Some((_, WorkloadState::Error, message)) => errors.push(format!("{} ({message})", machine.name)),
@@ -301,9 +304,11 @@ fn state_name(state: WorkloadState) -> &'static str {
     }
 }
 
-/// The views of the pool's `machines` for `csv`, at `now`. Pure.
+/// The views of the pool's `machines` for `csv` (replaced by `replacement`,
+/// if any), at `now`. Pure.
 pub fn views(
     csv: &str,
+    replacement: Option<&str>,
     machines: &[&Machine],
     leases: &BTreeMap<String, &Lease>,
     now: Timestamp,
@@ -312,13 +317,14 @@ pub fn views(
         .iter()
         .map(|machine| {
             let name = machine.name_any();
-            let unit = machine
-                .status
-                .as_ref()
-                .and_then(|s| s.units.as_ref())
+            let units = machine.status.as_ref().and_then(|s| s.units.as_ref());
+            let unit = units
                 .and_then(|units| units.iter().find(|u| u.csv == csv))
                 .map(|u| (u.version.clone(), u.state, u.message.clone().unwrap_or_default()));
+            let moved_on = replacement
+                .is_some_and(|next| units.is_some_and(|units| units.iter().any(|u| u.csv == next)));
             MachineView {
+                moved_on,
                 lost: pool_status::is_lost(machine, leases.get(&name).copied(), now),
                 ready: pool_status::reports_ready(machine),
                 name,
@@ -334,6 +340,7 @@ pub async fn install(
     ctx: &Context,
     csv: &ClusterServiceVersion,
     details: &StrategyDetailsMachine,
+    replacement: Option<&str>,
 ) -> Result<Health, Error> {
     let namespace = csv.namespace().unwrap_or_default();
     let client = ctx.client.clone();
@@ -377,6 +384,7 @@ pub async fn install(
         &version,
         &views(
             &csv.name_any(),
+            replacement,
             &machines,
             &leases,
             olm_runtime::conditions::now().0,
@@ -527,6 +535,7 @@ mod tests {
             lost,
             ready,
             unit: unit.map(|(v, s, m)| (v.to_owned(), s, m.to_owned())),
+            moved_on: false,
         }
     }
 
@@ -584,6 +593,13 @@ mod tests {
             "{}",
             explained.message
         );
+    }
+
+    #[test]
+    fn units_moved_on_to_the_replacing_csv_do_not_hold_the_replaced_one() {
+        let mut moved = view("edge-a", false, true, None);
+        moved.moved_on = true;
+        assert_eq!(health("1.0.0", &[moved]), Health::Ready);
     }
 
     #[test]

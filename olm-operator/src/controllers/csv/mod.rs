@@ -227,7 +227,8 @@ async fn install(
         Decision::Settle(transition) => (transition, None),
         Decision::Install if csv.spec.install.machine().is_some() => {
             let details = csv.spec.install.machine().expect("a machine strategy");
-            let health = machine::install(ctx, csv, details)
+            let replacement = found.replacement.as_ref().map(|next| next.name.as_str());
+            let health = machine::install(ctx, csv, details, replacement)
                 .await
                 .map_err(Error::Machine)?;
             let outcome = InstallOutcome::Applied(health.clone());

@@ -806,4 +806,48 @@ impl ClusterServiceVersion {
             .and_then(|crds| crds.required.as_deref())
             .unwrap_or_default()
     }
+
+    /// Drops what only people and consoles read (icon, descriptions, keywords,
+    /// maintainers, links, provider, related images, the CRDs' and API services'
+    /// descriptors): the fields no controller decides anything on. Caches keep
+    /// CSVs this way, since an icon alone is often hundreds of kilobytes. Never
+    /// write an object trimmed so back.
+    pub fn drop_presentation(&mut self) {
+        let spec = &mut self.spec;
+        spec.icon = None;
+        spec.description = None;
+        spec.keywords = None;
+        spec.maintainers = None;
+        spec.links = None;
+        spec.provider = None;
+        spec.related_images = None;
+        let crds = spec.custom_resource_definitions.iter_mut().flat_map(|crds| {
+            crds.owned
+                .iter_mut()
+                .flatten()
+                .chain(crds.required.iter_mut().flatten())
+        });
+        for crd in crds {
+            crd.display_name = None;
+            crd.description = None;
+            crd.resources = None;
+            crd.status_descriptors = None;
+            crd.spec_descriptors = None;
+            crd.action_descriptors = None;
+        }
+        let api_services = spec.api_service_definitions.iter_mut().flat_map(|apis| {
+            apis.owned
+                .iter_mut()
+                .flatten()
+                .chain(apis.required.iter_mut().flatten())
+        });
+        for api in api_services {
+            api.display_name = None;
+            api.description = None;
+            api.resources = None;
+            api.status_descriptors = None;
+            api.spec_descriptors = None;
+            api.action_descriptors = None;
+        }
+    }
 }

@@ -851,3 +851,49 @@ impl ClusterServiceVersion {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropping_the_presentation_keeps_what_controllers_read() {
+        let mut csv: ClusterServiceVersion = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "metadata": {"name": "db.v1.0.0", "namespace": "team", "annotations": {"a": "b"}},
+            "spec": {
+                "displayName": "DB",
+                "description": "a long description",
+                "icon": [{"base64data": "AAAA", "mediatype": "image/png"}],
+                "keywords": ["db"],
+                "version": "1.0.0",
+                "replaces": "db.v0.9.0",
+                "install": {"strategy": "deployment", "spec": {"deployments": []}},
+                "installModes": [{"type": "OwnNamespace", "supported": true}],
+                "customresourcedefinitions": {"owned": [{
+                    "name": "dbs.demo.io", "version": "v1", "kind": "Database",
+                    "description": "a database", "displayName": "Database",
+                    "specDescriptors": [{"path": "size", "displayName": "Size"}],
+                }]},
+            },
+        }))
+        .expect("a valid CSV");
+        let before = csv.clone();
+        csv.drop_presentation();
+        assert_eq!(csv.spec.icon, None);
+        assert_eq!(csv.spec.description, None);
+        assert_eq!(csv.spec.keywords, None);
+        let owned = &csv.owned_crds()[0];
+        assert_eq!(
+            (owned.name.as_str(), owned.kind.as_str()),
+            ("dbs.demo.io", "Database")
+        );
+        assert_eq!(owned.description, None);
+        assert_eq!(owned.spec_descriptors, None);
+        assert_eq!(csv.spec.install, before.spec.install);
+        assert_eq!(csv.spec.install_modes, before.spec.install_modes);
+        assert_eq!(csv.spec.replaces, before.spec.replaces);
+        assert_eq!(csv.metadata, before.metadata);
+    }
+}

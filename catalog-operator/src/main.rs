@@ -4,9 +4,6 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-#[global_allocator]
-static ALLOCATOR: olm_runtime::Allocator = olm_runtime::Allocator;
-
 fn main() -> ExitCode {
     catalog_operator::Args::parse().main()
 }

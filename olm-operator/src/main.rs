@@ -3,9 +3,6 @@
 
 use clap::Parser;
 
-#[global_allocator]
-static ALLOCATOR: olm_runtime::Allocator = olm_runtime::Allocator;
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = olm_operator::Args::parse();

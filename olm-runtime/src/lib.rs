@@ -79,10 +79,6 @@ pub mod telemetry;
 
 pub use errors::{ErrorClass, classify};
 pub use leader::{LeaderElectionArgs, LeaderState, Leadership};
-/// The allocator every binary declares (`#[global_allocator]`): mimalloc,
-/// which returns freed memory to the OS soon, so a binary's RSS follows what it
-/// holds, not the peak of its last large read.
-pub use mimalloc::MiMalloc as Allocator;
 pub use readiness::{Readiness, ReadyGate};
 pub use reconcile::{ReconcileError, error_policy};
 pub use reflector::Reflector;

@@ -25,7 +25,7 @@ use olm_resolver::{
 use tokio::sync::watch;
 
 use crate::{
-    registry::client::{ClientError, RegistryClient},
+    bundles::{self, BundleCache, BundleSource, FetchError},
     snapshot,
 };
 
@@ -46,7 +46,8 @@ pub enum Health {
 /// One catalog's immutable content.
 #[derive(Debug)]
 pub struct CatalogContent {
-    /// The catalog, with the manifests the source carried.
+    /// The catalog, without its bundles' manifests unless the source keeps them
+    /// in memory ([`BundleSource::Memory`]): those are read on demand.
     pub catalog: Catalog,
     /// The resolver's view of it (priority 0; the store's priority applies).
     pub snapshot: CatalogSnapshot,
@@ -54,18 +55,16 @@ pub struct CatalogContent {
     pub problems: Vec<String>,
     /// Changes when the content changes.
     pub fingerprint: u64,
-    /// Where missing manifests are fetched from (`GetBundle`), for gRPC sources.
-    pub client: Option<RegistryClient>,
+    /// Where bundle manifests are read from when a plan needs them.
+    pub source: BundleSource,
 }
 
 impl CatalogContent {
-    /// Builds the content of catalog `id`.
-    pub fn new(
-        id: CatalogId,
-        catalog: Catalog,
-        mut problems: Vec<String>,
-        client: Option<RegistryClient>,
-    ) -> Self {
+    /// Builds the content of catalog `id`, read from `source`.
+    pub fn new(id: CatalogId, mut catalog: Catalog, mut problems: Vec<String>, source: BundleSource) -> Self {
+        if !source.keeps_manifests() {
+            bundles::strip_manifests(&mut catalog);
+        }
         let built = snapshot::snapshot(id, 0, &catalog);
         problems.extend(built.problems.iter().map(ToString::to_string));
         let fingerprint = fingerprint(&catalog);
@@ -74,35 +73,29 @@ impl CatalogContent {
             snapshot: built.snapshot,
             problems,
             fingerprint,
-            client,
+            source,
         }
     }
 
-    /// The bundle `name` of `package`, with its manifests, fetching them with
-    /// `GetBundle` from the registry when the listing left them out.
+    /// The bundle `name` of `package`, with its manifests, read again from the
+    /// catalog's source (`GetBundle` from a registry, the ConfigMap) unless the
+    /// content keeps them. A bundle the source no longer has is returned without
+    /// manifests (planning it then says so).
     pub async fn bundle_with_manifests(
         &self,
+        id: &CatalogId,
         package: &str,
         channel: &str,
         name: &str,
-    ) -> Result<Option<Bundle>, ClientError> {
+    ) -> Result<Option<Bundle>, FetchError> {
         let Some(bundle) = self.catalog.bundle(package, name) else {
             return Ok(None);
         };
-        if bundle
-            .properties_of(olm_catalog::property::types::BUNDLE_OBJECT)
-            .next()
-            .is_some()
-        {
+        if bundles::has_manifests(bundle) {
             return Ok(Some(bundle.clone()));
         }
-        match &self.client {
-            Some(client) => {
-                let (fetched, _problems) = client.clone().bundle(package, channel, name).await?;
-                Ok(Some(fetched))
-            }
-            None => Ok(Some(bundle.clone())),
-        }
+        let fetched = bundles::fetch(&self.source, id, package, channel, name).await?;
+        Ok(Some(fetched.unwrap_or_else(|| bundle.clone())))
     }
 }
 
@@ -155,12 +148,24 @@ impl CatalogState {
     }
 }
 
-#[derive(Default)]
 struct Inner {
     catalogs: HashMap<CatalogId, CatalogState>,
     generation: u64,
     /// Indexes built lately, by the catalogs (content and priority) they cover.
     indexes: HashMap<Vec<(CatalogId, u64, i32)>, Arc<CatalogIndex>>,
+    /// The bundles with manifests read last.
+    bundles: BundleCache,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            catalogs: HashMap::new(),
+            generation: 0,
+            indexes: HashMap::new(),
+            bundles: BundleCache::new(bundles::CACHED_BUNDLES),
+        }
+    }
 }
 
 /// The shared store of catalogs.
@@ -342,6 +347,39 @@ impl CatalogStore {
         out
     }
 
+    /// Bundle `name` of `package` in catalog `id`, with its manifests: from the
+    /// cache of the bundles read last, else read from the catalog's source
+    /// ([`CatalogContent::bundle_with_manifests`]). `Ok(None)` when the catalog
+    /// has no content or no such bundle.
+    pub async fn bundle_with_manifests(
+        &self,
+        id: &CatalogId,
+        package: &str,
+        channel: &str,
+        name: &str,
+    ) -> Result<Option<Arc<Bundle>>, FetchError> {
+        let Some(content) = self.get(id).and_then(|state| state.content) else {
+            return Ok(None);
+        };
+        let key = (
+            id.clone(),
+            content.fingerprint,
+            package.to_owned(),
+            name.to_owned(),
+        );
+        if let Some(bundle) = self.lock().bundles.get(&key) {
+            return Ok(Some(bundle));
+        }
+        let Some(bundle) = content.bundle_with_manifests(id, package, channel, name).await? else {
+            return Ok(None);
+        };
+        let bundle = Arc::new(bundle);
+        if bundles::has_manifests(&bundle) {
+            self.lock().bundles.insert(key, bundle.clone());
+        }
+        Ok(Some(bundle))
+    }
+
     /// The resolver index over the content of `catalogs` (those without content
     /// are left out), reusing the last one built when the same content is asked for.
     pub fn index(&self, catalogs: &[(CatalogId, CatalogState)]) -> Arc<CatalogIndex> {
@@ -393,7 +431,7 @@ mod tests {
                 properties: Vec::new(),
             });
         }
-        CatalogContent::new(id.clone(), catalog, Vec::new(), None)
+        CatalogContent::new(id.clone(), catalog, Vec::new(), BundleSource::Memory)
     }
 
     #[test]

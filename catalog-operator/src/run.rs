@@ -9,7 +9,8 @@
 //! - Subscription controller ← Subscriptions; InstallPlans (their owner
 //!   Subscriptions); CSVs, catalog changes (one Subscription per affected
 //!   namespace: any of them syncs the whole namespace).
-//! - InstallPlan controller ← InstallPlans.
+//! - InstallPlan controller ← InstallPlans; CRDs and APIServices as metadata,
+//!   kept nowhere (the plans waiting for an API).
 //!
 //! Every controller reconciles everything again when this replica gains the lease.
 //! `/readyz` turns ready once every store has synced, on standbys too.
@@ -17,11 +18,16 @@
 use std::{sync::Arc, time::Duration};
 
 use futures::{StreamExt, stream};
-use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::{
+    api::core::v1::{Pod, Service},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+};
 use kube::{
     Api, Client, Resource, ResourceExt,
+    core::PartialObjectMeta,
     runtime::{
-        Controller,
+        Controller, WatchStreamExt,
         controller::Config as ControllerConfig,
         reflector::{ObjectRef, Store},
         watcher,
@@ -29,12 +35,13 @@ use kube::{
 };
 use olm_api::v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
 use olm_runtime::{
-    Parts, Runtime, RuntimeArgs, RuntimeError, apply::FIELD_MANAGER_CATALOG, leader::parse_duration,
+    Parts, Runtime, RuntimeArgs, RuntimeError, apply::FIELD_MANAGER_CATALOG, backoff::TriggerBackoff,
+    leader::parse_duration,
 };
 
 use crate::{
     catalogs::CatalogStore,
-    controllers::{Context, Options, Stores, catalogsource, installplan, subscription},
+    controllers::{Context, Options, Stores, catalogsource, installplan, subscription, trim},
     metrics::CatalogMetrics,
 };
 
@@ -107,6 +114,21 @@ where
     }
 }
 
+/// A tick each time an object of kind `K` (watched as metadata, kept nowhere)
+/// is created or changes.
+fn api_changes<K>(client: &Client) -> impl futures::Stream<Item = ()> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher(
+        Api::<PartialObjectMeta<K>>::all(client.clone()),
+        watcher::Config::default(),
+    )
+    .backoff(TriggerBackoff::default())
+    .touched_objects()
+    .filter_map(|object| std::future::ready(object.ok().map(drop)))
+}
+
 /// One Subscription per namespace: reconciling any of them syncs the namespace.
 fn one_per_namespace(
     subscriptions: &Store<Subscription>,
@@ -148,11 +170,15 @@ pub fn controllers(
     // Deleted CatalogSources are forgotten (their content, clients and metrics).
     let deleted_sources = catalog_sources.deleted();
     let subscriptions = parts.reflector::<Subscription>(api(client, ns), all());
-    let mut install_plans = parts.reflector::<InstallPlan>(api(client, ns), all());
+    let mut install_plans = parts
+        .reflector::<InstallPlan>(api(client, ns), all())
+        .modify(trim::install_plan);
     // A deleted InstallPlan changes the status of the Subscriptions that refer to
     // it (InstallPlanMissing).
     let deleted_plans = install_plans.deleted();
-    let csvs = parts.reflector::<ClusterServiceVersion>(api(client, ns), all());
+    let csvs = parts
+        .reflector::<ClusterServiceVersion>(api(client, ns), all())
+        .modify(trim::csv);
     let pods = parts.reflector::<Pod>(api(client, ns), registry_objects());
     let services = parts.reflector::<Service>(api(client, ns), registry_objects());
 
@@ -239,9 +265,29 @@ pub fn controllers(
             )
             .for_each(|_| std::future::ready(()));
 
+    // A plan waiting for an API looks again when a CRD or an APIService changes
+    // (one is created, or becomes Established or Available), not on a timer.
+    let api_changes = stream::select(
+        api_changes::<CustomResourceDefinition>(client),
+        api_changes::<APIService>(client),
+    );
+    let waiting_plans = {
+        let plans = install_plans.store();
+        api_changes.flat_map(move |()| {
+            stream::iter(
+                plans
+                    .state()
+                    .into_iter()
+                    .filter(|plan| installplan::waits_for_api(plan))
+                    .map(|plan| ObjectRef::from_obj(plan.as_ref()))
+                    .collect::<Vec<_>>(),
+            )
+        })
+    };
     let install_plan_controller =
         Controller::for_shared_stream(install_plans.subscribe(), install_plans.store())
             .with_config(config)
+            .reconcile_on(waiting_plans)
             .reconcile_all_on(terms())
             .graceful_shutdown_on(stopped())
             .run(installplan::reconcile, installplan::error_policy, ctx)

@@ -86,7 +86,9 @@ where
 {
     let client = ctx.client.clone();
     let all = watcher::Config::default;
-    let mut csvs = Reflector::<ClusterServiceVersion>::new(Api::all(client.clone()), all(), &readiness);
+    // Icons and descriptions are for people: no controller reads them.
+    let mut csvs = Reflector::<ClusterServiceVersion>::new(Api::all(client.clone()), all(), &readiness)
+        .modify(ClusterServiceVersion::drop_presentation);
     let mut groups = Reflector::<OperatorGroup>::new(Api::all(client.clone()), all(), &readiness);
     // Names and labels are all a selector reads.
     let mut namespaces =

@@ -253,7 +253,12 @@ impl OfflineCatalogs {
         let now = olm_runtime::conditions::now();
         let mut ids = Vec::with_capacity(catalogs.len());
         for (id, catalog) in catalogs {
-            let content = CatalogContent::new(id.clone(), catalog, Vec::new(), None);
+            let content = CatalogContent::new(
+                id.clone(),
+                catalog,
+                Vec::new(),
+                crate::bundles::BundleSource::Memory,
+            );
             store.set_loaded(&id, 0, content, &now);
             ids.push(id);
         }
@@ -554,7 +559,12 @@ mod tests {
         store.set_loaded(
             &id,
             0,
-            CatalogContent::new(id.clone(), catalog, Vec::new(), None),
+            CatalogContent::new(
+                id.clone(),
+                catalog,
+                Vec::new(),
+                crate::bundles::BundleSource::Memory,
+            ),
             &now,
         );
         let visible = store.visible(&["team", "olm"], &[]);

@@ -19,6 +19,7 @@ pub mod conditions;
 pub mod installplan;
 pub mod plan;
 pub mod subscription;
+pub mod trim;
 
 use std::time::Duration;
 

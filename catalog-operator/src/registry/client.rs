@@ -81,6 +81,13 @@ pub struct LoadedCatalog {
     pub problems: Vec<String>,
 }
 
+/// Whether a load keeps the manifests the registry lists.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Manifests {
+    Keep,
+    Drop,
+}
+
 /// A client of one registry. The connection is made lazily and re-made after a
 /// failure, so one client can be kept for the life of a CatalogSource.
 #[derive(Clone, Debug)]
@@ -160,8 +167,21 @@ impl RegistryClient {
         }
     }
 
-    /// Loads the whole catalog: `ListPackages`, `GetPackage` for each, `ListBundles`.
+    /// Loads the whole catalog: `ListPackages`, `GetPackage` for each, `ListBundles`,
+    /// with every manifest the registry lists.
     pub async fn load(&mut self) -> Result<LoadedCatalog, ClientError> {
+        self.load_with(Manifests::Keep).await
+    }
+
+    /// Loads the catalog as [`RegistryClient::load`] does, but drops each bundle's
+    /// manifests as its message arrives, so that a registry that lists them
+    /// (bundles without an image) never has them all in memory here at once:
+    /// they are read again with `GetBundle` when a plan needs them.
+    pub async fn load_listing(&mut self) -> Result<LoadedCatalog, ClientError> {
+        self.load_with(Manifests::Drop).await
+    }
+
+    async fn load_with(&mut self, manifests: Manifests) -> Result<LoadedCatalog, ClientError> {
         let names: Vec<api::PackageName> = self
             .registry
             .list_packages(api::ListPackageRequest {})
@@ -187,6 +207,13 @@ impl RegistryClient {
             .await
             .map_err(self.call_error("ListBundles"))?
             .into_inner()
+            .map_ok(|mut bundle| {
+                if manifests == Manifests::Drop {
+                    bundle.csv_json = String::new();
+                    bundle.object = Vec::new();
+                }
+                bundle
+            })
             .try_collect()
             .await
             .map_err(self.call_error("ListBundles"))?;

@@ -45,6 +45,11 @@ mod tests {
     };
     use tokio::sync::oneshot;
 
+    use crate::{
+        bundles::{BundleSource, FetchError},
+        catalogs::{CatalogContent, CatalogStore},
+    };
+
     use super::{
         api,
         client::RegistryClient,
@@ -156,6 +161,68 @@ mod tests {
         task.await.unwrap();
         let error = client.check_health().await.expect_err("the server is gone");
         assert!(error.is_unreachable(), "{error:?}");
+    }
+
+    #[tokio::test]
+    async fn the_store_reads_manifests_from_the_registry_on_demand_and_caches_them() {
+        let source = demo();
+        let (address, stop, task) = start(source.clone()).await;
+        let mut client = RegistryClient::new(&address).unwrap();
+        let loaded = client.load_listing().await.expect("the catalog loads");
+        assert!(
+            !loaded.catalog.bundles.iter().any(crate::bundles::has_manifests),
+            "the listing keeps no manifests"
+        );
+        let id = CatalogId::new("demo", "olm");
+        let content = CatalogContent::new(
+            id.clone(),
+            loaded.catalog,
+            loaded.problems,
+            BundleSource::Registry(Box::new(client)),
+        );
+        let store = CatalogStore::new();
+        store.set_loaded(&id, 0, content, &olm_runtime::conditions::now());
+        let state = store.get(&id).expect("the catalog is known");
+        let kept = &state.content.as_ref().expect("content").catalog;
+        assert!(!kept.bundles.iter().any(crate::bundles::has_manifests));
+
+        let bundle = store
+            .bundle_with_manifests(&id, "demo-db", "stable", "demo-db.v1.1.0")
+            .await
+            .expect("the registry serves the bundle")
+            .expect("the bundle exists");
+        assert_eq!(
+            objects(
+                &Catalog {
+                    bundles: vec![(*bundle).clone()],
+                    ..Catalog::default()
+                },
+                "demo-db.v1.1.0"
+            ),
+            objects(&source, "demo-db.v1.1.0"),
+            "the manifests are the source's"
+        );
+        assert!(
+            store
+                .bundle_with_manifests(&id, "demo-db", "stable", "no-such-bundle")
+                .await
+                .expect("no error")
+                .is_none()
+        );
+
+        // Once read, the bundle comes from the cache: the registry may be gone.
+        let _ = stop.send(());
+        task.await.unwrap();
+        let again = store
+            .bundle_with_manifests(&id, "demo-db", "stable", "demo-db.v1.1.0")
+            .await
+            .expect("the cache answers");
+        assert!(again.is_some_and(|b| Arc::ptr_eq(&b, &bundle)));
+        let error = store
+            .bundle_with_manifests(&id, "demo-app", "stable", "demo-app.v0.2.0")
+            .await
+            .expect_err("another bundle needs the registry");
+        assert!(matches!(error, FetchError::Registry(_)), "{error:?}");
     }
 
     #[tokio::test]

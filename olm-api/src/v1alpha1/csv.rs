@@ -1026,4 +1026,94 @@ impl ClusterServiceVersion {
             .and_then(|crds| crds.required.as_deref())
             .unwrap_or_default()
     }
+
+    /// Drops what only people and consoles read (icon, descriptions, keywords,
+    /// maintainers, links, provider, related images, the CRDs' and API services'
+    /// descriptors): the fields no controller decides anything on. Caches keep
+    /// CSVs this way, since an icon alone is often hundreds of kilobytes. Never
+    /// write an object trimmed so back.
+    pub fn drop_presentation(&mut self) {
+        let spec = &mut self.spec;
+        spec.icon = None;
+        spec.description = None;
+        spec.keywords = None;
+        spec.maintainers = None;
+        spec.links = None;
+        spec.provider = None;
+        spec.related_images = None;
+        let crds = spec.custom_resource_definitions.iter_mut().flat_map(|crds| {
+            crds.owned
+                .iter_mut()
+                .flatten()
+                .chain(crds.required.iter_mut().flatten())
+        });
+        for crd in crds {
+            crd.display_name = None;
+            crd.description = None;
+            crd.resources = None;
+            crd.status_descriptors = None;
+            crd.spec_descriptors = None;
+            crd.action_descriptors = None;
+        }
+        let api_services = spec.api_service_definitions.iter_mut().flat_map(|apis| {
+            apis.owned
+                .iter_mut()
+                .flatten()
+                .chain(apis.required.iter_mut().flatten())
+        });
+        for api in api_services {
+            api.display_name = None;
+            api.description = None;
+            api.resources = None;
+            api.status_descriptors = None;
+            api.spec_descriptors = None;
+            api.action_descriptors = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropping_the_presentation_keeps_what_controllers_read() {
+        let mut csv: ClusterServiceVersion = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "metadata": {"name": "db.v1.0.0", "namespace": "team", "annotations": {"a": "b"}},
+            "spec": {
+                "displayName": "DB",
+                "description": "a long description",
+                "icon": [{"base64data": "AAAA", "mediatype": "image/png"}],
+                "keywords": ["db"],
+                "version": "1.0.0",
+                "replaces": "db.v0.9.0",
+                "install": {"strategy": "deployment", "spec": {"deployments": []}},
+                "installModes": [{"type": "OwnNamespace", "supported": true}],
+                "customresourcedefinitions": {"owned": [{
+                    "name": "dbs.demo.io", "version": "v1", "kind": "Database",
+                    "description": "a database", "displayName": "Database",
+                    "specDescriptors": [{"path": "size", "displayName": "Size"}],
+                }]},
+            },
+        }))
+        .expect("a valid CSV");
+        let before = csv.clone();
+        csv.drop_presentation();
+        assert_eq!(csv.spec.icon, None);
+        assert_eq!(csv.spec.description, None);
+        assert_eq!(csv.spec.keywords, None);
+        let owned = &csv.owned_crds()[0];
+        assert_eq!(
+            (owned.name.as_str(), owned.kind.as_str()),
+            ("dbs.demo.io", "Database")
+        );
+        assert_eq!(owned.description, None);
+        assert_eq!(owned.spec_descriptors, None);
+        assert_eq!(csv.spec.install, before.spec.install);
+        assert_eq!(csv.spec.install_modes, before.spec.install_modes);
+        assert_eq!(csv.spec.replaces, before.spec.replaces);
+        assert_eq!(csv.metadata, before.metadata);
+    }
 }

@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::{CatalogSourceContext, Error, Runtime, SourceSpec, validate::SourceKind};
 use crate::{
+    bundles::BundleSource,
     catalogs::CatalogContent,
     registry::client::{ClientError, RegistryClient},
 };
@@ -203,10 +204,11 @@ async fn check_and_load(
     if !needs_load {
         return Ok(ctx.shared.catalogs.set_healthy(id, now));
     }
-    let loaded = client.load().await?;
+    let loaded = client.load_listing().await?;
     runtime.loaded_at = Some(Instant::now());
     let (packages, bundles) = (loaded.catalog.packages.len(), loaded.catalog.bundles.len());
-    let content = CatalogContent::new(id.clone(), loaded.catalog, loaded.problems, Some(client.clone()));
+    let source = BundleSource::Registry(Box::new(client.clone()));
+    let content = CatalogContent::new(id.clone(), loaded.catalog, loaded.problems, source);
     for problem in content.problems.iter().take(20) {
         tracing::debug!(catalog = %id, "{problem}");
     }
@@ -288,7 +290,11 @@ async fn read_config_map(
             });
             let mut problems = rendered.render.warnings;
             problems.extend(rendered.left_out.iter().map(ToString::to_string));
-            let content = CatalogContent::new(id.clone(), rendered.render.catalog, problems, None);
+            let source = BundleSource::ConfigMap {
+                client: ctx.shared.client.clone(),
+                name: name.to_owned(),
+            };
+            let content = CatalogContent::new(id.clone(), rendered.render.catalog, problems, source);
             let changed = ctx.shared.catalogs.set_loaded(id, priority, content, now);
             runtime.config_map_version = version;
             runtime.config_map_left_out = left_out.clone();

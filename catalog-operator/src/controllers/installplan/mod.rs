@@ -32,6 +32,12 @@ const RETRY: Duration = Duration::from_secs(3);
 /// The longest pause between two looks at a plan that keeps waiting or retrying.
 const MAX_RETRY: Duration = Duration::from_secs(60);
 
+/// How long a plan waiting for an API also looks again on a timer. After that
+/// only a change of a CRD or an APIService wakes it ([`waits_for_api`]): the
+/// timer only covers the short lag between such a change and the API server's
+/// discovery, so a plan that waits for an API that never comes costs nothing.
+const WAIT_FOR_API_ON_A_TIMER: Duration = Duration::from_secs(300);
+
 /// Errors of the InstallPlan controller. A step that fails is not an error of the
 /// controller: it is recorded in the plan's status.
 #[derive(Debug, thiserror::Error)]
@@ -204,7 +210,10 @@ async fn install(
                     status.plan = Some(steps);
                     status.message = Some(message);
                     writer.write(&written, &mut status, now).await?;
-                    return Ok(Action::requeue(next_look(waited(&status))));
+                    return Ok(match look_again_for_api(waited(&status)) {
+                        Some(after) => Action::requeue(after),
+                        None => Action::await_change(),
+                    });
                 }
                 Handling::Retry { until_timeout } => {
                     status.plan = Some(steps);
@@ -313,6 +322,25 @@ fn next_look(waited: Duration) -> Duration {
     (waited / 10).clamp(RETRY, MAX_RETRY)
 }
 
+/// When a plan that has waited `waited` for an API looks again on its own
+/// (pure): as [`next_look`] says during the first [`WAIT_FOR_API_ON_A_TIMER`],
+/// then never (`None`): a CRD or APIService change wakes it.
+fn look_again_for_api(waited: Duration) -> Option<Duration> {
+    (waited < WAIT_FOR_API_ON_A_TIMER).then(|| next_look(waited))
+}
+
+/// Whether `plan` is installing and a step waits for its API to be served.
+pub fn waits_for_api(plan: &InstallPlan) -> bool {
+    plan.status.as_ref().is_some_and(|status| {
+        status.phase == InstallPlanPhase::Installing
+            && status
+                .plan
+                .iter()
+                .flatten()
+                .any(|step| step.status == StepStatus::WaitingForApi)
+    })
+}
+
 /// Whether the plan has been retrying for longer than `timeout`.
 fn retry_expired(status: &InstallPlanStatus, timeout: Duration) -> bool {
     let Some(start) = &status.start_time else {
@@ -363,5 +391,44 @@ mod tests {
         }
         assert_eq!(handling(StepCause::Invalid), Handling::Fail);
         assert_eq!(handling(StepCause::Api(ErrorClass::Terminal)), Handling::Fail);
+    }
+
+    #[test]
+    fn a_plan_waiting_for_an_api_stops_looking_on_a_timer() {
+        assert_eq!(look_again_for_api(Duration::ZERO), Some(RETRY));
+        assert_eq!(
+            look_again_for_api(Duration::from_secs(100)),
+            Some(Duration::from_secs(10))
+        );
+        assert_eq!(look_again_for_api(WAIT_FOR_API_ON_A_TIMER), None);
+        assert_eq!(look_again_for_api(Duration::from_secs(86_400)), None);
+    }
+
+    #[test]
+    fn only_an_installing_plan_with_a_step_waiting_for_its_api_waits_for_one() {
+        let plan = |phase: &str, step: &str| -> InstallPlan {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "operators.coreos.com/v1alpha1",
+                "kind": "InstallPlan",
+                "metadata": {"name": "install-1", "namespace": "team"},
+                "spec": {"clusterServiceVersionNames": [], "approval": "Automatic", "approved": true},
+                "status": {
+                    "phase": phase,
+                    "catalogSources": [],
+                    "plan": [{
+                        "resolving": "db.v1.0.0",
+                        "status": step,
+                        "resource": {
+                            "sourceName": "cat", "sourceNamespace": "olm", "group": "demo.io",
+                            "version": "v1", "kind": "Database", "name": "db",
+                        },
+                    }],
+                },
+            }))
+            .expect("a valid InstallPlan")
+        };
+        assert!(waits_for_api(&plan("Installing", "WaitingForApi")));
+        assert!(!waits_for_api(&plan("Installing", "Created")));
+        assert!(!waits_for_api(&plan("Failed", "WaitingForApi")));
     }
 }

@@ -43,8 +43,8 @@ use self::{
 };
 use super::Context;
 use crate::{
+    bundles::FetchError,
     catalogs::{CatalogState, Health},
-    registry::client::ClientError,
 };
 
 /// The controller's name in metrics and logs.
@@ -82,7 +82,7 @@ pub enum Error {
         bundle: String,
         /// Why.
         #[source]
-        source: ClientError,
+        source: FetchError,
     },
     /// A write failed.
     #[error("failed to write {what}")]

@@ -175,13 +175,9 @@ async fn plan_status(
             catalog: step.catalog.clone(),
             bundle: step.bundle.clone(),
         };
-        let content = shared
+        let bundle = shared
             .catalogs
-            .get(&step.catalog)
-            .and_then(|state| state.content)
-            .ok_or_else(unavailable)?;
-        let bundle = content
-            .bundle_with_manifests(&step.package, &step.channel, &step.bundle)
+            .bundle_with_manifests(&step.catalog, &step.package, &step.channel, &step.bundle)
             .await
             .map_err(|source| Error::Fetch {
                 catalog: step.catalog.clone(),
@@ -191,7 +187,7 @@ async fn plan_status(
             .ok_or_else(unavailable)?;
         bundles.push(PlannedBundle {
             step: step.clone(),
-            bundle,
+            bundle: Arc::unwrap_or_clone(bundle),
         });
     }
     let now = olm_runtime::conditions::now();

@@ -325,7 +325,12 @@ pub(crate) mod tests {
         store.set_loaded(
             &id,
             0,
-            CatalogContent::new(id.clone(), catalog, Vec::new(), None),
+            CatalogContent::new(
+                id.clone(),
+                catalog,
+                Vec::new(),
+                crate::bundles::BundleSource::Memory,
+            ),
             &now,
         );
         (store, id)

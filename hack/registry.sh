@@ -78,7 +78,7 @@ cmd_down() {
 		kill -KILL "$pid" 2>/dev/null || true
 	fi
 	if [ -d "$dir" ]; then
-		if [ -f "$dir/$marker" ]; then
+		if [ -f "$dir/$marker" ] || [ -z "$(ls -A "$dir")" ]; then
 			rm -rf "$dir"
 		else
 			say "not removing $dir: it is not a test registry directory (no $marker)"

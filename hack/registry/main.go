@@ -73,10 +73,12 @@ func main() {
 }
 
 // requireAuth answers 401 with a Basic challenge for paths under prefix unless the request
-// carries the user and password.
+// carries the user and password. The version check (/v2/) answers the same way, as registries
+// with authentication do: clients learn there that credentials are wanted (anonymous clients
+// carry on without, and still read the open repositories).
 func requireAuth(next http.Handler, prefix, user, password string) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, prefix) {
+		if r.URL.Path == "/v2/" || strings.HasPrefix(r.URL.Path, prefix) {
 			u, p, ok := r.BasicAuth()
 			good := ok && subtle.ConstantTimeCompare([]byte(u), []byte(user)) == 1 &&
 				subtle.ConstantTimeCompare([]byte(p), []byte(password)) == 1

@@ -154,11 +154,11 @@ fn pick_platform(entries: &[ImageIndexEntry]) -> Option<String> {
 }
 
 /// Pulls images from OCI registries.
+///
+/// Each pull gets a client of its own: an oci-client `Client` keeps the first
+/// credentials it was given per registry, and pulls here carry different pull
+/// secrets (a secret added after a refused pull must take effect).
 pub struct Puller {
-    client: Client,
-    /// For registries on loopback, which are spoken to over plain HTTP (as a
-    /// container runtime treats 127.0.0.0/8 as an insecure registry).
-    loopback: Client,
     options: PullOptions,
 }
 
@@ -180,31 +180,32 @@ impl std::fmt::Debug for Puller {
 impl Puller {
     /// A puller with these options.
     pub fn new(options: PullOptions) -> Self {
-        let config = |protocol| ClientConfig {
-            protocol,
-            platform_resolver: Some(Box::new(pick_platform)),
-            read_timeout: Some(options.timeout),
-            connect_timeout: Some(options.timeout),
-            ..ClientConfig::default()
-        };
-        let protocol = if options.insecure_registries.is_empty() {
-            ClientProtocol::Https
-        } else {
-            ClientProtocol::HttpsExcept(options.insecure_registries.clone())
-        };
-        Self {
-            client: Client::new(config(protocol)),
-            loopback: Client::new(config(ClientProtocol::Http)),
-            options,
+        // reqwest is built without a TLS provider of its own: use ring, as kube does.
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            // Another thread may have installed one meanwhile; either is ring.
+            let _ = rustls::crypto::ring::default_provider().install_default();
         }
+        Self { options }
     }
 
-    fn client_for(&self, reference: &Reference) -> &Client {
-        if is_loopback(reference.resolve_registry()) {
-            &self.loopback
+    /// A client for the registry of `reference`: plain HTTP for registries on
+    /// loopback (as a container runtime treats 127.0.0.0/8 as insecure) and for
+    /// the configured insecure registries, HTTPS otherwise.
+    fn client_for(&self, reference: &Reference) -> Client {
+        let protocol = if is_loopback(reference.resolve_registry()) {
+            ClientProtocol::Http
+        } else if self.options.insecure_registries.is_empty() {
+            ClientProtocol::Https
         } else {
-            &self.client
-        }
+            ClientProtocol::HttpsExcept(self.options.insecure_registries.clone())
+        };
+        Client::new(ClientConfig {
+            protocol,
+            platform_resolver: Some(Box::new(pick_platform)),
+            read_timeout: Some(self.options.timeout),
+            connect_timeout: Some(self.options.timeout),
+            ..ClientConfig::default()
+        })
     }
 
     /// Pushes a one-layer image (a gzip tar `layer`, config `labels`) to `image`

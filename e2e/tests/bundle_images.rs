@@ -283,3 +283,85 @@ async fn a_private_bundle_image_fails_clearly_without_its_pull_secret_and_instal
     })
     .await;
 }
+
+#[tokio::test]
+async fn an_image_that_is_not_a_bundle_gives_bundle_unpack_failed() {
+    with_namespace("notbundle", |client, ns| async move {
+        install_crds(&client).await;
+        let registry = test_registry();
+        let puller = Puller::new(PullOptions::default());
+        let (layer, diff_id) =
+            olm_oci::tar_gz_layer(&[(std::path::PathBuf::from("etc/motd"), b"not a bundle".to_vec())])
+                .expect("a layer");
+        let repository = format!("{}/bundles/not-a-bundle", registry.address);
+        let digest = puller
+            .push_one_layer(
+                &format!("{repository}:v1"),
+                layer,
+                &diff_id,
+                &Default::default(),
+                &registry.secrets,
+            )
+            .await
+            .expect("push the image");
+        let not_a_bundle = format!("{repository}@{digest}");
+        let package = corpus_dir().join("bundles/kube-green");
+        let mut catalog = image_catalog(
+            &puller,
+            &package,
+            &format!("{}/bundles", registry.address),
+            &registry.secrets,
+        )
+        .await
+        .expect("the kube-green bundle images are pushed");
+        let head = RegistryIndex::new(catalog.clone())
+            .get_bundle_for_channel("kube-green", "alpha")
+            .expect("kube-green has a head in alpha");
+        for bundle in catalog.bundles.iter_mut().filter(|b| b.name == head.csv_name) {
+            bundle.image = not_a_bundle.clone();
+        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(
+            dir.path().join("catalog.json"),
+            olm_catalog::fbc::to_json_stream(&catalog),
+        )
+        .expect("write the catalog");
+        let port = free_port();
+        let _server = Process::registry("notbundle-registry", dir.path(), port);
+        let _operator = Process::catalog_operator("notbundle", "catalog-operator", &ns, Some(&ns), &ns);
+        ready_catalog_source(&client, &ns, "images", &format!("127.0.0.1:{port}")).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        subscribe(
+            &subs,
+            "kube-green",
+            ("images", &ns),
+            "kube-green",
+            "alpha",
+            Approval::Automatic,
+        )
+        .await;
+        let failed = wait_for(
+            &subs,
+            "kube-green",
+            "BundleUnpackFailed names the image and the cause",
+            |s: Option<&Subscription>| {
+                s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpackFailed))
+                    .is_some()
+            },
+        )
+        .await
+        .expect("the Subscription");
+        let message =
+            true_condition(&failed, SubscriptionConditionType::BundleUnpackFailed).unwrap_or_default();
+        assert!(
+            message.contains(&not_a_bundle),
+            "the message names the image: {message}"
+        );
+        assert!(
+            message.contains("is not a bundle"),
+            "the message gives the cause: {message}"
+        );
+        println!("bundle images: not a bundle: {message}");
+    })
+    .await;
+}

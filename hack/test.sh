@@ -19,6 +19,7 @@ cd "$repo"
 
 child=
 cluster_dir=
+registry_dir=
 # Everything cargo test prints is also kept here, so that the failures can be repeated at the end,
 # where a reader of a long log (or of its tail, as CI shows it) finds them.
 log=$(mktemp "${TMPDIR:-/tmp}/olm-rs-test-log.XXXXXX")
@@ -56,6 +57,9 @@ cleanup() {
 	if [ -n "$cluster_dir" ]; then
 		OLM_RS_CLUSTER_DIR=$cluster_dir "$repo/hack/cluster.sh" down || status=1
 	fi
+	if [ -n "$registry_dir" ]; then
+		OLM_RS_REGISTRY_DIR=$registry_dir "$repo/hack/registry.sh" down || status=1
+	fi
 	exit "$status"
 }
 trap cleanup EXIT
@@ -82,5 +86,11 @@ ignored=("$@")
 if printf '%s\n' "$@" | grep -qx -- --; then ignored+=(--ignored); else ignored+=(-- --ignored); fi
 echo "test.sh: cluster-tier tests of the other crates" >&2
 cargo_test --workspace --exclude e2e "${ignored[@]}"
+if [ -z "${OLM_RS_REGISTRY_DIR:-}" ]; then
+	# The OCI registry the bundle image tests push to and pull from, stopped with this script.
+	registry_dir=$(mktemp -d "${TMPDIR:-/tmp}/olm-rs-test-registry.XXXXXX")
+	export OLM_RS_REGISTRY_DIR=$registry_dir
+	OLM_RS_REGISTRY_OWNER_PID=$$ run "$repo/hack/registry.sh" up >&2
+fi
 echo "test.sh: e2e tests" >&2
 cargo_test -p e2e "$@"

@@ -11,6 +11,7 @@
 //! - [`run`]: the `run` command, wiring the controllers with olm-runtime.
 //! - [`cli`]: the offline commands and `serve`.
 
+pub mod bundle_images;
 pub mod bundles;
 pub mod catalogs;
 pub mod cli;

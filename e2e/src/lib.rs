@@ -4,4 +4,5 @@
 //! the binaries as processes). What is only e2e's lives here: [`inprocess`] runs the
 //! catalog-operator's registry server and controllers inside a test.
 
+pub mod images;
 pub mod inprocess;

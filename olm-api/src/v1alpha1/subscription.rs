@@ -144,6 +144,11 @@ pub enum SubscriptionConditionType {
     PackageDeprecated,
     /// Some deprecation applies.
     Deprecated,
+    /// A bundle image of the Subscription's InstallPlan is being pulled and unpacked.
+    BundleUnpacking,
+    /// A bundle image of the Subscription's InstallPlan could not be pulled or is not a
+    /// bundle; the message names the image and the cause.
+    BundleUnpackFailed,
     /// kstatus: True exactly when Argo CD would call the Subscription Healthy.
     Ready,
     /// kstatus: present (True) only while an install or upgrade is under way.
@@ -188,13 +193,17 @@ pub enum SubscriptionConditionReason {
     /// taken, most often because an installed operator needs the package as it is (olm-rs's own,
     /// on ResolutionFailed with status False).
     UpgradeHeldBack,
+    /// A bundle image is being unpacked (on BundleUnpacking).
+    UnpackingInProgress,
+    /// A bundle image could not be unpacked (on BundleUnpackFailed).
+    BundleUnpackFailed,
     /// A reason written by someone else, kept as it is.
     Other(String),
 }
 
 impl SubscriptionConditionReason {
     /// Every reason olm-rs writes.
-    pub const KNOWN: [SubscriptionConditionReason; 12] = [
+    pub const KNOWN: [SubscriptionConditionReason; 14] = [
         Self::AllCatalogSourcesHealthy,
         Self::UnhealthyCatalogSourceFound,
         Self::ConstraintsNotSatisfiable,
@@ -207,6 +216,8 @@ impl SubscriptionConditionReason {
         Self::UpgradeFailed,
         Self::ReferencedInstallPlanNotFound,
         Self::UpgradeHeldBack,
+        Self::UnpackingInProgress,
+        Self::BundleUnpackFailed,
     ];
 
     /// The reason as written in the condition.
@@ -224,6 +235,8 @@ impl SubscriptionConditionReason {
             Self::UpgradeFailed => "UpgradeFailed",
             Self::ReferencedInstallPlanNotFound => "ReferencedInstallPlanNotFound",
             Self::UpgradeHeldBack => "UpgradeHeldBack",
+            Self::UnpackingInProgress => "UnpackingInProgress",
+            Self::BundleUnpackFailed => "BundleUnpackFailed",
             Self::Other(reason) => reason,
         }
     }

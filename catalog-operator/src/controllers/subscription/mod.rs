@@ -22,6 +22,7 @@
 pub mod plans;
 pub mod resolve;
 pub mod status;
+mod unpack;
 
 use std::{
     collections::HashMap,
@@ -73,6 +74,17 @@ pub enum Error {
         /// The bundle.
         bundle: String,
     },
+    /// A bundle image could not be pulled or is not a bundle.
+    #[error("bundle {bundle} of catalog {catalog}: {source}")]
+    Unpack {
+        /// The catalog.
+        catalog: CatalogId,
+        /// The bundle.
+        bundle: String,
+        /// Why.
+        #[source]
+        source: crate::bundle_images::UnpackError,
+    },
     /// A bundle's manifests could not be fetched from its registry.
     #[error("failed to fetch the manifests of bundle {bundle} from catalog {catalog}")]
     Fetch {
@@ -109,6 +121,7 @@ impl ReconcileError for Error {
         match self {
             Error::NoNamespace => "invalid",
             Error::CatalogUnavailable { .. } | Error::Fetch { .. } => "catalog",
+            Error::Unpack { .. } => "bundle_image",
             Error::Write { .. } | Error::Read { .. } => "api",
         }
     }
@@ -118,6 +131,8 @@ impl ReconcileError for Error {
             Error::NoNamespace => ErrorClass::Terminal,
             // The catalog may come back, or serve the bundle later.
             Error::CatalogUnavailable { .. } | Error::Fetch { .. } => ErrorClass::Transient,
+            // Retried with backoff: a pull secret or the image may appear later.
+            Error::Unpack { .. } => ErrorClass::Transient,
             Error::Write { source, .. } => source.class(),
             Error::Read { source, .. } => classify(source),
         }
@@ -260,11 +275,15 @@ async fn sync_namespace(ctx: &SubscriptionContext, namespace: &str) -> Result<Op
         return Ok(Some(Action::requeue(Duration::from_secs(5))));
     }
     let decisions = decide(&ctx.shared, &inputs);
-    let written = plans::write_plans(ctx, &inputs, &decisions).await?;
+    let mut written = plans::write_plans(ctx, &inputs, &decisions).await?;
     let now = olm_runtime::conditions::now();
     let statuses = status::statuses(&inputs, &decisions, &written, &now);
     write_statuses(&ctx.shared, namespace, &statuses).await?;
     plans::collect_garbage(&ctx.shared, namespace, &written.all, &statuses.referenced).await?;
+    if let Some(error) = written.unpack_error.take() {
+        // BundleUnpackFailed is written; try again with backoff.
+        return Err(error);
+    }
     ctx.state.set_synced(namespace, Some(inputs.fingerprint));
     Ok(None)
 }

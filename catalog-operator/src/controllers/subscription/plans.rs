@@ -13,6 +13,7 @@ use olm_api::v1alpha1::{
 use super::{
     Error, NamespaceInputs, SubscriptionContext,
     resolve::{Decision, GroupDecision},
+    unpack,
 };
 use crate::controllers::{
     Context,
@@ -26,6 +27,12 @@ pub struct WrittenPlans {
     pub by_group: Vec<Option<Arc<InstallPlan>>>,
     /// Every plan of the namespace, those just created included.
     pub all: Vec<Arc<InstallPlan>>,
+    /// Per group (in the order of the decisions), why a bundle image of its plan
+    /// could not be unpacked, if one could not.
+    pub unpack_failed: Vec<Option<String>>,
+    /// The first unpack failure, returned once the statuses are written so that
+    /// the namespace is synced again with backoff.
+    pub unpack_error: Option<Error>,
 }
 
 /// Finds or creates the plan of every group that has bundles to install.
@@ -36,14 +43,32 @@ pub(super) async fn write_plans(
 ) -> Result<WrittenPlans, Error> {
     let mut all = inputs.plans.clone();
     let mut by_group = Vec::with_capacity(decisions.len());
+    let mut unpack_failed = Vec::with_capacity(decisions.len());
+    let mut unpack_error = None;
     for group in decisions {
+        let mut failed = None;
         let plan = match &group.decision {
-            Decision::Install(steps) => Some(ensure_plan(ctx, inputs, group, steps, &mut all).await?),
+            Decision::Install(steps) => match ensure_plan(ctx, inputs, group, steps, &mut all).await {
+                Ok(plan) => Some(plan),
+                // One group's bad bundle image must not hold the other groups back.
+                Err(error @ Error::Unpack { .. }) => {
+                    failed = Some(error.to_string());
+                    unpack_error.get_or_insert(error);
+                    None
+                }
+                Err(error) => return Err(error),
+            },
             Decision::UpToDate | Decision::Unsatisfiable(_) => None,
         };
         by_group.push(plan);
+        unpack_failed.push(failed);
     }
-    Ok(WrittenPlans { by_group, all })
+    Ok(WrittenPlans {
+        by_group,
+        all,
+        unpack_failed,
+        unpack_error,
+    })
 }
 
 /// The InstallPlan of a group that has bundles to install: the existing plan for
@@ -185,9 +210,10 @@ async fn plan_status(
                 source,
             })?
             .ok_or_else(unavailable)?;
+        let bundle = unpack::complete(shared, &step.catalog, Arc::unwrap_or_clone(bundle)).await?;
         bundles.push(PlannedBundle {
             step: step.clone(),
-            bundle: Arc::unwrap_or_clone(bundle),
+            bundle,
         });
     }
     let now = olm_runtime::conditions::now();

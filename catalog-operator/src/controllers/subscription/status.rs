@@ -446,7 +446,7 @@ pub fn statuses(
                 .as_ref()
                 .and_then(|s| s.install_plan_ref.as_ref()?.name.clone())
                 .and_then(|name| written.all.iter().find(|p| p.name_any() == name));
-            let status = compute(&StatusInput {
+            let mut status = compute(&StatusInput {
                 subscription,
                 group,
                 install_plan: plan.as_deref().or(referenced_plan.map(|p| p.as_ref())),
@@ -455,6 +455,7 @@ pub fn statuses(
                 catalog_uids: &inputs.catalog_uids,
                 now,
             });
+            set_unpack_conditions(&mut status, written.unpack_failed.get(i).cloned().flatten(), now);
             if let Some(reference) = status.install_plan_ref.as_ref().and_then(|r| r.name.clone()) {
                 referenced.insert(reference);
             }
@@ -466,6 +467,32 @@ pub fn statuses(
         }
     }
     Statuses { updates, referenced }
+}
+
+/// BundleUnpackFailed while a bundle image of the group's plan cannot be
+/// unpacked (with the image and the cause), absent otherwise. Images are pulled
+/// in process while the plan is made, so BundleUnpacking is never left True.
+fn set_unpack_conditions(status: &mut SubscriptionStatus, failure: Option<String>, now: &Time) {
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    remove_subscription_condition(conditions, Type::BundleUnpacking);
+    match failure {
+        Some(message) => {
+            set_subscription_condition(
+                conditions,
+                Type::BundleUnpackFailed,
+                true,
+                Reason::BundleUnpackFailed,
+                &message,
+                now,
+            );
+        }
+        None => {
+            remove_subscription_condition(conditions, Type::BundleUnpackFailed);
+        }
+    }
+    if conditions.is_empty() {
+        status.conditions = None;
+    }
 }
 
 /// Ready, Reconciling and Stalled, as Argo CD would judge the Subscription.
@@ -721,6 +748,8 @@ mod tests {
         let written = WrittenPlans {
             by_group: vec![Some(ip.clone())],
             all: vec![ip],
+            unpack_failed: vec![None],
+            unpack_error: None,
         };
         let first = statuses(&inputs, &decisions, &written, &at(1));
         assert_eq!(first.updates.len(), 1);

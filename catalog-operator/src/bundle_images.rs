@@ -1,0 +1,300 @@
+//! Bundle content pulled from bundle images, in process.
+//!
+//! Current catalogs carry only `olm.csv.metadata` for their bundles; the
+//! manifests are in the bundle image. When a resolved bundle has none in its
+//! catalog, [`BundleImages::complete`] pulls the image (with the CatalogSource's
+//! pull secrets), writes the directories its `operators.operatorframework.io.bundle.*`
+//! labels name to a temporary directory, and renders that directory exactly as a
+//! bundle directory read from disk. Content of references by digest is cached.
+
+use std::{
+    collections::HashMap,
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, OnceLock},
+};
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Client};
+use olm_catalog::{
+    Bundle, Property,
+    render::{RenderOptions, render_bundle_dir},
+};
+use olm_oci::{DockerConfig, Image, PullError, PullOptions, Puller};
+use olm_resolver::model::CatalogId;
+
+/// The label naming the manifests directory of a bundle image.
+pub const MANIFESTS_LABEL: &str = "operators.operatorframework.io.bundle.manifests.v1";
+/// The label naming the metadata directory of a bundle image.
+pub const METADATA_LABEL: &str = "operators.operatorframework.io.bundle.metadata.v1";
+
+/// Why a bundle image could not give a bundle.
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    /// The image could not be pulled.
+    #[error(transparent)]
+    Pull(#[from] PullError),
+    /// The image holds no bundle.
+    #[error("image {image} is not a bundle: {cause}")]
+    NotABundle {
+        /// The image.
+        image: String,
+        /// What is missing or wrong.
+        cause: String,
+    },
+    /// A pull secret could not be read.
+    #[error("reading pull secret {namespace}/{name} of catalog {catalog}: {message}")]
+    Secret {
+        /// The catalog.
+        catalog: String,
+        /// The Secret's namespace.
+        namespace: String,
+        /// The Secret's name.
+        name: String,
+        /// Why.
+        message: String,
+    },
+}
+
+impl UnpackError {
+    /// Whether trying again later may succeed without a change.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, UnpackError::Pull(e) if e.is_transient())
+    }
+}
+
+/// Whether a catalog bundle must be completed from its image: it has an image,
+/// and no bundle object is a CSV with an install strategy.
+pub fn needs_unpacking(bundle: &Bundle) -> bool {
+    if bundle.image.is_empty() {
+        return false;
+    }
+    let has_installable_csv = bundle.properties.iter().any(|p| match p {
+        Property::BundleObject(object) => object.decode().is_ok_and(|v| {
+            v.get("kind").and_then(|k| k.as_str()) == Some("ClusterServiceVersion")
+                && v.pointer("/spec/install").is_some()
+        }),
+        _ => false,
+    });
+    !has_installable_csv
+}
+
+/// A relative directory named by a label (`manifests/`, `/metadata/`), or the default.
+fn label_dir(image: &Image, label: &str, default: &str) -> PathBuf {
+    let value = image.labels.get(label).map(String::as_str).unwrap_or(default);
+    PathBuf::from(value.trim_matches('/'))
+}
+
+/// Renders a pulled bundle image as a bundle directory: its manifests and
+/// metadata directories are written below `root` as `manifests/` and `metadata/`.
+pub fn bundle_from_image(image: &Image, reference: &str, root: &Path) -> Result<Bundle, UnpackError> {
+    let not_a_bundle = |cause: String| UnpackError::NotABundle {
+        image: reference.to_owned(),
+        cause,
+    };
+    let manifests = label_dir(image, MANIFESTS_LABEL, "manifests");
+    let metadata = label_dir(image, METADATA_LABEL, "metadata");
+    if image.files.under(&manifests).next().is_none() {
+        return Err(not_a_bundle(format!(
+            "it has no files under {}/ (label {MANIFESTS_LABEL})",
+            manifests.display()
+        )));
+    }
+    for (from, to) in [(&manifests, "manifests"), (&metadata, "metadata")] {
+        for (path, content) in image.files.under(from) {
+            let relative = path.strip_prefix(from).unwrap_or(path);
+            let target = root.join(to).join(relative);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| not_a_bundle(format!("writing its files: {e}")))?;
+            }
+            std::fs::write(&target, content).map_err(|e| not_a_bundle(format!("writing its files: {e}")))?;
+        }
+    }
+    let options = RenderOptions {
+        image: Some(reference.to_owned()),
+        bundle_objects: true,
+        csv_metadata: false,
+    };
+    render_bundle_dir(root, &options).map_err(|e| not_a_bundle(e.to_string()))
+}
+
+/// Pulls bundle images and keeps their content by digest.
+#[derive(Debug)]
+pub struct BundleImages {
+    puller: Puller,
+    by_digest: Mutex<HashMap<String, Arc<Bundle>>>,
+}
+
+static GLOBAL: OnceLock<BundleImages> = OnceLock::new();
+
+impl BundleImages {
+    /// A puller with these options and an empty cache.
+    pub fn new(options: PullOptions) -> Self {
+        Self {
+            puller: Puller::new(options),
+            by_digest: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The process-wide instance (default pull options).
+    pub fn global() -> &'static BundleImages {
+        GLOBAL.get_or_init(|| BundleImages::new(PullOptions::default()))
+    }
+
+    /// `bundle` as planned: itself when its catalog carries its manifests, else
+    /// the bundle read from its image.
+    pub async fn complete(
+        &self,
+        client: &Client,
+        catalog: &CatalogId,
+        secrets: &[String],
+        bundle: Bundle,
+    ) -> Result<Bundle, UnpackError> {
+        if !needs_unpacking(&bundle) {
+            return Ok(bundle);
+        }
+        let reference = bundle.image.clone();
+        let cached = reference.contains("@sha256:").then(|| {
+            self.by_digest
+                .lock()
+                .expect("bundle image cache lock")
+                .get(&reference)
+                .cloned()
+        });
+        if let Some(Some(found)) = cached {
+            return Ok(found.as_ref().clone());
+        }
+        let config = pull_secrets(client, catalog, secrets).await?;
+        let started = std::time::Instant::now();
+        let image = self.puller.pull(&reference, &config).await?;
+        let dir = tempfile::tempdir().map_err(|e| UnpackError::NotABundle {
+            image: reference.clone(),
+            cause: format!("no temporary directory to unpack into: {e}"),
+        })?;
+        let unpacked = bundle_from_image(&image, &reference, dir.path())?;
+        tracing::info!(
+            catalog = %catalog,
+            bundle = %unpacked.name,
+            image = %reference,
+            digest = %image.digest,
+            files = image.files.len(),
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "unpacked bundle image"
+        );
+        let mut cache = self.by_digest.lock().expect("bundle image cache lock");
+        let key = if reference.contains("@sha256:") {
+            reference
+        } else {
+            format!(
+                "{}@{}",
+                reference.split(['@']).next().unwrap_or(&reference),
+                image.digest
+            )
+        };
+        cache.insert(key, Arc::new(unpacked.clone()));
+        Ok(unpacked)
+    }
+}
+
+/// The credentials of the CatalogSource's `spec.secrets` (missing Secrets are skipped,
+/// as a kubelet skips missing image pull secrets).
+async fn pull_secrets(
+    client: &Client,
+    catalog: &CatalogId,
+    names: &[String],
+) -> Result<DockerConfig, UnpackError> {
+    let mut config = DockerConfig::default();
+    let api: Api<Secret> = Api::namespaced(client.clone(), &catalog.namespace);
+    for name in names {
+        let fail = |message: String| UnpackError::Secret {
+            catalog: catalog.to_string(),
+            namespace: catalog.namespace.clone(),
+            name: name.clone(),
+            message,
+        };
+        let Some(secret) = api.get_opt(name).await.map_err(|e| fail(e.to_string()))? else {
+            tracing::warn!(catalog = %catalog, secret = %name, "pull secret not found; skipped");
+            continue;
+        };
+        let data = secret.data.unwrap_or_default();
+        let Some(json) = data.get(".dockerconfigjson").or_else(|| data.get(".dockercfg")) else {
+            continue;
+        };
+        config.merge(DockerConfig::parse(&json.0).map_err(|e| fail(e.to_string()))?);
+    }
+    Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use olm_oci::{Files, Limits};
+
+    use super::*;
+
+    fn image_with(files: &[(&str, &str)], labels: &[(&str, &str)]) -> Image {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, content) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(content.len() as u64);
+            header.set_mode(0o644);
+            builder
+                .append_data(&mut header, path, content.as_bytes())
+                .unwrap();
+        }
+        let mut all = Files::default();
+        all.add_layer(&builder.into_inner().unwrap(), &Limits::default())
+            .unwrap();
+        Image {
+            pulled_from: "r/x@sha256:0".into(),
+            digest: "sha256:0".into(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            files: all,
+        }
+    }
+
+    #[test]
+    fn an_image_without_manifests_is_not_a_bundle() {
+        let image = image_with(&[("etc/hosts", "x")], &[]);
+        let dir = tempfile::tempdir().unwrap();
+        let error = bundle_from_image(&image, "reg/x@sha256:0", dir.path()).unwrap_err();
+        assert!(
+            error.to_string().contains("reg/x@sha256:0") && error.to_string().contains("manifests"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_corpus_bundle_reads_as_from_its_directory() {
+        let corpus = olm_testkit::corpus_dir();
+        let version = corpus.join("bundles/kube-green/0.7.1");
+        let root = olm_catalog::bundle::bundle_root(&version).unwrap();
+        let mut files = Vec::new();
+        for sub in ["manifests", "metadata"] {
+            for entry in std::fs::read_dir(root.join(sub)).unwrap() {
+                let path = entry.unwrap().path();
+                let name = format!("{sub}/{}", path.file_name().unwrap().to_str().unwrap());
+                files.push((name, std::fs::read_to_string(&path).unwrap()));
+            }
+        }
+        let refs: Vec<(&str, &str)> = files.iter().map(|(a, b)| (a.as_str(), b.as_str())).collect();
+        let image = image_with(
+            &refs,
+            &[(MANIFESTS_LABEL, "manifests/"), (METADATA_LABEL, "metadata/")],
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let from_image = bundle_from_image(&image, "reg/kube-green@sha256:1", dir.path()).unwrap();
+        let from_dir = render_bundle_dir(&root, &RenderOptions::default()).unwrap();
+        assert_eq!(from_image.name, from_dir.name);
+        assert_eq!(from_image.image, "reg/kube-green@sha256:1");
+        assert_eq!(from_image.properties, from_dir.properties);
+        assert!(!needs_unpacking(&from_image));
+        let metadata_only = Bundle {
+            properties: vec![],
+            ..from_image
+        };
+        assert!(needs_unpacking(&metadata_only));
+    }
+}

@@ -1,0 +1,370 @@
+//! Bundles whose manifests are only in their bundle images, pulled from a real
+//! registry (hack/registry.sh): a catalog in the community pipeline's shape
+//! (`olm.csv.metadata` only, bundle images by digest) installs kube-green, with
+//! the same objects as when its bundle directories are read from disk.
+
+use std::collections::BTreeSet;
+
+use catalog_operator::registry::server::RegistryIndex;
+use e2e::images::{TestRegistry, image_catalog, test_registry};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::{
+    Api,
+    api::{Patch, PatchParams, PostParams},
+};
+use olm_api::v1alpha1::{
+    Approval, CatalogSource, ClusterServiceVersion, ConditionStatus, InstallPlan, InstallPlanPhase,
+    StepStatus, Subscription, SubscriptionConditionType,
+};
+use olm_catalog::{Property, render::render_package_dir};
+use olm_oci::{PullOptions, Puller};
+use olm_testkit::{
+    corpus_dir, install_crds,
+    objects::{install_plan_of, plan_in, ready_catalog_source, subscribe, subscription_at},
+    process::{Process, free_port},
+    wait_for, wait_for_within, with_namespace,
+};
+use serde_json::json;
+
+#[tokio::test]
+async fn a_catalog_of_bundle_images_installs_kube_green_from_the_registry() {
+    with_namespace("bundleimg", |client, ns| async move {
+        install_crds(&client).await;
+        let TestRegistry {
+            address: registry,
+            secrets,
+            ..
+        } = test_registry();
+        let puller = Puller::new(PullOptions::default());
+        let package = corpus_dir().join("bundles/kube-green");
+        let started = std::time::Instant::now();
+        let catalog = image_catalog(&puller, &package, &format!("{registry}/bundles"), &secrets)
+            .await
+            .expect("the kube-green bundle images are pushed");
+        println!(
+            "bundle images: pushed {} kube-green bundles in {:?}",
+            catalog.bundles.len(),
+            started.elapsed()
+        );
+        for bundle in &catalog.bundles {
+            assert!(
+                bundle.image.contains("@sha256:"),
+                "{} is referenced by digest",
+                bundle.name
+            );
+            assert!(
+                !bundle
+                    .properties
+                    .iter()
+                    .any(|p| matches!(p, Property::BundleObject(_))),
+                "{} carries no manifests in the catalog",
+                bundle.name
+            );
+        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(
+            dir.path().join("catalog.json"),
+            olm_catalog::fbc::to_json_stream(&catalog),
+        )
+        .expect("write the catalog");
+
+        let port = free_port();
+        let _server = Process::registry("bundleimg-registry", dir.path(), port);
+        let _operator = Process::catalog_operator("bundleimg", "catalog-operator", &ns, Some(&ns), &ns);
+        ready_catalog_source(&client, &ns, "images", &format!("127.0.0.1:{port}")).await;
+
+        let head = RegistryIndex::new(catalog.clone())
+            .get_bundle_for_channel("kube-green", "alpha")
+            .expect("kube-green has a head in alpha");
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        let asked = std::time::Instant::now();
+        subscribe(
+            &subs,
+            "kube-green",
+            ("images", &ns),
+            "kube-green",
+            "alpha",
+            Approval::Automatic,
+        )
+        .await;
+        let sub = wait_for_within(
+            std::time::Duration::from_secs(180),
+            &subs,
+            "kube-green",
+            &format!("Subscription kube-green installs {}", head.csv_name),
+            subscription_at(&head.csv_name),
+        )
+        .await
+        .expect("the Subscription exists");
+        println!(
+            "bundle images: Subscription to installed plan in {:?} (cold)",
+            asked.elapsed()
+        );
+        let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &ns);
+        let plan = wait_for(
+            &plans,
+            &install_plan_of(&sub).expect("an InstallPlan"),
+            "the InstallPlan is Complete",
+            plan_in(InstallPlanPhase::Complete),
+        )
+        .await
+        .expect("the InstallPlan exists");
+        let steps = plan.status.and_then(|s| s.plan).unwrap_or_default();
+        assert!(
+            steps
+                .iter()
+                .all(|s| matches!(s.status, StepStatus::Created | StepStatus::Present)),
+            "every step applied"
+        );
+
+        // The same objects as the bundle directory gives.
+        let from_dirs = render_package_dir(&package).expect("kube-green renders").catalog;
+        let dir_bundle = from_dirs
+            .bundles
+            .iter()
+            .find(|b| b.name == head.csv_name)
+            .expect("the head is among the directories");
+        let dir_objects: BTreeSet<(String, String)> = dir_bundle
+            .properties
+            .iter()
+            .filter_map(|p| match p {
+                Property::BundleObject(o) => {
+                    let v = o.decode().ok()?;
+                    Some((
+                        v["kind"].as_str()?.to_owned(),
+                        v["metadata"]["name"].as_str()?.to_owned(),
+                    ))
+                }
+                _ => None,
+            })
+            .collect();
+        let plan_objects: BTreeSet<(String, String)> = steps
+            .iter()
+            .filter(|s| s.resource.kind != "Subscription")
+            .map(|s| (s.resource.kind.clone(), s.resource.name.clone()))
+            .collect();
+        assert_eq!(
+            plan_objects, dir_objects,
+            "the plan creates what the bundle directory holds"
+        );
+
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        let crd = crds
+            .get("sleepinfos.kube-green.com")
+            .await
+            .expect("the CRD is created");
+        assert_eq!(crd.spec.names.kind, "SleepInfo");
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        let csv = csvs.get(&head.csv_name).await.expect("the CSV is created");
+        assert!(
+            csv.spec
+                .install
+                .deployment()
+                .is_some_and(|d| !d.deployments.is_empty()),
+            "the CSV has its install strategy from the image"
+        );
+    })
+    .await;
+}
+
+/// The Subscription's condition `type_`, if True.
+fn true_condition(sub: &Subscription, type_: SubscriptionConditionType) -> Option<String> {
+    sub.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == ConditionStatus::True)
+        .map(|c| c.message.clone().unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_private_bundle_image_fails_clearly_without_its_pull_secret_and_installs_with_it() {
+    with_namespace("privimg", |client, ns| async move {
+        install_crds(&client).await;
+        let registry = test_registry();
+        let puller = Puller::new(PullOptions::default());
+        let package = corpus_dir().join("bundles/kube-green");
+        let prefix = format!("{}/private/bundles", registry.address);
+        let catalog = image_catalog(&puller, &package, &prefix, &registry.secrets)
+            .await
+            .expect("the kube-green bundle images are pushed to the private repository");
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(
+            dir.path().join("catalog.json"),
+            olm_catalog::fbc::to_json_stream(&catalog),
+        )
+        .expect("write the catalog");
+        let port = free_port();
+        let _server = Process::registry("privimg-registry", dir.path(), port);
+        let _operator = Process::catalog_operator("privimg", "catalog-operator", &ns, Some(&ns), &ns);
+        ready_catalog_source(&client, &ns, "images", &format!("127.0.0.1:{port}")).await;
+        let head = RegistryIndex::new(catalog.clone())
+            .get_bundle_for_channel("kube-green", "alpha")
+            .expect("kube-green has a head in alpha");
+        let image = catalog
+            .bundles
+            .iter()
+            .find(|b| b.name == head.csv_name)
+            .map(|b| b.image.clone())
+            .expect("the head's image");
+
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        subscribe(
+            &subs,
+            "kube-green",
+            ("images", &ns),
+            "kube-green",
+            "alpha",
+            Approval::Automatic,
+        )
+        .await;
+        let failed = wait_for(
+            &subs,
+            "kube-green",
+            "BundleUnpackFailed names the image and the registry's answer",
+            |s: Option<&Subscription>| {
+                s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpackFailed))
+                    .is_some()
+            },
+        )
+        .await
+        .expect("the Subscription");
+        let message =
+            true_condition(&failed, SubscriptionConditionType::BundleUnpackFailed).unwrap_or_default();
+        assert!(
+            message.contains(&image),
+            "the message names the image {image}: {message}"
+        );
+        assert!(
+            message.to_ascii_lowercase().contains("authoriz"),
+            "the message gives the registry's answer: {message}"
+        );
+        println!("bundle images: without a pull secret: {message}");
+
+        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
+        secrets
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "apiVersion": "v1", "kind": "Secret",
+                    "metadata": {"name": "pull"},
+                    "type": "kubernetes.io/dockerconfigjson",
+                    "stringData": {".dockerconfigjson": registry.docker_config_json},
+                }))
+                .expect("a Secret"),
+            )
+            .await
+            .expect("create the pull secret");
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        sources
+            .patch(
+                "images",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"secrets": ["pull"]}})),
+            )
+            .await
+            .expect("name the pull secret on the CatalogSource");
+        let sub = wait_for_within(
+            std::time::Duration::from_secs(180),
+            &subs,
+            "kube-green",
+            &format!(
+                "Subscription kube-green installs {} with the pull secret",
+                head.csv_name
+            ),
+            subscription_at(&head.csv_name),
+        )
+        .await
+        .expect("the Subscription");
+        assert_eq!(
+            true_condition(&sub, SubscriptionConditionType::BundleUnpackFailed),
+            None,
+            "BundleUnpackFailed is gone once the image is pulled"
+        );
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_image_that_is_not_a_bundle_gives_bundle_unpack_failed() {
+    with_namespace("notbundle", |client, ns| async move {
+        install_crds(&client).await;
+        let registry = test_registry();
+        let puller = Puller::new(PullOptions::default());
+        let (layer, diff_id) =
+            olm_oci::tar_gz_layer(&[(std::path::PathBuf::from("etc/motd"), b"not a bundle".to_vec())])
+                .expect("a layer");
+        let repository = format!("{}/bundles/not-a-bundle", registry.address);
+        let digest = puller
+            .push_one_layer(
+                &format!("{repository}:v1"),
+                layer,
+                &diff_id,
+                &Default::default(),
+                &registry.secrets,
+            )
+            .await
+            .expect("push the image");
+        let not_a_bundle = format!("{repository}@{digest}");
+        let package = corpus_dir().join("bundles/kube-green");
+        let mut catalog = image_catalog(
+            &puller,
+            &package,
+            &format!("{}/bundles", registry.address),
+            &registry.secrets,
+        )
+        .await
+        .expect("the kube-green bundle images are pushed");
+        let head = RegistryIndex::new(catalog.clone())
+            .get_bundle_for_channel("kube-green", "alpha")
+            .expect("kube-green has a head in alpha");
+        for bundle in catalog.bundles.iter_mut().filter(|b| b.name == head.csv_name) {
+            bundle.image = not_a_bundle.clone();
+        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(
+            dir.path().join("catalog.json"),
+            olm_catalog::fbc::to_json_stream(&catalog),
+        )
+        .expect("write the catalog");
+        let port = free_port();
+        let _server = Process::registry("notbundle-registry", dir.path(), port);
+        let _operator = Process::catalog_operator("notbundle", "catalog-operator", &ns, Some(&ns), &ns);
+        ready_catalog_source(&client, &ns, "images", &format!("127.0.0.1:{port}")).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        subscribe(
+            &subs,
+            "kube-green",
+            ("images", &ns),
+            "kube-green",
+            "alpha",
+            Approval::Automatic,
+        )
+        .await;
+        let failed = wait_for(
+            &subs,
+            "kube-green",
+            "BundleUnpackFailed names the image and the cause",
+            |s: Option<&Subscription>| {
+                s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpackFailed))
+                    .is_some()
+            },
+        )
+        .await
+        .expect("the Subscription");
+        let message =
+            true_condition(&failed, SubscriptionConditionType::BundleUnpackFailed).unwrap_or_default();
+        assert!(
+            message.contains(&not_a_bundle),
+            "the message names the image: {message}"
+        );
+        assert!(
+            message.contains("is not a bundle"),
+            "the message gives the cause: {message}"
+        );
+        println!("bundle images: not a bundle: {message}");
+    })
+    .await;
+}

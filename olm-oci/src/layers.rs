@@ -1,0 +1,318 @@
+//! Reading image layers (tar, gzip-compressed or not) into memory, within limits,
+//! so that an oversized or malicious image fails cleanly instead of filling memory
+//! or escaping a directory.
+
+use std::{
+    collections::BTreeMap,
+    io::{self, Read},
+    path::{Component, Path, PathBuf},
+};
+
+/// Size limits for the content of one image.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Bytes of one compressed layer, as stored in the registry.
+    pub layer_bytes: u64,
+    /// Bytes of all files, uncompressed, together.
+    pub total_bytes: u64,
+    /// Number of entries over all layers.
+    pub entries: usize,
+}
+
+impl Default for Limits {
+    /// 64 MiB per layer, 256 MiB uncompressed, 100 000 entries: far beyond any
+    /// real bundle or catalog image.
+    fn default() -> Self {
+        Self {
+            layer_bytes: 64 << 20,
+            total_bytes: 256 << 20,
+            entries: 100_000,
+        }
+    }
+}
+
+/// Why a layer could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum LayerError {
+    /// The content is larger than a limit.
+    #[error("the image is larger than the limit: {what} exceeds {limit} bytes")]
+    TooLarge {
+        /// What exceeded it.
+        what: String,
+        /// The limit.
+        limit: u64,
+    },
+    /// Too many entries.
+    #[error("the image has more than {0} files")]
+    TooManyEntries(usize),
+    /// Not a tar archive (or a corrupt one).
+    #[error("a layer is not a readable tar archive: {0}")]
+    Tar(#[source] io::Error),
+}
+
+/// Regular files of an image, by path relative to its root (later layers win;
+/// OCI whiteouts remove what earlier layers added).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Files {
+    files: BTreeMap<PathBuf, Vec<u8>>,
+    total: u64,
+}
+
+/// A tar path made relative and normal, or nothing when it leaves the root.
+fn normal_path(path: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for component in path.components() {
+        match component {
+            Component::Normal(part) => out.push(part),
+            Component::CurDir | Component::RootDir => {}
+            Component::ParentDir | Component::Prefix(_) => return None,
+        }
+    }
+    (!out.as_os_str().is_empty()).then_some(out)
+}
+
+impl Files {
+    /// Adds one layer (gzip-compressed when it starts with the gzip magic bytes).
+    pub fn add_layer(&mut self, bytes: &[u8], limits: &Limits) -> Result<(), LayerError> {
+        if bytes.len() as u64 > limits.layer_bytes {
+            return Err(LayerError::TooLarge {
+                what: "a layer".to_owned(),
+                limit: limits.layer_bytes,
+            });
+        }
+        if bytes.starts_with(&[0x1f, 0x8b]) {
+            self.read_tar(flate2::read::GzDecoder::new(bytes), limits)
+        } else {
+            self.read_tar(bytes, limits)
+        }
+    }
+
+    fn read_tar(&mut self, reader: impl Read, limits: &Limits) -> Result<(), LayerError> {
+        let mut archive = tar::Archive::new(reader);
+        let mut count = self.files.len();
+        for entry in archive.entries().map_err(LayerError::Tar)? {
+            let mut entry = entry.map_err(LayerError::Tar)?;
+            count += 1;
+            if count > limits.entries {
+                return Err(LayerError::TooManyEntries(limits.entries));
+            }
+            let Some(path) = normal_path(&entry.path().map_err(LayerError::Tar)?) else {
+                continue;
+            };
+            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if let Some(hidden) = name.strip_prefix(".wh.") {
+                if hidden == ".wh..opq" {
+                    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+                    self.remove_under(&dir);
+                } else {
+                    self.remove_under(&path.with_file_name(hidden));
+                }
+                continue;
+            }
+            if !entry.header().entry_type().is_file() {
+                continue;
+            }
+            let size = entry.header().size().map_err(LayerError::Tar)?;
+            if self.total + size > limits.total_bytes {
+                return Err(LayerError::TooLarge {
+                    what: format!("the uncompressed content (at {})", path.display()),
+                    limit: limits.total_bytes,
+                });
+            }
+            let mut content = Vec::with_capacity(size as usize);
+            // `take` guards against a header that understates its content.
+            (&mut entry)
+                .take(limits.total_bytes - self.total)
+                .read_to_end(&mut content)
+                .map_err(LayerError::Tar)?;
+            self.total += content.len() as u64;
+            if let Some(old) = self.files.insert(path, content) {
+                self.total -= old.len() as u64;
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_under(&mut self, path: &Path) {
+        let gone: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|p| p.starts_with(path))
+            .cloned()
+            .collect();
+        for p in gone {
+            if let Some(old) = self.files.remove(&p) {
+                self.total -= old.len() as u64;
+            }
+        }
+    }
+
+    /// The content of a file.
+    pub fn get(&self, path: impl AsRef<Path>) -> Option<&[u8]> {
+        self.files.get(path.as_ref()).map(Vec::as_slice)
+    }
+
+    /// Every file under a directory (e.g. `manifests`), with its path.
+    pub fn under<'a>(&'a self, dir: &'a Path) -> impl Iterator<Item = (&'a Path, &'a [u8])> + 'a {
+        self.files
+            .iter()
+            .filter(move |(p, _)| p.starts_with(dir))
+            .map(|(p, c)| (p.as_path(), c.as_slice()))
+    }
+
+    /// Number of files.
+    pub fn len(&self) -> usize {
+        self.files.len()
+    }
+
+    /// Whether there are no files.
+    pub fn is_empty(&self) -> bool {
+        self.files.is_empty()
+    }
+
+    /// Bytes of all files.
+    pub fn total_bytes(&self) -> u64 {
+        self.total
+    }
+
+    /// Writes the files under `prefixes` (all when empty) below `root`, so that
+    /// directory loaders can read them as from disk.
+    pub fn write_to(&self, root: &Path, prefixes: &[&Path]) -> io::Result<()> {
+        for (path, content) in &self.files {
+            if !prefixes.is_empty() && !prefixes.iter().any(|p| path.starts_with(p)) {
+                continue;
+            }
+            let target = root.join(path);
+            if let Some(parent) = target.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::write(target, content)?;
+        }
+        Ok(())
+    }
+}
+
+/// A gzip tar layer of `files` (path in the image, content), with the digest of
+/// the uncompressed tar (the config's `rootfs.diff_ids` entry). For building
+/// bundle and catalog images.
+pub fn tar_gz_layer(files: &[(PathBuf, Vec<u8>)]) -> io::Result<(Vec<u8>, String)> {
+    use sha2::Digest;
+    let mut builder = tar::Builder::new(Vec::new());
+    for (path, content) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(content.len() as u64);
+        header.set_mode(0o644);
+        header.set_entry_type(tar::EntryType::Regular);
+        builder.append_data(&mut header, path, content.as_slice())?;
+    }
+    let tar = builder.into_inner()?;
+    let diff_id = format!("sha256:{:x}", sha2::Sha256::digest(&tar));
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    io::Write::write_all(&mut encoder, &tar)?;
+    Ok((encoder.finish()?, diff_id))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn tar_of(files: &[(&str, &[u8])], gzip: bool) -> Vec<u8> {
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, content) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(content.len() as u64);
+            header.set_mode(0o644);
+            header.set_entry_type(tar::EntryType::Regular);
+            // Bypass the builder's path checks so that hostile paths can be tested.
+            let name = &mut header.as_old_mut().name;
+            name[..path.len()].copy_from_slice(path.as_bytes());
+            header.set_cksum();
+            builder.append(&header, *content).unwrap();
+        }
+        let tar = builder.into_inner().unwrap();
+        if !gzip {
+            return tar;
+        }
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(&tar).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn reads_gzip_and_plain_layers_with_later_layers_and_whiteouts_winning() {
+        let mut files = Files::default();
+        let limits = Limits::default();
+        let first = tar_of(
+            &[
+                ("manifests/csv.yaml", b"old"),
+                ("./metadata/annotations.yaml", b"a"),
+                ("tmp/x", b"x"),
+            ],
+            true,
+        );
+        files.add_layer(&first, &limits).unwrap();
+        let second = tar_of(&[("manifests/csv.yaml", b"new"), ("tmp/.wh.x", b"")], false);
+        files.add_layer(&second, &limits).unwrap();
+        assert_eq!(files.get("manifests/csv.yaml"), Some(&b"new"[..]));
+        assert_eq!(files.get("metadata/annotations.yaml"), Some(&b"a"[..]));
+        assert_eq!(files.get("tmp/x"), None);
+        assert_eq!(files.total_bytes(), 4);
+        assert_eq!(files.under(Path::new("manifests")).count(), 1);
+    }
+
+    #[test]
+    fn a_built_layer_reads_back() {
+        let (layer, diff_id) =
+            tar_gz_layer(&[(PathBuf::from("manifests/a.yaml"), b"kind: A".to_vec())]).unwrap();
+        assert!(diff_id.starts_with("sha256:") && diff_id.len() == 71);
+        let mut files = Files::default();
+        files.add_layer(&layer, &Limits::default()).unwrap();
+        assert_eq!(files.get("manifests/a.yaml"), Some(&b"kind: A"[..]));
+    }
+
+    #[test]
+    fn paths_that_leave_the_root_are_ignored() {
+        let mut files = Files::default();
+        files
+            .add_layer(
+                &tar_of(&[("../etc/passwd", b"x"), ("/abs/ok", b"y")], false),
+                &Limits::default(),
+            )
+            .unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files.get("abs/ok"), Some(&b"y"[..]));
+    }
+
+    #[test]
+    fn oversized_content_fails_cleanly() {
+        let small = Limits {
+            layer_bytes: 1 << 20,
+            total_bytes: 10,
+            entries: 3,
+        };
+        let big = vec![0u8; 11];
+        let error = Files::default()
+            .add_layer(&tar_of(&[("big", &big)], true), &small)
+            .unwrap_err();
+        assert!(matches!(error, LayerError::TooLarge { limit: 10, .. }), "{error}");
+        let many = tar_of(&[("a", b""), ("b", b""), ("c", b""), ("d", b"")], false);
+        assert!(matches!(
+            Files::default().add_layer(&many, &small),
+            Err(LayerError::TooManyEntries(3))
+        ));
+        let tiny_layer = Limits {
+            layer_bytes: 8,
+            ..small
+        };
+        assert!(matches!(
+            Files::default().add_layer(&many, &tiny_layer),
+            Err(LayerError::TooLarge { limit: 8, .. })
+        ));
+        assert!(matches!(
+            Files::default().add_layer(b"garbage that is not tar", &Limits::default()),
+            Err(LayerError::Tar(_)) | Ok(())
+        ));
+    }
+}

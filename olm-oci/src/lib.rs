@@ -1,0 +1,17 @@
+//! Pulls images from OCI registries in process, for bundle and catalog images.
+//!
+//! [`Puller`] fetches an image by tag or digest (image indexes resolved to one
+//! platform; OCI and Docker v2 media types), verifies every blob against its
+//! digest, authenticates with pull-secret credentials ([`auth`]), tries the
+//! configured mirrors first ([`mirror`]), retries transient failures with
+//! backoff, and reads the layers into memory within a size limit ([`layers`]).
+
+pub mod auth;
+pub mod layers;
+pub mod mirror;
+mod pull;
+
+pub use auth::{Credentials, DockerConfig};
+pub use layers::{Files, LayerError, Limits, tar_gz_layer};
+pub use mirror::Mirrors;
+pub use pull::{Image, PullError, PullOptions, Puller, is_loopback};

@@ -73,6 +73,13 @@ spec:
   config:
     env: [{name: greeting, value: "hello from the Subscription"}]
 EOT
+# `kubectl wait` fails at once on an object that does not exist yet: the CSV
+# appears only after catalog-operator resolved the Subscription and applied
+# its InstallPlan, which takes a while on a loaded machine.
+for _ in $(seq 1 300); do
+	kubectl get -n "$namespace" csv/demo-machine.v1.1.0 >/dev/null 2>&1 && break
+	sleep 1
+done
 kubectl wait -n "$namespace" csv/demo-machine.v1.1.0 --for=jsonpath='{.status.phase}'=Succeeded --timeout=300s >&2
 kubectl get csv -n "$namespace" >&2
 kubectl get machines -n "$namespace" \

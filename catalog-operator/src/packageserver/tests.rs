@@ -245,3 +245,226 @@ fn deprecations_and_deprecated_bundles_show_as_olm_shows_them() {
     );
     assert_eq!(labels[labels::DEFAULT_OS], "supported");
 }
+
+mod served {
+    use std::collections::BTreeMap;
+
+    use kube::runtime::reflector::store;
+    use olm_api::v1alpha1::CatalogSource;
+    use olm_resolver::model::CatalogId;
+    use serde_json::Value;
+
+    use crate::{
+        bundles::BundleSource,
+        catalogs::{CatalogContent, CatalogStore},
+        packageserver::{
+            api::{self, Answer, human_duration},
+            view::Packages,
+        },
+    };
+
+    const DB: &str = r#"
+{"schema":"olm.package","name":"db","defaultChannel":"stable"}
+{"schema":"olm.channel","package":"db","name":"stable","entries":[{"name":"db.v1.0.0"}]}
+{"schema":"olm.bundle","package":"db","name":"db.v1.0.0","image":"db:1.0.0","properties":[{"type":"olm.package","value":{"packageName":"db","version":"1.0.0"}},{"type":"olm.csv.metadata","value":{"displayName":"DB","provider":{"name":"Acme"}}}]}
+"#;
+    const APP: &str = r#"
+{"schema":"olm.package","name":"app","defaultChannel":"stable"}
+{"schema":"olm.channel","package":"app","name":"stable","entries":[{"name":"app.v0.1.0"}]}
+{"schema":"olm.bundle","package":"app","name":"app.v0.1.0","image":"app:0.1.0","properties":[{"type":"olm.package","value":{"packageName":"app","version":"0.1.0"}},{"type":"olm.csv.metadata","value":{"displayName":"App","provider":{"name":"Other"}}}]}
+"#;
+
+    /// `db` in the global catalog `olm/global`, `app` in `team/own`.
+    fn packages() -> Packages {
+        let catalogs = CatalogStore::new();
+        let now = olm_runtime::conditions::now();
+        for (ns, name, fbc) in [("olm", "global", DB), ("team", "own", APP)] {
+            let id = CatalogId::new(name, ns);
+            let catalog = olm_catalog::fbc::parse_str(std::path::Path::new("c.json"), fbc).unwrap();
+            catalogs.set_loaded(
+                &id,
+                0,
+                CatalogContent::new(id.clone(), catalog, Vec::new(), BundleSource::Memory),
+                &now,
+            );
+        }
+        let (sources, mut writer) = store::<CatalogSource>();
+        let mut source: CatalogSource = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "global", "namespace": "olm", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"sourceType": "grpc", "displayName": "Global Operators", "publisher": "Acme"},
+        }))
+        .unwrap();
+        source.metadata.labels = Some([("tier".to_owned(), "gold".to_owned())].into());
+        writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(source));
+        Packages {
+            catalogs,
+            sources,
+            global_namespace: "olm".into(),
+        }
+    }
+
+    fn get(packages: &Packages, path_and_query: &str, accept: &str) -> (u16, Value) {
+        let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
+        let query: BTreeMap<String, String> = crate::packageserver::server::parse_query(query);
+        let list = |ns: Option<&str>| (packages.list(ns), "7".to_owned());
+        match api::answer("GET", path, &query, accept, list, 1_767_225_600 + 3 * 3600) {
+            Answer::Json(code, body) => (code, body),
+            Answer::Watch(q) => panic!("a watch: {q:?}"),
+        }
+    }
+
+    fn names(list: &Value) -> Vec<String> {
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| {
+                format!(
+                    "{}/{}",
+                    i["metadata"]["namespace"].as_str().unwrap(),
+                    i["metadata"]["name"].as_str().unwrap()
+                )
+            })
+            .collect()
+    }
+
+    const BASE: &str = "/apis/packages.operators.coreos.com/v1";
+
+    #[test]
+    fn discovery_lists_the_group_and_its_resource() {
+        let p = packages();
+        let (code, groups) = get(&p, "/apis", "");
+        assert_eq!(code, 200);
+        assert_eq!(groups["groups"][0]["name"], "packages.operators.coreos.com");
+        let (_, group) = get(&p, "/apis/packages.operators.coreos.com", "");
+        assert_eq!(
+            group["preferredVersion"]["groupVersion"],
+            "packages.operators.coreos.com/v1"
+        );
+        let (_, resources) = get(&p, BASE, "");
+        let resource = &resources["resources"][0];
+        assert_eq!(resource["name"], "packagemanifests");
+        assert_eq!(resource["kind"], "PackageManifest");
+        assert_eq!(resource["namespaced"], true);
+        assert_eq!(resource["verbs"], serde_json::json!(["get", "list", "watch"]));
+    }
+
+    #[test]
+    fn a_namespace_sees_its_catalogs_and_the_global_ones() {
+        let p = packages();
+        let (_, team) = get(&p, &format!("{BASE}/namespaces/team/packagemanifests"), "");
+        assert_eq!(team["kind"], "PackageManifestList");
+        assert_eq!(team["metadata"]["resourceVersion"], "7");
+        assert_eq!(
+            names(&team),
+            ["team/app", "team/db"],
+            "global packages appear in the namespace asked for"
+        );
+        let (_, other) = get(&p, &format!("{BASE}/namespaces/other/packagemanifests"), "");
+        assert_eq!(names(&other), ["other/db"]);
+        let (_, global) = get(&p, &format!("{BASE}/namespaces/olm/packagemanifests"), "");
+        assert_eq!(names(&global), ["olm/db"]);
+        let (_, all) = get(&p, &format!("{BASE}/packagemanifests"), "");
+        assert_eq!(
+            names(&all),
+            ["olm/db", "team/app"],
+            "every package once, in its own namespace"
+        );
+
+        let (code, db) = get(&p, &format!("{BASE}/namespaces/team/packagemanifests/db"), "");
+        assert_eq!(code, 200);
+        assert_eq!(db["kind"], "PackageManifest");
+        assert_eq!(db["status"]["catalogSource"], "global");
+        assert_eq!(db["status"]["catalogSourceNamespace"], "olm");
+        assert_eq!(db["status"]["catalogSourceDisplayName"], "Global Operators");
+        assert_eq!(db["status"]["catalogSourcePublisher"], "Acme");
+        assert_eq!(db["metadata"]["labels"]["tier"], "gold");
+        assert_eq!(db["status"]["channels"][0]["currentCSVDesc"]["displayName"], "DB");
+        let (code, missing) = get(&p, &format!("{BASE}/namespaces/team/packagemanifests/nope"), "");
+        assert_eq!(code, 404);
+        assert_eq!(missing["reason"], "NotFound");
+        assert_eq!(missing["details"]["name"], "nope");
+    }
+
+    #[test]
+    fn label_and_field_selectors_filter_lists() {
+        let p = packages();
+        let list = |q: &str| names(&get(&p, &format!("{BASE}/namespaces/team/packagemanifests?{q}"), "").1);
+        assert_eq!(list("labelSelector=catalog%3Down"), ["team/app"]);
+        assert_eq!(list("labelSelector=catalog-namespace%3Dolm"), ["team/db"]);
+        assert_eq!(list("labelSelector=provider%3DAcme"), ["team/db"]);
+        assert_eq!(
+            list("labelSelector=operatorframework.io%2Farch.amd64%3Dsupported").len(),
+            2
+        );
+        assert_eq!(
+            list("labelSelector=operatorframework.io%2Fos.linux%3Dsupported").len(),
+            2
+        );
+        assert!(list("labelSelector=operatorframework.io%2Farch.arm64").is_empty());
+        assert_eq!(list("fieldSelector=metadata.name%3Ddb"), ["team/db"]);
+        let (code, _) = get(
+            &p,
+            &format!("{BASE}/namespaces/team/packagemanifests?fieldSelector=spec.x%3D1"),
+            "",
+        );
+        assert_eq!(code, 400);
+    }
+
+    #[test]
+    fn kubectl_gets_olms_columns() {
+        let p = packages();
+        let accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json";
+        let (_, table) = get(&p, &format!("{BASE}/namespaces/team/packagemanifests"), accept);
+        assert_eq!(table["kind"], "Table");
+        let columns: Vec<&str> = table["columnDefinitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(columns, ["Name", "Catalog", "Age"]);
+        assert_eq!(
+            table["rows"][1]["cells"],
+            serde_json::json!(["db", "Global Operators", "3h"])
+        );
+        assert_eq!(table["rows"][1]["object"]["kind"], "PartialObjectMetadata");
+        assert_eq!(
+            table["rows"][0]["cells"][2], "<unknown>",
+            "no CatalogSource known: no age"
+        );
+        assert_eq!(human_duration(59), "59s");
+        assert_eq!(human_duration(200), "3m20s");
+        assert_eq!(human_duration(3 * 86400 + 3600), "3d1h");
+    }
+
+    #[test]
+    fn writes_are_refused_and_watches_are_recognised() {
+        let p = packages();
+        let query = BTreeMap::new();
+        let list = |ns: Option<&str>| (p.list(ns), "1".to_owned());
+        let Answer::Json(405, _) = api::answer(
+            "DELETE",
+            &format!("{BASE}/namespaces/team/packagemanifests/db"),
+            &query,
+            "",
+            list,
+            0,
+        ) else {
+            panic!("DELETE is refused")
+        };
+        let query: BTreeMap<String, String> = [("watch".to_owned(), "true".to_owned())].into();
+        let Answer::Watch(q) = api::answer(
+            "GET",
+            &format!("{BASE}/namespaces/team/packagemanifests"),
+            &query,
+            "",
+            list,
+            0,
+        ) else {
+            panic!("a watch")
+        };
+        assert_eq!(q.namespace.as_deref(), Some("team"));
+    }
+}

@@ -26,6 +26,7 @@ use tokio::sync::watch;
 
 use crate::{
     bundles::{self, BundleCache, BundleSource, FetchError},
+    packageserver::{self, describe::HeadCsvs},
     snapshot,
 };
 
@@ -57,23 +58,28 @@ pub struct CatalogContent {
     pub fingerprint: u64,
     /// Where bundle manifests are read from when a plan needs them.
     pub source: BundleSource,
+    /// The channel heads' CSV descriptions, read before the manifests are
+    /// dropped (PackageManifests show them).
+    pub heads: HeadCsvs,
 }
 
 impl CatalogContent {
     /// Builds the content of catalog `id`, read from `source`.
     pub fn new(id: CatalogId, mut catalog: Catalog, mut problems: Vec<String>, source: BundleSource) -> Self {
+        let heads = packageserver::describe::head_csvs(&catalog);
         if !source.keeps_manifests() {
             bundles::strip_manifests(&mut catalog);
         }
         let built = snapshot::snapshot(id, 0, &catalog);
         problems.extend(built.problems.iter().map(ToString::to_string));
-        let fingerprint = fingerprint(&catalog);
+        let fingerprint = fingerprint(&catalog, &heads);
         CatalogContent {
             catalog,
             snapshot: built.snapshot,
             problems,
             fingerprint,
             source,
+            heads,
         }
     }
 
@@ -100,8 +106,12 @@ impl CatalogContent {
 }
 
 /// A fingerprint of catalog content: equal content, equal fingerprint.
-fn fingerprint(catalog: &Catalog) -> u64 {
+fn fingerprint(catalog: &Catalog, heads: &HeadCsvs) -> u64 {
     let mut hasher = DefaultHasher::new();
+    // The heads' descriptions are not in the stripped catalog: a new one is new content.
+    let mut described: Vec<String> = heads.iter().map(|(key, csv)| format!("{key:?}{csv:?}")).collect();
+    described.sort_unstable();
+    described.hash(&mut hasher);
     for package in &catalog.packages {
         package.name.hash(&mut hasher);
         package.default_channel.hash(&mut hasher);

@@ -8,6 +8,7 @@
 //! - [`catalogs`]: the shared in-memory store of catalog snapshots.
 //! - [`controllers`]: the CatalogSource, Subscription and InstallPlan controllers.
 //! - [`metrics`]: OLM's catalog-operator metrics.
+//! - [`packageserver`]: the PackageManifest aggregated API, served from the catalogs in memory.
 //! - [`run`]: the `run` command, wiring the controllers with olm-runtime.
 //! - [`cli`]: the offline commands and `serve`.
 
@@ -17,6 +18,7 @@ pub mod catalogs;
 pub mod cli;
 pub mod controllers;
 pub mod metrics;
+pub mod packageserver;
 pub mod registry;
 pub mod run;
 pub mod snapshot;

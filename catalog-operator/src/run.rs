@@ -67,6 +67,9 @@ pub struct RunArgs {
     /// How long an InstallPlan retries a step that fails for a transient reason.
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     pub install_plan_retry_timeout: Duration,
+    /// The PackageManifest API server.
+    #[command(flatten)]
+    pub package_server: Box<crate::packageserver::PackageServerArgs>,
 }
 
 impl RunArgs {
@@ -78,6 +81,7 @@ impl RunArgs {
             catalog_health_interval: self.catalog_health_interval,
             default_poll_interval: self.default_poll_interval,
             install_plan_retry_timeout: self.install_plan_retry_timeout,
+            package_server: self.package_server.config(),
             ..Options::default()
         }
     }
@@ -299,7 +303,17 @@ pub fn controllers(
         "catalog-operator controllers starting"
     );
     // The watches and the deletion relay never end; the controllers end on shutdown.
-    let background = futures::future::join(
+    // The PackageManifest API is served by every replica (it only reads).
+    let package_server = options.package_server.clone().map(|config| {
+        crate::packageserver::run(
+            client.clone(),
+            config,
+            catalogs.clone(),
+            catalog_sources.store(),
+            options.global_catalog_namespace.clone(),
+        )
+    });
+    let background = futures::future::join3(
         futures::future::join_all([
             catalog_sources.run(),
             subscriptions.run(),
@@ -309,6 +323,12 @@ pub fn controllers(
             services.run(),
         ]),
         forget_deleted,
+        async move {
+            match package_server {
+                Some(server) => server.await,
+                None => futures::future::pending().await,
+            }
+        },
     );
     let controllers = async {
         tokio::join!(

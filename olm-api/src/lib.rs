@@ -6,6 +6,7 @@
 //! - [`v1`]: OperatorGroup (and its still-served `v1alpha2` form).
 //! - [`v2`]: OperatorCondition (its `v1` form is in [`v1`]).
 //! - [`substrate`]: MachinePool and Machine.
+//! - [`packages`]: the PackageManifest aggregated API (not a CRD).
 //! - [`labels`]: well-known labels and annotations.
 //! - [`crds`]: every CustomResourceDefinition, as the generator writes them to `crds/`.
 //! - [`manifest`]: reading these objects from YAML or JSON files with errors that name the file and field.
@@ -17,6 +18,7 @@
 pub mod crds;
 pub mod labels;
 pub mod manifest;
+pub mod packages;
 pub mod schema;
 pub mod substrate;
 pub mod v1;

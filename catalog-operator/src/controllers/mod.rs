@@ -53,6 +53,8 @@ pub struct Options {
     pub max_install_plans: usize,
     /// How often everything is reconciled even without a change (OLM: 15 minutes).
     pub resync_interval: Duration,
+    /// The PackageManifest API server, when it is served.
+    pub package_server: Option<crate::packageserver::Config>,
 }
 
 impl Default for Options {
@@ -65,6 +67,7 @@ impl Default for Options {
             install_plan_retry_timeout: Duration::from_secs(60),
             max_install_plans: 5,
             resync_interval: Duration::from_secs(15 * 60),
+            package_server: None,
         }
     }
 }

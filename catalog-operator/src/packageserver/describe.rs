@@ -1,0 +1,235 @@
+//! The CSV descriptions of channel heads, kept with a catalog's content.
+//!
+//! A PackageManifest shows, for each channel, what the channel head's CSV says
+//! of itself (display name, description, provider, install modes, CRD
+//! descriptions...). The store drops bundle manifests and `olm.csv.metadata`
+//! (most of a catalog's size) and reading a bundle back costs a registry call
+//! or an image pull, too slow for a list of every package. So when content is
+//! loaded, the heads' descriptions are taken out first: from `olm.csv.metadata`
+//! where the catalog has it (current catalogs), else from the CSV among the
+//! bundle's `olm.bundle.object`s (older catalogs, registries). Only heads are
+//! kept: one description per channel, not per bundle. Icons are not kept:
+//! PackageManifest answers leave them out, as OLM's do.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use olm_api::packages::{AppLink, CsvDescription, Descriptions, Maintainer};
+use olm_catalog::{Bundle, Catalog, Channel, Property};
+use serde_json::{Map, Value};
+
+/// What a PackageManifest reads of a channel head's CSV.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HeadCsv {
+    /// The presentation fields.
+    pub description: CsvDescription,
+    /// The CSV's labels (they become the PackageManifest's, for the default channel).
+    pub labels: BTreeMap<String, String>,
+}
+
+/// The heads' CSVs of a catalog, by package and bundle name.
+pub type HeadCsvs = HashMap<(String, String), HeadCsv>;
+
+/// The head of `channel`: the one entry that no other entry replaces or skips.
+/// `None` when there is no such entry or more than one (OLM's registry serves no
+/// head for such a channel either).
+pub fn channel_head(channel: &Channel) -> Option<&str> {
+    let incoming: BTreeSet<&str> = channel
+        .entries
+        .iter()
+        .flat_map(|e| e.replaces.iter().chain(&e.skips))
+        .map(String::as_str)
+        .collect();
+    let mut heads = channel
+        .entries
+        .iter()
+        .map(|e| e.name.as_str())
+        .filter(|name| !incoming.contains(name));
+    match (heads.next(), heads.next()) {
+        (Some(head), None) => Some(head),
+        _ => None,
+    }
+}
+
+/// The CSVs of every channel head of `catalog` (read before its manifests are dropped).
+pub fn head_csvs(catalog: &Catalog) -> HeadCsvs {
+    let mut out = HeadCsvs::new();
+    for channel in &catalog.channels {
+        let Some(head) = channel_head(channel) else {
+            continue;
+        };
+        let key = (channel.package.clone(), head.to_owned());
+        if out.contains_key(&key) {
+            continue;
+        }
+        let Some(bundle) = catalog.bundle(&channel.package, head) else {
+            continue;
+        };
+        let package_description = catalog
+            .package(&channel.package)
+            .and_then(|p| p.description.as_deref());
+        if let Some(csv) = head_csv(bundle, package_description) {
+            out.insert(key, csv);
+        }
+    }
+    out
+}
+
+/// What `bundle`'s CSV says of itself, from its `olm.csv.metadata` or else its
+/// CSV object; `None` when it has neither. A CSV without a description takes
+/// the package's, as OLM's registry does.
+pub fn head_csv(bundle: &Bundle, package_description: Option<&str>) -> Option<HeadCsv> {
+    let metadata = bundle
+        .properties
+        .iter()
+        .find_map(|p| match p {
+            Property::CsvMetadata(raw) => Some(raw.to_value()),
+            _ => None,
+        })
+        .or_else(|| csv_object(bundle).map(|csv| metadata_of_csv(&csv)))?;
+    let mut description = description(&metadata);
+    if let Some(version) = bundle.version() {
+        description.version = version.as_str().to_owned();
+    }
+    if description.long_description.is_empty() {
+        description.long_description = package_description.unwrap_or_default().to_owned();
+    }
+    let images: BTreeSet<&str> = bundle
+        .related_images
+        .iter()
+        .map(|i| i.image.as_str())
+        .filter(|i| !i.is_empty())
+        .collect();
+    description.related_images = images.into_iter().map(str::to_owned).collect();
+    Some(HeadCsv {
+        description,
+        labels: string_map(&metadata, "labels"),
+    })
+}
+
+/// The CSV among the bundle's objects.
+fn csv_object(bundle: &Bundle) -> Option<Value> {
+    bundle.properties.iter().find_map(|p| match p {
+        Property::BundleObject(object) => object
+            .decode()
+            .ok()
+            .filter(|o| o.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion")),
+        _ => None,
+    })
+}
+
+/// A CSV's fields in the shape of `olm.csv.metadata` (what `opm render` writes).
+pub fn metadata_of_csv(csv: &Value) -> Value {
+    let mut out = Map::new();
+    let meta = csv.get("metadata");
+    for key in ["annotations", "labels"] {
+        if let Some(value) = meta.and_then(|m| m.get(key)) {
+            out.insert(key.to_owned(), value.clone());
+        }
+    }
+    let spec = csv.get("spec");
+    for (from, to) in [
+        ("apiservicedefinitions", "apiServiceDefinitions"),
+        ("customresourcedefinitions", "crdDescriptions"),
+        ("description", "description"),
+        ("displayName", "displayName"),
+        ("installModes", "installModes"),
+        ("keywords", "keywords"),
+        ("links", "links"),
+        ("maintainers", "maintainers"),
+        ("maturity", "maturity"),
+        ("minKubeVersion", "minKubeVersion"),
+        ("nativeAPIs", "nativeAPIs"),
+        ("provider", "provider"),
+    ] {
+        if let Some(value) = spec.and_then(|s| s.get(from)) {
+            out.insert(to.to_owned(), value.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+/// The description in an `olm.csv.metadata` value. Fields of the wrong shape
+/// are left empty rather than failing the package: a console shows the rest.
+pub fn description(metadata: &Value) -> CsvDescription {
+    CsvDescription {
+        display_name: string(metadata, "displayName"),
+        icon: Vec::new(),
+        version: String::new(),
+        provider: app_link(metadata.get("provider")),
+        annotations: string_map(metadata, "annotations"),
+        keywords: list(metadata, "keywords")
+            .filter_map(|k| k.as_str().map(str::to_owned))
+            .collect(),
+        links: list(metadata, "links").map(|l| app_link(Some(l))).collect(),
+        maintainers: list(metadata, "maintainers")
+            .map(|m| Maintainer {
+                name: string(m, "name"),
+                email: string(m, "email"),
+            })
+            .collect(),
+        maturity: string(metadata, "maturity"),
+        long_description: string(metadata, "description"),
+        install_modes: list(metadata, "installModes")
+            .filter_map(|m| serde_json::from_value(m.clone()).ok())
+            .collect(),
+        custom_resource_definitions: descriptions(metadata.get("crdDescriptions")),
+        api_service_definitions: descriptions(metadata.get("apiServiceDefinitions")),
+        native_apis: list(metadata, "nativeAPIs")
+            .filter_map(|g| serde_json::from_value(g.clone()).ok())
+            .collect(),
+        min_kube_version: string(metadata, "minKubeVersion"),
+        related_images: Vec::new(),
+    }
+}
+
+fn string(value: &Value, key: &str) -> String {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn list<'a>(value: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> + 'a {
+    value
+        .get(key)
+        .and_then(Value::as_array)
+        .map(|a| a.as_slice())
+        .unwrap_or_default()
+        .iter()
+}
+
+fn string_map(value: &Value, key: &str) -> BTreeMap<String, String> {
+    value
+        .get(key)
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_owned())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn app_link(value: Option<&Value>) -> AppLink {
+    value
+        .map(|v| AppLink {
+            name: string(v, "name"),
+            url: string(v, "url"),
+        })
+        .unwrap_or_default()
+}
+
+fn descriptions(value: Option<&Value>) -> Descriptions {
+    let items = |key: &str| -> Vec<Value> {
+        value
+            .and_then(|v| v.get(key))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default()
+    };
+    Descriptions {
+        owned: items("owned"),
+        required: items("required"),
+    }
+}

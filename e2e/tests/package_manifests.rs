@@ -1,0 +1,237 @@
+//! The PackageManifest API on a real control plane, served by catalog-operator
+//! in-process and reached through the API server's aggregator: discovery lists
+//! the group; a namespace lists every package of its catalogs and of the
+//! global ones; a corpus package carries its channels and `currentCSVDesc` as
+//! the CSV writes them; a watch sees a package appear when a catalog gains it.
+//!
+//! The aggregator reaches the host process through a Service of type
+//! `ExternalName` naming 127.0.0.1: the API server dials an ExternalName
+//! Service's name directly, so no Pod, Endpoints or kube-proxy is needed.
+
+mod common;
+
+use std::{path::Path, sync::Arc, time::Duration};
+
+use catalog_operator::{
+    controllers::Options, packageserver, registry::server::RegistryIndex, run::controllers,
+};
+use e2e::inprocess::{Registry, demo_catalog, demo_index};
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::{api::core::v1::Service, kube_aggregator::pkg::apis::apiregistration::v1::APIService};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams, WatchEvent, WatchParams},
+};
+use olm_api::{packages::PackageManifest, v1alpha1::CatalogSource};
+use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_CATALOG};
+use olm_testkit::{
+    corpus_dir, install_crds,
+    objects::{apply_json, catalog_is_ready},
+    wait_for, with_namespace, yaml_file,
+};
+use serde_json::{Value, json};
+
+use common::*;
+
+/// A free port on loopback.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Lists PackageManifests in `namespace` until the aggregator serves them.
+async fn served(client: &Client, namespace: &str, wanted: usize) -> Vec<PackageManifest> {
+    let api: Api<PackageManifest> = Api::namespaced(client.clone(), namespace);
+    let mut last = String::new();
+    for _ in 0..240 {
+        match api.list(&ListParams::default()).await {
+            Ok(list) if list.items.len() >= wanted => return list.items,
+            Ok(list) => last = format!("{} PackageManifests", list.items.len()),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("PackageManifests in {namespace} are not served: {last}");
+}
+
+#[tokio::test]
+async fn package_manifests_are_served_through_the_aggregator() {
+    with_namespace("pkgs", |client, ns| async move {
+        install_crds(&client).await;
+        let port = free_port();
+        let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+        apply_json(
+            &services,
+            json!({
+                "apiVersion": "v1", "kind": "Service",
+                "metadata": {"name": "packageserver"},
+                "spec": {"type": "ExternalName", "externalName": "127.0.0.1"},
+            }),
+        )
+        .await;
+        let registry = Registry::start(demo_index(false), "127.0.0.1:0".parse().unwrap()).await;
+        let options = Options {
+            global_catalog_namespace: ns.clone(),
+            namespace: Some(ns.clone()),
+            catalog_health_interval: Duration::from_secs(1),
+            package_server: Some(packageserver::Config {
+                address: format!("127.0.0.1:{port}").parse().unwrap(),
+                service: "packageserver".into(),
+                namespace: ns.clone(),
+                service_port: port,
+                secret: "packageserver-serving-cert".into(),
+                register: true,
+            }),
+            ..Options::default()
+        };
+        let parts = Parts::new(client.clone(), Leadership::standalone(), FIELD_MANAGER_CATALOG).unwrap();
+        let operator = tokio::spawn(controllers(&parts, options).unwrap());
+
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        create(&sources, &catalog_source("demo", &registry.addr.to_string())).await;
+        wait_for(&sources, "demo", "CatalogSource demo is READY", catalog_is_ready).await;
+
+        // Every package of the namespace's catalogs, and of the global ones in
+        // any other namespace (this one is the global catalog namespace).
+        let mut expected: Vec<String> = demo_catalog(false)
+            .packages
+            .iter()
+            .map(|p| p.name.clone())
+            .collect();
+        expected.sort();
+        for namespace in [ns.clone(), format!("{ns}-elsewhere")] {
+            let items = served(&client, &namespace, expected.len()).await;
+            let mut names: Vec<String> = items.iter().filter_map(|m| m.metadata.name.clone()).collect();
+            names.sort();
+            assert_eq!(names, expected, "PackageManifests in {namespace}");
+            assert!(
+                items
+                    .iter()
+                    .all(|m| m.metadata.namespace.as_deref() == Some(namespace.as_str()))
+            );
+        }
+
+        // Discovery lists the group.
+        let groups = client.list_api_groups().await.unwrap();
+        assert!(
+            groups
+                .groups
+                .iter()
+                .any(|g| g.name == "packages.operators.coreos.com"),
+            "discovery lists packages.operators.coreos.com"
+        );
+        let resources = client
+            .list_api_group_resources("packages.operators.coreos.com/v1")
+            .await
+            .unwrap();
+        assert_eq!(resources.resources[0].name, "packagemanifests");
+
+        // A watch sees a corpus package appear when a catalog gains it.
+        let api: Api<PackageManifest> = Api::namespaced(client.clone(), &ns);
+        let mut events = api
+            .watch(&WatchParams::default().timeout(120), "0")
+            .await
+            .unwrap()
+            .boxed();
+        let corpus = olm_catalog::fbc::load_dir(corpus_dir().join("fbc/v4.21/kube-green")).unwrap();
+        let corpus_registry = Registry::start(
+            Arc::new(RegistryIndex::new(corpus.clone())),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await;
+        create(
+            &sources,
+            &catalog_source("corpus", &corpus_registry.addr.to_string()),
+        )
+        .await;
+        let appeared = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Some(event) = events.try_next().await.unwrap() {
+                if let WatchEvent::Added(m) = event
+                    && m.metadata.name.as_deref() == Some("kube-green")
+                {
+                    return m;
+                }
+            }
+            panic!("the watch ended before kube-green appeared");
+        })
+        .await
+        .expect("kube-green appears on the watch");
+        assert_eq!(appeared.status.catalog_source, "corpus");
+
+        // Labels select by catalog.
+        let selected = api
+            .list(&ListParams::default().labels("catalog=corpus"))
+            .await
+            .unwrap();
+        assert_eq!(selected.items.len(), 1);
+
+        // The corpus package as OLM renders it, against the CSV it was built from.
+        let kube_green = serde_json::to_value(api.get("kube-green").await.unwrap()).unwrap();
+        let status = &kube_green["status"];
+        assert_eq!(status["packageName"], "kube-green");
+        assert_eq!(status["defaultChannel"], "alpha");
+        assert_eq!(status["catalogSourceNamespace"], ns.as_str());
+        let channel = &status["channels"][0];
+        let head = channel["currentCSV"].as_str().unwrap().to_owned();
+        let version = head.trim_start_matches("kube-green.v");
+        let csv = corpus_csv("kube-green", version);
+        let desc = &channel["currentCSVDesc"];
+        for (field, from) in [
+            ("displayName", &csv["spec"]["displayName"]),
+            ("description", &csv["spec"]["description"]),
+            ("version", &csv["spec"]["version"]),
+            ("provider", &csv["spec"]["provider"]),
+            ("keywords", &csv["spec"]["keywords"]),
+            ("maintainers", &csv["spec"]["maintainers"]),
+            ("links", &csv["spec"]["links"]),
+            ("installModes", &csv["spec"]["installModes"]),
+            ("minKubeVersion", &csv["spec"]["minKubeVersion"]),
+            (
+                "customresourcedefinitions",
+                &csv["spec"]["customresourcedefinitions"],
+            ),
+            ("annotations", &csv["metadata"]["annotations"]),
+        ] {
+            if !from.is_null() {
+                assert_eq!(&desc[field], from, "currentCSVDesc.{field} of {head}");
+            }
+        }
+        let alpha = corpus
+            .channels_of("kube-green")
+            .find(|c| c.name == "alpha")
+            .unwrap();
+        assert_eq!(
+            channel["entries"].as_array().unwrap().len(),
+            alpha.entries.len(),
+            "every bundle of the channel"
+        );
+        assert_eq!(channel["entries"][0]["name"], head.as_str());
+
+        // The APIService is cluster-wide: leave none behind.
+        let _ = Api::<APIService>::all(client.clone())
+            .delete(olm_api::packages::API_SERVICE, &DeleteParams::default())
+            .await;
+        parts.shutdown.trigger();
+        let _ = tokio::time::timeout(Duration::from_secs(20), operator).await;
+        registry.stop().await;
+        corpus_registry.stop().await;
+    })
+    .await;
+}
+
+/// The CSV of `package` at `version` in the corpus' bundle directories.
+fn corpus_csv(package: &str, version: &str) -> Value {
+    let dir = corpus_dir()
+        .join("bundles")
+        .join(package)
+        .join(version)
+        .join("manifests");
+    let path = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".clusterserviceversion.yaml"))
+        .unwrap_or_else(|| panic!("a CSV in {}", Path::new(&dir).display()));
+    yaml_file(&path)
+}

@@ -268,9 +268,9 @@ pub struct Env<'a> {
     /// The global catalog namespace.
     pub global_namespace: String,
     /// Standard output.
-    pub out: &'a mut (dyn Write + Send),
+    pub out: &'a mut (dyn Write + Send + Sync),
     /// Standard error (progress, warnings).
-    pub err: &'a mut (dyn Write + Send),
+    pub err: &'a mut (dyn Write + Send + Sync),
     /// Whether to colour tables.
     pub colour: bool,
 }
@@ -320,8 +320,8 @@ impl Cli {
     pub async fn run(
         self,
         client: Client,
-        out: &mut (dyn Write + Send),
-        err: &mut (dyn Write + Send),
+        out: &mut (dyn Write + Send + Sync),
+        err: &mut (dyn Write + Send + Sync),
         colour: bool,
     ) -> Result<(), Error> {
         let namespace = self

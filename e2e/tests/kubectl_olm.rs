@@ -225,6 +225,14 @@ async fn dry_run_install_config_uninstall(client: Client, ns: String) {
         assert!(status.contains(expected), "{expected} in\n{status}");
     }
 
+    // demo-db came in as a dependency, with a Subscription of its own: a second one is refused.
+    let twice = olm(&client, &ns, &["install", "demo-db"]).await;
+    let error = twice
+        .error
+        .expect("a second Subscription to demo-db is refused")
+        .to_string();
+    assert!(error.contains("already subscribed"), "{error}");
+
     // uninstall: the Subscription and the CSV go; CRDs stay without --delete-crds.
     let uninstall = olm(&client, &ns, &["uninstall", "demo-app"]).await.ok();
     assert!(uninstall.contains("Subscription demo-app deleted"), "{uninstall}");

@@ -507,13 +507,15 @@ pub async fn upgrade(
             return print_objects(env, dry_run.output.or(Some(Output::Yaml)), &[object]);
         }
         let api: Api<Subscription> = Api::namespaced(env.client.clone(), &namespace);
-        sub = api
-            .replace(&sub.name_any(), &PostParams::default(), &sub)
-            .await
-            .map_err(Error::kube(format!(
-                "move Subscription {} in {namespace} to channel {channel}",
-                sub.name_any()
-            )))?;
+        let what = format!(
+            "move Subscription {} in {namespace} to channel {channel}",
+            sub.name_any()
+        );
+        let wanted = channel.to_owned();
+        sub = update(&api, &sub.name_any(), &what, |s| {
+            s.spec.channel = Some(wanted.clone())
+        })
+        .await?;
         writeln!(
             env.out,
             "Subscription {} now follows channel {channel}",
@@ -536,13 +538,8 @@ pub async fn upgrade(
         let status = current.status.clone().unwrap_or_default();
         if let Some(plan) = pending_plan(env, &current).await? {
             if let Some(to) = to {
-                let wanted = to.trim_start_matches('v');
-                let matches = plan
-                    .spec
-                    .cluster_service_version_names
-                    .iter()
-                    .any(|csv| csv.ends_with(&format!("v{wanted}")) || csv.ends_with(wanted));
-                if !matches {
+                let versions = versions_of(env, &current, &plan.spec.cluster_service_version_names).await?;
+                if !upgrade_matches(&versions, to) {
                     return Err(Error::Failed(format!(
                         "the pending upgrade of {package} (InstallPlan {}) installs {}, not version {to}: upgrades follow the channel's upgrade graph; approve it with `kubectl olm approve {package}` and run upgrade again",
                         plan.name_any(),
@@ -577,6 +574,73 @@ pub async fn upgrade(
             return Ok(());
         }
         tokio::time::sleep(POLL).await;
+    }
+}
+
+/// The version of each of `csvs` that is a bundle of `subscription`'s package in its catalog
+/// (`None` when the catalog cannot be read here or does not have it).
+async fn versions_of(
+    env: &Env<'_>,
+    subscription: &Subscription,
+    csvs: &[String],
+) -> Result<Vec<(String, Option<String>)>, Error> {
+    let loaded = catalogs::load(
+        &env.client,
+        &Scope::Namespaces(vec![subscription.spec.catalog_source_namespace.clone()]),
+    )
+    .await?;
+    let id = olm_resolver::model::CatalogId::new(
+        subscription.spec.catalog_source.clone(),
+        subscription.spec.catalog_source_namespace.clone(),
+    );
+    let content = loaded.content(&id);
+    Ok(csvs
+        .iter()
+        .map(|csv| {
+            let version = content
+                .as_ref()
+                .and_then(|c| c.catalog.bundle(&subscription.spec.package, csv))
+                .and_then(|b| b.version().map(|v| v.as_str().to_owned()));
+            (csv.clone(), version)
+        })
+        .collect())
+}
+
+/// Whether a plan installing `versions` (CSV, version of the package) upgrades to `to`:
+/// by the catalog's version when known, else by the CSV name's `v<version>` suffix.
+pub fn upgrade_matches(versions: &[(String, Option<String>)], to: &str) -> bool {
+    let wanted = to.trim_start_matches('v');
+    versions.iter().any(|(csv, version)| match version {
+        Some(version) => version == wanted,
+        None => csv.ends_with(&format!(".v{wanted}")),
+    })
+}
+
+/// Reads Subscription `name`, changes it with `change` and writes it back, again from
+/// a fresh read when the catalog-operator wrote its status in between (a conflict).
+async fn update(
+    api: &Api<Subscription>,
+    name: &str,
+    what: &str,
+    change: impl Fn(&mut Subscription),
+) -> Result<Subscription, Error> {
+    let mut attempts = 0;
+    loop {
+        let mut sub = api.get(name).await.map_err(Error::kube(what))?;
+        change(&mut sub);
+        match api.replace(name, &PostParams::default(), &sub).await {
+            Ok(sub) => return Ok(sub),
+            Err(kube::Error::Api(e)) if e.code == 409 && attempts < 10 => {
+                attempts += 1;
+                tokio::time::sleep(Duration::from_millis(100 * attempts)).await;
+            }
+            Err(source) => {
+                return Err(Error::Kube {
+                    what: what.to_owned(),
+                    source,
+                });
+            }
+        }
     }
 }
 
@@ -718,11 +782,11 @@ pub async fn config(
     let namespace = env.namespace.clone();
     let api: Api<Subscription> = Api::namespaced(env.client.clone(), &namespace);
     let name = sub.name_any();
-    api.replace(&name, &PostParams::default(), &sub)
-        .await
-        .map_err(Error::kube(format!(
-            "update the config of Subscription {name} in {namespace}"
-        )))?;
+    let what = format!("update the config of Subscription {name} in {namespace}");
+    update(&api, &name, &what, |s| {
+        s.spec.config = config::apply(s.spec.config.take(), &parsed)
+    })
+    .await?;
     let env_vars: BTreeMap<String, String> = sub
         .spec
         .config
@@ -740,4 +804,32 @@ pub async fn config(
             .join(", ")
     )?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upgrade_to_matches_the_catalog_version_else_the_name() {
+        let known = [("demo-db.v1.1.0".to_owned(), Some("1.1.0".to_owned()))];
+        assert!(upgrade_matches(&known, "1.1.0"));
+        assert!(upgrade_matches(&known, "v1.1.0"));
+        assert!(!upgrade_matches(&known, "1.2.0"));
+        let unknown = [("demo-db.v1.1.0".to_owned(), None)];
+        assert!(upgrade_matches(&unknown, "1.1.0"));
+        assert!(!upgrade_matches(&unknown, "1.1"));
+    }
+
+    #[test]
+    fn cleaned_objects_keep_what_a_user_writes() {
+        let object = json!({"apiVersion": "v1", "kind": "X",
+            "metadata": {"name": "a", "namespace": "b", "uid": "u", "resourceVersion": "1", "labels": {"l": "v"}},
+            "spec": {"k": 1}, "status": {"s": 2}});
+        assert_eq!(
+            clean(object),
+            json!({"apiVersion": "v1", "kind": "X",
+                "metadata": {"name": "a", "namespace": "b", "labels": {"l": "v"}}, "spec": {"k": 1}})
+        );
+    }
 }

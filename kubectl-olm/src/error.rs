@@ -163,3 +163,48 @@ pub struct ModeMismatch {
     /// What to do.
     pub fix: String,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_object_and_the_fix() {
+        let unknown = Error::UnknownPackage {
+            package: "demo-ap".into(),
+            namespace: "team".into(),
+            suggestions: vec!["demo-app".into()],
+            unhealthy: vec!["olm/big".into()],
+        };
+        assert_eq!(
+            unknown.to_string(),
+            "package \"demo-ap\" is in no catalog visible from namespace team; did you mean demo-app? (catalogs that could not be read, and may have it: olm/big)"
+        );
+        let none = Error::UnknownPackage {
+            package: "x".into(),
+            namespace: "team".into(),
+            suggestions: Vec::new(),
+            unhealthy: Vec::new(),
+        };
+        assert!(
+            none.to_string()
+                .contains("`kubectl olm packages` lists the packages"),
+            "{none}"
+        );
+        let unhealthy = Error::UnhealthyCatalog {
+            catalog: CatalogId::new("big", "olm"),
+            message: "the registry at x:50051 does not answer".into(),
+        };
+        assert!(
+            unhealthy
+                .to_string()
+                .contains("kubectl get catsrc -n olm big -o yaml"),
+            "{unhealthy}"
+        );
+        let groups = Error::TooManyOperatorGroups {
+            namespace: "team".into(),
+            groups: vec!["a".into(), "b".into()],
+        };
+        assert!(groups.to_string().contains("delete all but one"), "{groups}");
+    }
+}

@@ -243,13 +243,24 @@ pub async fn resolve_with(
     let namespace = env.namespace.as_str();
     let subs: Api<Subscription> = Api::namespaced(env.client.clone(), namespace);
     let name = subscription.name_any();
-    let mut subscriptions: Vec<Arc<Subscription>> = subs
+    let existing = subs
         .list(&ListParams::default())
         .await
         .map_err(Error::kube(format!(
             "list Subscriptions in namespace {namespace}"
         )))?
-        .items
+        .items;
+    if let Some(other) = existing
+        .iter()
+        .find(|s| s.spec.package == subscription.spec.package && s.name_any() != name)
+    {
+        return Err(Error::Usage(format!(
+            "package {} is already subscribed in {namespace} by Subscription {}; use `kubectl olm upgrade` or `kubectl olm config` on it, or uninstall it first",
+            subscription.spec.package,
+            other.name_any()
+        )));
+    }
+    let mut subscriptions: Vec<Arc<Subscription>> = existing
         .into_iter()
         .filter(|s| s.name_any() != name && s.metadata.deletion_timestamp.is_none())
         .map(Arc::new)

@@ -81,13 +81,10 @@ pub async fn catalogs(env: &mut Env<'_>, output: Output) -> Result<(), Error> {
         })
         .collect();
     let colour = env.colour;
+    let (namespace, global) = (env.namespace.clone(), env.global_namespace.clone());
     print(env, output, &infos, || {
         if infos.is_empty() {
-            return format!(
-                "No CatalogSources in namespaces {} and {}.\n",
-                env_ns(&loaded),
-                "the global catalog namespace"
-            );
+            return format!("No CatalogSources in namespaces {namespace} and {global}.\n");
         }
         let mut table = Table::new(&[
             "NAMESPACE",
@@ -121,14 +118,6 @@ pub async fn catalogs(env: &mut Env<'_>, output: Output) -> Result<(), Error> {
         }
         table.render(colour)
     })
-}
-
-fn env_ns(catalogs: &Catalogs) -> String {
-    catalogs
-        .views
-        .first()
-        .map(|v| v.id.namespace.clone())
-        .unwrap_or_else(|| "this namespace".to_owned())
 }
 
 /// The head of a channel: the entry nothing else in it replaces or skips (the highest version if several).

@@ -151,7 +151,16 @@ async fn manual_install_approve_upgrade(client: Client, ns: String) {
         sub.status.and_then(|s| s.installed_csv).as_deref(),
         Some("demo-db.v1.1.0")
     );
-    let status = olm(&client, &ns, &["status", "-o", "json"]).await.ok();
+    // status reads what the controllers wrote last: the old CSV may still be on its way out.
+    let mut status = String::new();
+    for _ in 0..60 {
+        status = olm(&client, &ns, &["status", "-o", "json"]).await.ok();
+        let report: serde_json::Value = serde_json::from_str(&status).expect("status -o json is JSON");
+        if report["operators"][0]["version"] == "1.1.0" && report["operators"][0]["phase"] == "Succeeded" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
     let report: serde_json::Value = serde_json::from_str(&status).expect("status -o json is JSON");
     assert_eq!(report["operators"][0]["version"], "1.1.0", "{status}");
     assert_eq!(report["operators"][0]["phase"], "Succeeded", "{status}");
@@ -169,6 +178,12 @@ async fn dry_run_install_config_uninstall(client: Client, ns: String) {
     let unknown = olm(&client, &ns, &["install", "demo-ap"]).await;
     let error = unknown.error.expect("an unknown package fails").to_string();
     assert!(error.contains("did you mean demo-app"), "{error}");
+
+    // A package whose dependency no catalog has: the resolver's explanation, nothing written.
+    let broken = olm(&client, &ns, &["plan", "demo-broken"]).await;
+    let error = broken.error.expect("demo-broken cannot be resolved").to_string();
+    assert!(error.contains("cannot install demo-broken"), "{error}");
+    assert!(error.contains("demo-missing"), "{error}");
 
     // The dry run's objects, applied as `kubectl apply` would, install demo-app.
     let yaml = olm(&client, &ns, &["install", "demo-app", "--dry-run", "-o", "yaml"])
@@ -206,6 +221,13 @@ async fn dry_run_install_config_uninstall(client: Client, ns: String) {
     );
     assert_eq!(after.spec, applied.spec);
 
+    // status: both operators, their Deployments, the catalog.
+    let status = olm(&client, &ns, &["status"]).await.ok();
+    for expected in ["demo-app", "demo-db", "Succeeded", "Deployment", "READY"] {
+        assert!(status.contains(expected), "{expected} in\n{status}");
+    }
+    assert_eq!(status.matches("READY").count(), 1, "each catalog once:\n{status}");
+
     // config: the Subscription's spec.config.
     let config = olm(&client, &ns, &["config", "demo-app", "LOG_LEVEL=debug"])
         .await
@@ -218,12 +240,6 @@ async fn dry_run_install_config_uninstall(client: Client, ns: String) {
             .any(|v| v.name == "LOG_LEVEL" && v.value.as_deref() == Some("debug")),
         "{env:?}"
     );
-
-    // status: both operators, their Deployments, the catalog.
-    let status = olm(&client, &ns, &["status"]).await.ok();
-    for expected in ["demo-app", "demo-db", "Succeeded", "Deployment", "READY"] {
-        assert!(status.contains(expected), "{expected} in\n{status}");
-    }
 
     // demo-db came in as a dependency, with a Subscription of its own: a second one is refused.
     let twice = olm(&client, &ns, &["install", "demo-db"]).await;

@@ -506,7 +506,10 @@ pub async fn gather(
     match namespace {
         None => catalogs = list(api(client, None), "CatalogSources in all namespaces", false, &all).await?,
         Some(_) => {
-            for ns in catalog_namespaces {
+            let mut namespaces = catalog_namespaces.to_vec();
+            namespaces.sort();
+            namespaces.dedup();
+            for ns in &namespaces {
                 catalogs.extend(
                     list::<CatalogSource>(
                         api(client, Some(ns)),
@@ -641,5 +644,29 @@ install-abc       demo-db.v1.1.0  kubectl olm approve install-abc -n team
         let json = serde_json::to_value(&report).expect("json");
         assert_eq!(json["approvals"][0]["installPlan"], "install-abc");
         assert_eq!(json["operators"][0]["upgrade"], "0.2.0 (demo-app.v0.2.0)");
+    }
+
+    #[test]
+    fn machine_units_are_workloads_with_their_state() {
+        let mut inputs = inputs();
+        inputs.machines = vec![object(
+            json!({"apiVersion": "substrate.olm-rs.dev/v1alpha1", "kind": "Machine",
+            "metadata": {"name": "machine-1", "namespace": "pool"},
+            "spec": {"pool": "edge"},
+            "status": {"units": [{"csv": "demo-machine.v1.1.0", "version": "1.1.0", "state": "blocked",
+                "message": "needs a config value"}]}}),
+        )];
+        let report = report(&inputs);
+        let unit = report
+            .workloads
+            .iter()
+            .find(|w| w.kind == "Unit")
+            .expect("the unit");
+        assert_eq!(unit.name, "machine-1");
+        assert_eq!(unit.operator, "demo-machine.v1.1.0");
+        assert_eq!(unit.status, "blocked");
+        assert_eq!(unit.message, "1.1.0 needs a config value");
+        let text = render(&report, true, false);
+        assert!(text.contains("\x1b[31mblocked\x1b[0m"), "{text}");
     }
 }

@@ -1,0 +1,210 @@
+//! What can go wrong, each naming the object and the fix.
+
+use olm_resolver::model::CatalogId;
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// No visible catalog has the package.
+    #[error(
+        "package {package:?} is in no catalog visible from namespace {namespace}{}{}",
+        suggestion(suggestions),
+        unhealthy_note(unhealthy)
+    )]
+    UnknownPackage {
+        /// The package asked for.
+        package: String,
+        /// The namespace.
+        namespace: String,
+        /// The closest package names, best first.
+        suggestions: Vec<String>,
+        /// Catalogs that could not be read (the package may be in them).
+        unhealthy: Vec<String>,
+    },
+    /// The catalog named with `--catalog` does not exist.
+    #[error("CatalogSource {catalog} does not exist; `kubectl olm catalogs` lists the catalogs visible here")]
+    UnknownCatalog {
+        /// The catalog asked for.
+        catalog: String,
+    },
+    /// The catalog that has (or may have) the package cannot be read.
+    #[error("CatalogSource {catalog} is unhealthy: {message}; fix the catalog (see `kubectl get catsrc -n {} {} -o yaml`) and retry", catalog.namespace, catalog.name)]
+    UnhealthyCatalog {
+        /// The catalog.
+        catalog: CatalogId,
+        /// Why it cannot be read.
+        message: String,
+    },
+    /// A channel or version the package does not have.
+    #[error("package {package} has no {what} {wanted:?}; it has: {}", available.join(", "))]
+    NoSuchEntry {
+        /// The package.
+        package: String,
+        /// "channel", "version" or "bundle".
+        what: &'static str,
+        /// What was asked for.
+        wanted: String,
+        /// What exists.
+        available: Vec<String>,
+    },
+    /// The namespace has no OperatorGroup and none can be chosen.
+    #[error("namespace {namespace} has no OperatorGroup and {package} supports no install mode that needs no choice ({}); pass --watch-namespaces to create one", supported.join(", "))]
+    NoOperatorGroup {
+        /// The namespace.
+        namespace: String,
+        /// The package.
+        package: String,
+        /// The install modes it supports.
+        supported: Vec<String>,
+    },
+    /// More than one OperatorGroup in the namespace: OLM runs nothing there.
+    #[error("namespace {namespace} has {} OperatorGroups ({}); OLM installs nothing in a namespace with more than one: delete all but one", groups.len(), groups.join(", "))]
+    TooManyOperatorGroups {
+        /// The namespace.
+        namespace: String,
+        /// Their names.
+        groups: Vec<String>,
+    },
+    /// The OperatorGroup targets namespaces in a way the bundle does not support.
+    #[error("{0}")]
+    UnsupportedInstallMode(Box<ModeMismatch>),
+    /// The resolver found no plan.
+    #[error("cannot install {package} in {namespace}: {explanation}")]
+    Unsatisfiable {
+        /// The package.
+        package: String,
+        /// The namespace.
+        namespace: String,
+        /// The resolver's explanation.
+        explanation: String,
+    },
+    /// No Subscription for the package in the namespace.
+    #[error(
+        "no Subscription for package {package} in namespace {namespace}; `kubectl olm status -n {namespace}` lists what is installed, `kubectl olm install {package}` installs it"
+    )]
+    NoSubscription {
+        /// The package.
+        package: String,
+        /// The namespace.
+        namespace: String,
+    },
+    /// Nothing waits for approval.
+    #[error("{what} has no InstallPlan waiting for approval")]
+    NothingToApprove {
+        /// The Subscription or InstallPlan.
+        what: String,
+    },
+    /// An argument is wrong.
+    #[error("{0}")]
+    Usage(String),
+    /// An install, upgrade or approval did not finish in time, or failed.
+    #[error("{0}")]
+    Failed(String),
+    /// A call to the API server failed.
+    #[error("cannot {what}: {source}")]
+    Kube {
+        /// What was tried, on which object.
+        what: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// Writing the output failed.
+    #[error("cannot write the output: {0}")]
+    Io(#[from] std::io::Error),
+    /// Serializing the output failed.
+    #[error("cannot render the output: {0}")]
+    Render(String),
+}
+
+impl Error {
+    /// A [`Error::Kube`] for `what`.
+    pub fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+        let what = what.into();
+        move |source| Error::Kube { what, source }
+    }
+}
+
+fn suggestion(suggestions: &[String]) -> String {
+    if suggestions.is_empty() {
+        "; `kubectl olm packages` lists the packages".to_owned()
+    } else {
+        format!("; did you mean {}?", suggestions.join(", "))
+    }
+}
+
+fn unhealthy_note(unhealthy: &[String]) -> String {
+    if unhealthy.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " (catalogs that could not be read, and may have it: {})",
+            unhealthy.join(", ")
+        )
+    }
+}
+
+/// A bundle and an OperatorGroup whose install mode it does not support.
+#[derive(Debug, thiserror::Error)]
+#[error("{bundle} does not support install mode {mode} (OperatorGroup {group} in {namespace} targets {targets}); it supports {}: {fix}", supported.join(", "))]
+pub struct ModeMismatch {
+    /// The bundle.
+    pub bundle: String,
+    /// The namespace.
+    pub namespace: String,
+    /// The OperatorGroup (or the one to be created).
+    pub group: String,
+    /// Its install mode.
+    pub mode: String,
+    /// What it targets, in words.
+    pub targets: String,
+    /// Supported modes.
+    pub supported: Vec<String>,
+    /// What to do.
+    pub fix: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn errors_name_the_object_and_the_fix() {
+        let unknown = Error::UnknownPackage {
+            package: "demo-ap".into(),
+            namespace: "team".into(),
+            suggestions: vec!["demo-app".into()],
+            unhealthy: vec!["olm/big".into()],
+        };
+        assert_eq!(
+            unknown.to_string(),
+            "package \"demo-ap\" is in no catalog visible from namespace team; did you mean demo-app? (catalogs that could not be read, and may have it: olm/big)"
+        );
+        let none = Error::UnknownPackage {
+            package: "x".into(),
+            namespace: "team".into(),
+            suggestions: Vec::new(),
+            unhealthy: Vec::new(),
+        };
+        assert!(
+            none.to_string()
+                .contains("`kubectl olm packages` lists the packages"),
+            "{none}"
+        );
+        let unhealthy = Error::UnhealthyCatalog {
+            catalog: CatalogId::new("big", "olm"),
+            message: "the registry at x:50051 does not answer".into(),
+        };
+        assert!(
+            unhealthy
+                .to_string()
+                .contains("kubectl get catsrc -n olm big -o yaml"),
+            "{unhealthy}"
+        );
+        let groups = Error::TooManyOperatorGroups {
+            namespace: "team".into(),
+            groups: vec!["a".into(), "b".into()],
+        };
+        assert!(groups.to_string().contains("delete all but one"), "{groups}");
+    }
+}

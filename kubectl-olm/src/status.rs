@@ -1,0 +1,672 @@
+//! `status`: operators, their workloads, catalogs and pending approvals in one
+//! view, in the manner of `juju status`. Gathering reads the cluster;
+//! [`report`] and [`render`] are pure.
+
+use std::fmt::Write;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::{Api, Client, ResourceExt, api::ListParams};
+use olm_api::{
+    labels,
+    substrate::Machine,
+    v1alpha1::{
+        CatalogSource, ClusterServiceVersion, ConditionStatus, ConnectivityState, CsvPhase, InstallPlan,
+        InstallPlanPhase, Subscription, SubscriptionConditionType,
+    },
+};
+use serde::Serialize;
+
+use crate::{
+    error::Error,
+    table::{Cell, Table, Tone},
+};
+
+/// What `status` reads.
+#[derive(Debug, Clone, Default)]
+pub struct Inputs {
+    /// Subscriptions.
+    pub subscriptions: Vec<Subscription>,
+    /// CSVs (copies included; they are left out here).
+    pub csvs: Vec<ClusterServiceVersion>,
+    /// InstallPlans.
+    pub plans: Vec<InstallPlan>,
+    /// Deployments owned by CSVs.
+    pub deployments: Vec<Deployment>,
+    /// Machines with units.
+    pub machines: Vec<Machine>,
+    /// CatalogSources.
+    pub catalogs: Vec<CatalogSource>,
+    /// The heads of the channels the Subscriptions follow.
+    pub heads: Vec<ChannelHead>,
+}
+
+/// The head of a channel in a catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChannelHead {
+    /// The catalog's namespace.
+    pub catalog_namespace: String,
+    /// The catalog.
+    pub catalog: String,
+    /// The package.
+    pub package: String,
+    /// The channel.
+    pub channel: String,
+    /// The head bundle.
+    pub bundle: String,
+    /// Its version.
+    pub version: String,
+}
+
+/// One operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorRow {
+    /// Namespace.
+    pub namespace: String,
+    /// Package.
+    pub package: String,
+    /// Channel.
+    pub channel: String,
+    /// Installed CSV.
+    pub installed: String,
+    /// Its version.
+    pub version: String,
+    /// A newer bundle, if any.
+    pub upgrade: String,
+    /// The CSV's phase (or the Subscription's state before a CSV exists).
+    pub phase: String,
+    /// Why, in words.
+    pub message: String,
+}
+
+/// One Deployment or machine unit of an operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadRow {
+    /// Namespace.
+    pub namespace: String,
+    /// The CSV it belongs to.
+    pub operator: String,
+    /// `Deployment` or `Unit`.
+    pub kind: String,
+    /// The Deployment or Machine.
+    pub name: String,
+    /// Workload status: `active`, `waiting`, `blocked`, `maintenance` or `error`.
+    pub status: String,
+    /// Detail.
+    pub message: String,
+}
+
+/// One catalog.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CatalogRow {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// grpc, configmap or image.
+    pub source: String,
+    /// The catalog-operator's last observed state.
+    pub state: String,
+    /// Its message.
+    pub message: String,
+}
+
+/// One InstallPlan waiting for approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalRow {
+    /// Namespace.
+    pub namespace: String,
+    /// The InstallPlan.
+    pub install_plan: String,
+    /// The CSVs it installs.
+    pub csvs: Vec<String>,
+    /// The command that approves it.
+    pub approve: String,
+}
+
+/// The whole view.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// Operators.
+    pub operators: Vec<OperatorRow>,
+    /// Their workloads.
+    pub workloads: Vec<WorkloadRow>,
+    /// Catalogs.
+    pub catalogs: Vec<CatalogRow>,
+    /// Pending approvals.
+    pub approvals: Vec<ApprovalRow>,
+}
+
+fn ns_of(object: &impl ResourceExt) -> String {
+    object.namespace().unwrap_or_default()
+}
+
+fn version_newer(candidate: &str, installed: &str) -> bool {
+    match (
+        semver::Version::parse(candidate.trim_start_matches('v')),
+        semver::Version::parse(installed.trim_start_matches('v')),
+    ) {
+        (Ok(a), Ok(b)) => a > b,
+        _ => false,
+    }
+}
+
+/// Builds the view from what was read (pure).
+pub fn report(inputs: &Inputs) -> Report {
+    let own_csvs: Vec<&ClusterServiceVersion> = inputs
+        .csvs
+        .iter()
+        .filter(|c| !c.labels().contains_key(labels::COPIED_FROM))
+        .collect();
+    let find_csv = |namespace: &str, name: &str| {
+        own_csvs
+            .iter()
+            .find(|c| ns_of(**c) == namespace && c.name_any() == name)
+            .copied()
+    };
+    let mut report = Report::default();
+    for sub in &inputs.subscriptions {
+        let namespace = ns_of(sub);
+        let status = sub.status.clone().unwrap_or_default();
+        let csv_name = status
+            .installed_csv
+            .clone()
+            .or(status.current_csv.clone())
+            .unwrap_or_default();
+        let csv = find_csv(&namespace, &csv_name);
+        let version = csv.and_then(|c| c.spec.version.clone()).unwrap_or_default();
+        let channel = sub.spec.channel.clone().unwrap_or_default();
+        let head = inputs.heads.iter().find(|h| {
+            h.catalog_namespace == sub.spec.catalog_source_namespace
+                && h.catalog == sub.spec.catalog_source
+                && h.package == sub.spec.package
+                && h.channel == channel
+        });
+        let mut upgrade = match head {
+            Some(head) if version_newer(&head.version, &version) => {
+                format!("{} ({})", head.version, head.bundle)
+            }
+            _ => String::new(),
+        };
+        if upgrade.is_empty()
+            && let (Some(current), Some(installed)) = (&status.current_csv, &status.installed_csv)
+            && current != installed
+        {
+            upgrade = current.clone();
+        }
+        let failed_condition = status.conditions.iter().flatten().find(|c| {
+            c.status == ConditionStatus::True
+                && matches!(
+                    c.type_,
+                    SubscriptionConditionType::ResolutionFailed
+                        | SubscriptionConditionType::CatalogSourcesUnhealthy
+                        | SubscriptionConditionType::InstallPlanFailed
+                        | SubscriptionConditionType::BundleUnpackFailed
+                )
+        });
+        let (phase, message) = match (csv.and_then(|c| c.status.as_ref()), failed_condition) {
+            (_, Some(condition)) => (
+                format!("{:?}", condition.type_),
+                condition.message.clone().unwrap_or_default(),
+            ),
+            (Some(csv_status), None) => (
+                csv_status.phase.map(|p| format!("{p:?}")).unwrap_or_default(),
+                csv_status.message.clone().unwrap_or_default(),
+            ),
+            (None, None) => (
+                status
+                    .state
+                    .map(|s| format!("{s:?}"))
+                    .unwrap_or_else(|| "Resolving".to_owned()),
+                String::new(),
+            ),
+        };
+        report.operators.push(OperatorRow {
+            namespace: namespace.clone(),
+            package: sub.spec.package.clone(),
+            channel,
+            installed: csv_name,
+            version,
+            upgrade,
+            phase,
+            message,
+        });
+    }
+    for deployment in &inputs.deployments {
+        let Some(owner) = deployment.labels().get(labels::OWNER).cloned() else {
+            continue;
+        };
+        let status = deployment.status.clone().unwrap_or_default();
+        let desired = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let ready = status.ready_replicas.unwrap_or(0);
+        let (state, message) = if ready >= desired {
+            ("active", format!("{ready}/{desired} ready"))
+        } else {
+            ("waiting", format!("{ready}/{desired} ready"))
+        };
+        report.workloads.push(WorkloadRow {
+            namespace: ns_of(deployment),
+            operator: owner,
+            kind: "Deployment".to_owned(),
+            name: deployment.name_any(),
+            status: state.to_owned(),
+            message,
+        });
+    }
+    for machine in &inputs.machines {
+        for unit in machine.status.iter().flat_map(|s| s.units.iter().flatten()) {
+            report.workloads.push(WorkloadRow {
+                namespace: ns_of(machine),
+                operator: unit.csv.clone(),
+                kind: "Unit".to_owned(),
+                name: machine.name_any(),
+                status: serde_json::to_value(unit.state)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_owned))
+                    .unwrap_or_default(),
+                message: format!("{} {}", unit.version, unit.message.clone().unwrap_or_default())
+                    .trim()
+                    .to_owned(),
+            });
+        }
+    }
+    for source in &inputs.catalogs {
+        let status = source.status.clone().unwrap_or_default();
+        let state = status
+            .connection_state
+            .as_ref()
+            .map(|s| format!("{:?}", s.last_observed_state).to_uppercase())
+            .unwrap_or_default();
+        report.catalogs.push(CatalogRow {
+            namespace: ns_of(source),
+            name: source.name_any(),
+            source: crate::catalogs::Origin::of(source).kind().to_owned(),
+            state,
+            message: status.message.unwrap_or_default(),
+        });
+    }
+    for plan in &inputs.plans {
+        let waiting = plan
+            .status
+            .as_ref()
+            .is_some_and(|s| s.phase == InstallPlanPhase::RequiresApproval)
+            && !plan.spec.approved;
+        if waiting {
+            report.approvals.push(ApprovalRow {
+                namespace: ns_of(plan),
+                install_plan: plan.name_any(),
+                csvs: plan.spec.cluster_service_version_names.clone(),
+                approve: format!("kubectl olm approve {} -n {}", plan.name_any(), ns_of(plan)),
+            });
+        }
+    }
+    report
+        .operators
+        .sort_by(|a, b| (&a.namespace, &a.package).cmp(&(&b.namespace, &b.package)));
+    report
+        .workloads
+        .sort_by(|a, b| (&a.namespace, &a.operator, &a.name).cmp(&(&b.namespace, &b.operator, &b.name)));
+    report
+}
+
+fn phase_tone(phase: &str) -> Tone {
+    match phase {
+        "Succeeded" | "AtLatestKnown" => Tone::Good,
+        "Failed"
+        | "ResolutionFailed"
+        | "CatalogSourcesUnhealthy"
+        | "InstallPlanFailed"
+        | "BundleUnpackFailed" => Tone::Bad,
+        _ => Tone::Busy,
+    }
+}
+
+fn workload_tone(status: &str) -> Tone {
+    match status {
+        "active" => Tone::Good,
+        "error" | "blocked" => Tone::Bad,
+        _ => Tone::Busy,
+    }
+}
+
+/// The view as tables; `colour` for a terminal; `namespaces` shows the namespace column.
+pub fn render(report: &Report, colour: bool, namespaces: bool) -> String {
+    let mut out = String::new();
+    let ns = |headers: &[&'static str]| -> Vec<&'static str> {
+        let mut all = if namespaces { vec!["NAMESPACE"] } else { Vec::new() };
+        all.extend_from_slice(headers);
+        all
+    };
+    let with_ns = |namespace: &str, cells: Vec<Cell>| -> Vec<Cell> {
+        let mut all = if namespaces {
+            vec![Cell::from(namespace)]
+        } else {
+            Vec::new()
+        };
+        all.extend(cells);
+        all
+    };
+    let mut operators = Table::new(&ns(&[
+        "OPERATOR", "CHANNEL", "VERSION", "UPGRADE", "PHASE", "MESSAGE",
+    ]));
+    for row in &report.operators {
+        operators.row(with_ns(
+            &row.namespace,
+            vec![
+                row.package.as_str().into(),
+                row.channel.as_str().into(),
+                row.version.as_str().into(),
+                Cell::toned(row.upgrade.clone(), Tone::Busy),
+                Cell::toned(row.phase.clone(), phase_tone(&row.phase)),
+                row.message.as_str().into(),
+            ],
+        ));
+    }
+    if operators.is_empty() {
+        out.push_str("No operators.\n");
+    } else {
+        out.push_str(&operators.render(colour));
+    }
+    if !report.workloads.is_empty() {
+        let mut workloads = Table::new(&ns(&["WORKLOAD", "KIND", "OPERATOR", "STATUS", "MESSAGE"]));
+        for row in &report.workloads {
+            workloads.row(with_ns(
+                &row.namespace,
+                vec![
+                    row.name.as_str().into(),
+                    row.kind.as_str().into(),
+                    row.operator.as_str().into(),
+                    Cell::toned(row.status.clone(), workload_tone(&row.status)),
+                    row.message.as_str().into(),
+                ],
+            ));
+        }
+        out.push('\n');
+        out.push_str(&workloads.render(colour));
+    }
+    if !report.catalogs.is_empty() {
+        let mut catalogs = Table::new(&ns(&["CATALOG", "SOURCE", "STATE", "MESSAGE"]));
+        for row in &report.catalogs {
+            let tone = if row.state == "READY" {
+                Tone::Good
+            } else {
+                Tone::Bad
+            };
+            catalogs.row(with_ns(
+                &row.namespace,
+                vec![
+                    row.name.as_str().into(),
+                    row.source.as_str().into(),
+                    Cell::toned(row.state.clone(), tone),
+                    row.message.as_str().into(),
+                ],
+            ));
+        }
+        out.push('\n');
+        out.push_str(&catalogs.render(colour));
+    }
+    if !report.approvals.is_empty() {
+        let mut approvals = Table::new(&ns(&["PENDING APPROVAL", "INSTALLS", "APPROVE WITH"]));
+        for row in &report.approvals {
+            approvals.row(with_ns(
+                &row.namespace,
+                vec![
+                    Cell::toned(row.install_plan.clone(), Tone::Busy),
+                    row.csvs.join(",").into(),
+                    row.approve.as_str().into(),
+                ],
+            ));
+        }
+        out.push('\n');
+        out.push_str(&approvals.render(colour));
+    }
+    let _ = write!(out, "");
+    out
+}
+
+async fn list<K>(api: Api<K>, what: &str, optional: bool, params: &ListParams) -> Result<Vec<K>, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    match api.list(params).await {
+        Ok(list) => Ok(list.items),
+        // Kinds that may not be installed (Machines) or readable are left out.
+        Err(_) if optional => Ok(Vec::new()),
+        Err(source) => Err(Error::Kube {
+            what: format!("list {what}"),
+            source,
+        }),
+    }
+}
+
+fn api<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<Scope = kube::core::NamespaceResourceScope>,
+    <K as kube::Resource>::DynamicType: Default,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// Reads what `status` shows from `namespace` (`None`: all namespaces).
+pub async fn gather(
+    client: &Client,
+    namespace: Option<&str>,
+    catalog_namespaces: &[String],
+) -> Result<Inputs, Error> {
+    let all = ListParams::default();
+    let where_ = namespace.map_or_else(|| "all namespaces".to_owned(), |n| format!("namespace {n}"));
+    let subscriptions: Vec<Subscription> = list(
+        api(client, namespace),
+        &format!("Subscriptions in {where_}"),
+        false,
+        &all,
+    )
+    .await?;
+    let csvs: Vec<ClusterServiceVersion> = list(
+        api(client, namespace),
+        &format!("ClusterServiceVersions in {where_}"),
+        false,
+        &all,
+    )
+    .await?;
+    let plans: Vec<InstallPlan> = list(
+        api(client, namespace),
+        &format!("InstallPlans in {where_}"),
+        false,
+        &all,
+    )
+    .await?;
+    let owned = ListParams::default().labels(labels::OWNER);
+    let deployments: Vec<Deployment> = list(
+        api(client, namespace),
+        &format!("Deployments in {where_}"),
+        true,
+        &owned,
+    )
+    .await?;
+    let machines: Vec<Machine> = list(api(client, None), "Machines", true, &all).await?;
+    let csv_names: Vec<String> = csvs.iter().map(ResourceExt::name_any).collect();
+    let machines = machines
+        .into_iter()
+        .filter(|m| {
+            m.status
+                .iter()
+                .flat_map(|s| s.units.iter().flatten())
+                .any(|u| csv_names.contains(&u.csv))
+        })
+        .collect();
+    let mut catalogs: Vec<CatalogSource> = Vec::new();
+    match namespace {
+        None => catalogs = list(api(client, None), "CatalogSources in all namespaces", false, &all).await?,
+        Some(_) => {
+            let mut namespaces = catalog_namespaces.to_vec();
+            namespaces.sort();
+            namespaces.dedup();
+            for ns in &namespaces {
+                catalogs.extend(
+                    list::<CatalogSource>(
+                        api(client, Some(ns)),
+                        &format!("CatalogSources in namespace {ns}"),
+                        true,
+                        &all,
+                    )
+                    .await?,
+                );
+            }
+        }
+    }
+    let deployments = deployments
+        .into_iter()
+        .filter(|d| {
+            d.labels()
+                .get(labels::OWNER)
+                .is_some_and(|o| csv_names.contains(o))
+        })
+        .collect();
+    Ok(Inputs {
+        subscriptions,
+        csvs,
+        plans,
+        deployments,
+        machines,
+        catalogs,
+        heads: Vec::new(),
+    })
+}
+
+/// Whether a catalog is READY according to the catalog-operator.
+pub fn is_ready(source: &CatalogSource) -> bool {
+    source
+        .status
+        .as_ref()
+        .and_then(|s| s.connection_state.as_ref())
+        .is_some_and(|s| s.last_observed_state == ConnectivityState::Ready)
+}
+
+/// Whether a CSV has reached `Succeeded`.
+pub fn succeeded(csv: &ClusterServiceVersion) -> bool {
+    csv.status.as_ref().and_then(|s| s.phase) == Some(CsvPhase::Succeeded)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn object<K: serde::de::DeserializeOwned>(value: serde_json::Value) -> K {
+        serde_json::from_value(value).expect("a valid object")
+    }
+
+    fn inputs() -> Inputs {
+        Inputs {
+            subscriptions: vec![
+                object(
+                    json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+                    "metadata": {"name": "demo-app", "namespace": "team"},
+                    "spec": {"name": "demo-app", "channel": "stable", "source": "demo", "sourceNamespace": "olm"},
+                    "status": {"installedCSV": "demo-app.v0.1.0", "currentCSV": "demo-app.v0.1.0", "state": "AtLatestKnown"}}),
+                ),
+                object(
+                    json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+                    "metadata": {"name": "demo-db", "namespace": "team"},
+                    "spec": {"name": "demo-db", "channel": "stable", "source": "demo", "sourceNamespace": "olm",
+                        "installPlanApproval": "Manual"},
+                    "status": {"currentCSV": "demo-db.v1.1.0", "state": "UpgradePending",
+                        "installPlanRef": {"name": "install-abc", "namespace": "team"}}}),
+                ),
+            ],
+            csvs: vec![object(
+                json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+                "metadata": {"name": "demo-app.v0.1.0", "namespace": "team"},
+                "spec": {"version": "0.1.0", "displayName": "app",
+                    "install": {"strategy": "deployment", "spec": {"deployments": []}}},
+                "status": {"phase": "Succeeded", "message": "install strategy completed with no errors"}}),
+            )],
+            plans: vec![object(
+                json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "InstallPlan",
+                "metadata": {"name": "install-abc", "namespace": "team"},
+                "spec": {"clusterServiceVersionNames": ["demo-db.v1.1.0"], "approval": "Manual", "approved": false},
+                "status": {"phase": "RequiresApproval", "catalogSources": []}}),
+            )],
+            deployments: vec![object(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "demo-app", "namespace": "team", "labels": {"olm.owner": "demo-app.v0.1.0"}},
+                "spec": {"replicas": 1, "selector": {}, "template": {}},
+                "status": {"readyReplicas": 1}}))],
+            machines: Vec::new(),
+            catalogs: vec![object(
+                json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+                "metadata": {"name": "demo", "namespace": "olm"},
+                "spec": {"sourceType": "grpc", "address": "127.0.0.1:50051"},
+                "status": {"connectionState": {"lastObservedState": "READY", "address": "127.0.0.1:50051"}}}),
+            )],
+            heads: vec![ChannelHead {
+                catalog_namespace: "olm".into(),
+                catalog: "demo".into(),
+                package: "demo-app".into(),
+                channel: "stable".into(),
+                bundle: "demo-app.v0.2.0".into(),
+                version: "0.2.0".into(),
+            }],
+        }
+    }
+
+    #[test]
+    fn status_reads_like_juju_status() {
+        let report = report(&inputs());
+        assert_eq!(
+            render(&report, false, false),
+            "\
+OPERATOR  CHANNEL  VERSION  UPGRADE                  PHASE           MESSAGE
+demo-app  stable   0.1.0    0.2.0 (demo-app.v0.2.0)  Succeeded       install strategy completed with no errors
+demo-db   stable                                     UpgradePending
+
+WORKLOAD  KIND        OPERATOR         STATUS  MESSAGE
+demo-app  Deployment  demo-app.v0.1.0  active  1/1 ready
+
+CATALOG  SOURCE  STATE  MESSAGE
+demo     grpc    READY
+
+PENDING APPROVAL  INSTALLS        APPROVE WITH
+install-abc       demo-db.v1.1.0  kubectl olm approve install-abc -n team
+"
+        );
+        let coloured = render(&report, true, true);
+        assert!(coloured.contains("\x1b[32mSucceeded\x1b[0m"), "{coloured}");
+        assert!(coloured.starts_with("\x1b[1mNAMESPACE"), "{coloured}");
+        let json = serde_json::to_value(&report).expect("json");
+        assert_eq!(json["approvals"][0]["installPlan"], "install-abc");
+        assert_eq!(json["operators"][0]["upgrade"], "0.2.0 (demo-app.v0.2.0)");
+    }
+
+    #[test]
+    fn machine_units_are_workloads_with_their_state() {
+        let mut inputs = inputs();
+        inputs.machines = vec![object(
+            json!({"apiVersion": "substrate.olm-rs.dev/v1alpha1", "kind": "Machine",
+            "metadata": {"name": "machine-1", "namespace": "pool"},
+            "spec": {"pool": "edge"},
+            "status": {"units": [{"csv": "demo-machine.v1.1.0", "version": "1.1.0", "state": "blocked",
+                "message": "needs a config value"}]}}),
+        )];
+        let report = report(&inputs);
+        let unit = report
+            .workloads
+            .iter()
+            .find(|w| w.kind == "Unit")
+            .expect("the unit");
+        assert_eq!(unit.name, "machine-1");
+        assert_eq!(unit.operator, "demo-machine.v1.1.0");
+        assert_eq!(unit.status, "blocked");
+        assert_eq!(unit.message, "1.1.0 needs a config value");
+        let text = render(&report, true, false);
+        assert!(text.contains("\x1b[31mblocked\x1b[0m"), "{text}");
+    }
+}

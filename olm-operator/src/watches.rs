@@ -60,7 +60,7 @@ use kube::{
 use olm_api::{
     labels,
     substrate::{Machine, MachinePool},
-    v1::OperatorGroup,
+    v1::{OLMConfig, OperatorGroup},
     v1alpha1::{ClusterServiceVersion, Subscription},
     v2::OperatorCondition,
 };
@@ -87,7 +87,9 @@ where
     let client = ctx.client.clone();
     let all = watcher::Config::default;
     // Icons and descriptions are for people: no controller reads them.
-    let mut csvs = Reflector::<ClusterServiceVersion>::new(Api::all(client.clone()), all(), &readiness)
+    // Copies in target namespaces stay out of the store: only their originals are reconciled.
+    let not_copies = all().labels(&format!("!{}", labels::COPIED_FROM));
+    let mut csvs = Reflector::<ClusterServiceVersion>::new(Api::all(client.clone()), not_copies, &readiness)
         .modify(ClusterServiceVersion::drop_presentation);
     let mut groups = Reflector::<OperatorGroup>::new(Api::all(client.clone()), all(), &readiness);
     // Names and labels are all a selector reads.
@@ -110,6 +112,7 @@ where
     let by_condition = csv_store.clone();
     let by_deleted_csv = csv_store.clone();
     let (by_machine, by_subscription) = (csv_store.clone(), csv_store.clone());
+    let (by_config, by_namespace) = (csv_store.clone(), csv_store.clone());
     let metrics = ctx.metrics.clone();
     let csv_controller = Controller::for_shared_stream(csvs.subscribe(), csv_store.clone())
         .trigger_backoff(TriggerBackoff::default())
@@ -191,6 +194,24 @@ where
             move |service| csv::apiservices::naming_api_service(&by_api_service, &service.name_any()),
             csv::apiservices::resource(),
         )
+        .watches_stream(
+            watcher(
+                Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client.clone()),
+                watcher::Config::default().labels(labels::COPIED_FROM),
+            )
+            .backoff(TriggerBackoff::default())
+            .touched_objects(),
+            |copy| csv::copied::original(&copy.metadata),
+        )
+        .watches_stream(
+            watcher(Api::<OLMConfig>::all(client.clone()), watcher::Config::default())
+                .backoff(TriggerBackoff::default())
+                .touched_objects(),
+            move |_| csv::copied::serving_all(&by_config),
+        )
+        .watches_shared_stream(namespaces.subscribe(), move |_| {
+            csv::copied::serving_all(&by_namespace)
+        })
         .watches_shared_stream(groups.subscribe(), move |group| {
             csv::in_namespace(&by_group, &group.namespace().unwrap_or_default())
         })

@@ -8,7 +8,14 @@
 
 mod common;
 
-use kube::{Api, Client, ResourceExt, api::DeleteParams};
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kube::{
+    Api, Client, ResourceExt,
+    api::DeleteParams,
+    runtime::{WatchStreamExt, watcher},
+};
 use olm_api::{
     labels,
     v1::{OLMConfig, OperatorGroupSpec},
@@ -25,7 +32,13 @@ const ALL_NAMESPACES: &[(&str, bool)] = &[
 ];
 
 /// Waits for the copy of `name` from `from` in `namespace` to be in `phase`.
-async fn wait_copy(client: &Client, namespace: &str, name: &str, from: &str, phase: CsvPhase) -> ClusterServiceVersion {
+async fn wait_copy(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    from: &str,
+    phase: CsvPhase,
+) -> ClusterServiceVersion {
     let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), namespace);
     let what = format!("the copy of {from}/{name} in {namespace} is {phase:?}");
     wait_for(&api, name, &what, |csv: Option<&ClusterServiceVersion>| {
@@ -39,7 +52,11 @@ async fn wait_copy(client: &Client, namespace: &str, name: &str, from: &str, pha
 }
 
 async fn wait_no_copy(client: &Client, namespace: &str, name: &str) {
-    wait_gone(&Api::<ClusterServiceVersion>::namespaced(client.clone(), namespace), name).await;
+    wait_gone(
+        &Api::<ClusterServiceVersion>::namespaced(client.clone(), namespace),
+        name,
+    )
+    .await;
 }
 
 fn assert_copy(copy: &ClusterServiceVersion, original: &ClusterServiceVersion) {
@@ -76,8 +93,32 @@ async fn copies_in_chosen_namespaces_follow_the_group_and_go_with_the_original()
             },
         )
         .await;
+        // Every phase the copy in `a` is written with, in order.
+        let seen: Arc<Mutex<Vec<CsvPhase>>> = Arc::default();
+        let recorder = {
+            let (seen, api) = (
+                seen.clone(),
+                Api::<ClusterServiceVersion>::namespaced(client.clone(), &a),
+            );
+            tokio::spawn(async move {
+                let mut copies = std::pin::pin!(watcher(api, watcher::Config::default()).applied_objects());
+                while let Some(Ok(copy)) = copies.next().await {
+                    let mut seen = seen.lock().expect("the phases");
+                    if let Some(phase) = copy.status.and_then(|s| s.phase)
+                        && seen.last() != Some(&phase)
+                    {
+                        seen.push(phase);
+                    }
+                }
+            })
+        };
         let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        create_csv(&client, &ns, demo_csv("multi.v1.0.0", "1.0.0", None, &["multi"], MULTI_NAMESPACE, None)).await;
+        create_csv(
+            &client,
+            &ns,
+            demo_csv("multi.v1.0.0", "1.0.0", None, &["multi"], MULTI_NAMESPACE, None),
+        )
+        .await;
         let original = wait_for_csv(&csvs, "multi.v1.0.0", CsvPhase::Succeeded).await;
         assert!(
             !original.labels().contains_key(labels::COPIED_FROM),
@@ -87,6 +128,21 @@ async fn copies_in_chosen_namespaces_follow_the_group_and_go_with_the_original()
             let copy = wait_copy(&client, namespace, "multi.v1.0.0", &ns, CsvPhase::Succeeded).await;
             assert_copy(&copy, &original);
         }
+        // The copy went through the original's phases as they happened.
+        let followed = seen.lock().expect("the phases").clone();
+        let original_phases = history(&original);
+        assert_eq!(followed.last(), Some(&CsvPhase::Succeeded), "{followed:?}");
+        assert!(
+            followed.len() >= 2,
+            "the copy changed phase with the original: {followed:?}"
+        );
+        // (Each status write of the original is copied; a reconcile on a lagging cache may write
+        // a phase twice, so only membership and the end are checked.)
+        assert!(
+            followed.iter().all(|phase| original_phases.contains(phase)),
+            "the copy's phases {followed:?} are the original's {original_phases:?}"
+        );
+        recorder.abort();
 
         // A namespace no longer served loses its copy.
         operator_group(
@@ -120,7 +176,12 @@ async fn copies_of_an_all_namespaces_operator_everywhere_until_olmconfig_disable
         let _ = configs.delete("cluster", &DeleteParams::background()).await;
         operator_group(&client, &ns, OperatorGroupSpec::default()).await;
         let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
-        create_csv(&client, &ns, demo_csv("every.v1.0.0", "1.0.0", None, &["every"], ALL_NAMESPACES, None)).await;
+        create_csv(
+            &client,
+            &ns,
+            demo_csv("every.v1.0.0", "1.0.0", None, &["every"], ALL_NAMESPACES, None),
+        )
+        .await;
         let original = wait_for_csv(&csvs, "every.v1.0.0", CsvPhase::Succeeded).await;
         let copy = wait_copy(&client, "default", "every.v1.0.0", &ns, CsvPhase::Succeeded).await;
         assert_copy(&copy, &original);

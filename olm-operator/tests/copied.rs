@@ -18,7 +18,7 @@ use kube::{
 };
 use olm_api::{
     labels,
-    v1::{OLMConfig, OperatorGroupSpec},
+    v1::{DISABLED_COPIED_CSVS, OLMConfig, OperatorGroupSpec},
     v1alpha1::{ClusterServiceVersion, CsvPhase, CsvReason},
 };
 
@@ -204,6 +204,21 @@ async fn copies_of_an_all_namespaces_operator_everywhere_until_olmconfig_disable
         wait_no_copy(&client, &later, "every.v1.0.0").await;
         wait_no_copy(&client, "default", "every.v1.0.0").await;
         wait_for_csv(&csvs, "every.v1.0.0", CsvPhase::Succeeded).await;
+        wait_for(
+            &configs,
+            "cluster",
+            "the OLMConfig says copies are off",
+            |c: Option<&OLMConfig>| {
+                c.and_then(|c| c.status.as_ref())
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|conditions| {
+                        conditions
+                            .iter()
+                            .any(|c| c.type_ == DISABLED_COPIED_CSVS && c.status == "True")
+                    })
+            },
+        )
+        .await;
 
         // Switched on again: they come back.
         olm_testkit::objects::apply_json(

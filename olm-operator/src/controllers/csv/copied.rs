@@ -19,7 +19,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use k8s_openapi::{api::core::v1::Namespace, apimachinery::pkg::apis::meta::v1::ObjectMeta};
+use k8s_openapi::{
+    api::core::v1::Namespace,
+    apimachinery::pkg::apis::meta::v1::{Condition, ObjectMeta, Time},
+};
 use kube::{
     Api, ResourceExt,
     api::ListParams,
@@ -30,7 +33,7 @@ use kube::{
 };
 use olm_api::{
     labels,
-    v1::{OLM_CONFIG_NAME, OLMConfig},
+    v1::{DISABLED_COPIED_CSVS, OLM_CONFIG_NAME, OLMConfig, OlmConfigStatus},
     v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvReason},
 };
 use olm_runtime::apply::WriteError;
@@ -252,12 +255,73 @@ async fn delete_copy(ctx: &Context, name: &str, namespace: &str) -> Result<(), E
 }
 
 /// Whether the OLMConfig `cluster` switches copies off (no OLMConfig: no).
+/// Its [`DISABLED_COPIED_CSVS`] condition is brought in line on the way.
 async fn copies_disabled(ctx: &Context) -> Result<bool, kube::Error> {
     let api: Api<OLMConfig> = Api::all(ctx.client.clone());
-    Ok(api
-        .get_opt(OLM_CONFIG_NAME)
-        .await?
-        .is_some_and(|config| config.copied_csvs_disabled()))
+    let Some(config) = api.get_opt(OLM_CONFIG_NAME).await? else {
+        return Ok(false);
+    };
+    let disabled = config.copied_csvs_disabled();
+    if let Some(status) = config_status(&config, disabled, crate::context::now())
+        && let Err(error) = ctx.apply_status(&api, OLM_CONFIG_NAME, &status).await
+    {
+        // The condition only reports; the copies are what matters.
+        tracing::warn!(
+            error = &error as &dyn std::error::Error,
+            "cannot update the OLMConfig status"
+        );
+    }
+    Ok(disabled)
+}
+
+/// The status the OLMConfig should get so that its [`DISABLED_COPIED_CSVS`]
+/// condition says whether copies are off, or `None` when it already does.
+pub fn config_status(
+    config: &OLMConfig,
+    disabled: bool,
+    now: k8s_openapi::jiff::Timestamp,
+) -> Option<OlmConfigStatus> {
+    let (status, reason, message) = if disabled {
+        (
+            "True",
+            "CopiedCSVsDisabled",
+            "Copied CSVs are disabled for operators that serve all namespaces",
+        )
+    } else {
+        (
+            "False",
+            "CopiedCSVsEnabled",
+            "Copied CSVs are enabled and present across the cluster",
+        )
+    };
+    let generation = config.metadata.generation;
+    let mut conditions = config
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.clone())
+        .unwrap_or_default();
+    let current = conditions.iter().find(|c| c.type_ == DISABLED_COPIED_CSVS);
+    if current
+        .is_some_and(|c| c.status == status && c.reason == reason && c.observed_generation == generation)
+    {
+        return None;
+    }
+    let last_transition_time = match current {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => Time(now),
+    };
+    conditions.retain(|c| c.type_ != DISABLED_COPIED_CSVS);
+    conditions.push(Condition {
+        type_: DISABLED_COPIED_CSVS.to_owned(),
+        status: status.to_owned(),
+        reason: reason.to_owned(),
+        message: message.to_owned(),
+        observed_generation: generation,
+        last_transition_time,
+    });
+    Some(OlmConfigStatus {
+        conditions: Some(conditions),
+    })
 }
 
 /// The copies of `csv` that exist, by namespace, with their annotations:
@@ -375,6 +439,31 @@ mod tests {
             copy_status.message.as_deref(),
             Some("The operator is running in ops but is managing this namespace")
         );
+    }
+
+    #[test]
+    fn the_olmconfig_condition_says_whether_copies_are_off() {
+        let now = k8s_openapi::jiff::Timestamp::from_second(1_700_000_000).expect("a time");
+        let mut config = OLMConfig::new(OLM_CONFIG_NAME, Default::default());
+        config.metadata.generation = Some(2);
+        let status = config_status(&config, true, now).expect("a condition to write");
+        let condition = &status.conditions.as_ref().expect("conditions")[0];
+        assert_eq!(
+            (
+                condition.type_.as_str(),
+                condition.status.as_str(),
+                condition.reason.as_str()
+            ),
+            (DISABLED_COPIED_CSVS, "True", "CopiedCSVsDisabled")
+        );
+        assert_eq!(condition.observed_generation, Some(2));
+        config.status = Some(status);
+        assert!(
+            config_status(&config, true, now).is_none(),
+            "nothing to write twice"
+        );
+        let enabled = config_status(&config, false, now).expect("the condition flips");
+        assert_eq!(enabled.conditions.expect("conditions")[0].status, "False");
     }
 
     #[test]

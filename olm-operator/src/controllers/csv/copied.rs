@@ -10,7 +10,8 @@
 //! found by their label and name, and removed by [`delete_all`] from the
 //! finalizer when the original goes.
 //!
-//! Writes are cheap: each copy carries hashes of what was written
+//! A CSV of the same name in a target namespace that is no copy is left
+//! alone (no copy there). Writes are cheap: each copy carries hashes of what was written
 //! ([`SPEC_HASH`], [`STATUS_HASH`]), and a copy is written only when a hash
 //! differs. With `spec.features.disableCopiedCSVs` on the OLMConfig
 //! `cluster`, operators that serve all namespaces get no copies (existing ones
@@ -201,6 +202,17 @@ pub async fn sync(
             source,
         };
         let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
+        if current.is_none()
+            && api
+                .get_metadata_opt(&name)
+                .await
+                .map_err(read("the CSVs of a target namespace"))?
+                .is_some()
+        {
+            // A CSV of that name that is no copy: never overwritten.
+            tracing::debug!(csv = %name, %namespace, "not copying over a CSV of the same name");
+            continue;
+        }
         if differs(SPEC_HASH) || differs(STATUS_HASH) {
             ctx.apply(&api, &copy).await.map_err(write)?;
             ctx.apply_status(&api, &name, &copy_status).await.map_err(write)?;

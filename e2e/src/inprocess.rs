@@ -10,7 +10,7 @@ use catalog_operator::{
     registry::server::{self, RegistryIndex, RegistryService},
     run::controllers,
 };
-use kube::Client;
+use kube::{Api, Client};
 use olm_catalog::Catalog;
 use olm_runtime::{
     LeaderElectionArgs, Leadership, Parts, Shutdown,
@@ -18,7 +18,15 @@ use olm_runtime::{
 };
 use tokio::{sync::oneshot, task::JoinHandle};
 
-use olm_testkit::repo_root;
+use olm_api::{
+    v1::OperatorGroup,
+    v1alpha1::{CatalogSource, ConnectivityState},
+};
+use olm_testkit::{
+    objects::{STEP, apply_json},
+    repo_root, wait_for_within,
+};
+use serde_json::json;
 
 /// A registry server serving a catalog on loopback, as `catalog-operator serve` does.
 pub struct Registry {
@@ -175,5 +183,79 @@ impl Operator {
     pub async fn stop(self) {
         self.shutdown.trigger();
         let _ = tokio::time::timeout(Duration::from_secs(20), self.task).await;
+    }
+}
+
+/// What a user meets: the demo catalog's registry, both operators in-process
+/// (the catalog-operator scoped to the namespace), an OperatorGroup `demo`
+/// targeting the namespace and a CatalogSource `demo` on the registry, READY.
+pub struct DemoStack {
+    registry: Registry,
+    catalog_operator: Operator,
+    olm_parts: Parts,
+    olm_operator: JoinHandle<()>,
+}
+
+impl DemoStack {
+    /// Starts everything in `namespace` and waits until the catalog is READY.
+    pub async fn start(client: &Client, namespace: &str) -> DemoStack {
+        let registry = Registry::start(demo_index(false), "127.0.0.1:0".parse().expect("an address")).await;
+        let address = registry.addr.to_string();
+        let catalog_operator = Operator::start(client, namespace);
+        let olm_parts = Parts::new(
+            client.clone(),
+            Leadership::standalone(),
+            olm_runtime::apply::FIELD_MANAGER_OLM,
+        )
+        .expect("metrics");
+        let ctx = Arc::new(olm_operator::context::Context::new(
+            client.clone(),
+            None,
+            Arc::new(olm_operator::metrics::Metrics::register(&olm_parts.metrics).expect("metrics")),
+            olm_parts.writer.clone(),
+            olm_operator::context::Settings::default(),
+        ));
+        let olm_operator = tokio::spawn(olm_operator::controllers(&olm_parts, ctx));
+
+        let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), namespace);
+        apply_json(
+            &groups,
+            json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+            "metadata": {"name": "demo", "namespace": namespace}, "spec": {"targetNamespaces": [namespace]}}),
+        )
+        .await;
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), namespace);
+        apply_json(
+            &sources,
+            json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "demo", "namespace": namespace},
+            "spec": {"sourceType": "grpc", "address": address}}),
+        )
+        .await;
+        wait_for_within(
+            STEP,
+            &sources,
+            "demo",
+            "CatalogSource demo is READY",
+            |c: Option<&CatalogSource>| {
+                c.and_then(|c| c.status.as_ref()?.connection_state.as_ref())
+                    .is_some_and(|s| s.last_observed_state == ConnectivityState::Ready)
+            },
+        )
+        .await;
+        DemoStack {
+            registry,
+            catalog_operator,
+            olm_parts,
+            olm_operator,
+        }
+    }
+
+    /// Stops both operators (reconciles in flight finish first) and the registry.
+    pub async fn stop(self) {
+        self.olm_parts.shutdown.trigger();
+        let _ = tokio::time::timeout(Duration::from_secs(20), self.olm_operator).await;
+        self.catalog_operator.stop().await;
+        self.registry.stop().await;
     }
 }

@@ -3,15 +3,9 @@
 //! running operators (olm-operator): demo-db first, as its dependency, then
 //! demo-app, each Succeeded with its Deployment Available.
 
-use std::{sync::Arc, time::Duration};
-
-use e2e::inprocess::{Operator, Registry, demo_index};
+use e2e::inprocess::DemoStack;
 use kube::{Api, Client};
-use olm_api::{
-    v1::OperatorGroup,
-    v1alpha1::{CatalogSource, ConnectivityState, InstallPlan, InstallPlanPhase, Subscription},
-};
-use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_OLM};
+use olm_api::v1alpha1::{InstallPlan, InstallPlanPhase, Subscription};
 use olm_testkit::{
     install_crds,
     objects::{DEMO_APP_INSTALL, STEP, apply_json, wait_installed},
@@ -24,49 +18,8 @@ async fn a_subscription_ends_in_running_operators() {
     with_namespace("full", |client: Client, ns: String| async move {
         install_crds(&client).await;
 
-        // The demo catalog, served over the registry API on loopback, and both
-        // operators, in-process.
-        let registry = Registry::start(demo_index(false), "127.0.0.1:0".parse().expect("an address")).await;
-        let address = registry.addr.to_string();
-        let catalog_operator = Operator::start(&client, &ns);
-        let olm_parts =
-            Parts::new(client.clone(), Leadership::standalone(), FIELD_MANAGER_OLM).expect("metrics");
-        let ctx = Arc::new(olm_operator::context::Context::new(
-            client.clone(),
-            None,
-            Arc::new(olm_operator::metrics::Metrics::register(&olm_parts.metrics).expect("metrics")),
-            olm_parts.writer.clone(),
-            olm_operator::context::Settings::default(),
-        ));
-        let olm_operator = tokio::spawn(olm_operator::controllers(&olm_parts, ctx));
-
-        // What a user writes: an OperatorGroup, a CatalogSource and a Subscription.
-        let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
-        apply_json(
-            &groups,
-            json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-            "metadata": {"name": "demo", "namespace": ns}, "spec": {"targetNamespaces": [ns]}}),
-        )
-        .await;
-        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
-        apply_json(
-            &sources,
-            json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-            "metadata": {"name": "demo", "namespace": ns},
-            "spec": {"sourceType": "grpc", "address": address}}),
-        )
-        .await;
-        wait_for_within(
-            STEP,
-            &sources,
-            "demo",
-            "CatalogSource demo is READY",
-            |c: Option<&CatalogSource>| {
-                c.and_then(|c| c.status.as_ref()?.connection_state.as_ref())
-                    .is_some_and(|s| s.last_observed_state == ConnectivityState::Ready)
-            },
-        )
-        .await;
+        // The demo catalog, both operators, an OperatorGroup and a READY CatalogSource.
+        let stack = DemoStack::start(&client, &ns).await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
         apply_json(
             &subs,
@@ -114,10 +67,7 @@ async fn a_subscription_ends_in_running_operators() {
             "the Subscription records what it installed"
         );
 
-        olm_parts.shutdown.trigger();
-        let _ = tokio::time::timeout(Duration::from_secs(20), olm_operator).await;
-        catalog_operator.stop().await;
-        registry.stop().await;
+        stack.stop().await;
     })
     .await;
 }

@@ -3,16 +3,12 @@
 //! the config merged in (and demo-db, its dependency, without it); changing
 //! the config updates the Deployment and removing it reverts it.
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::collections::BTreeMap;
 
-use e2e::inprocess::{Operator, Registry, demo_index};
+use e2e::inprocess::DemoStack;
 use k8s_openapi::api::{apps::v1::Deployment, core::v1::PodSpec};
 use kube::{Api, Client};
-use olm_api::{
-    v1::OperatorGroup,
-    v1alpha1::{CatalogSource, ConnectivityState, Subscription},
-};
-use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_OLM};
+use olm_api::v1alpha1::Subscription;
 use olm_testkit::{
     install_crds,
     objects::{DEMO_APP_INSTALL, STEP, apply_json, wait_installed},
@@ -70,46 +66,7 @@ async fn wait_for_deployment(
 async fn a_subscription_config_reaches_the_deployments_and_follows_changes() {
     with_namespace("subcfg", |client: Client, ns: String| async move {
         install_crds(&client).await;
-        let registry = Registry::start(demo_index(false), "127.0.0.1:0".parse().expect("an address")).await;
-        let address = registry.addr.to_string();
-        let catalog_operator = Operator::start(&client, &ns);
-        let olm_parts =
-            Parts::new(client.clone(), Leadership::standalone(), FIELD_MANAGER_OLM).expect("metrics");
-        let ctx = Arc::new(olm_operator::context::Context::new(
-            client.clone(),
-            None,
-            Arc::new(olm_operator::metrics::Metrics::register(&olm_parts.metrics).expect("metrics")),
-            olm_parts.writer.clone(),
-            olm_operator::context::Settings::default(),
-        ));
-        let olm_operator = tokio::spawn(olm_operator::controllers(&olm_parts, ctx));
-
-        let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
-        apply_json(
-            &groups,
-            json!({"apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-            "metadata": {"name": "demo", "namespace": ns}, "spec": {"targetNamespaces": [ns]}}),
-        )
-        .await;
-        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
-        apply_json(
-            &sources,
-            json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-            "metadata": {"name": "demo", "namespace": ns},
-            "spec": {"sourceType": "grpc", "address": address}}),
-        )
-        .await;
-        wait_for_within(
-            STEP,
-            &sources,
-            "demo",
-            "CatalogSource demo is READY",
-            |c: Option<&CatalogSource>| {
-                c.and_then(|c| c.status.as_ref()?.connection_state.as_ref())
-                    .is_some_and(|s| s.last_observed_state == ConnectivityState::Ready)
-            },
-        )
-        .await;
+        let stack = DemoStack::start(&client, &ns).await;
 
         // The user's Subscription, with a config.
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
@@ -212,10 +169,7 @@ async fn a_subscription_config_reaches_the_deployments_and_follows_changes() {
         );
         wait_installed(&client, &ns, &DEMO_APP_INSTALL, STEP).await;
 
-        olm_parts.shutdown.trigger();
-        let _ = tokio::time::timeout(Duration::from_secs(20), olm_operator).await;
-        catalog_operator.stop().await;
-        registry.stop().await;
+        stack.stop().await;
     })
     .await;
 }

@@ -3,11 +3,13 @@
 
 mod catalogsource;
 mod csv;
+mod install_strategy;
 mod installplan;
 mod subscription;
 
 pub use catalogsource::*;
 pub use csv::*;
+pub use install_strategy::*;
 pub use installplan::*;
 pub use subscription::*;
 

@@ -96,6 +96,18 @@ where
     let mut namespaces =
         Reflector::<PartialObjectMeta<Namespace>>::new(Api::all(client.clone()), all(), &readiness)
             .modify(|namespace| namespace.metadata.annotations = None);
+    // Copies as trimmed metadata: what keeping them needs, nothing more.
+    let mut copies = Reflector::<PartialObjectMeta<ClusterServiceVersion>>::new(
+        Api::all(client.clone()),
+        all().labels(labels::COPIED_FROM),
+        &readiness,
+    )
+    .modify(csv::copied::trim);
+    let _ = ctx.copies.set(csv::copied::Caches {
+        csvs: cache(&csvs),
+        copies: cache(&copies),
+        namespaces: cache(&namespaces),
+    });
     let stores = Stores {
         csvs: cache(&csvs),
         operator_groups: cache(&groups),
@@ -112,7 +124,8 @@ where
     let by_condition = csv_store.clone();
     let by_deleted_csv = csv_store.clone();
     let (by_machine, by_subscription) = (csv_store.clone(), csv_store.clone());
-    let (by_config, by_namespace) = (csv_store.clone(), csv_store.clone());
+    let (by_config, by_namespace, by_copy) = (csv_store.clone(), csv_store.clone(), csv_store.clone());
+    let by_deleted_copy = csv_store.clone();
     let metrics = ctx.metrics.clone();
     let csv_controller = Controller::for_shared_stream(csvs.subscribe(), csv_store.clone())
         .trigger_backoff(TriggerBackoff::default())
@@ -194,14 +207,14 @@ where
             move |service| csv::apiservices::naming_api_service(&by_api_service, &service.name_any()),
             csv::apiservices::resource(),
         )
-        .watches_stream(
-            watcher(
-                Api::<PartialObjectMeta<ClusterServiceVersion>>::all(client.clone()),
-                watcher::Config::default().labels(labels::COPIED_FROM),
-            )
-            .backoff(TriggerBackoff::default())
-            .touched_objects(),
-            |copy| csv::copied::original(&copy.metadata),
+        .watches_shared_stream(copies.subscribe(), move |copy| {
+            csv::copied::originals(&by_copy, &copy.metadata)
+        })
+        // A copy deleted by hand comes back; one deleted with its original lets another take its place.
+        .reconcile_on(
+            copies
+                .deleted()
+                .flat_map(move |copy| stream::iter(csv::copied::originals(&by_deleted_copy, &copy.metadata))),
         )
         .watches_stream(
             watcher(Api::<OLMConfig>::all(client.clone()), watcher::Config::default())
@@ -296,7 +309,7 @@ where
         .for_each(|_| futures::future::ready(()));
 
     // The watches, each driven once for every controller.
-    let drivers = futures::future::join3(csvs.run(), groups.run(), namespaces.run());
+    let drivers = futures::future::join4(csvs.run(), groups.run(), namespaces.run(), copies.run());
     let pool_controller = machinepool_controller(ctx.clone(), terms(), stopped());
     let controllers = async {
         tokio::join!(csv_controller, group_controller, pool_controller);

@@ -255,3 +255,82 @@ async fn copies_of_an_all_namespaces_operator_everywhere_until_olmconfig_disable
     })
     .await;
 }
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn copies_never_replace_a_csv_and_two_originals_of_one_name_do_not_fight() {
+    with_namespace("copied-twins", |client, ns| async move {
+        // `ns` and `other` both install twin.v1.0.0, each serving `shared`; `ns` also serves
+        // `taken`, which holds a CSV of that name of its own.
+        let (other, shared, taken) = (format!("{ns}-o"), format!("{ns}-s"), format!("{ns}-t"));
+        for namespace in [&other, &shared, &taken] {
+            create_namespace(&client, namespace, &[]).await;
+        }
+        let twin = || demo_csv("twin.v1.0.0", "1.0.0", None, &["twin"], MULTI_NAMESPACE, None);
+        let resident = create_csv(&client, &taken, twin()).await;
+        for (namespace, targets) in [
+            (&ns, vec![ns.clone(), shared.clone(), taken.clone()]),
+            (&other, vec![other.clone(), shared.clone()]),
+        ] {
+            operator_group(
+                &client,
+                namespace,
+                OperatorGroupSpec {
+                    target_namespaces: Some(targets),
+                    ..OperatorGroupSpec::default()
+                },
+            )
+            .await;
+        }
+        let first = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        create_csv(&client, &ns, twin()).await;
+        wait_for_csv(&first, "twin.v1.0.0", CsvPhase::Succeeded).await;
+        wait_copy(&client, &shared, "twin.v1.0.0", &ns, CsvPhase::Succeeded).await;
+
+        // The second original: its copy does not take the place of the first's.
+        let second = Api::<ClusterServiceVersion>::namespaced(client.clone(), &other);
+        create_csv(&client, &other, twin()).await;
+        wait_for_csv(&second, "twin.v1.0.0", CsvPhase::Succeeded).await;
+        let in_taken = Api::<ClusterServiceVersion>::namespaced(client.clone(), &taken)
+            .get("twin.v1.0.0")
+            .await
+            .expect("the CSV of `taken`");
+        assert_eq!(
+            in_taken.uid(),
+            resident.uid(),
+            "the CSV of `taken` is the one created there"
+        );
+        assert!(
+            !in_taken.labels().contains_key(labels::COPIED_FROM),
+            "no copy was written over the CSV of `taken`: {:?}",
+            in_taken.labels()
+        );
+        let in_shared = Api::<ClusterServiceVersion>::namespaced(client.clone(), &shared)
+            .get("twin.v1.0.0")
+            .await
+            .expect("the copy in `shared`");
+        assert_eq!(
+            in_shared.labels().get(labels::COPIED_FROM),
+            Some(&ns),
+            "the first copy keeps its place"
+        );
+
+        // The first original goes: the second's copy takes the namespace.
+        first
+            .delete("twin.v1.0.0", &DeleteParams::background())
+            .await
+            .expect("delete the first original");
+        wait_copy(&client, &shared, "twin.v1.0.0", &other, CsvPhase::Succeeded).await;
+
+        second
+            .delete("twin.v1.0.0", &DeleteParams::background())
+            .await
+            .expect("delete the second original");
+        wait_no_copy(&client, &shared, "twin.v1.0.0").await;
+        for namespace in [&other, &shared, &taken] {
+            delete_csvs(&client, namespace).await;
+            delete_namespace(&client, namespace).await;
+        }
+    })
+    .await;
+}

@@ -6,12 +6,16 @@
 //! icons and descriptions, see `ClusterServiceVersion::drop_presentation`),
 //! its annotations, and its labels except the operator's component labels
 //! (`operators.coreos.com/...`), so that nothing takes a copy for a part of
-//! the installed operator. Copies cannot be owned across namespaces: they are
-//! found by their label and name, and removed by [`delete_all`] from the
-//! finalizer when the original goes.
+//! the installed operator, and its annotations but `olm.targetNamespaces`.
+//! Copies cannot be owned across namespaces: they are found by their label and
+//! name, and removed by [`delete_all`] from the finalizer when the original
+//! goes.
 //!
-//! A CSV of the same name in a target namespace that is no copy is left
-//! alone (no copy there). Writes are cheap: each copy carries hashes of what was written
+//! A CSV of the same name in a target namespace that is no copy is never
+//! touched (no copy there; an InstallPlan that installs there removes a copy
+//! in its way). Of two originals of the same name, the first copy in a
+//! namespace stays until its original is gone or no longer serves it (see
+//! [`plan`]). Writes are cheap: each copy carries hashes of what was written
 //! ([`SPEC_HASH`], [`STATUS_HASH`]), and a copy is written only when a hash
 //! differs. With `spec.features.disableCopiedCSVs` on the OLMConfig
 //! `cluster`, operators that serve all namespaces get no copies (existing ones
@@ -26,7 +30,8 @@ use k8s_openapi::{
 };
 use kube::{
     Api, ResourceExt,
-    api::ListParams,
+    api::{DeleteParams, ListParams, Preconditions},
+    core::PartialObjectMeta,
     runtime::{
         events::{Event, EventType},
         reflector::{ObjectRef, Store},
@@ -40,7 +45,7 @@ use olm_api::{
 use olm_runtime::apply::WriteError;
 
 use super::validate::{Membership, Targets};
-use crate::context::Context;
+use crate::{context::Context, stores::Cache};
 
 /// Annotation on a copy: the hash of its metadata and spec as last written.
 pub const SPEC_HASH: &str = "olm.operatorframework.io/nonStatusCopyHash";
@@ -112,6 +117,8 @@ pub fn copy_of(
     let mut annotations = csv.annotations().clone();
     annotations.remove(SPEC_HASH);
     annotations.remove(STATUS_HASH);
+    // As in OLM: a copy names no target namespaces of its own.
+    annotations.remove(labels::TARGET_NAMESPACES);
     annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
     let mut copy = ClusterServiceVersion {
         metadata: ObjectMeta {
@@ -153,9 +160,199 @@ fn hash<T: serde::Serialize>(value: &T) -> String {
     format!("{h:016x}")
 }
 
+/// What stands under a copy's name in some namespace: one entry of the
+/// metadata-only list of every CSV with that name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Occupant {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its UID, to delete exactly this object.
+    pub uid: String,
+    /// Its `olm.copiedFrom` label: the namespace of its original, or `None`
+    /// for a CSV that is no copy.
+    pub copied_from: Option<String>,
+    /// Its `olm.targetNamespaces` annotation (originals only).
+    pub targets: Option<String>,
+    /// Its copy hashes ([`SPEC_HASH`], [`STATUS_HASH`]), when it is a copy.
+    pub hashes: (Option<String>, Option<String>),
+}
+
+impl Occupant {
+    fn from_meta(meta: &ObjectMeta) -> Option<Self> {
+        let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).cloned();
+        Some(Occupant {
+            namespace: meta.namespace.clone()?,
+            uid: meta.uid.clone().unwrap_or_default(),
+            copied_from: meta
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::COPIED_FROM))
+                .cloned(),
+            targets: annotation(labels::TARGET_NAMESPACES),
+            hashes: (annotation(SPEC_HASH), annotation(STATUS_HASH)),
+        })
+    }
+}
+
+/// One write that brings the copies of an original in line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Action {
+    /// No CSV of that name in the namespace: create the copy.
+    Create(String),
+    /// The copy there is stale: write it again.
+    Update(String),
+    /// The copy there serves no purpose any more (a namespace no longer
+    /// served, or copies switched off): delete it (namespace, UID).
+    Delete(String, String),
+    /// A copy of another original of the same name stands there, and that
+    /// original is gone or no longer serves the namespace: delete it
+    /// (namespace, UID) and create ours.
+    Replace(String, String),
+}
+
+/// Whether the copy `copy` (of an original in another namespace) is dangling:
+/// its original (found among `same_name`) is gone, or no longer serves the
+/// copy's namespace. An original that lists no target namespaces serves all.
+fn dangling(copy: &Occupant, from: &str, same_name: &[Occupant]) -> bool {
+    let original = same_name
+        .iter()
+        .find(|o| o.namespace == from && o.copied_from.is_none());
+    match original {
+        None => true,
+        Some(original) => original.targets.as_deref().is_some_and(|targets| {
+            !targets.is_empty() && !targets.split(',').any(|t| t.trim() == copy.namespace)
+        }),
+    }
+}
+
+/// The writes that bring the copies of the original in `own` in line, given
+/// the namespaces it should be copied to (`wanted`), every CSV of its name in
+/// the cluster (`same_name`), and the hashes of the copy as it should be.
+///
+/// A CSV of that name that is no copy is never touched, and no copy goes
+/// there. A copy of another original of the same name (an operator of the
+/// same CSV name installed in another namespace that serves the same
+/// namespace) is left to that original while it serves the namespace: the
+/// first copy written keeps its place, so that two originals never take
+/// turns overwriting one copy; once that original is gone or no longer serves
+/// the namespace, ours replaces it.
+pub fn plan(
+    own: &str,
+    wanted: &BTreeSet<String>,
+    same_name: &[Occupant],
+    hashes: &(String, String),
+) -> Vec<Action> {
+    let mut actions = Vec::new();
+    for namespace in wanted {
+        let occupant = same_name.iter().find(|o| &o.namespace == namespace);
+        match occupant {
+            None => actions.push(Action::Create(namespace.clone())),
+            Some(copy) => match copy.copied_from.as_deref() {
+                None => {}
+                Some(from) if from == own => {
+                    let (spec, status) = &copy.hashes;
+                    if spec.as_deref() != Some(hashes.0.as_str())
+                        || status.as_deref() != Some(hashes.1.as_str())
+                    {
+                        actions.push(Action::Update(namespace.clone()));
+                    }
+                }
+                Some(from) if dangling(copy, from, same_name) => {
+                    actions.push(Action::Replace(namespace.clone(), copy.uid.clone()));
+                }
+                // A copy of another original that still serves the namespace: left to it.
+                Some(_) => {}
+            },
+        }
+    }
+    for copy in same_name {
+        if copy.copied_from.as_deref() == Some(own) && !wanted.contains(&copy.namespace) {
+            actions.push(Action::Delete(copy.namespace.clone(), copy.uid.clone()));
+        }
+    }
+    actions
+}
+
+/// The caches copies are kept from: the originals, the copies (trimmed
+/// metadata, see [`trim`]) and the namespaces. Without them (or before they
+/// have synced) the same is read from the API server.
+#[derive(Clone)]
+pub struct Caches {
+    /// Every CSV that is no copy.
+    pub csvs: Cache<ClusterServiceVersion>,
+    /// Every copy, as trimmed metadata.
+    pub copies: Cache<PartialObjectMeta<ClusterServiceVersion>>,
+    /// Every namespace, as metadata.
+    pub namespaces: Cache<PartialObjectMeta<Namespace>>,
+}
+
+impl Caches {
+    fn synced(&self) -> bool {
+        self.csvs.synced.get() && self.copies.synced.get() && self.namespaces.synced.get()
+    }
+
+    fn same_name(&self, name: &str) -> Vec<Occupant> {
+        let originals = self.csvs.store.state();
+        let copies = self.copies.store.state();
+        originals
+            .iter()
+            .map(|csv| &csv.metadata)
+            .chain(copies.iter().map(|copy| &copy.metadata))
+            .filter(|meta| meta.name.as_deref() == Some(name))
+            .filter_map(Occupant::from_meta)
+            .collect()
+    }
+
+    fn live_namespaces(&self) -> Vec<String> {
+        self.namespaces
+            .store
+            .state()
+            .iter()
+            .filter(|ns| ns.metadata.deletion_timestamp.is_none())
+            .map(|ns| ns.name_any())
+            .collect()
+    }
+}
+
+/// Trims a copy's metadata to what keeping it needs: its name, namespace,
+/// UID, `olm.copiedFrom` label and copy hashes. A copy carries its original's
+/// annotations (`alm-examples` among them), thousands of times over.
+pub fn trim(copy: &mut PartialObjectMeta<ClusterServiceVersion>) {
+    let meta = &mut copy.metadata;
+    meta.managed_fields = None;
+    meta.owner_references = None;
+    meta.finalizers = None;
+    if let Some(labels) = meta.labels.as_mut() {
+        labels.retain(|key, _| key == labels::COPIED_FROM);
+    }
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|key, _| key == SPEC_HASH || key == STATUS_HASH);
+    }
+}
+
+/// The caches of `ctx`, when they are there and complete.
+fn caches(ctx: &Context) -> Option<&Caches> {
+    ctx.copies.get().filter(|caches| caches.synced())
+}
+
+/// The namespaces of the cluster, by name, without those being deleted.
+async fn live_namespaces(ctx: &Context) -> Result<Vec<String>, kube::Error> {
+    if let Some(caches) = caches(ctx) {
+        return Ok(caches.live_namespaces());
+    }
+    Ok(Api::<Namespace>::all(ctx.client.clone())
+        .list_metadata(&ListParams::default())
+        .await?
+        .items
+        .into_iter()
+        .filter(|ns| ns.metadata.deletion_timestamp.is_none())
+        .map(|ns| ns.name_any())
+        .collect())
+}
+
 /// Brings the copies of `csv` (whose status is now `status`) in line with
 /// the namespaces `membership` serves: writes the missing or stale ones and
-/// deletes those in namespaces no longer served.
+/// deletes those in namespaces no longer served (see [`plan`]).
 pub async fn sync(
     ctx: &Context,
     csv: &ClusterServiceVersion,
@@ -174,58 +371,72 @@ pub async fn sync(
             let all = if disabled {
                 Vec::new()
             } else {
-                Api::<Namespace>::all(ctx.client.clone())
-                    .list_metadata(&ListParams::default())
-                    .await
-                    .map_err(read("the namespaces"))?
-                    .items
-                    .into_iter()
-                    .filter(|ns| ns.metadata.deletion_timestamp.is_none())
-                    .map(|ns| ns.name_any())
-                    .collect()
+                live_namespaces(ctx).await.map_err(read("the namespaces"))?
             };
             (all, disabled)
         }
         Targets::Namespaces(_) => (Vec::new(), false),
     };
     let wanted = copy_namespaces(&own, &membership.targets, &all, disabled);
-    let existing = existing_copies(ctx, csv).await.map_err(read("the copies"))?;
-
-    for namespace in &wanted {
-        let (copy, copy_status) = copy_of(csv, status, namespace);
-        let current = existing.get(namespace);
-        let differs = |key: &str| current.and_then(|a| a.get(key)) != copy.annotations().get(key);
-        let write = |source| Error::Write {
-            action: "write",
-            csv: name.clone(),
-            namespace: namespace.clone(),
-            source,
+    let same_name = same_name(ctx, &name)
+        .await
+        .map_err(read("the CSVs of the same name"))?;
+    // Every copy is the same but for its namespace, and so are its hashes.
+    let (prototype, copy_status) = copy_of(csv, status, &own);
+    let hashes = (
+        prototype
+            .annotations()
+            .get(SPEC_HASH)
+            .cloned()
+            .unwrap_or_default(),
+        prototype
+            .annotations()
+            .get(STATUS_HASH)
+            .cloned()
+            .unwrap_or_default(),
+    );
+    let mut deleted = 0;
+    for action in plan(&own, &wanted, &same_name, &hashes) {
+        let write = |action: &'static str, namespace: &str| {
+            let (csv, namespace) = (name.clone(), namespace.to_owned());
+            move |source| Error::Write {
+                action,
+                csv,
+                namespace,
+                source,
+            }
         };
-        let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
-        if current.is_none()
-            && api
-                .get_metadata_opt(&name)
-                .await
-                .map_err(read("the CSVs of a target namespace"))?
-                .is_some()
-        {
-            // A CSV of that name that is no copy: never overwritten.
-            tracing::debug!(csv = %name, %namespace, "not copying over a CSV of the same name");
-            continue;
-        }
-        if differs(SPEC_HASH) || differs(STATUS_HASH) {
-            ctx.apply(&api, &copy).await.map_err(write)?;
-            ctx.apply_status(&api, &name, &copy_status).await.map_err(write)?;
+        match action {
+            Action::Create(namespace) => {
+                create_copy(ctx, &prototype, &copy_status, &namespace)
+                    .await
+                    .map_err(write("create", &namespace))?;
+            }
+            Action::Update(namespace) => {
+                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+                let mut copy = prototype.clone();
+                copy.metadata.namespace = Some(namespace.clone());
+                ctx.apply(&api, &copy).await.map_err(write("write", &namespace))?;
+                ctx.apply_status(&api, &name, &copy_status)
+                    .await
+                    .map_err(write("write", &namespace))?;
+            }
+            Action::Delete(namespace, uid) => {
+                delete_copy(ctx, &name, &namespace, Some(uid)).await?;
+                deleted += 1;
+            }
+            Action::Replace(namespace, uid) => {
+                tracing::info!(csv = %name, %namespace, "replacing the dangling copy of another original");
+                delete_copy(ctx, &name, &namespace, Some(uid)).await?;
+                create_copy(ctx, &prototype, &copy_status, &namespace)
+                    .await
+                    .map_err(write("create", &namespace))?;
+            }
         }
     }
-    let stale: Vec<&String> = existing.keys().filter(|ns| !wanted.contains(*ns)).collect();
-    for namespace in &stale {
-        delete_copy(ctx, &name, namespace).await?;
-    }
-    if disabled && !stale.is_empty() {
+    if disabled && deleted > 0 {
         let note = format!(
-            "Copied CSVs are disabled (OLMConfig {OLM_CONFIG_NAME}): removed {} copies of {name}",
-            stale.len()
+            "Copied CSVs are disabled (OLMConfig {OLM_CONFIG_NAME}): removed {deleted} copies of {name}"
         );
         ctx.publish(
             csv,
@@ -242,28 +453,74 @@ pub async fn sync(
     Ok(())
 }
 
+/// Creates the copy `prototype` in `namespace` with status `status`. Create,
+/// not apply: should a CSV of that name have appeared since it was listed,
+/// the create fails (409) rather than merge the copy into it; the next
+/// reconcile sees it.
+async fn create_copy(
+    ctx: &Context,
+    prototype: &ClusterServiceVersion,
+    status: &ClusterServiceVersionStatus,
+    namespace: &str,
+) -> Result<(), WriteError> {
+    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
+    let mut copy = prototype.clone();
+    copy.metadata.namespace = Some(namespace.to_owned());
+    match ctx.writer.create(&api, &copy).await {
+        Ok(_) => {}
+        Err(error) if is_conflict(&error) => {
+            tracing::debug!(csv = %copy.name_any(), %namespace, "a CSV of the copy's name appeared; no copy there");
+            return Ok(());
+        }
+        Err(error) => return Err(error),
+    }
+    ctx.apply_status(&api, &copy.name_any(), status).await.map(|_| ())
+}
+
+fn is_conflict(error: &WriteError) -> bool {
+    matches!(error.api_error(), Some(kube::Error::Api(status)) if status.code == 409)
+}
+
 /// Deletes every copy of `csv` (from the finalizer, when the original goes).
 pub async fn delete_all(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(), Error> {
     let name = csv.name_any();
-    let existing = existing_copies(ctx, csv).await.map_err(|source| Error::Read {
+    let own = csv.namespace().unwrap_or_default();
+    let same_name = same_name(ctx, &name).await.map_err(|source| Error::Read {
         what: "the copies",
         csv: name.clone(),
         source,
     })?;
-    for namespace in existing.keys() {
-        delete_copy(ctx, &name, namespace).await?;
+    for copy in same_name
+        .iter()
+        .filter(|o| o.copied_from.as_deref() == Some(own.as_str()))
+    {
+        delete_copy(ctx, &name, &copy.namespace, Some(copy.uid.clone())).await?;
     }
     Ok(())
 }
 
-async fn delete_copy(ctx: &Context, name: &str, namespace: &str) -> Result<(), Error> {
+/// Deletes the copy `name` of `namespace`; with `uid`, only that very object
+/// (a CSV that took its place since is left alone).
+async fn delete_copy(ctx: &Context, name: &str, namespace: &str, uid: Option<String>) -> Result<(), Error> {
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), namespace);
-    ctx.delete(&api, name).await.map_err(|source| Error::Write {
-        action: "delete",
-        csv: name.to_owned(),
-        namespace: namespace.to_owned(),
-        source,
-    })
+    let params = DeleteParams {
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
+    };
+    match ctx.writer.delete(&api, name, &params).await {
+        Ok(_) => Ok(()),
+        // The precondition failed: another object took the name; not ours to delete.
+        Err(error) if is_conflict(&error) => Ok(()),
+        Err(source) => Err(Error::Write {
+            action: "delete",
+            csv: name.to_owned(),
+            namespace: namespace.to_owned(),
+            source,
+        }),
+    }
 }
 
 /// Whether the OLMConfig `cluster` switches copies off (no OLMConfig: no).
@@ -297,7 +554,7 @@ pub fn config_status(
         (
             "True",
             "CopiedCSVsDisabled",
-            "Copied CSVs are disabled for operators that serve all namespaces",
+            "Copied CSVs are disabled and no unexpected copied CSVs were found for operators installed in AllNamespace mode",
         )
     } else {
         (
@@ -336,33 +593,46 @@ pub fn config_status(
     })
 }
 
-/// The copies of `csv` that exist, by namespace, with their annotations:
-/// one metadata-only list selected by label and name.
-async fn existing_copies(
-    ctx: &Context,
-    csv: &ClusterServiceVersion,
-) -> Result<BTreeMap<String, BTreeMap<String, String>>, kube::Error> {
-    let from = csv.namespace().unwrap_or_default();
-    let params = ListParams::default()
-        .labels(&format!("{}={from}", labels::COPIED_FROM))
-        .fields(&format!("metadata.name={}", csv.name_any()));
-    let copies = Api::<ClusterServiceVersion>::all(ctx.client.clone())
+/// Every CSV named `name` in the cluster (originals and copies): one
+/// metadata-only list selected by name.
+async fn same_name(ctx: &Context, name: &str) -> Result<Vec<Occupant>, kube::Error> {
+    if let Some(caches) = caches(ctx) {
+        return Ok(caches.same_name(name));
+    }
+    let params = ListParams::default().fields(&format!("metadata.name={name}"));
+    let found = Api::<ClusterServiceVersion>::all(ctx.client.clone())
         .list_metadata(&params)
         .await?;
-    Ok(copies
+    Ok(found
         .items
-        .into_iter()
-        .filter_map(|copy| {
-            let namespace = copy.metadata.namespace.clone()?;
-            Some((namespace, copy.metadata.annotations.unwrap_or_default()))
-        })
+        .iter()
+        .filter_map(|csv| Occupant::from_meta(&csv.metadata))
         .collect())
 }
 
-/// The original of a copy, named by the copy's name and `olm.copiedFrom` label.
-pub fn original(meta: &ObjectMeta) -> Option<ObjectRef<ClusterServiceVersion>> {
-    let from = meta.labels.as_ref()?.get(labels::COPIED_FROM)?;
-    Some(ObjectRef::new(meta.name.as_deref()?).within(from))
+/// The originals a change to a copy concerns: its own (named by the copy's
+/// name and `olm.copiedFrom` label), and the other CSVs of `store` with the
+/// same name, which may take the namespace once the copy is gone.
+pub fn originals(
+    store: &Store<ClusterServiceVersion>,
+    meta: &ObjectMeta,
+) -> Vec<ObjectRef<ClusterServiceVersion>> {
+    let Some(name) = meta.name.as_deref() else {
+        return Vec::new();
+    };
+    let from = meta.labels.as_ref().and_then(|l| l.get(labels::COPIED_FROM));
+    let mut found: Vec<ObjectRef<ClusterServiceVersion>> = from
+        .map(|from| ObjectRef::new(name).within(from))
+        .into_iter()
+        .collect();
+    found.extend(
+        store
+            .state()
+            .iter()
+            .filter(|csv| csv.metadata.name.as_deref() == Some(name) && csv.namespace().as_ref() != from)
+            .map(|csv| ObjectRef::from_obj(csv.as_ref())),
+    );
+    found
 }
 
 /// The CSVs of operators that serve all namespaces (`olm.targetNamespaces`
@@ -493,5 +763,105 @@ mod tests {
         let (b, _) = copy_of(&csv, &succeeded, "a");
         assert_eq!(a.annotations().get(SPEC_HASH), b.annotations().get(SPEC_HASH));
         assert_ne!(a.annotations().get(STATUS_HASH), b.annotations().get(STATUS_HASH));
+    }
+
+    fn occupant(namespace: &str, copied_from: Option<&str>, targets: Option<&str>) -> Occupant {
+        Occupant {
+            namespace: namespace.to_owned(),
+            uid: format!("uid-{namespace}"),
+            copied_from: copied_from.map(str::to_owned),
+            targets: targets.map(str::to_owned),
+            hashes: (Some("s".to_owned()), Some("t".to_owned())),
+        }
+    }
+
+    fn set(list: &[&str]) -> BTreeSet<String> {
+        names(list).into_iter().collect()
+    }
+
+    #[test]
+    fn the_plan_creates_updates_and_deletes_only_its_own_copies() {
+        let hashes = ("s".to_owned(), "t2".to_owned());
+        let same_name = vec![
+            occupant("ops", None, Some("")),
+            occupant("a", Some("ops"), None),
+            occupant("gone", Some("ops"), None),
+            occupant("mine", None, None),
+        ];
+        let got = plan("ops", &set(&["a", "b", "mine"]), &same_name, &hashes);
+        assert_eq!(
+            got,
+            vec![
+                Action::Update("a".to_owned()),
+                Action::Create("b".to_owned()),
+                // `mine` holds a CSV that is no copy: untouched.
+                Action::Delete("gone".to_owned(), "uid-gone".to_owned()),
+            ]
+        );
+        // Up to date: nothing to write.
+        let current = ("s".to_owned(), "t".to_owned());
+        assert_eq!(plan("ops", &set(&["a"]), &same_name[..2], &current), Vec::new());
+    }
+
+    #[test]
+    fn a_copy_of_another_original_stays_while_that_original_serves_the_namespace() {
+        let hashes = ("s".to_owned(), "t".to_owned());
+        // `other` serves all namespaces: its copy in `a` stays, none of ours goes there.
+        let serving = vec![
+            occupant("other", None, Some("")),
+            occupant("a", Some("other"), None),
+        ];
+        assert_eq!(plan("ops", &set(&["a"]), &serving, &hashes), Vec::new());
+        // `other` now serves only `b`: its copy in `a` dangles and ours replaces it.
+        let moved = vec![
+            occupant("other", None, Some("b,other")),
+            occupant("a", Some("other"), None),
+        ];
+        assert_eq!(
+            plan("ops", &set(&["a"]), &moved, &hashes),
+            vec![Action::Replace("a".to_owned(), "uid-a".to_owned())]
+        );
+        // `other` is gone.
+        let orphan = vec![occupant("a", Some("other"), None)];
+        assert_eq!(
+            plan("ops", &set(&["a"]), &orphan, &hashes),
+            vec![Action::Replace("a".to_owned(), "uid-a".to_owned())]
+        );
+    }
+
+    #[test]
+    fn a_copy_names_no_target_namespaces() {
+        let mut csv = original();
+        csv.annotations_mut()
+            .insert(labels::TARGET_NAMESPACES.to_owned(), String::new());
+        let (copy, _) = copy_of(&csv, &ClusterServiceVersionStatus::default(), "a");
+        assert!(!copy.annotations().contains_key(labels::TARGET_NAMESPACES));
+    }
+
+    #[test]
+    fn the_copy_cache_keeps_only_what_keeping_copies_needs() {
+        let csv = original();
+        let (mut copy, _) = copy_of(&csv, &ClusterServiceVersionStatus::default(), "a");
+        copy.annotations_mut()
+            .insert("alm-examples".to_owned(), "[{}]".repeat(1000));
+        copy.metadata.uid = Some("u".to_owned());
+        let mut meta = PartialObjectMeta::<ClusterServiceVersion> {
+            types: None,
+            metadata: copy.metadata.clone(),
+            _phantom: std::marker::PhantomData,
+        };
+        trim(&mut meta);
+        let occupant = Occupant::from_meta(&meta.metadata).expect("an occupant");
+        assert_eq!(occupant.copied_from.as_deref(), Some("ops"));
+        assert_eq!(occupant.uid, "u");
+        assert_eq!(
+            occupant.hashes,
+            (
+                copy.annotations().get(SPEC_HASH).cloned(),
+                copy.annotations().get(STATUS_HASH).cloned()
+            )
+        );
+        assert_eq!(meta.metadata.annotations.as_ref().map(BTreeMap::len), Some(2));
+        assert_eq!(meta.metadata.labels.as_ref().map(BTreeMap::len), Some(1));
     }
 }

@@ -180,8 +180,10 @@ pub fn controllers(
     // A deleted InstallPlan changes the status of the Subscriptions that refer to
     // it (InstallPlanMissing).
     let deleted_plans = install_plans.deleted();
+    // Copies in target namespaces (olm.copiedFrom) are no installed operators: kept out.
+    let not_copies = watcher::Config::default().labels(&format!("!{}", olm_api::labels::COPIED_FROM));
     let csvs = parts
-        .reflector::<ClusterServiceVersion>(api(client, ns), all())
+        .reflector::<ClusterServiceVersion>(api(client, ns), not_copies)
         .modify(trim::csv);
     let pods = parts.reflector::<Pod>(api(client, ns), registry_objects());
     let services = parts.reflector::<Service>(api(client, ns), registry_objects());

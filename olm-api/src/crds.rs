@@ -29,6 +29,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         v1alpha1::InstallPlan::crd(),
         operator_group,
         operator_condition,
+        v1::OLMConfig::crd(),
         v1alpha1::Subscription::crd(),
         substrate::Machine::crd(),
         substrate::MachinePool::crd(),

@@ -67,6 +67,8 @@ pub struct Context {
     config: Option<kube::Config>,
     scoped_clients: Mutex<BTreeMap<String, Client>>,
     server_version: OnceCell<semver::Version>,
+    /// The caches copied CSVs are kept from, once the watches run.
+    pub copies: std::sync::OnceLock<crate::controllers::csv::copied::Caches>,
 }
 
 impl Context {
@@ -93,6 +95,7 @@ impl Context {
             config,
             scoped_clients: Mutex::new(BTreeMap::new()),
             server_version: OnceCell::new(),
+            copies: std::sync::OnceLock::new(),
         }
     }
 

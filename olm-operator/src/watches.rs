@@ -60,7 +60,7 @@ use kube::{
 use olm_api::{
     labels,
     substrate::{Machine, MachinePool},
-    v1::OperatorGroup,
+    v1::{OLMConfig, OperatorGroup},
     v1alpha1::{ClusterServiceVersion, Subscription},
     v2::OperatorCondition,
 };
@@ -87,13 +87,27 @@ where
     let client = ctx.client.clone();
     let all = watcher::Config::default;
     // Icons and descriptions are for people: no controller reads them.
-    let mut csvs = Reflector::<ClusterServiceVersion>::new(Api::all(client.clone()), all(), &readiness)
+    // Copies in target namespaces stay out of the store: only their originals are reconciled.
+    let not_copies = all().labels(&format!("!{}", labels::COPIED_FROM));
+    let mut csvs = Reflector::<ClusterServiceVersion>::new(Api::all(client.clone()), not_copies, &readiness)
         .modify(ClusterServiceVersion::drop_presentation);
     let mut groups = Reflector::<OperatorGroup>::new(Api::all(client.clone()), all(), &readiness);
     // Names and labels are all a selector reads.
     let mut namespaces =
         Reflector::<PartialObjectMeta<Namespace>>::new(Api::all(client.clone()), all(), &readiness)
             .modify(|namespace| namespace.metadata.annotations = None);
+    // Copies as trimmed metadata: what keeping them needs, nothing more.
+    let mut copies = Reflector::<PartialObjectMeta<ClusterServiceVersion>>::new(
+        Api::all(client.clone()),
+        all().labels(labels::COPIED_FROM),
+        &readiness,
+    )
+    .modify(csv::copied::trim);
+    let _ = ctx.copies.set(csv::copied::Caches {
+        csvs: cache(&csvs),
+        copies: cache(&copies),
+        namespaces: cache(&namespaces),
+    });
     let stores = Stores {
         csvs: cache(&csvs),
         operator_groups: cache(&groups),
@@ -110,6 +124,8 @@ where
     let by_condition = csv_store.clone();
     let by_deleted_csv = csv_store.clone();
     let (by_machine, by_subscription) = (csv_store.clone(), csv_store.clone());
+    let (by_config, by_namespace, by_copy) = (csv_store.clone(), csv_store.clone(), csv_store.clone());
+    let by_deleted_copy = csv_store.clone();
     let metrics = ctx.metrics.clone();
     let csv_controller = Controller::for_shared_stream(csvs.subscribe(), csv_store.clone())
         .trigger_backoff(TriggerBackoff::default())
@@ -191,6 +207,24 @@ where
             move |service| csv::apiservices::naming_api_service(&by_api_service, &service.name_any()),
             csv::apiservices::resource(),
         )
+        .watches_shared_stream(copies.subscribe(), move |copy| {
+            csv::copied::originals(&by_copy, &copy.metadata)
+        })
+        // A copy deleted by hand comes back; one deleted with its original lets another take its place.
+        .reconcile_on(
+            copies
+                .deleted()
+                .flat_map(move |copy| stream::iter(csv::copied::originals(&by_deleted_copy, &copy.metadata))),
+        )
+        .watches_stream(
+            watcher(Api::<OLMConfig>::all(client.clone()), watcher::Config::default())
+                .backoff(TriggerBackoff::default())
+                .touched_objects(),
+            move |_| csv::copied::serving_all(&by_config),
+        )
+        .watches_shared_stream(namespaces.subscribe(), move |_| {
+            csv::copied::serving_all(&by_namespace)
+        })
         .watches_shared_stream(groups.subscribe(), move |group| {
             csv::in_namespace(&by_group, &group.namespace().unwrap_or_default())
         })
@@ -275,7 +309,7 @@ where
         .for_each(|_| futures::future::ready(()));
 
     // The watches, each driven once for every controller.
-    let drivers = futures::future::join3(csvs.run(), groups.run(), namespaces.run());
+    let drivers = futures::future::join4(csvs.run(), groups.run(), namespaces.run(), copies.run());
     let pool_controller = machinepool_controller(ctx.clone(), terms(), stopped());
     let controllers = async {
         tokio::join!(csv_controller, group_controller, pool_controller);

@@ -13,7 +13,9 @@
 //!   binary's own `olm_kube_requests_total`) over `--idle-seconds` at rest
 //!   (600 by default), the time from a restart to `/readyz` and the RSS after
 //!   it, and the RSS after as many more empty namespaces are added;
-//! - the machine load (`uptime`) while it measured: the machine may be shared.
+//! - the machine load (`uptime`) while it measured: the machine may be shared;
+//! - how many copied CSVs the AllNamespaces operators have (one per operator
+//!   and namespace, as in OLM), or none with `--disable-copied-csvs`.
 //!
 //! A bench, not a test: it prints what it measures and asserts nothing.
 
@@ -26,9 +28,12 @@ use std::{
 use catalog_operator::registry::server::RegistryIndex;
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Namespace;
-use kube::{Api, Client, api::DeleteParams};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, ListParams},
+};
 use olm_api::{
-    v1::OperatorGroup,
+    v1::{OLMConfig, OperatorGroup},
     v1alpha1::{Approval, ClusterServiceVersion, CsvPhase, Subscription},
 };
 use olm_catalog::Catalog;
@@ -80,6 +85,8 @@ const PARALLEL: usize = 16;
 struct Options {
     namespaces: usize,
     idle: Duration,
+    /// `--disable-copied-csvs`: the OLMConfig switches copied CSVs off (on by default, as in OLM).
+    disable_copies: bool,
 }
 
 impl Options {
@@ -93,6 +100,7 @@ impl Options {
         Options {
             namespaces: arg("--namespaces").unwrap_or(1000) as usize,
             idle: Duration::from_secs(arg("--idle-seconds").unwrap_or(600)),
+            disable_copies: std::env::args().any(|a| a == "--disable-copied-csvs"),
         }
     }
 }
@@ -119,6 +127,16 @@ async fn main() {
     let options = Options::parse();
     let client = client().await;
     install_crds(&client).await;
+    // Copied CSVs: said explicitly, so that runs are comparable whatever the cluster had.
+    apply_json(
+        &Api::<OLMConfig>::all(client.clone()),
+        json!({
+            "apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig",
+            "metadata": {"name": "cluster"},
+            "spec": {"features": {"disableCopiedCSVs": options.disable_copies}},
+        }),
+    )
+    .await;
     let run = format!("scale-{:x}", std::process::id());
     let home = run.clone();
     create_namespace(&client, &home, &[(NAMESPACE_LABEL, "bench")]).await;
@@ -214,6 +232,7 @@ async fn main() {
     // At rest.
     tokio::time::sleep(SETTLE).await;
     let idle_rss = (catalog.rss_kib(), olm.rss_kib());
+    let copies = copied_csvs(&client).await;
     let load_before = uptime();
     let before = (sample(&catalog), sample(&olm));
     eprintln!("measuring {:?} at rest", options.idle);
@@ -267,6 +286,14 @@ async fn main() {
     if !failed.is_empty() {
         println!("  not Succeeded within {STEP:?}: {}", failed.join(", "));
     }
+    println!(
+        "  copied CSVs: {} ({copies} once settled)",
+        if options.disable_copies {
+            "disabled by the OLMConfig"
+        } else {
+            "enabled"
+        }
+    );
     println!(
         "  machine load (uptime): before the rest {load_before}; after it {load_after}; at the end {load_end}"
     );
@@ -388,6 +415,16 @@ fn install(
         csv,
         namespace: namespace.to_owned(),
     }
+}
+
+/// How many copied CSVs the cluster holds (`olm.copiedFrom`).
+async fn copied_csvs(client: &Client) -> usize {
+    let params = ListParams::default().labels(olm_api::labels::COPIED_FROM);
+    Api::<ClusterServiceVersion>::all(client.clone())
+        .list_metadata(&params)
+        .await
+        .map(|list| list.items.len())
+        .unwrap_or_else(|e| panic!("list the copied CSVs: {e}"))
 }
 
 /// Creates `count` namespaces `<run>-<first>` ... in parallel; returns their names.

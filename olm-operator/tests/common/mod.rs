@@ -60,6 +60,23 @@ pub async fn start_operator(client: &Client) {
 /// (the first call in a test process decides).
 pub async fn start_operator_with(client: &Client, settings: Settings) {
     install_crds(client).await;
+    // Tests install the same all-namespaces operator in parallel namespaces; copies of one would
+    // take the name of another's CSV. Copies are switched off here; tests/copied.rs turns them on.
+    // Once per process, so that a test that turns them on is not overridden.
+    static COPIES_OFF: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+    COPIES_OFF
+        .get_or_init(|| async {
+            olm_testkit::objects::apply_json(
+                &Api::<olm_api::v1::OLMConfig>::all(client.clone()),
+                serde_json::json!({
+                    "apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig",
+                    "metadata": {"name": "cluster"},
+                    "spec": {"features": {"disableCopiedCSVs": true}},
+                }),
+            )
+            .await;
+        })
+        .await;
     METRICS.get_or_init(|| {
         let runtime_metrics = olm_runtime::metrics::Metrics::new().expect("metrics");
         let metrics = Arc::new(Metrics::register(&runtime_metrics).expect("metrics"));

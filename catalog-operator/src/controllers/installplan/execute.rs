@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
     Api, Client, ResourceExt,
-    api::{DynamicObject, GroupVersionKind},
+    api::{DeleteParams, DynamicObject, GroupVersionKind, Preconditions},
     core::ApiResource,
     discovery::{ApiCapabilities, Scope},
 };
@@ -208,10 +208,15 @@ impl<'a> Executor<'a> {
                 block_owner_deletion: Some(false),
             }]);
         }
-        let existing = api
+        let mut existing = api
             .get_opt(&r.name)
             .await
             .map_err(|e| StepFailure::api(&e, format!("{}: cannot read it: {e}", describe(step))))?;
+        if is_csv && let Some(copy) = existing.take_if(|o| is_copy(o)) {
+            // A copy of the same operator installed elsewhere stands where this one goes: the
+            // installed operator takes the name (olm-operator never copies over it).
+            self.remove_copy(step, &copy).await?;
+        }
         if r.group == "apiextensions.k8s.io"
             && r.kind == "CustomResourceDefinition"
             && let Some(existing) = &existing
@@ -223,6 +228,17 @@ impl<'a> Executor<'a> {
             .apply_dynamic(&api, &r.name, &object)
             .await
             .map_err(|e| from_write(step, e))?;
+        if is_csv && is_copy(&applied) {
+            // A copy was written again between the removal and the apply: remove it, and retry.
+            self.remove_copy(step, &applied).await?;
+            return Err(StepFailure::new(
+                StepCause::Api(ErrorClass::Transient),
+                format!(
+                    "{}: a copied CSV stood in its place and was removed; retrying",
+                    describe(step)
+                ),
+            ));
+        }
         if is_csv && let Some(uid) = applied.uid() {
             self.csv_uids.insert(r.name.clone(), uid);
         }
@@ -231,6 +247,33 @@ impl<'a> Executor<'a> {
         } else {
             StepStatus::Created
         })
+    }
+}
+
+/// Whether `object` is a copied CSV (labelled `olm.copiedFrom`): the shadow of
+/// an operator installed in another namespace, not an installed operator.
+fn is_copy(object: &DynamicObject) -> bool {
+    object.labels().contains_key(olm_api::labels::COPIED_FROM)
+}
+
+impl Executor<'_> {
+    /// Deletes the copied CSV `copy` (that very object, by UID) so that the
+    /// step's CSV can be created in its place.
+    async fn remove_copy(&self, step: &Step, copy: &DynamicObject) -> Result<(), StepFailure> {
+        let params = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: copy.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        let api: Api<ClusterServiceVersion> = Api::namespaced(self.client.clone(), self.namespace);
+        match self.writer.delete(&api, &copy.name_any(), &params).await {
+            Ok(_) => Ok(()),
+            // The precondition failed: the copy is gone already and another object took the name.
+            Err(e) if matches!(e.api_error(), Some(kube::Error::Api(status)) if status.code == 409) => Ok(()),
+            Err(e) => Err(from_write(step, e)),
+        }
     }
 }
 

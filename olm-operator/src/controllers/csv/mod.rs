@@ -24,6 +24,7 @@ pub mod apply;
 pub mod build;
 pub mod certs;
 pub mod cleanup;
+pub mod copied;
 pub mod dereference;
 pub mod machine;
 pub mod operator_condition;
@@ -90,6 +91,9 @@ pub enum Error {
     /// Looking at or applying the `machine` strategy failed.
     #[error("failed to install on machines")]
     Machine(#[source] machine::Error),
+    /// Keeping the copies of the CSV in its target namespaces failed.
+    #[error("failed to keep the copied ClusterServiceVersions")]
+    Copied(#[source] copied::Error),
     /// Removing cluster-scoped objects failed.
     #[error("failed to clean up after the ClusterServiceVersion")]
     Cleanup(#[source] cleanup::Error),
@@ -112,6 +116,7 @@ impl ReconcileError for Error {
             Error::OperatorCondition(_) => "operator_condition",
             Error::DeleteReplaced(_) => "delete",
             Error::Cleanup(_) => "cleanup",
+            Error::Copied(_) => "copied",
             Error::Serving(_) => "serving",
             Error::Machine(_) => "machine",
             Error::Finalizer(inner) => match inner.as_ref() {
@@ -136,7 +141,9 @@ impl ReconcileError for Error {
             // Install refusals became the status; what is left is worth a retry.
             Error::Apply(source) => source.class(),
             Error::Machine(source) => source.class(),
-            Error::Dereference(_) | Error::UpdateStatus(_) | Error::Cleanup(_) => ErrorClass::Transient,
+            Error::Dereference(_) | Error::UpdateStatus(_) | Error::Cleanup(_) | Error::Copied(_) => {
+                ErrorClass::Transient
+            }
         }
     }
 }
@@ -145,7 +152,7 @@ impl ReconcileError for Error {
 pub async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
     if csv.labels().contains_key(labels::COPIED_FROM) {
-        // A copy OLM made in a target namespace; olm-rs makes none and leaves these alone.
+        // A copy in a target namespace: kept by its original's reconcile ([`copied`]).
         return Ok(Action::await_change());
     }
     if !ctx.is_leader() {
@@ -158,7 +165,10 @@ pub async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Re
     let result = finalizer(&api, FINALIZER, csv, |event| async {
         match event {
             finalizer::Event::Apply(csv) => install(&ctx, &api, &csv).await,
-            finalizer::Event::Cleanup(csv) => cleanup::cleanup(&ctx, &csv).await.map_err(Error::Cleanup),
+            finalizer::Event::Cleanup(csv) => {
+                copied::delete_all(&ctx, &csv).await.map_err(Error::Copied)?;
+                cleanup::cleanup(&ctx, &csv).await.map_err(Error::Cleanup)
+            }
         }
     })
     .await;
@@ -282,9 +292,15 @@ async fn install(
         // A second more, so that renewal is surely due.
         requeue = requeue.min(served.due_in(now) + Duration::from_secs(1));
     }
+    let copied_status = next.clone();
     update_status::write(ctx, api, csv, next)
         .await
         .map_err(Error::UpdateStatus)?;
+    if let Ok(membership) = &validation.membership {
+        copied::sync(ctx, csv, membership, &copied_status)
+            .await
+            .map_err(Error::Copied)?;
+    }
     Ok(Action::requeue(requeue))
 }
 

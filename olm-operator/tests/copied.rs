@@ -1,0 +1,336 @@
+//! Copied CSVs on a real control plane: a copy in every namespace an
+//! operator serves (chosen namespaces and all namespaces), labelled with the
+//! original's namespace, reason `Copied`, in the original's phase; gone from
+//! namespaces no longer served, when the OLMConfig switches copies off, and
+//! when the original is deleted.
+//!
+//! Run with `cargo test -p olm-operator --test copied -- --ignored`.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use kube::{
+    Api, Client, ResourceExt,
+    api::DeleteParams,
+    runtime::{WatchStreamExt, watcher},
+};
+use olm_api::{
+    labels,
+    v1::{DISABLED_COPIED_CSVS, OLMConfig, OperatorGroupSpec},
+    v1alpha1::{ClusterServiceVersion, CsvPhase, CsvReason},
+};
+
+use common::{csv::*, *};
+
+const ALL_NAMESPACES: &[(&str, bool)] = &[
+    ("OwnNamespace", true),
+    ("SingleNamespace", true),
+    ("MultiNamespace", true),
+    ("AllNamespaces", true),
+];
+
+/// Waits for the copy of `name` from `from` in `namespace` to be in `phase`.
+async fn wait_copy(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    from: &str,
+    phase: CsvPhase,
+) -> ClusterServiceVersion {
+    let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), namespace);
+    let what = format!("the copy of {from}/{name} in {namespace} is {phase:?}");
+    wait_for(&api, name, &what, |csv: Option<&ClusterServiceVersion>| {
+        csv.is_some_and(|c| {
+            c.labels().get(labels::COPIED_FROM).map(String::as_str) == Some(from)
+                && c.status.as_ref().and_then(|s| s.phase) == Some(phase)
+        })
+    })
+    .await
+    .unwrap_or_else(|| panic!("{what}"))
+}
+
+async fn wait_no_copy(client: &Client, namespace: &str, name: &str) {
+    wait_gone(
+        &Api::<ClusterServiceVersion>::namespaced(client.clone(), namespace),
+        name,
+    )
+    .await;
+}
+
+fn assert_copy(copy: &ClusterServiceVersion, original: &ClusterServiceVersion) {
+    let status = copy.status.as_ref().expect("a status");
+    assert_eq!(status.reason, Some(CsvReason::Copied), "{status:?}");
+    assert_eq!(
+        status.message.as_deref(),
+        Some(
+            format!(
+                "The operator is running in {} but is managing this namespace",
+                original.namespace().unwrap_or_default()
+            )
+            .as_str()
+        )
+    );
+    assert_eq!(copy.spec.version, original.spec.version);
+    assert_eq!(copy.spec.install_modes, original.spec.install_modes);
+    assert!(copy.finalizers().is_empty(), "a copy holds no finalizer");
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn copies_in_chosen_namespaces_follow_the_group_and_go_with_the_original() {
+    with_namespace("copied-multi", |client, ns| async move {
+        let (a, b) = (format!("{ns}-a"), format!("{ns}-b"));
+        create_namespace(&client, &a, &[]).await;
+        create_namespace(&client, &b, &[]).await;
+        operator_group(
+            &client,
+            &ns,
+            OperatorGroupSpec {
+                target_namespaces: Some(vec![ns.clone(), a.clone(), b.clone()]),
+                ..OperatorGroupSpec::default()
+            },
+        )
+        .await;
+        // Every phase the copy in `a` is written with, in order.
+        let seen: Arc<Mutex<Vec<CsvPhase>>> = Arc::default();
+        let recorder = {
+            let (seen, api) = (
+                seen.clone(),
+                Api::<ClusterServiceVersion>::namespaced(client.clone(), &a),
+            );
+            tokio::spawn(async move {
+                let mut copies = std::pin::pin!(watcher(api, watcher::Config::default()).applied_objects());
+                while let Some(Ok(copy)) = copies.next().await {
+                    let mut seen = seen.lock().expect("the phases");
+                    if let Some(phase) = copy.status.and_then(|s| s.phase)
+                        && seen.last() != Some(&phase)
+                    {
+                        seen.push(phase);
+                    }
+                }
+            })
+        };
+        let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        create_csv(
+            &client,
+            &ns,
+            demo_csv("multi.v1.0.0", "1.0.0", None, &["multi"], MULTI_NAMESPACE, None),
+        )
+        .await;
+        let original = wait_for_csv(&csvs, "multi.v1.0.0", CsvPhase::Succeeded).await;
+        assert!(
+            !original.labels().contains_key(labels::COPIED_FROM),
+            "the original in its own namespace is no copy"
+        );
+        for namespace in [&a, &b] {
+            let copy = wait_copy(&client, namespace, "multi.v1.0.0", &ns, CsvPhase::Succeeded).await;
+            assert_copy(&copy, &original);
+        }
+        // The copy went through the original's phases as they happened.
+        eventually("the recorder saw the copy Succeeded", || {
+            let last = seen.lock().expect("the phases").last().copied();
+            async move { last == Some(CsvPhase::Succeeded) }
+        })
+        .await;
+        let followed = seen.lock().expect("the phases").clone();
+        let original_phases = history(&original);
+        assert!(
+            followed.iter().any(|phase| *phase != CsvPhase::Succeeded),
+            "the copy went through the install with the original: {followed:?}"
+        );
+        // (Each status write of the original is copied; a reconcile on a lagging cache may write
+        // a phase twice, so only membership and the end are checked.)
+        assert!(
+            followed.iter().all(|phase| original_phases.contains(phase)),
+            "the copy's phases {followed:?} are the original's {original_phases:?}"
+        );
+        recorder.abort();
+
+        // A namespace no longer served loses its copy.
+        operator_group(
+            &client,
+            &ns,
+            OperatorGroupSpec {
+                target_namespaces: Some(vec![ns.clone(), a.clone()]),
+                ..OperatorGroupSpec::default()
+            },
+        )
+        .await;
+        wait_no_copy(&client, &b, "multi.v1.0.0").await;
+        wait_copy(&client, &a, "multi.v1.0.0", &ns, CsvPhase::Succeeded).await;
+
+        // Removing the operator removes its copies.
+        csvs.delete("multi.v1.0.0", &DeleteParams::background())
+            .await
+            .expect("delete the CSV");
+        wait_no_copy(&client, &a, "multi.v1.0.0").await;
+        delete_namespace(&client, &a).await;
+        delete_namespace(&client, &b).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn copies_of_an_all_namespaces_operator_everywhere_until_olmconfig_disables_them() {
+    with_namespace("copied-all", |client, ns| async move {
+        let configs = Api::<OLMConfig>::all(client.clone());
+        // The harness switches copies off; this test turns them on.
+        olm_testkit::objects::apply_json(
+            &configs,
+            serde_json::json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig",
+                "metadata": {"name": "cluster"},
+                "spec": {"features": {"disableCopiedCSVs": false}},
+            }),
+        )
+        .await;
+        operator_group(&client, &ns, OperatorGroupSpec::default()).await;
+        let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        create_csv(
+            &client,
+            &ns,
+            demo_csv("every.v1.0.0", "1.0.0", None, &["every"], ALL_NAMESPACES, None),
+        )
+        .await;
+        let original = wait_for_csv(&csvs, "every.v1.0.0", CsvPhase::Succeeded).await;
+        let copy = wait_copy(&client, "default", "every.v1.0.0", &ns, CsvPhase::Succeeded).await;
+        assert_copy(&copy, &original);
+
+        // A namespace created later gets one too.
+        let later = format!("{ns}-later");
+        create_namespace(&client, &later, &[]).await;
+        wait_copy(&client, &later, "every.v1.0.0", &ns, CsvPhase::Succeeded).await;
+
+        // Switched off: the copies go, the original stays.
+        olm_testkit::objects::apply_json(
+            &configs,
+            serde_json::json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig",
+                "metadata": {"name": "cluster"},
+                "spec": {"features": {"disableCopiedCSVs": true}},
+            }),
+        )
+        .await;
+        wait_no_copy(&client, &later, "every.v1.0.0").await;
+        wait_no_copy(&client, "default", "every.v1.0.0").await;
+        wait_for_csv(&csvs, "every.v1.0.0", CsvPhase::Succeeded).await;
+        wait_for(
+            &configs,
+            "cluster",
+            "the OLMConfig says copies are off",
+            |c: Option<&OLMConfig>| {
+                c.and_then(|c| c.status.as_ref())
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|conditions| {
+                        conditions
+                            .iter()
+                            .any(|c| c.type_ == DISABLED_COPIED_CSVS && c.status == "True")
+                    })
+            },
+        )
+        .await;
+
+        // Switched on again: they come back.
+        olm_testkit::objects::apply_json(
+            &configs,
+            serde_json::json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OLMConfig",
+                "metadata": {"name": "cluster"},
+                "spec": {"features": {"disableCopiedCSVs": false}},
+            }),
+        )
+        .await;
+        wait_copy(&client, &later, "every.v1.0.0", &ns, CsvPhase::Succeeded).await;
+
+        // Removing the operator removes its copies.
+        csvs.delete("every.v1.0.0", &DeleteParams::background())
+            .await
+            .expect("delete the CSV");
+        wait_no_copy(&client, &later, "every.v1.0.0").await;
+        wait_no_copy(&client, "default", "every.v1.0.0").await;
+        delete_namespace(&client, &later).await;
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn copies_never_replace_a_csv_and_two_originals_of_one_name_do_not_fight() {
+    with_namespace("copied-twins", |client, ns| async move {
+        // `ns` and `other` both install twin.v1.0.0, each serving `shared`; `ns` also serves
+        // `taken`, which holds a CSV of that name of its own.
+        let (other, shared, taken) = (format!("{ns}-o"), format!("{ns}-s"), format!("{ns}-t"));
+        for namespace in [&other, &shared, &taken] {
+            create_namespace(&client, namespace, &[]).await;
+        }
+        let twin = || demo_csv("twin.v1.0.0", "1.0.0", None, &["twin"], MULTI_NAMESPACE, None);
+        let resident = create_csv(&client, &taken, twin()).await;
+        for (namespace, targets) in [
+            (&ns, vec![ns.clone(), shared.clone(), taken.clone()]),
+            (&other, vec![other.clone(), shared.clone()]),
+        ] {
+            operator_group(
+                &client,
+                namespace,
+                OperatorGroupSpec {
+                    target_namespaces: Some(targets),
+                    ..OperatorGroupSpec::default()
+                },
+            )
+            .await;
+        }
+        let first = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        create_csv(&client, &ns, twin()).await;
+        wait_for_csv(&first, "twin.v1.0.0", CsvPhase::Succeeded).await;
+        wait_copy(&client, &shared, "twin.v1.0.0", &ns, CsvPhase::Succeeded).await;
+
+        // The second original: its copy does not take the place of the first's.
+        let second = Api::<ClusterServiceVersion>::namespaced(client.clone(), &other);
+        create_csv(&client, &other, twin()).await;
+        wait_for_csv(&second, "twin.v1.0.0", CsvPhase::Succeeded).await;
+        let in_taken = Api::<ClusterServiceVersion>::namespaced(client.clone(), &taken)
+            .get("twin.v1.0.0")
+            .await
+            .expect("the CSV of `taken`");
+        assert_eq!(
+            in_taken.uid(),
+            resident.uid(),
+            "the CSV of `taken` is the one created there"
+        );
+        assert!(
+            !in_taken.labels().contains_key(labels::COPIED_FROM),
+            "no copy was written over the CSV of `taken`: {:?}",
+            in_taken.labels()
+        );
+        let in_shared = Api::<ClusterServiceVersion>::namespaced(client.clone(), &shared)
+            .get("twin.v1.0.0")
+            .await
+            .expect("the copy in `shared`");
+        assert_eq!(
+            in_shared.labels().get(labels::COPIED_FROM),
+            Some(&ns),
+            "the first copy keeps its place"
+        );
+
+        // The first original goes: the second's copy takes the namespace.
+        first
+            .delete("twin.v1.0.0", &DeleteParams::background())
+            .await
+            .expect("delete the first original");
+        wait_copy(&client, &shared, "twin.v1.0.0", &other, CsvPhase::Succeeded).await;
+
+        second
+            .delete("twin.v1.0.0", &DeleteParams::background())
+            .await
+            .expect("delete the second original");
+        wait_no_copy(&client, &shared, "twin.v1.0.0").await;
+        for namespace in [&other, &shared, &taken] {
+            delete_csvs(&client, namespace).await;
+            delete_namespace(&client, namespace).await;
+        }
+    })
+    .await;
+}

@@ -67,6 +67,9 @@ pub struct RunArgs {
     /// How long an InstallPlan retries a step that fails for a transient reason.
     #[arg(long, default_value = "1m", value_parser = parse_duration)]
     pub install_plan_retry_timeout: Duration,
+    /// Pulling bundle and catalog images.
+    #[command(flatten)]
+    pub images: crate::image_args::ImageArgs,
 }
 
 impl RunArgs {
@@ -92,10 +95,17 @@ pub enum RunError {
     /// The catalog-operator's metrics could not be registered.
     #[error("cannot register the catalog-operator metrics")]
     Metrics(#[from] prometheus::Error),
+    /// The image pulling flags are invalid.
+    #[error("invalid image pulling flags: {0}")]
+    Images(String),
 }
 
 /// Runs the operator until SIGTERM or Ctrl-C.
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
+    let pull_options = args.images.pull_options().map_err(RunError::Images)?;
+    if !crate::bundle_images::BundleImages::configure(pull_options) {
+        tracing::warn!("image pulling was configured before the flags were read; the flags are ignored");
+    }
     let runtime = Runtime::builder(FIELD_MANAGER_CATALOG)
         .with_args(args.runtime.clone())
         .build()

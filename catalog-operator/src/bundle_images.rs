@@ -3,7 +3,7 @@
 //! Current catalogs carry only `olm.csv.metadata` for their bundles; the
 //! manifests are in the bundle image. When a resolved bundle has none in its
 //! catalog, [`BundleImages::complete`] pulls the image (with the CatalogSource's
-//! pull secrets), writes the directories its `operators.operatorframework.io.bundle.*`
+//! pull secrets, [`crate::pull_secrets`]), writes the directories its `operators.operatorframework.io.bundle.*`
 //! labels name to a temporary directory, and renders that directory exactly as a
 //! bundle directory read from disk. Content of references by digest is cached.
 
@@ -13,13 +13,12 @@ use std::{
     sync::{Arc, Mutex, OnceLock},
 };
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::{Api, Client};
+use kube::Client;
 use olm_catalog::{
     Bundle, Property,
     render::{RenderOptions, render_bundle_dir},
 };
-use olm_oci::{DockerConfig, Image, PullError, PullOptions, Puller};
+use olm_oci::{Image, PullError, PullOptions, Puller};
 use olm_resolver::model::CatalogId;
 
 /// The label naming the manifests directory of a bundle image.
@@ -41,24 +40,45 @@ pub enum UnpackError {
         /// What is missing or wrong.
         cause: String,
     },
-    /// A pull secret could not be read.
-    #[error("reading pull secret {namespace}/{name} of catalog {catalog}: {message}")]
-    Secret {
-        /// The catalog.
-        catalog: String,
-        /// The Secret's namespace.
-        namespace: String,
-        /// The Secret's name.
-        name: String,
-        /// Why.
-        message: String,
+    /// The unpack took longer than it may.
+    #[error(
+        "unpacking image {image} did not finish within {timeout:?} ({}): check that its registry is reachable, or allow more time",
+        match operator_group {
+            Some(group) => format!("annotation operatorframework.io/bundle-unpack-timeout of OperatorGroup {group}, default 10m"),
+            None => "the default; OperatorGroup annotation operatorframework.io/bundle-unpack-timeout sets it".to_owned(),
+        }
+    )]
+    TimedOut {
+        /// The image.
+        image: String,
+        /// The time it had.
+        timeout: std::time::Duration,
+        /// The OperatorGroup whose annotations applied.
+        operator_group: Option<String>,
     },
+    /// The last attempt failed too recently to try again.
+    #[error(
+        "{last} (not retried before {wait:?} more: annotation operatorframework.io/bundle-unpack-min-retry-interval)"
+    )]
+    RetryLater {
+        /// The last failure, in words.
+        last: String,
+        /// Time left before the next attempt.
+        wait: std::time::Duration,
+    },
+    /// A pull secret could not be read.
+    #[error(transparent)]
+    Secret(#[from] crate::pull_secrets::PullSecretError),
 }
 
 impl UnpackError {
     /// Whether trying again later may succeed without a change.
     pub fn is_transient(&self) -> bool {
         matches!(self, UnpackError::Pull(e) if e.is_transient())
+            || matches!(
+                self,
+                UnpackError::TimedOut { .. } | UnpackError::RetryLater { .. }
+            )
     }
 }
 
@@ -123,6 +143,8 @@ pub fn bundle_from_image(image: &Image, reference: &str, root: &Path) -> Result<
 pub struct BundleImages {
     puller: Puller,
     by_digest: Mutex<HashMap<String, Arc<Bundle>>>,
+    /// The last failure per image: when, and why.
+    failures: Mutex<HashMap<String, (std::time::Instant, String)>>,
 }
 
 static GLOBAL: OnceLock<BundleImages> = OnceLock::new();
@@ -133,12 +155,64 @@ impl BundleImages {
         Self {
             puller: Puller::new(options),
             by_digest: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The process-wide instance (default pull options).
+    /// Whether the content of `reference` (by digest) is cached: completing it pulls nothing.
+    pub fn is_cached(&self, reference: &str) -> bool {
+        reference.contains("@sha256:")
+            && self
+                .by_digest
+                .lock()
+                .expect("bundle image cache lock")
+                .contains_key(reference)
+    }
+
+    /// Remembers that unpacking `reference` failed now.
+    pub fn record_failure(&self, reference: &str, message: String) {
+        self.failures
+            .lock()
+            .expect("bundle image failures lock")
+            .insert(reference.to_owned(), (std::time::Instant::now(), message));
+    }
+
+    /// Forgets an earlier failure of `reference`.
+    pub fn forget_failure(&self, reference: &str) {
+        self.failures
+            .lock()
+            .expect("bundle image failures lock")
+            .remove(reference);
+    }
+
+    /// The error to give instead of pulling `reference` again, when it failed less
+    /// than `min_retry` ago.
+    pub fn retry_wait(&self, reference: &str, min_retry: Option<std::time::Duration>) -> Option<UnpackError> {
+        let min_retry = min_retry?;
+        let failures = self.failures.lock().expect("bundle image failures lock");
+        let (at, last) = failures.get(reference)?;
+        let elapsed = at.elapsed();
+        (elapsed < min_retry).then(|| UnpackError::RetryLater {
+            last: last.clone(),
+            wait: min_retry - elapsed,
+        })
+    }
+
+    /// The process-wide instance (default pull options unless
+    /// [`BundleImages::configure`] came first).
     pub fn global() -> &'static BundleImages {
         GLOBAL.get_or_init(|| BundleImages::new(PullOptions::default()))
+    }
+
+    /// Sets the pull options of the process-wide instance; `false` when it was
+    /// already in use (its options stay).
+    pub fn configure(options: PullOptions) -> bool {
+        GLOBAL.set(BundleImages::new(options)).is_ok()
+    }
+
+    /// The puller, for catalog images too.
+    pub fn puller(&self) -> &Puller {
+        &self.puller
     }
 
     /// `bundle` as planned: itself when its catalog carries its manifests, else
@@ -164,7 +238,7 @@ impl BundleImages {
         if let Some(Some(found)) = cached {
             return Ok(found.as_ref().clone());
         }
-        let config = pull_secrets(client, catalog, secrets).await?;
+        let config = crate::pull_secrets::pull_secrets(client, catalog, secrets).await?;
         let started = std::time::Instant::now();
         let image = self.puller.pull(&reference, &config).await?;
         let dir = tempfile::tempdir().map_err(|e| UnpackError::NotABundle {
@@ -194,35 +268,6 @@ impl BundleImages {
         cache.insert(key, Arc::new(unpacked.clone()));
         Ok(unpacked)
     }
-}
-
-/// The credentials of the CatalogSource's `spec.secrets` (missing Secrets are skipped,
-/// as a kubelet skips missing image pull secrets).
-async fn pull_secrets(
-    client: &Client,
-    catalog: &CatalogId,
-    names: &[String],
-) -> Result<DockerConfig, UnpackError> {
-    let mut config = DockerConfig::default();
-    let api: Api<Secret> = Api::namespaced(client.clone(), &catalog.namespace);
-    for name in names {
-        let fail = |message: String| UnpackError::Secret {
-            catalog: catalog.to_string(),
-            namespace: catalog.namespace.clone(),
-            name: name.clone(),
-            message,
-        };
-        let Some(secret) = api.get_opt(name).await.map_err(|e| fail(e.to_string()))? else {
-            tracing::warn!(catalog = %catalog, secret = %name, "pull secret not found; skipped");
-            continue;
-        };
-        let data = secret.data.unwrap_or_default();
-        let Some(json) = data.get(".dockerconfigjson").or_else(|| data.get(".dockercfg")) else {
-            continue;
-        };
-        config.merge(DockerConfig::parse(&json.0).map_err(|e| fail(e.to_string()))?);
-    }
-    Ok(config)
 }
 
 #[cfg(test)]

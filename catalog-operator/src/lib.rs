@@ -14,11 +14,14 @@
 
 pub mod bundle_images;
 pub mod bundles;
+pub mod catalog_images;
 pub mod catalogs;
 pub mod cli;
 pub mod controllers;
+pub mod image_args;
 pub mod metrics;
 pub mod packageserver;
+pub mod pull_secrets;
 pub mod registry;
 pub mod run;
 pub mod snapshot;
@@ -38,6 +41,8 @@ pub struct Args {
 }
 
 /// The commands of catalog-operator.
+// Parsed once at start: the size of `run`'s arguments does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Render bundles or packages into a file-based catalog (JSON stream on stdout).

@@ -70,6 +70,9 @@ pub struct RunArgs {
     /// The PackageManifest API server.
     #[command(flatten)]
     pub package_server: Box<crate::packageserver::PackageServerArgs>,
+    /// Pulling bundle and catalog images.
+    #[command(flatten)]
+    pub images: crate::image_args::ImageArgs,
 }
 
 impl RunArgs {
@@ -96,10 +99,17 @@ pub enum RunError {
     /// The catalog-operator's metrics could not be registered.
     #[error("cannot register the catalog-operator metrics")]
     Metrics(#[from] prometheus::Error),
+    /// The image pulling flags are invalid.
+    #[error("invalid image pulling flags: {0}")]
+    Images(String),
 }
 
 /// Runs the operator until SIGTERM or Ctrl-C.
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
+    let pull_options = args.images.pull_options().map_err(RunError::Images)?;
+    if !crate::bundle_images::BundleImages::configure(pull_options) {
+        tracing::warn!("image pulling was configured before the flags were read; the flags are ignored");
+    }
     let runtime = Runtime::builder(FIELD_MANAGER_CATALOG)
         .with_args(args.runtime.clone())
         .build()

@@ -4,7 +4,8 @@
 //!
 //! A bundle image is what a `bundle.Dockerfile` builds: one layer with
 //! `manifests/` and `metadata/`, and the annotations of `metadata/annotations.yaml`
-//! as image labels.
+//! as image labels. A catalog image holds the file-based catalog under
+//! `/configs`, one directory per package, as community catalog images do.
 
 use std::{
     collections::BTreeMap,
@@ -109,6 +110,74 @@ pub async fn image_catalog(
         bundle.properties = rendered.properties;
     }
     Ok(catalog)
+}
+
+/// The label naming the file-based catalog directory of a catalog image.
+pub const CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
+
+/// The part of `catalog` that is about `package`.
+fn package_part(catalog: &Catalog, package: &str) -> Catalog {
+    Catalog {
+        packages: catalog
+            .packages
+            .iter()
+            .filter(|p| p.name == package)
+            .cloned()
+            .collect(),
+        channels: catalog
+            .channels
+            .iter()
+            .filter(|c| c.package == package)
+            .cloned()
+            .collect(),
+        bundles: catalog
+            .bundles
+            .iter()
+            .filter(|b| b.package == package)
+            .cloned()
+            .collect(),
+        deprecations: catalog
+            .deprecations
+            .iter()
+            .filter(|d| d.package == package)
+            .cloned()
+            .collect(),
+        others: Vec::new(),
+    }
+}
+
+/// The files of a catalog image in the community pipeline's shape: one
+/// directory per package under `/configs`, each with a `catalog.json`.
+pub fn catalog_image_content(catalog: &Catalog) -> ImageFiles {
+    catalog
+        .packages
+        .iter()
+        .map(|package| {
+            let part = package_part(catalog, &package.name);
+            (
+                PathBuf::from(format!("configs/{}/catalog.json", package.name)),
+                olm_catalog::fbc::to_json_stream(&part).into_bytes(),
+            )
+        })
+        .collect()
+}
+
+/// Builds a catalog image of `catalog` (file-based catalog under `/configs`,
+/// with the label that names it), pushes it as `image` (`repository:tag`), and
+/// returns the digest of its manifest.
+pub async fn push_catalog_image(
+    puller: &Puller,
+    catalog: &Catalog,
+    image: &str,
+    secrets: &DockerConfig,
+) -> Result<String, String> {
+    let files = catalog_image_content(catalog);
+    let (layer, diff_id) = olm_oci::tar_gz_layer(&files).map_err(|e| e.to_string())?;
+    let labels = BTreeMap::from([(CONFIGS_LABEL.to_owned(), "/configs".to_owned())]);
+    puller
+        .push_one_layer(image, layer, &diff_id, &labels, secrets)
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// The test registry of `hack/registry.sh`.

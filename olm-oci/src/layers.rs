@@ -56,6 +56,8 @@ pub enum LayerError {
 pub struct Files {
     files: BTreeMap<PathBuf, Vec<u8>>,
     total: u64,
+    /// Only files under these directories are kept (all when empty).
+    keep: Vec<PathBuf>,
 }
 
 /// A tar path made relative and normal, or nothing when it leaves the root.
@@ -72,6 +74,17 @@ fn normal_path(path: &Path) -> Option<PathBuf> {
 }
 
 impl Files {
+    /// Files that keep only what is under `dirs` (relative, e.g. `configs`): the
+    /// rest of each layer is read past without being held, nor counted against
+    /// [`Limits::total_bytes`]. Keeps everything when `dirs` is empty.
+    pub fn keeping(dirs: Vec<PathBuf>) -> Self {
+        let keep = dirs.iter().filter_map(|d| normal_path(d)).collect();
+        Self {
+            keep,
+            ..Self::default()
+        }
+    }
+
     /// Adds one layer (gzip-compressed when it starts with the gzip magic bytes).
     pub fn add_layer(&mut self, bytes: &[u8], limits: &Limits) -> Result<(), LayerError> {
         if bytes.len() as u64 > limits.layer_bytes {
@@ -110,6 +123,9 @@ impl Files {
                 continue;
             }
             if !entry.header().entry_type().is_file() {
+                continue;
+            }
+            if !self.keep.is_empty() && !self.keep.iter().any(|k| path.starts_with(k)) {
                 continue;
             }
             let size = entry.header().size().map_err(LayerError::Tar)?;
@@ -283,6 +299,26 @@ mod tests {
             .unwrap();
         assert_eq!(files.len(), 1);
         assert_eq!(files.get("abs/ok"), Some(&b"y"[..]));
+    }
+
+    #[test]
+    fn only_the_kept_directories_are_held_and_counted() {
+        let small = Limits {
+            total_bytes: 4,
+            ..Limits::default()
+        };
+        let mut files = Files::keeping(vec![PathBuf::from("/configs/")]);
+        let layer = tar_of(
+            &[
+                ("bin/opm", b"a large binary"),
+                ("configs/pkg/catalog.json", b"{}"),
+            ],
+            true,
+        );
+        files.add_layer(&layer, &small).unwrap();
+        assert_eq!(files.len(), 1);
+        assert_eq!(files.get("configs/pkg/catalog.json"), Some(&b"{}"[..]));
+        assert_eq!(files.total_bytes(), 2);
     }
 
     #[test]

@@ -25,6 +25,11 @@ impl Mirrors {
         Self { rules }
     }
 
+    /// The rules, most specific source first.
+    pub fn rules(&self) -> &[MirrorRule] {
+        &self.rules
+    }
+
     /// Parses `source=mirror1,mirror2` items (the form of a command-line flag).
     pub fn parse(items: &[String]) -> Result<Self, String> {
         let mut rules = Vec::new();

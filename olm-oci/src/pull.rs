@@ -153,6 +153,9 @@ fn pick_platform(entries: &[ImageIndexEntry]) -> Option<String> {
         .map(|e| e.digest.clone())
 }
 
+/// Chooses, from an image's labels, the directories of it to keep.
+pub type Select<'a> = dyn Fn(&BTreeMap<String, String>) -> Vec<std::path::PathBuf> + Send + Sync + 'a;
+
 /// Pulls images from OCI registries.
 ///
 /// Each pull gets a client of its own: an oci-client `Client` keeps the first
@@ -263,9 +266,21 @@ impl Puller {
     /// Pulls `image` (by tag or digest), trying its mirrors first, with the
     /// credentials `secrets` hold for each registry.
     pub async fn pull(&self, image: &str, secrets: &DockerConfig) -> Result<Image, PullError> {
+        self.pull_selected(image, secrets, &|_| Vec::new()).await
+    }
+
+    /// Like [`Puller::pull`], keeping only the files under the directories that
+    /// `select` names from the image's labels (everything when it names none):
+    /// e.g. the `configs` directory of a catalog image, not its `opm` binary.
+    pub async fn pull_selected(
+        &self,
+        image: &str,
+        secrets: &DockerConfig,
+        select: &Select<'_>,
+    ) -> Result<Image, PullError> {
         let mut last = None;
         for candidate in self.options.mirrors.candidates(image) {
-            match self.pull_with_retries(&candidate, secrets).await {
+            match self.pull_with_retries(&candidate, secrets, select).await {
                 Ok(image) => return Ok(image),
                 Err(error) => {
                     tracing::debug!(image = %candidate, %error, "pull failed");
@@ -276,13 +291,18 @@ impl Puller {
         Err(last.expect("candidates always include the image itself"))
     }
 
-    async fn pull_with_retries(&self, image: &str, secrets: &DockerConfig) -> Result<Image, PullError> {
+    async fn pull_with_retries(
+        &self,
+        image: &str,
+        secrets: &DockerConfig,
+        select: &Select<'_>,
+    ) -> Result<Image, PullError> {
         let (reference, auth) = parse(image, secrets)?;
         let mut wait = self.options.backoff;
         let attempts = self.options.attempts.max(1);
         let mut message = String::new();
         for attempt in 1..=attempts {
-            match self.pull_once(image, &reference, &auth).await {
+            match self.pull_once(image, &reference, &auth, select).await {
                 Ok(image) => return Ok(image),
                 Err(Failure::Terminal(error)) => return Err(error),
                 Err(Failure::Transient(m)) => {
@@ -307,6 +327,7 @@ impl Puller {
         image: &str,
         reference: &Reference,
         auth: &RegistryAuth,
+        select: &Select<'_>,
     ) -> Result<Image, Failure> {
         let limits = self.options.limits;
         let client = self.client_for(reference);
@@ -315,7 +336,7 @@ impl Puller {
             .await
             .map_err(|e| classify(image, e))?;
         let labels = labels_of(&config);
-        let mut files = Files::default();
+        let mut files = Files::keeping(select(&labels));
         for layer in &manifest.layers {
             let content_error = |source| {
                 Failure::Terminal(PullError::Content {

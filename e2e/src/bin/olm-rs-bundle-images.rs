@@ -5,6 +5,8 @@
 //!
 //! Usage: `olm-rs-bundle-images <repository-prefix> <catalog.json> <package-dir>...`
 //! e.g. `olm-rs-bundle-images 127.0.0.1:5000/bundles /tmp/catalog/catalog.json corpus/bundles/kube-green`.
+//! With `OLM_RS_CATALOG_IMAGE=<repository:tag>`, the catalog is also pushed as a
+//! catalog image (file-based catalog under `/configs`).
 //! Credentials for the registry come from `$DOCKER_CONFIG/config.json` when that
 //! file exists; a registry on loopback is spoken to over plain HTTP.
 
@@ -42,6 +44,12 @@ async fn main() {
     }
     std::fs::write(&out, olm_catalog::fbc::to_json_stream(&catalog))
         .unwrap_or_else(|e| fail(&format!("{}: {e}", out.display())));
+    if let Ok(image) = std::env::var("OLM_RS_CATALOG_IMAGE") {
+        let digest = e2e::images::push_catalog_image(&puller, &catalog, &image, &secrets)
+            .await
+            .unwrap_or_else(|e| fail(&format!("catalog image {image}: {e}")));
+        println!("catalog {image} {digest}");
+    }
 }
 
 fn fail(message: &str) -> ! {

@@ -10,6 +10,7 @@
 //! outage. An unreachable or malformed catalog only marks itself unhealthy: the
 //! store keeps its last content and every other catalog is untouched.
 
+mod image;
 mod read;
 mod registry_pod;
 pub mod status;
@@ -109,6 +110,8 @@ pub(crate) struct Runtime {
     config_map_version: Option<String>,
     /// The bundles that load of that ConfigMap left out, in words.
     config_map_left_out: Option<String>,
+    /// How the catalog image is served, for image catalogs.
+    image: Option<image::ImageState>,
 }
 
 /// Per-catalog state kept between reconciles (registry clients, load times).
@@ -128,6 +131,7 @@ impl Clients {
             loaded_at: None,
             config_map_version: None,
             config_map_left_out: None,
+            image: None,
         })
     }
 
@@ -172,7 +176,7 @@ pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<CatalogSourceContext
     forget_deleted(&ctx);
 
     let spec = validate(&source.spec, shared.options.default_poll_interval);
-    let (observed, polled) = read::read(&ctx, &source, &id, &spec, &now).await?;
+    let (observed, polled, serving) = read::read(&ctx, &source, &id, &spec, &now).await?;
     let ready = observed.is_ready();
     shared.metrics.set_catalog_ready(&namespace, &name, ready);
 
@@ -180,6 +184,12 @@ pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<CatalogSourceContext
     if polled.is_some() {
         new_status.latest_image_registry_poll = polled;
     }
+    status::set_serving(
+        &mut new_status,
+        serving.as_ref(),
+        source.metadata.generation,
+        &now,
+    );
     // Standbys read catalogs too (their store is warm when they take over), but
     // only the leader reports.
     if source.status.as_ref() != Some(&new_status) && shared.writer.leadership().is_leader() {

@@ -88,15 +88,18 @@ pub(crate) fn chain(error: &dyn std::error::Error) -> String {
     message
 }
 
+/// What [`read`] returns: what was found, when the image was polled now (image
+/// catalogs), and how an image catalog is served.
+pub(super) type ReadResult = (Observed, Option<Time>, Option<super::status::Serving>);
+
 /// Reads the catalog `id` as `spec` says and records the result in the store.
-/// Returns what was found and, for image catalogs, when the image was polled now.
 pub(super) async fn read(
     ctx: &CatalogSourceContext,
     source: &CatalogSource,
     id: &CatalogId,
     spec: &SourceSpec,
     now: &Time,
-) -> Result<(Observed, Option<Time>), Error> {
+) -> Result<ReadResult, Error> {
     let priority = source.spec.priority.unwrap_or(0);
     match &spec.kind {
         SourceKind::Invalid(message) => {
@@ -107,14 +110,17 @@ pub(super) async fn read(
                 reason: CatalogSourceReason::SpecInvalid,
                 message: message.clone(),
             };
-            Ok((invalid, None))
+            Ok((invalid, None, None))
         }
         SourceKind::Address(address) => {
             let observed = read_registry(ctx, id, priority, address, spec, None, now).await;
-            Ok((observed, None))
+            Ok((observed, None, None))
         }
-        SourceKind::Image(image) => super::registry_pod::read(ctx, source, id, image, spec, now).await,
-        SourceKind::ConfigMap(name) => Ok((read_config_map(ctx, id, priority, name, now).await?, None)),
+        SourceKind::Image(image) => {
+            let (observed, polled, serving) = super::image::read(ctx, source, id, image, spec, now).await?;
+            Ok((observed, polled, Some(serving)))
+        }
+        SourceKind::ConfigMap(name) => Ok((read_config_map(ctx, id, priority, name, now).await?, None, None)),
     }
 }
 

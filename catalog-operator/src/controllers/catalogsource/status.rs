@@ -4,7 +4,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use olm_api::v1alpha1::{
     CatalogSource, CatalogSourceReason, CatalogSourceStatus, ConnectivityState, GrpcConnectionState,
 };
-use olm_runtime::conditions::{ConditionReason, Outcome, set_kstatus_conditions};
+use olm_runtime::conditions::{
+    ConditionReason, ConditionType, Outcome, Status, remove_condition, set_condition, set_kstatus_conditions,
+};
 
 use super::{SourceSpec, read::Observed};
 
@@ -52,6 +54,117 @@ impl CatalogReason {
                 CatalogReason::SpecInvalidError
             }
             CatalogSourceReason::RegistryServer => CatalogReason::RegistryServerError,
+        }
+    }
+}
+
+/// The condition that says how an image catalog is served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ServedFromMemory;
+
+impl ConditionType for ServedFromMemory {
+    fn as_str(&self) -> &'static str {
+        "ServedFromMemory"
+    }
+}
+
+/// Why an image catalog is served from memory or by a registry Pod.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ServingReason {
+    /// The image holds a file-based catalog: served from memory (True).
+    FileBasedCatalog,
+    /// The image holds no file-based catalog (a SQLite index image): a Pod serves it.
+    NoFileBasedCatalog,
+    /// The image is larger than the pull limits: a Pod serves it.
+    ImageTooLarge,
+    /// catalog-operator could not pull the image: a Pod serves it.
+    PullFailed,
+    /// The image's file-based catalog is invalid: nothing serves it.
+    InvalidCatalog,
+}
+
+impl ConditionReason for ServingReason {
+    fn as_str(&self) -> &'static str {
+        match self {
+            ServingReason::FileBasedCatalog => "FileBasedCatalog",
+            ServingReason::NoFileBasedCatalog => "NoFileBasedCatalog",
+            ServingReason::ImageTooLarge => "ImageTooLarge",
+            ServingReason::PullFailed => "PullFailed",
+            ServingReason::InvalidCatalog => "InvalidCatalog",
+        }
+    }
+}
+
+impl ServingReason {
+    /// Every reason, for tests.
+    pub const ALL: [ServingReason; 5] = [
+        ServingReason::FileBasedCatalog,
+        ServingReason::NoFileBasedCatalog,
+        ServingReason::ImageTooLarge,
+        ServingReason::PullFailed,
+        ServingReason::InvalidCatalog,
+    ];
+}
+
+/// How an image catalog is served, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Serving {
+    /// Whether from memory.
+    pub from_memory: bool,
+    /// Why.
+    pub reason: ServingReason,
+    /// In words.
+    pub message: String,
+}
+
+impl Serving {
+    /// Served from memory.
+    pub fn memory(message: String) -> Self {
+        Serving {
+            from_memory: true,
+            reason: ServingReason::FileBasedCatalog,
+            message,
+        }
+    }
+
+    /// Served by a registry Pod, for `reason`.
+    pub fn pod(reason: ServingReason, message: String) -> Self {
+        Serving {
+            from_memory: false,
+            reason,
+            message,
+        }
+    }
+
+    /// Not served at all, for `reason`.
+    pub fn failed(reason: ServingReason, message: String) -> Self {
+        Serving::pod(reason, message)
+    }
+}
+
+/// Sets condition `ServedFromMemory` from `serving`, or removes it when the
+/// catalog is not an image.
+pub fn set_serving(
+    status: &mut CatalogSourceStatus,
+    serving: Option<&Serving>,
+    generation: Option<i64>,
+    now: &Time,
+) {
+    let conditions = status.conditions.get_or_insert_with(Vec::new);
+    match serving {
+        Some(serving) => {
+            set_condition(
+                conditions,
+                ServedFromMemory,
+                Status::from(serving.from_memory),
+                serving.reason,
+                &serving.message,
+                generation,
+                now,
+            );
+        }
+        None => {
+            remove_condition(conditions, ServedFromMemory);
         }
     }
 }
@@ -195,6 +308,39 @@ mod tests {
         for reason in CatalogReason::ALL {
             assert!(is_valid_reason(reason.as_str()), "{reason:?}");
         }
+        for reason in ServingReason::ALL {
+            assert!(is_valid_reason(reason.as_str()), "{reason:?}");
+        }
+        assert!(olm_runtime::conditions::is_valid_condition_type(
+            ServedFromMemory.as_str()
+        ));
+    }
+
+    #[test]
+    fn the_serving_condition_says_which_path_and_goes_for_other_sources() {
+        let mut status = CatalogSourceStatus::default();
+        let pod = Serving::pod(ServingReason::NoFileBasedCatalog, "a SQLite index".into());
+        set_serving(&mut status, Some(&pod), Some(2), &at(10));
+        let condition = &status.conditions.as_ref().unwrap()[0];
+        assert_eq!(
+            (
+                condition.type_.as_str(),
+                condition.status.as_str(),
+                condition.reason.as_str()
+            ),
+            ("ServedFromMemory", "False", "NoFileBasedCatalog")
+        );
+        set_serving(
+            &mut status,
+            Some(&Serving::memory("fbc".into())),
+            Some(2),
+            &at(20),
+        );
+        let condition = &status.conditions.as_ref().unwrap()[0];
+        assert_eq!(condition.status, "True");
+        assert_eq!(condition.last_transition_time, at(20));
+        set_serving(&mut status, None, Some(2), &at(30));
+        assert!(status.conditions.unwrap().is_empty());
     }
 
     #[test]

@@ -37,7 +37,7 @@ pub enum StepError {
     },
     /// The bundle carries no manifests.
     #[error(
-        "bundle {bundle} carries no manifests in catalog {catalog}: its content is only in image {image:?}, and unpacking bundle images is not supported yet"
+        "bundle {bundle} carries no manifests in catalog {catalog}, nor did its image {image:?} give any: check that the image is a bundle image (manifests/ and metadata/)"
     )]
     NoManifests {
         /// The bundle.

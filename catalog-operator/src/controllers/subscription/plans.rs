@@ -33,6 +33,9 @@ pub struct WrittenPlans {
     /// The first unpack failure, returned once the statuses are written so that
     /// the namespace is synced again with backoff.
     pub unpack_error: Option<Error>,
+    /// The Subscriptions given BundleUnpacking while an image was pulled: their
+    /// status is written again, which clears it.
+    pub marked_unpacking: HashSet<String>,
 }
 
 /// Finds or creates the plan of every group that has bundles to install.
@@ -45,19 +48,22 @@ pub(super) async fn write_plans(
     let mut by_group = Vec::with_capacity(decisions.len());
     let mut unpack_failed = Vec::with_capacity(decisions.len());
     let mut unpack_error = None;
+    let mut marked_unpacking = HashSet::new();
     for group in decisions {
         let mut failed = None;
         let plan = match &group.decision {
-            Decision::Install(steps) => match ensure_plan(ctx, inputs, group, steps, &mut all).await {
-                Ok(plan) => Some(plan),
-                // One group's bad bundle image must not hold the other groups back.
-                Err(error @ Error::Unpack { .. }) => {
-                    failed = Some(error.to_string());
-                    unpack_error.get_or_insert(error);
-                    None
+            Decision::Install(steps) => {
+                match ensure_plan(ctx, inputs, group, steps, &mut all, &mut marked_unpacking).await {
+                    Ok(plan) => Some(plan),
+                    // One group's bad bundle image must not hold the other groups back.
+                    Err(error @ Error::Unpack { .. }) => {
+                        failed = Some(error.to_string());
+                        unpack_error.get_or_insert(error);
+                        None
+                    }
+                    Err(error) => return Err(error),
                 }
-                Err(error) => return Err(error),
-            },
+            }
             Decision::UpToDate | Decision::Unsatisfiable(_) => None,
         };
         by_group.push(plan);
@@ -68,6 +74,7 @@ pub(super) async fn write_plans(
         all,
         unpack_failed,
         unpack_error,
+        marked_unpacking,
     })
 }
 
@@ -79,6 +86,7 @@ async fn ensure_plan(
     group: &GroupDecision,
     steps: &[ResolvedStep],
     plans: &mut Vec<Arc<InstallPlan>>,
+    marked: &mut HashSet<String>,
 ) -> Result<Arc<InstallPlan>, Error> {
     let namespace = inputs.namespace.as_str();
     let members: Vec<&Subscription> = inputs
@@ -95,7 +103,7 @@ async fn ensure_plan(
         let planned = plan.status.as_ref().is_some_and(|s| s.plan.is_some());
         if !planned {
             // Created, but its steps were never written (a crash in between).
-            let status = plan_status(&ctx.shared, &plan, group, steps).await?;
+            let status = plan_status(&ctx.shared, &plan, group, steps, &members, marked).await?;
             let written = write_plan_status(&ctx.shared, namespace, &plan.name_any(), &status).await?;
             ctx.state.remember(namespace, written.clone());
             return Ok(written);
@@ -115,7 +123,7 @@ async fn ensure_plan(
     let plan = plan::new_install_plan(namespace, &members, steps, group.approval, generation);
     // Fetch the manifests first, so that a registry that is down leaves no
     // half-made plan behind.
-    let status = plan_status(&ctx.shared, &plan, group, steps).await?;
+    let status = plan_status(&ctx.shared, &plan, group, steps, &members, marked).await?;
     let api: Api<InstallPlan> = Api::namespaced(ctx.shared.client.clone(), namespace);
     let created = ctx
         .shared
@@ -193,7 +201,10 @@ async fn plan_status(
     plan: &InstallPlan,
     group: &GroupDecision,
     steps: &[ResolvedStep],
+    members: &[&Subscription],
+    marked: &mut HashSet<String>,
 ) -> Result<InstallPlanStatus, Error> {
+    let namespace = plan.namespace().unwrap_or_default();
     let mut bundles = Vec::with_capacity(steps.len());
     for step in steps {
         let unavailable = || Error::CatalogUnavailable {
@@ -210,7 +221,15 @@ async fn plan_status(
                 source,
             })?
             .ok_or_else(unavailable)?;
-        let bundle = unpack::complete(shared, &step.catalog, Arc::unwrap_or_clone(bundle)).await?;
+        let bundle = unpack::complete(
+            shared,
+            &namespace,
+            members,
+            marked,
+            &step.catalog,
+            Arc::unwrap_or_clone(bundle),
+        )
+        .await?;
         bundles.push(PlannedBundle {
             step: step.clone(),
             bundle,

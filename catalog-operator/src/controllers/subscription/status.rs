@@ -461,7 +461,8 @@ pub fn statuses(
             }
             updates.push(StatusUpdate {
                 subscription: subscription.clone(),
-                changed: subscription.status.as_ref() != Some(&status),
+                changed: subscription.status.as_ref() != Some(&status)
+                    || written.marked_unpacking.contains(name),
                 status,
             });
         }
@@ -470,8 +471,9 @@ pub fn statuses(
 }
 
 /// BundleUnpackFailed while a bundle image of the group's plan cannot be
-/// unpacked (with the image and the cause), absent otherwise. Images are pulled
-/// in process while the plan is made, so BundleUnpacking is never left True.
+/// unpacked (with the image and the cause), absent otherwise. BundleUnpacking is
+/// True only while an image is pulled (written then by the unpack itself): once
+/// the plan is made, it is gone.
 fn set_unpack_conditions(status: &mut SubscriptionStatus, failure: Option<String>, now: &Time) {
     let conditions = status.conditions.get_or_insert_with(Vec::new);
     remove_subscription_condition(conditions, Type::BundleUnpacking);
@@ -750,6 +752,7 @@ mod tests {
             all: vec![ip],
             unpack_failed: vec![None],
             unpack_error: None,
+            marked_unpacking: Default::default(),
         };
         let first = statuses(&inputs, &decisions, &written, &at(1));
         assert_eq!(first.updates.len(), 1);

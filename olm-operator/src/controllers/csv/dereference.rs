@@ -38,7 +38,8 @@ pub struct Peer {
 pub struct Dereferenced {
     /// The OperatorGroups of the CSV's namespace.
     pub operator_groups: Vec<OperatorGroup>,
-    /// The owned and required CRDs that exist, by name.
+    /// The owned and required CRDs that exist, by name, each holding only what
+    /// the requirement checks read ([`super::crd_summary`]).
     pub crds: BTreeMap<String, CustomResourceDefinition>,
     /// The service accounts of the strategy that exist, by name.
     pub service_accounts: BTreeMap<String, ServiceAccount>,
@@ -125,10 +126,16 @@ pub async fn dereference(
     let subscription_config =
         super::overrides::config_for(subscriptions.iter().map(AsRef::as_ref), &csv.name_any());
 
-    let crd_api = Api::<CustomResourceDefinition>::all(client.clone());
     let mut crds = BTreeMap::new();
     for name in crd_names(csv) {
-        if let Some(crd) = get(&crd_api, &name, "CustomResourceDefinition").await? {
+        let found = super::crd_summary::get(&client, &name)
+            .await
+            .map_err(|source| Error::Get {
+                kind: "CustomResourceDefinition",
+                name: name.clone(),
+                source,
+            })?;
+        if let Some(crd) = found {
             crds.insert(name, crd);
         }
     }

@@ -24,6 +24,7 @@ pub mod apply;
 pub mod build;
 pub mod certs;
 pub mod cleanup;
+pub mod crd_summary;
 pub mod dereference;
 pub mod machine;
 pub mod operator_condition;

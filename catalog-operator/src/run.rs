@@ -287,19 +287,7 @@ pub fn controllers(
         api_changes::<CustomResourceDefinition>(client),
         api_changes::<APIService>(client),
     );
-    let waiting_plans = {
-        let plans = install_plans.store();
-        api_changes.flat_map(move |()| {
-            stream::iter(
-                plans
-                    .state()
-                    .into_iter()
-                    .filter(|plan| installplan::waits_for_api(plan))
-                    .map(|plan| ObjectRef::from_obj(plan.as_ref()))
-                    .collect::<Vec<_>>(),
-            )
-        })
-    };
+    let waiting_plans = installplan::wake_on_api_changes(api_changes, install_plans.store());
     let install_plan_controller =
         Controller::for_shared_stream(install_plans.subscribe(), install_plans.store())
             .with_config(config)

@@ -9,7 +9,10 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{core::PartialObjectMeta, runtime::reflector::Store};
-use olm_api::{v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
+use olm_api::{
+    v1::OperatorGroup,
+    v1alpha1::{ClusterServiceVersion, Subscription, SubscriptionStatus},
+};
 
 pub use olm_runtime::reflector::Synced;
 
@@ -24,7 +27,7 @@ pub struct Cache<K: kube::Resource<DynamicType = ()> + Clone + 'static> {
 
 /// The stores shared by the controllers. Namespaces are kept as metadata
 /// only (name and labels), so that a cluster of thousands of namespaces costs
-/// little memory.
+/// little memory; Subscriptions as trimmed by [`trim_subscription`].
 #[derive(Clone)]
 pub struct Stores {
     /// Every ClusterServiceVersion.
@@ -33,12 +36,17 @@ pub struct Stores {
     pub operator_groups: Cache<OperatorGroup>,
     /// Every Namespace, as metadata.
     pub namespaces: Cache<PartialObjectMeta<Namespace>>,
+    /// Every Subscription, trimmed ([`trim_subscription`]).
+    pub subscriptions: Cache<Subscription>,
 }
 
 impl Stores {
     /// Whether every store holds a complete list.
     pub fn synced(&self) -> bool {
-        self.csvs.synced.get() && self.operator_groups.synced.get() && self.namespaces.synced.get()
+        self.csvs.synced.get()
+            && self.operator_groups.synced.get()
+            && self.namespaces.synced.get()
+            && self.subscriptions.synced.get()
     }
 
     /// The CSVs of `namespace`.
@@ -52,6 +60,22 @@ impl Stores {
     }
 }
 
+/// Keeps of a Subscription only what olm-operator reads: its name, namespace and
+/// `spec` (the `config` its CSV's Deployments take) and the CSVs its status names
+/// (`installedCSV`, `currentCSV`). The rest of the status (conditions, catalog
+/// health, plan references) changes often and is for the catalog-operator.
+pub fn trim_subscription(subscription: &mut Subscription) {
+    let meta = &mut subscription.metadata;
+    meta.annotations = None;
+    meta.labels = None;
+    meta.owner_references = None;
+    subscription.status = subscription.status.take().map(|status| SubscriptionStatus {
+        installed_csv: status.installed_csv,
+        current_csv: status.current_csv,
+        ..SubscriptionStatus::default()
+    });
+}
+
 /// The objects of `store` in `namespace`.
 pub fn in_namespace<K>(store: &Store<K>, namespace: &str) -> Vec<Arc<K>>
 where
@@ -62,4 +86,39 @@ where
         .into_iter()
         .filter(|object| object.meta().namespace.as_deref() == Some(namespace))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trimmed_subscription_keeps_its_config_and_csvs() {
+        let mut subscription: Subscription = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "Subscription",
+            "metadata": {"name": "etcd", "namespace": "ops", "annotations": {"a": "b"}},
+            "spec": {"name": "etcd", "source": "community", "sourceNamespace": "olm",
+                     "config": {"env": [{"name": "A", "value": "1"}]}},
+            "status": {"installedCSV": "etcd.v1", "currentCSV": "etcd.v2", "state": "UpgradePending",
+                       "catalogHealth": [], "conditions": [], "lastUpdated": "2026-11-25T10:00:00Z"}
+        }))
+        .expect("a Subscription");
+        let config = subscription.spec.config.clone();
+        trim_subscription(&mut subscription);
+        assert_eq!(subscription.spec.config, config);
+        assert!(subscription.metadata.annotations.is_none());
+        let status = subscription.status.expect("a status");
+        assert_eq!(status.installed_csv.as_deref(), Some("etcd.v1"));
+        assert_eq!(status.current_csv.as_deref(), Some("etcd.v2"));
+        assert_eq!(
+            (
+                status.state,
+                status.catalog_health,
+                status.conditions,
+                status.last_updated
+            ),
+            (None, None, None, None)
+        );
+    }
 }

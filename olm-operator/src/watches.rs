@@ -10,15 +10,15 @@
 //! | OperatorGroups | store (no managed fields) | [`csv::in_namespace`] | its objects; the other groups of the namespace; read by the reconcile |
 //! | Namespaces, metadata only | store of names and labels | - | [`operatorgroup::selecting`]; read by the reconcile |
 //! | CRDs, metadata only | nothing | [`csv::naming_crd`] | - |
-//! | Subscriptions | nothing | the CSV its `status.installedCSV` names ([`csv::overrides::installed_csv`]): its config reaches the Deployments; for machine CSVs also its current CSV ([`csv::machine::of_subscription`]) | - |
+//! | Subscriptions | store: spec, `installedCSV` and `currentCSV` ([`crate::stores::trim_subscription`]); read by the reconcile | the CSV its `status.installedCSV` names ([`csv::overrides::installed_csv`]): its config reaches the Deployments; for machine CSVs also its current CSV ([`csv::machine::of_subscription`]) | - |
 //! | OperatorConditions | nothing | the CSV of the same name and those replacing it ([`csv::operator_condition::concerned_csvs`]) | - |
 //! | APIServices, metadata only | nothing | [`csv::apiservices::naming_api_service`] | - |
 //! | Deployments, ServiceAccounts, RBAC, Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
-//! | Machines | nothing | [`csv::machine::of_pool`] | - |
+//! | Machines | store (no managed fields), shared with the MachinePool controller | [`csv::machine::of_pool`] | - |
 //!
 //! The MachinePool controller has its own watches ([`machinepool_controller`]):
 //! MachinePools; their agent DaemonSets (metadata, labelled with the pool);
-//! Machines (→ their pool); Nodes, metadata only (→ every pool, as a node's
+//! Machines (→ their pool; the CSV controller's watch); Nodes, metadata only (→ every pool, as a node's
 //! labels decide which pools it belongs to).
 //!
 //! CRDs are watched as metadata: a change (its `Established` condition
@@ -108,10 +108,16 @@ where
         copies: cache(&copies),
         namespaces: cache(&namespaces),
     });
+    // The config and CSVs of each Subscription are all the CSV reconcile reads.
+    let subscriptions = Reflector::<Subscription>::new(Api::all(client.clone()), all(), &readiness)
+        .modify(crate::stores::trim_subscription);
+    // One watch of Machines for the CSV and MachinePool controllers.
+    let mut machines = Reflector::<Machine>::new(Api::all(client.clone()), all(), &readiness);
     let stores = Stores {
         csvs: cache(&csvs),
         operator_groups: cache(&groups),
         namespaces: cache(&namespaces),
+        subscriptions: cache(&subscriptions),
     };
 
     let stopped = || shutdown.signaled();
@@ -165,20 +171,12 @@ where
             .touched_objects(),
             move |crd| csv::naming_crd(&by_crd, &crd.name_any()),
         )
-        .watches_stream(
-            watcher(
-                Api::<Subscription>::all(client.clone()),
-                watcher::Config::default(),
-            )
-            .backoff(TriggerBackoff::default())
-            .touched_objects(),
-            move |subscription| {
-                let mut csvs = csv::machine::of_subscription(&by_subscription, &subscription);
-                csvs.extend(csv::overrides::installed_csv(&subscription));
-                csvs.dedup();
-                csvs
-            },
-        )
+        .watches_shared_stream(subscriptions.subscribe(), move |subscription| {
+            let mut csvs = csv::machine::of_subscription(&by_subscription, &subscription);
+            csvs.extend(csv::overrides::installed_csv(&subscription));
+            csvs.dedup();
+            csvs
+        })
         .watches_stream(
             watcher(
                 Api::<OperatorCondition>::all(client.clone()),
@@ -228,18 +226,13 @@ where
         .watches_shared_stream(groups.subscribe(), move |group| {
             csv::in_namespace(&by_group, &group.namespace().unwrap_or_default())
         })
-        .watches_stream(
-            watcher(Api::<Machine>::all(client.clone()), watcher::Config::default())
-                .backoff(TriggerBackoff::default())
-                .touched_objects(),
-            move |machine| {
-                csv::machine::of_pool(
-                    &by_machine,
-                    &machine.namespace().unwrap_or_default(),
-                    &machine.spec.pool,
-                )
-            },
-        )
+        .watches_shared_stream(machines.subscribe(), move |machine| {
+            csv::machine::of_pool(
+                &by_machine,
+                &machine.namespace().unwrap_or_default(),
+                &machine.spec.pool,
+            )
+        })
         .watches_shared_stream(csvs.subscribe(), move |other| {
             csv::upgrade_neighbours(&by_csv, &other)
         })
@@ -255,7 +248,14 @@ where
         )
         .reconcile_all_on(terms())
         .graceful_shutdown_on(stopped())
-        .run(csv::reconcile, csv::error_policy, ctx.clone())
+        .run(
+            {
+                let stores = stores.clone();
+                move |csv, ctx| csv::reconcile(csv, ctx, stores.clone())
+            },
+            csv::error_policy,
+            ctx.clone(),
+        )
         .for_each(move |result| {
             metrics
                 .csv_count
@@ -309,8 +309,17 @@ where
         .for_each(|_| futures::future::ready(()));
 
     // The watches, each driven once for every controller.
-    let drivers = futures::future::join4(csvs.run(), groups.run(), namespaces.run(), copies.run());
-    let pool_controller = machinepool_controller(ctx.clone(), terms(), stopped());
+    let pool_controller = machinepool_controller(
+        ctx.clone(),
+        machines.subscribe(),
+        machines.deleted(),
+        terms(),
+        stopped(),
+    );
+    let drivers = futures::future::join(
+        futures::future::join3(csvs.run(), groups.run(), namespaces.run()),
+        futures::future::join3(subscriptions.run(), machines.run(), copies.run()),
+    );
     let controllers = async {
         tokio::join!(csv_controller, group_controller, pool_controller);
     };
@@ -322,6 +331,8 @@ where
 /// The MachinePool controller and its watches.
 fn machinepool_controller(
     ctx: Arc<Context>,
+    machines: impl Stream<Item = Arc<Machine>> + Send + 'static,
+    deleted_machines: impl Stream<Item = Arc<Machine>> + Send + 'static,
     terms: impl Stream<Item = ()> + Send + 'static,
     stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
@@ -336,9 +347,6 @@ fn machinepool_controller(
     )
     .backoff(TriggerBackoff::default())
     .touched_objects();
-    let machines = watcher(Api::<Machine>::all(client.clone()), watcher::Config::default())
-        .backoff(TriggerBackoff::default())
-        .touched_objects();
     let nodes = watcher(
         Api::<PartialObjectMeta<Node>>::all(client),
         watcher::Config::default(),
@@ -347,7 +355,10 @@ fn machinepool_controller(
     .touched_objects();
     controller
         .owns_stream(agents)
-        .watches_stream(machines, |machine| machinepool::of_machine(&machine))
+        .watches_shared_stream(machines, |machine| machinepool::of_machine(&machine))
+        .reconcile_on(
+            deleted_machines.filter_map(|machine| futures::future::ready(machinepool::of_machine(&machine))),
+        )
         .watches_stream(nodes, move |_| {
             all_pools
                 .state()

@@ -9,7 +9,11 @@
 //! - `replaces` and `skips` may name bundles that are not in the catalog (each catalog is a
 //!   window of a package's history);
 //! - the successors of an installed CSV `X` at version `v` are the entries that replace `X`,
-//!   skip `X`, or whose `skipRange` contains `v`, in preference order.
+//!   skip `X`, or whose `skipRange` contains `v`, in preference order; a `skipRange` only leads
+//!   up: an entry whose own version is not above `v` is no successor by its `skipRange` (an
+//!   open range such as debezium-operator 2.7.0-final's `>2.6.1-final` also contains 3.0.0-final,
+//!   and following it would move an installed 3.0.0-final down to 2.7.0-final, then up again by
+//!   `replaces`, in a cycle).
 //!
 //! Unlike OLM, which orders the subset of a channel it is looking at (and fails when that subset
 //! has two chains), the order is computed once over the whole channel and then filtered.
@@ -114,6 +118,8 @@ pub struct ChannelGraph {
     /// `skipped`).
     chain: Vec<usize>,
     skipped: Vec<bool>,
+    /// Each entry's version, where known, in the order of `entries`.
+    versions: Vec<Option<Version>>,
     deprecation: Option<Deprecation>,
     warnings: Vec<GraphError>,
 }
@@ -239,12 +245,14 @@ impl ChannelGraph {
         let mut stranded: Vec<usize> = (0..n).filter(|&i| !seen[i]).collect();
         stranded.sort_by(|&a, &b| highest_version_first(a, b));
         chain.extend(stranded);
+        let versions = channel.entries.iter().map(|e| version_of(&e.bundle)).collect();
         Ok(ChannelGraph {
             name: channel.name.clone(),
             entries: channel.entries.clone(),
             by_name,
             chain,
             skipped,
+            versions,
             deprecation: channel.deprecation.clone(),
             warnings,
         })
@@ -296,23 +304,35 @@ impl ChannelGraph {
     }
 
     /// The entries an installed CSV may upgrade to, in preference order: those that replace it,
-    /// skip it, or whose `skipRange` contains its version.
+    /// skip it, or whose `skipRange` contains its version and whose own version is above it
+    /// (or unknown).
     pub fn successors<'a>(
         &'a self,
         installed: &'a str,
         version: &'a Version,
     ) -> impl Iterator<Item = &'a ChannelEntry> + 'a {
-        self.preference_order()
-            .filter(move |entry| is_successor(entry, installed, version))
+        self.chain
+            .iter()
+            .filter(|&&i| !self.skipped[i])
+            .filter(move |&&i| is_successor(&self.entries[i], self.versions[i].as_ref(), installed, version))
+            .map(|&i| &self.entries[i])
     }
 }
 
-/// Whether `entry` is an upgrade from the CSV `installed` at `version`.
-pub fn is_successor(entry: &ChannelEntry, installed: &str, version: &Version) -> bool {
+/// Whether `entry`, at `entry_version` when known, is an upgrade from the CSV `installed` at
+/// `version`: it replaces or skips `installed`, or its `skipRange` contains `version` and
+/// `entry_version` is not at or below `version` (a range never leads down).
+pub fn is_successor(
+    entry: &ChannelEntry,
+    entry_version: Option<&Version>,
+    installed: &str,
+    version: &Version,
+) -> bool {
+    let leads_up = entry_version.is_none_or(|own| own.cmp_precedence(version).is_gt());
     entry.bundle != installed
         && (entry.replaces.as_deref() == Some(installed)
             || entry.skips.iter().any(|s| s == installed)
-            || entry.skip_range.as_ref().is_some_and(|r| r.matches(version)))
+            || (leads_up && entry.skip_range.as_ref().is_some_and(|r| r.matches(version))))
 }
 
 /// A package with its validated channels.
@@ -560,6 +580,55 @@ mod tests {
         assert_eq!(names(g.successors("a.v2.0.0", &v("2.0.0"))), Vec::<&str>::new());
         // An installed CSV the channel never heard of, reached by skipRange only.
         assert_eq!(names(g.successors("a.v0.9.0-hotfix", &v("1.5.0"))), ["a.v2.0.0"]);
+    }
+
+    /// debezium-operator's `debezium-latest` channel (corpus bundles 2.6.1-final to
+    /// 3.0.0-final): each release's open `skipRange` also contains every later release, which
+    /// made an installed 3.0.0-final "upgrade" to 2.7.0-final, then by `replaces` to
+    /// 2.7.3-final and 3.0.0-final again, in a cycle.
+    #[test]
+    fn skip_range_never_leads_down() {
+        let version = |bundle: &str| {
+            bundle
+                .strip_prefix("debezium-operator.v")
+                .map(|n| Version::parse(n).unwrap())
+        };
+        let channel = ChannelInput::new(
+            "debezium-latest",
+            vec![
+                e("debezium-operator.v3.0.0-final")
+                    .replaces("debezium-operator.v2.7.3-final")
+                    .skip_range(VersionRange::parse(">2.7.3-final").unwrap()),
+                e("debezium-operator.v2.7.3-final").replaces("debezium-operator.v2.7.0-final"),
+                e("debezium-operator.v2.7.0-final")
+                    .replaces("debezium-operator.v2.6.1-final")
+                    .skip_range(VersionRange::parse(">2.6.1-final").unwrap()),
+                e("debezium-operator.v2.6.1-final")
+                    .replaces("debezium-operator.v2.6.0-final")
+                    .skip_range(VersionRange::parse(">2.5.3-final").unwrap()),
+            ],
+        );
+        let g = ChannelGraph::build(&cat(), "debezium-operator", &channel, &version).expect("valid");
+        assert_eq!(g.head().bundle, "debezium-operator.v3.0.0-final");
+        assert_eq!(
+            names(g.successors("debezium-operator.v3.0.0-final", &v("3.0.0-final"))),
+            Vec::<&str>::new(),
+            "the head has nowhere to go"
+        );
+        assert_eq!(
+            names(g.successors("debezium-operator.v2.7.3-final", &v("2.7.3-final"))),
+            ["debezium-operator.v3.0.0-final"]
+        );
+        assert_eq!(
+            names(g.successors("debezium-operator.v2.7.0-final", &v("2.7.0-final"))),
+            ["debezium-operator.v2.7.3-final"],
+            "2.6.1-final's skipRange contains 2.7.0-final but leads down"
+        );
+        // A CSV the channel does not list still upgrades by a range that leads up.
+        assert_eq!(
+            names(g.successors("debezium-operator.v2.6.5-hotfix", &v("2.6.5"))),
+            ["debezium-operator.v2.7.0-final"]
+        );
     }
 
     #[test]

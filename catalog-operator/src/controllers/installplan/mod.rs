@@ -13,8 +13,15 @@ pub mod execute;
 
 use std::{sync::Arc, time::Duration};
 
+use futures::{Stream, StreamExt, stream};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::{Api, ResourceExt, runtime::controller::Action};
+use kube::{
+    Api, ResourceExt,
+    runtime::{
+        controller::Action,
+        reflector::{ObjectRef, Store},
+    },
+};
 use olm_api::v1alpha1::{
     InstallPlan, InstallPlanConditionReason, InstallPlanPhase, InstallPlanStatus, StepStatus,
 };
@@ -33,10 +40,19 @@ const RETRY: Duration = Duration::from_secs(3);
 const MAX_RETRY: Duration = Duration::from_secs(60);
 
 /// How long a plan waiting for an API also looks again on a timer. After that
-/// only a change of a CRD or an APIService wakes it ([`waits_for_api`]): the
-/// timer only covers the short lag between such a change and the API server's
-/// discovery, so a plan that waits for an API that never comes costs nothing.
-const WAIT_FOR_API_ON_A_TIMER: Duration = Duration::from_secs(300);
+/// only a change of a CRD or an APIService wakes it ([`wake_on_api_changes`]),
+/// so a plan that waits for an API that never comes costs nothing at rest.
+const WAIT_FOR_API_ON_A_TIMER: Duration = Duration::from_secs(60);
+
+/// After a CRD or APIService changes, the pauses before each look of the plans
+/// waiting for an API: at once, then 2, 10 and 30 seconds after the change, as the
+/// API server's discovery may serve a new API a little after the change is seen.
+const LOOKS_AFTER_AN_API_CHANGE: [Duration; 4] = [
+    Duration::ZERO,
+    Duration::from_secs(2),
+    Duration::from_secs(8),
+    Duration::from_secs(20),
+];
 
 /// Errors of the InstallPlan controller. A step that fails is not an error of the
 /// controller: it is recorded in the plan's status.
@@ -329,6 +345,33 @@ fn look_again_for_api(waited: Duration) -> Option<Duration> {
     (waited < WAIT_FOR_API_ON_A_TIMER).then(|| next_look(waited))
 }
 
+/// The plans to look at again after each of `changes` (a CRD or an APIService
+/// changed): those of `plans` waiting for an API, at once and again over the next
+/// half minute ([`LOOKS_AFTER_AN_API_CHANGE`]), read from the store at each look.
+pub fn wake_on_api_changes(
+    changes: impl Stream<Item = ()> + Send + 'static,
+    plans: Store<InstallPlan>,
+) -> impl Stream<Item = ObjectRef<InstallPlan>> + Send + 'static {
+    changes.flat_map_unordered(None, move |()| {
+        let plans = plans.clone();
+        stream::iter(LOOKS_AFTER_AN_API_CHANGE)
+            .then(move |pause| {
+                let plans = plans.clone();
+                async move {
+                    tokio::time::sleep(pause).await;
+                    plans
+                        .state()
+                        .into_iter()
+                        .filter(|plan| waits_for_api(plan))
+                        .map(|plan| ObjectRef::from_obj(plan.as_ref()))
+                        .collect::<Vec<_>>()
+                }
+            })
+            .flat_map(stream::iter)
+            .boxed()
+    })
+}
+
 /// Whether `plan` is installing and a step waits for its API to be served.
 pub fn waits_for_api(plan: &InstallPlan) -> bool {
     plan.status.as_ref().is_some_and(|status| {
@@ -397,8 +440,8 @@ mod tests {
     fn a_plan_waiting_for_an_api_stops_looking_on_a_timer() {
         assert_eq!(look_again_for_api(Duration::ZERO), Some(RETRY));
         assert_eq!(
-            look_again_for_api(Duration::from_secs(100)),
-            Some(Duration::from_secs(10))
+            look_again_for_api(Duration::from_secs(50)),
+            Some(Duration::from_secs(5))
         );
         assert_eq!(look_again_for_api(WAIT_FOR_API_ON_A_TIMER), None);
         assert_eq!(look_again_for_api(Duration::from_secs(86_400)), None);

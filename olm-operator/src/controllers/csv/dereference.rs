@@ -1,5 +1,6 @@
 //! Dereference: reads everything a ClusterServiceVersion refers to, so that
-//! validate and build can be pure: the OperatorGroups of its namespace, the
+//! validate and build can be pure: the OperatorGroups of its namespace (from
+//! the shared stores, like its CSVs and Subscriptions), the
 //! CRDs it owns and requires, the service accounts and Deployments it will
 //! create (to check who controls them), its neighbours in the upgrade
 //! chain, the config of the Subscription that installed it, and whether the
@@ -11,14 +12,17 @@ use k8s_openapi::{
     api::{apps::v1::Deployment, core::v1::ServiceAccount},
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
-use kube::{Api, ResourceExt, api::ListParams};
+use kube::{Api, ResourceExt};
 use olm_api::{
     v1::OperatorGroup,
-    v1alpha1::{ClusterServiceVersion, CsvPhase, Subscription, SubscriptionConfig},
+    v1alpha1::{ClusterServiceVersion, CsvPhase, SubscriptionConfig},
     v2::OperatorCondition,
 };
 
-use crate::context::Context;
+use crate::{
+    context::Context,
+    stores::{Stores, in_namespace},
+};
 
 /// Another CSV of the namespace, as far as the upgrade chain cares.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -34,7 +38,8 @@ pub struct Peer {
 pub struct Dereferenced {
     /// The OperatorGroups of the CSV's namespace.
     pub operator_groups: Vec<OperatorGroup>,
-    /// The owned and required CRDs that exist, by name.
+    /// The owned and required CRDs that exist, by name, each holding only what
+    /// the requirement checks read ([`super::crd_summary`]).
     pub crds: BTreeMap<String, CustomResourceDefinition>,
     /// The service accounts of the strategy that exist, by name.
     pub service_accounts: BTreeMap<String, ServiceAccount>,
@@ -65,33 +70,6 @@ pub struct Dereferenced {
 /// Why dereferencing failed; every case is a failed API call, worth a retry.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Listing the OperatorGroups failed.
-    #[error("failed to list the OperatorGroups of namespace {namespace}")]
-    ListOperatorGroups {
-        /// The namespace.
-        namespace: String,
-        /// The cause.
-        #[source]
-        source: kube::Error,
-    },
-    /// Listing the Subscriptions failed.
-    #[error("failed to list the Subscriptions of namespace {namespace}")]
-    ListSubscriptions {
-        /// The namespace.
-        namespace: String,
-        /// The cause.
-        #[source]
-        source: kube::Error,
-    },
-    /// Listing the CSVs failed.
-    #[error("failed to list the ClusterServiceVersions of namespace {namespace}")]
-    ListCsvs {
-        /// The namespace.
-        namespace: String,
-        /// The cause.
-        #[source]
-        source: kube::Error,
-    },
     /// API discovery failed.
     #[error("failed to discover the kinds of API {group_version}")]
     Discovery {
@@ -114,28 +92,26 @@ pub enum Error {
     },
 }
 
-/// Reads what `csv` refers to.
-pub async fn dereference(ctx: &Context, csv: &ClusterServiceVersion) -> Result<Dereferenced, Error> {
+/// Reads what `csv` refers to: the OperatorGroups, CSVs and Subscriptions of
+/// its namespace from the shared `stores` (synced), the rest from the API server.
+pub async fn dereference(
+    ctx: &Context,
+    stores: &Stores,
+    csv: &ClusterServiceVersion,
+) -> Result<Dereferenced, Error> {
     let namespace = csv.namespace().unwrap_or_default();
     let client = ctx.client.clone();
 
-    let operator_groups = Api::<OperatorGroup>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| Error::ListOperatorGroups {
-            namespace: namespace.clone(),
-            source,
-        })?
-        .items;
-
-    let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| Error::ListCsvs {
-            namespace: namespace.clone(),
-            source,
-        })?
-        .items;
+    let operator_groups: Vec<OperatorGroup> = stores
+        .operator_groups_in(&namespace)
+        .iter()
+        .map(|group| group.as_ref().clone())
+        .collect();
+    let csvs: Vec<ClusterServiceVersion> = stores
+        .csvs_in(&namespace)
+        .iter()
+        .map(|other| other.as_ref().clone())
+        .collect();
     let (replacement, replaced) = neighbours(csv, &csvs);
     let crd_owner_conflicts = crd_owner_conflicts(csv, &csvs);
     let upgrade_hold = match &replaced {
@@ -146,20 +122,20 @@ pub async fn dereference(ctx: &Context, csv: &ClusterServiceVersion) -> Result<D
         }
         None => None,
     };
-    let subscriptions = Api::<Subscription>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(|source| Error::ListSubscriptions {
-            namespace: namespace.clone(),
-            source,
-        })?
-        .items;
-    let subscription_config = super::overrides::config_for(&subscriptions, &csv.name_any());
+    let subscriptions = in_namespace(&stores.subscriptions.store, &namespace);
+    let subscription_config =
+        super::overrides::config_for(subscriptions.iter().map(AsRef::as_ref), &csv.name_any());
 
-    let crd_api = Api::<CustomResourceDefinition>::all(client.clone());
     let mut crds = BTreeMap::new();
     for name in crd_names(csv) {
-        if let Some(crd) = get(&crd_api, &name, "CustomResourceDefinition").await? {
+        let found = super::crd_summary::get(&client, &name)
+            .await
+            .map_err(|source| Error::Get {
+                kind: "CustomResourceDefinition",
+                name: name.clone(),
+                source,
+            })?;
+        if let Some(crd) = found {
             crds.insert(name, crd);
         }
     }

@@ -25,6 +25,7 @@ pub mod build;
 pub mod certs;
 pub mod cleanup;
 pub mod copied;
+pub mod crd_summary;
 pub mod dereference;
 pub mod machine;
 pub mod operator_condition;
@@ -56,7 +57,7 @@ use self::{
     build::OWNER_KIND,
     phase::{Decision, Facts, InstallOutcome},
 };
-use crate::context::Context;
+use crate::{context::Context, stores::Stores};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "clusterserviceversion";
@@ -148,8 +149,16 @@ impl ReconcileError for Error {
     }
 }
 
-/// Reconciles one CSV.
-pub async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// How soon a CSV is looked at again while the shared stores have not synced yet.
+const UNSYNCED_RETRY: Duration = Duration::from_millis(500);
+
+/// Reconciles one CSV, reading the OperatorGroups, CSVs and Subscriptions of
+/// its namespace from the shared `stores`.
+pub async fn reconcile(
+    csv: Arc<ClusterServiceVersion>,
+    ctx: Arc<Context>,
+    stores: Stores,
+) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
     if csv.labels().contains_key(labels::COPIED_FROM) {
         // A copy in a target namespace: kept by its original's reconcile ([`copied`]).
@@ -160,11 +169,15 @@ pub async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Re
         // reconciles every CSV (see `crate::watches`).
         return Ok(Action::await_change());
     }
+    if !stores.synced() {
+        // An unsynced store would read as "no OperatorGroup, no Subscription".
+        return Ok(Action::requeue(UNSYNCED_RETRY));
+    }
     let namespace = csv.namespace().ok_or(Error::NoNamespace)?;
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = finalizer(&api, FINALIZER, csv, |event| async {
         match event {
-            finalizer::Event::Apply(csv) => install(&ctx, &api, &csv).await,
+            finalizer::Event::Apply(csv) => install(&ctx, &stores, &api, &csv).await,
             finalizer::Event::Cleanup(csv) => {
                 copied::delete_all(&ctx, &csv).await.map_err(Error::Copied)?;
                 cleanup::cleanup(&ctx, &csv).await.map_err(Error::Cleanup)
@@ -189,10 +202,11 @@ pub async fn reconcile(csv: Arc<ClusterServiceVersion>, ctx: Arc<Context>) -> Re
 /// The steps for a CSV that is not being deleted.
 async fn install(
     ctx: &Context,
+    stores: &Stores,
     api: &Api<ClusterServiceVersion>,
     csv: &ClusterServiceVersion,
 ) -> Result<Action, Error> {
-    let found = dereference::dereference(ctx, csv)
+    let found = dereference::dereference(ctx, stores, csv)
         .await
         .map_err(Error::Dereference)?;
     operator_condition::ensure(ctx, csv)

@@ -59,7 +59,7 @@ done <<<"$pods"
 kubectl wait -n "$namespace" machinepool/edge --for=jsonpath='{.status.readyMachines}'=2 --timeout=120s >&2
 kubectl get machinepools,machines -n "$namespace" >&2
 
-say "subscribing to demo-machine (strategy machine): the channel head 1.1.0, its hooks run on every machine"
+say "subscribing to demo-machine 1.0.0 (strategy machine): its hooks run on every machine, then the upgrade to 1.1.0"
 kubectl apply -n "$namespace" -f - >&2 <<EOT
 apiVersion: operators.coreos.com/v1alpha1
 kind: Subscription
@@ -70,6 +70,7 @@ spec:
   channel: stable
   source: olm-rs-demo
   sourceNamespace: $namespace
+  startingCSV: demo-machine.v1.0.0
   config:
     env: [{name: greeting, value: "hello from the Subscription"}]
 EOT

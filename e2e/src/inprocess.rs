@@ -199,7 +199,27 @@ pub struct DemoStack {
 impl DemoStack {
     /// Starts everything in `namespace` and waits until the catalog is READY.
     pub async fn start(client: &Client, namespace: &str) -> DemoStack {
-        let registry = Registry::start(demo_index(false), "127.0.0.1:0".parse().expect("an address")).await;
+        Self::start_serving(client, namespace, demo_index(false), None).await
+    }
+
+    /// [`DemoStack::start`] serving `index`, with the CatalogSource polling its
+    /// registry every second, so that [`DemoStack::update_catalog`] is seen soon.
+    pub async fn start_with(client: &Client, namespace: &str, index: Arc<RegistryIndex>) -> DemoStack {
+        Self::start_serving(client, namespace, index, Some("1s")).await
+    }
+
+    /// Serves `index` from now on: a catalog update.
+    pub fn update_catalog(&self, index: Arc<RegistryIndex>) {
+        self.registry.service.replace(index);
+    }
+
+    async fn start_serving(
+        client: &Client,
+        namespace: &str,
+        index: Arc<RegistryIndex>,
+        poll: Option<&str>,
+    ) -> DemoStack {
+        let registry = Registry::start(index, "127.0.0.1:0".parse().expect("an address")).await;
         let address = registry.addr.to_string();
         let catalog_operator = Operator::start(client, namespace);
         let olm_parts = Parts::new(
@@ -225,13 +245,13 @@ impl DemoStack {
         )
         .await;
         let sources: Api<CatalogSource> = Api::namespaced(client.clone(), namespace);
-        apply_json(
-            &sources,
-            json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
-            "metadata": {"name": "demo", "namespace": namespace},
-            "spec": {"sourceType": "grpc", "address": address}}),
-        )
-        .await;
+        let mut source = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+        "metadata": {"name": "demo", "namespace": namespace},
+        "spec": {"sourceType": "grpc", "address": address}});
+        if let Some(interval) = poll {
+            source["spec"]["updateStrategy"] = json!({"registryPoll": {"interval": interval}});
+        }
+        apply_json(&sources, source).await;
         wait_for_within(
             STEP,
             &sources,

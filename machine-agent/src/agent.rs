@@ -83,7 +83,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let runtime = Runtime::builder(NAME)
         .with_args(RuntimeArgs {
             telemetry: args.telemetry.clone(),
-            admin: args.admin.clone(),
+            admin: args.admin(),
             leader_election: LeaderElectionArgs::off(),
         })
         .with_client_from({
@@ -575,6 +575,10 @@ impl Planner {
                     .state()
                     .iter()
                     .filter_map(|c| csv_view::pool_csv(c, &self.units.pool))
+                    .map(|mut csv| {
+                        csv.admitted = self.has_config_map(&effective_config_name(&csv.name));
+                        csv
+                    })
                     .collect();
                 let current: BTreeMap<String, String> = handles
                     .iter()
@@ -625,6 +629,12 @@ impl Planner {
             tokio::time::sleep(Duration::from_millis(200)).await;
             while triggers.next().now_or_never().flatten().is_some() {}
         }
+    }
+
+    fn has_config_map(&self, name: &str) -> bool {
+        self.config_maps
+            .get(&ObjectRef::new(name).within(&self.units.namespace))
+            .is_some()
     }
 
     fn input(&self, target: &Target, csvs: &[PoolCsv], previous: Option<&UnitHandle>) -> UnitInput {

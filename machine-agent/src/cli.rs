@@ -1,6 +1,6 @@
 //! The agent's command line: `machine-agent run` and the hook tool.
 
-use std::path::PathBuf;
+use std::{net::SocketAddr, path::PathBuf};
 
 use clap::{Parser, Subcommand};
 use olm_api::substrate::WorkloadState;
@@ -94,9 +94,19 @@ pub struct RunArgs {
     /// Logging.
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
-    /// The admin server (`/metrics`, `/healthz`, `/readyz`).
-    #[command(flatten)]
-    pub admin: AdminArgs,
+    /// Where the admin server (`/metrics`, `/healthz`, `/readyz`) listens: by
+    /// default loopback on port 9740, since the agent shares the host's network.
+    #[arg(long, env = olm_api::substrate::AGENT_ADMIN_ADDR_ENV, default_value = olm_api::substrate::AGENT_ADMIN_ADDR)]
+    pub admin_addr: SocketAddr,
+}
+
+impl RunArgs {
+    /// The admin server's settings.
+    pub fn admin(&self) -> AdminArgs {
+        AdminArgs {
+            admin_addr: self.admin_addr,
+        }
+    }
 }
 
 #[cfg(test)]
@@ -143,6 +153,14 @@ mod tests {
             panic!("not run")
         };
         assert_eq!(run.lease_duration_seconds, 40);
+        assert_eq!(run.admin().admin_addr.port(), 0);
         assert_eq!(run.node_name.as_deref(), Some("node-1"));
+        let cli = Cli::try_parse_from(["machine-agent", "run", "--state-dir", "/tmp/a"]).unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        if std::env::var_os(olm_api::substrate::AGENT_ADMIN_ADDR_ENV).is_none() {
+            assert_eq!(run.admin_addr.to_string(), "127.0.0.1:9740");
+        }
     }
 }

@@ -57,6 +57,11 @@ pub struct PoolCsv {
     pub upgrades_from: Vec<String>,
     /// The strategy's details.
     pub strategy: StrategyDetailsMachine,
+    /// olm-operator has admitted it: it wrote the CSV's effective-config
+    /// ConfigMap, which it does only once the CSV is installing (a CSV that
+    /// replaces another installs only after the replaced one stepped aside).
+    /// Units move to a successor only once it is admitted.
+    pub admitted: bool,
 }
 
 /// The CSV as a machine CSV of `pool`, or `None` when it is not one (another
@@ -80,6 +85,7 @@ pub fn pool_csv(csv: &MachineCsv, pool: &str) -> Option<PoolCsv> {
         version: csv.spec.version.clone().unwrap_or_default(),
         upgrades_from,
         strategy,
+        admitted: false,
     })
 }
 

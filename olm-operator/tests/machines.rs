@@ -796,3 +796,133 @@ async fn agents_install_a_machine_csv_get_lost_and_fail_over_between_api_servers
     })
     .await;
 }
+
+/// An upgrade that arrives while the first version still installs: the agents
+/// finish the install of 1.0.0 (olm-operator installs 1.1.0 only once 1.0.0
+/// succeeded and stepped aside, and writes 1.1.0's config only then), and
+/// upgrade their units once 1.1.0's config is written. Before, the agents
+/// moved their units to 1.1.0 at once, waiting for a config olm-operator
+/// never wrote, and 1.0.0 failed on its install timeout.
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn an_upgrade_that_arrives_while_the_first_version_installs_completes() {
+    install_policy().await;
+    with_namespace("machine-upgrade", |admin, ns| async move {
+        let dir = std::env::temp_dir().join(format!("olm-rs-agents-{ns}"));
+        std::fs::create_dir_all(&dir).expect("a test directory");
+        let groups = Api::<OperatorGroup>::namespaced(admin.clone(), &ns);
+        olm_testkit::objects::apply_json(
+            &groups,
+            serde_json::json!({
+                "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                "metadata": {"name": "group"}, "spec": {"targetNamespaces": [ns.clone()]},
+            }),
+        )
+        .await;
+        let pools = Api::<MachinePool>::namespaced(admin.clone(), &ns);
+        common::apply(&pools, &pool(serde_json::json!({"type": "kwok"}))).await;
+        // A slow install, so that 1.1.0 surely arrives while 1.0.0 installs.
+        let script = |hook: &str, extra: &str| {
+            format!("#!/bin/sh\necho \"{hook} $OLM_RS_VERSION\" >> \"$PWD/hooks.log\"\n{extra}")
+        };
+        let data: serde_json::Map<String, serde_json::Value> = [
+            ("install", script("install", "sleep 6\n")),
+            ("config-changed", script("config-changed", "")),
+            ("start", script("start", "")),
+            ("upgrade", script("upgrade", "")),
+        ]
+        .into_iter()
+        .map(|(hook, text)| (hook.to_owned(), serde_json::Value::from(text)))
+        .collect();
+        let config_maps = Api::<ConfigMap>::namespaced(admin.clone(), &ns);
+        olm_testkit::objects::apply_json(
+            &config_maps,
+            serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "demo-hooks"}, "data": data,
+            }),
+        )
+        .await;
+
+        let pods = agent_pods(&admin, &ns).await;
+        let first = olm_testkit::config()
+            .await
+            .cluster_url
+            .to_string()
+            .trim_end_matches('/')
+            .to_owned();
+        let mut children = Vec::new();
+        for pod in &pods[..2] {
+            let node = node_of(pod);
+            let kubeconfig = agent_kubeconfig(&admin, &ns, pod, &first, &dir).await;
+            children.push((node.clone(), spawn_agent(&dir, &kubeconfig, &ns, &node)));
+        }
+        let agents = Agents(children);
+        wait_for(
+            &pools,
+            POOL,
+            "both machines registered and ready",
+            |p: Option<&MachinePool>| {
+                p.and_then(|p| p.status.as_ref())
+                    .is_some_and(|s| s.ready_machines == Some(2))
+            },
+        )
+        .await;
+
+        let csvs = Api::<ClusterServiceVersion>::namespaced(admin.clone(), &ns);
+        common::apply(&csvs, &machine_csv("1.0.0")).await;
+        let machines = Api::<Machine>::namespaced(admin.clone(), &ns);
+        let nodes: Vec<String> = agents.0.iter().map(|(node, _)| node.clone()).collect();
+        eventually("both machines run the install of 1.0.0", || async {
+            let mut installing = 0;
+            for node in &nodes {
+                if hook_logs(&dir, node).contains("install 1.0.0") {
+                    installing += 1;
+                }
+            }
+            installing == nodes.len()
+        })
+        .await;
+        let mut next = machine_csv("1.1.0");
+        next.spec.replaces = Some("demo-machine.v1.0.0".to_owned());
+        common::apply(&csvs, &next).await;
+
+        wait_for(
+            &csvs,
+            "demo-machine.v1.1.0",
+            "1.1.0 Succeeded on both machines",
+            |c: Option<&ClusterServiceVersion>| {
+                c.and_then(|c| c.status.as_ref())
+                    .is_some_and(|s| s.phase == Some(CsvPhase::Succeeded))
+            },
+        )
+        .await;
+        common::wait_gone(&csvs, "demo-machine.v1.0.0").await;
+        for node in &nodes {
+            let log = hook_logs(&dir, node);
+            let ran: Vec<&str> = log.lines().collect();
+            assert_eq!(
+                ran,
+                [
+                    "install 1.0.0",
+                    "config-changed 1.0.0",
+                    "start 1.0.0",
+                    "upgrade 1.1.0"
+                ],
+                "hooks on {node}"
+            );
+            let machine = machines
+                .get(&format!("{POOL}-{node}"))
+                .await
+                .expect("the Machine");
+            let units = machine.status.and_then(|s| s.units).unwrap_or_default();
+            assert_eq!(units.len(), 1, "one unit on {node}: {units:?}");
+            assert_eq!(
+                (units[0].csv.as_str(), units[0].version.as_str()),
+                ("demo-machine.v1.1.0", "1.1.0")
+            );
+        }
+        drop(agents);
+        let _ = std::fs::remove_dir_all(&dir);
+    })
+    .await;
+}

@@ -130,6 +130,11 @@ pub async fn run_hook(
     let mut command = tokio::process::Command::new(script);
     command
         .current_dir(sandbox)
+        // Nothing of the agent's own environment (its kubeconfig, the in-cluster
+        // API server address, its flags' variables): only what the hook needs.
+        .env_clear()
+        .envs(inherited_env())
+        .env("HOME", sandbox)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("PATH", hook_path())
         .stdin(Stdio::null())
@@ -182,6 +187,28 @@ pub async fn run_hook(
         exit: status.to_string(),
         stderr: tail(&String::from_utf8_lossy(&stderr), STDERR_TAIL),
     })
+}
+
+/// The variables a hook keeps from the agent's environment: locale, time zone
+/// and proxies (hooks that fetch software need them). Everything else is left
+/// out, so that no credential or API server address of the agent reaches a hook.
+pub const INHERITED_ENV: &[&str] = &[
+    "LANG",
+    "LC_ALL",
+    "TZ",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+];
+
+fn inherited_env() -> Vec<(String, String)> {
+    INHERITED_ENV
+        .iter()
+        .filter_map(|name| std::env::var(name).ok().map(|value| ((*name).to_owned(), value)))
+        .collect()
 }
 
 /// The PATH of hooks: the agent's own directory first (for `machine-agent hook ...`),
@@ -295,6 +322,30 @@ mod tests {
                 .starts_with("config-changed hook failed (exit status: 3): port is not a number"),
             "{error}"
         );
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[tokio::test]
+    async fn hooks_get_none_of_the_agents_own_environment() {
+        let dir = temp_dir("env");
+        let dump = script(&dir, "env > env.txt").await;
+        let env = vec![("OLM_RS_HOOK".to_owned(), "install".to_owned())];
+        // The test process has a PATH, a HOME, CARGO_* and maybe KUBECONFIG: a
+        // hook sees only its own variables, PATH, HOME and the allowed few.
+        run_hook(&dump, &dir, &env, Hook::Install, Duration::from_secs(10))
+            .await
+            .unwrap();
+        let seen = std::fs::read_to_string(dir.join("env.txt")).unwrap();
+        for line in seen.lines() {
+            let name = line.split('=').next().unwrap_or_default();
+            assert!(
+                ["OLM_RS_HOOK", "PATH", "HOME", "PWD", "SHLVL", "_", "OLDPWD"].contains(&name)
+                    || INHERITED_ENV.contains(&name),
+                "a hook inherited {name}: {seen}"
+            );
+        }
+        assert!(seen.contains(&format!("HOME={}", dir.display())), "{seen}");
+        assert!(seen.contains("OLM_RS_HOOK=install"), "{seen}");
         std::fs::remove_dir_all(dir).unwrap();
     }
 

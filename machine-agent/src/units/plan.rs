@@ -5,10 +5,18 @@
 //! where they are); `units[].csv` in the Machine's status says which CSV it runs.
 //!
 //! - A CSV that replaces (or skips) the unit's CSV is an upgrade of the unit,
-//!   followed along the chain to the newest CSV present.
+//!   followed along the chain to the newest CSV present that olm-operator has
+//!   admitted ([`PoolCsv::admitted`]: it wrote that CSV's effective config).
+//!   Until then the unit stays on the CSV it runs and finishes what it does
+//!   there, as a Juju unit upgrades its charm only once the controller has set
+//!   the application's new charm, not when the new charm merely exists. The
+//!   other order deadlocks: olm-operator installs the new CSV only after the old
+//!   one succeeded and stepped aside, and the old one cannot succeed once its
+//!   units have left it for a CSV whose config is not written yet.
 //! - The unit's CSV gone with no successor: the unit is removed.
-//! - A CSV that no unit runs and that no other CSV of the pool upgrades is a new unit.
-//!   (An old CSV still present while its successor installs is not a new unit.)
+//! - A CSV that no unit runs or will run and that no other CSV of the pool
+//!   upgrades is a new unit. (An old CSV still present while its successor
+//!   installs is not a new unit, nor is a successor waiting to be admitted.)
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -36,14 +44,22 @@ pub struct Plan {
 pub fn plan(units: &BTreeMap<String, String>, csvs: &[PoolCsv]) -> Plan {
     let by_name: BTreeMap<&str, &PoolCsv> = csvs.iter().map(|c| (c.name.as_str(), c)).collect();
     let mut out = Plan::default();
+    // The CSVs some unit runs or will run once admitted: none of them starts a unit.
     let mut claimed = BTreeSet::new();
     for (unit, current) in units {
-        let newest = newest_successor(current, csvs);
-        let target = match newest {
-            Some(successor) => Target::Run(successor),
-            None if by_name.contains_key(current.as_str()) => Target::Run(current.clone()),
-            None => Target::Remove,
+        let chain = successors(current, csvs);
+        let admitted = chain
+            .iter()
+            .rev()
+            .find(|name| by_name.get(name.as_str()).is_some_and(|c| c.admitted));
+        let target = match (admitted, chain.last()) {
+            (Some(successor), _) => Target::Run(successor.clone()),
+            (None, _) if by_name.contains_key(current.as_str()) => Target::Run(current.clone()),
+            // Its CSV is gone but a successor is coming: wait for that one's config.
+            (None, Some(newest)) => Target::Run(newest.clone()),
+            (None, None) => Target::Remove,
         };
+        claimed.extend(chain);
         if let Target::Run(csv) = &target {
             claimed.insert(csv.clone());
         }
@@ -65,12 +81,12 @@ pub fn plan(units: &BTreeMap<String, String>, csvs: &[PoolCsv]) -> Plan {
     out
 }
 
-/// The newest CSV on the upgrade chain after `from` (one that replaces or skips
-/// it, then one that replaces that ...), if any.
-fn newest_successor(from: &str, csvs: &[PoolCsv]) -> Option<String> {
+/// The CSVs on the upgrade chain after `from`, oldest first: one that replaces
+/// or skips it, then one that replaces that ...
+fn successors(from: &str, csvs: &[PoolCsv]) -> Vec<String> {
     let mut seen = BTreeSet::from([from.to_owned()]);
     let mut at = from.to_owned();
-    let mut newest = None;
+    let mut chain = Vec::new();
     while let Some(next) = csvs
         .iter()
         .find(|c| c.name != at && c.upgrades_from.contains(&at))
@@ -79,9 +95,9 @@ fn newest_successor(from: &str, csvs: &[PoolCsv]) -> Option<String> {
             break;
         }
         at = next.name.clone();
-        newest = Some(at.clone());
+        chain.push(at.clone());
     }
-    newest
+    chain
 }
 
 #[cfg(test)]
@@ -103,6 +119,14 @@ mod tests {
                 hook_timeout_seconds: None,
                 update_status_interval_seconds: None,
             },
+            admitted: true,
+        }
+    }
+
+    fn waiting(name: &str, replaces: &[&str]) -> PoolCsv {
+        PoolCsv {
+            admitted: false,
+            ..csv(name, replaces)
         }
     }
 
@@ -154,5 +178,39 @@ mod tests {
         let csvs = [csv("a", &["b"]), csv("b", &["a"])];
         let plan = plan(&units(&[("a", "a")]), &csvs);
         assert_eq!(plan.units["a"], Target::Run("b".into()));
+    }
+
+    #[test]
+    fn a_successor_not_yet_admitted_leaves_the_unit_where_it_is() {
+        // 1.1.0 appears while the unit still installs 1.0.0: olm-operator will
+        // install 1.1.0 only after 1.0.0 succeeded, so the unit stays on 1.0.0
+        // and 1.1.0 starts no unit of its own.
+        let csvs = [csv("demo.v1", &[]), waiting("demo.v2", &["demo.v1"])];
+        let planned = plan(&units(&[("demo.v1", "demo.v1")]), &csvs);
+        assert_eq!(planned.units["demo.v1"], Target::Run("demo.v1".into()));
+        assert!(planned.new_units.is_empty(), "{planned:?}");
+        // Admitted (its config written): the unit upgrades.
+        let csvs = [csv("demo.v1", &[]), csv("demo.v2", &["demo.v1"])];
+        let planned = plan(&units(&[("demo.v1", "demo.v1")]), &csvs);
+        assert_eq!(planned.units["demo.v1"], Target::Run("demo.v2".into()));
+        // Along a chain, the newest admitted CSV wins.
+        let csvs = [
+            csv("demo.v1", &[]),
+            csv("demo.v2", &["demo.v1"]),
+            waiting("demo.v3", &["demo.v2"]),
+        ];
+        let planned = plan(&units(&[("demo.v1", "demo.v1")]), &csvs);
+        assert_eq!(planned.units["demo.v1"], Target::Run("demo.v2".into()));
+        assert!(planned.new_units.is_empty(), "{planned:?}");
+    }
+
+    #[test]
+    fn a_unit_whose_csv_went_waits_for_its_successor_rather_than_being_removed() {
+        let planned = plan(
+            &units(&[("demo.v1", "demo.v1")]),
+            &[waiting("demo.v2", &["demo.v1"])],
+        );
+        assert_eq!(planned.units["demo.v1"], Target::Run("demo.v2".into()));
+        assert!(planned.new_units.is_empty(), "{planned:?}");
     }
 }

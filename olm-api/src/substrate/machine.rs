@@ -160,6 +160,17 @@ pub const REASON_AGENT_RUNNING: &str = "AgentRunning";
 /// expired (Juju's agent-lost).
 pub const REASON_AGENT_LOST: &str = "AgentLost";
 
+/// Where the agent's admin server (`/metrics`, `/healthz`, `/readyz`) listens by
+/// default: loopback, on a port few programs use. The agent often runs in the
+/// host's network namespace (a host-network DaemonSet pod, or a process on a
+/// machine outside the cluster), where 0.0.0.0:8080 would clash with the
+/// machine's own services and expose the agent on every interface.
+pub const AGENT_ADMIN_ADDR: &str = "127.0.0.1:9740";
+
+/// The environment variable that sets the agent's admin address (the
+/// `--admin-addr` flag wins).
+pub const AGENT_ADMIN_ADDR_ENV: &str = "OLM_ADMIN_ADDR";
+
 /// The field manager of the agent's writes (Machine status, Lease).
 pub const AGENT_FIELD_MANAGER: &str = "machine-agent";
 

@@ -220,6 +220,12 @@ pub fn daemonset(pool: &MachinePool) -> Option<DaemonSet> {
         env: Some(vec![
             field_env("NODE_NAME", "spec.nodeName"),
             field_env("POD_NAMESPACE", "metadata.namespace"),
+            // Host network: the admin server stays on loopback, on a port of its own.
+            EnvVar {
+                name: olm_api::substrate::AGENT_ADMIN_ADDR_ENV.to_owned(),
+                value: Some(olm_api::substrate::AGENT_ADMIN_ADDR.to_owned()),
+                ..EnvVar::default()
+            },
         ]),
         security_context: Some(SecurityContext {
             privileged: Some(true),
@@ -356,7 +362,7 @@ mod tests {
             Some("machine-agent run --state-dir /var/lib/olm-rs-agent --pool edge".to_owned())
         );
         let env: Vec<_> = container.env.iter().flatten().map(|e| e.name.as_str()).collect();
-        assert_eq!(env, ["NODE_NAME", "POD_NAMESPACE"]);
+        assert_eq!(env, ["NODE_NAME", "POD_NAMESPACE", "OLM_ADMIN_ADDR"]);
         assert_eq!(
             container.security_context.as_ref().and_then(|s| s.privileged),
             Some(true)

@@ -1,11 +1,12 @@
 //! `OperatorCondition` (`v1`): still served; the storage version is
 //! [`crate::v2::OperatorCondition`], which adds `spec.conditions`.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// The status is the same in both versions: only `spec.conditions` is new in `v2`.
+pub use crate::v2::OperatorConditionStatus;
 use crate::{schema, v2::OverrideCondition};
 
 /// The spec of a `v1` OperatorCondition.
@@ -34,14 +35,4 @@ pub struct OperatorConditionSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::conditions_list_map::<OverrideCondition>")]
     pub overrides: Option<Vec<OverrideCondition>>,
-}
-
-/// The conditions of a `v1` OperatorCondition.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct OperatorConditionStatus {
-    /// The conditions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "schema::conditions_list_map::<Condition>")]
-    pub conditions: Option<Vec<Condition>>,
 }

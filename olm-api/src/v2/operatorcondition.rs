@@ -68,8 +68,9 @@ pub struct OverrideCondition {
     pub observed_generation: Option<i64>,
 }
 
-/// The conditions OLM has observed: the operator's `spec.conditions`, each
-/// stamped with the generation it was copied at.
+/// The conditions OLM has observed from the operator (in `v2`, its
+/// `spec.conditions`), each stamped with the generation it was copied at. The
+/// same in `v1`.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OperatorConditionStatus {

@@ -168,6 +168,28 @@ async fn a_catalog_of_bundle_images_installs_kube_green_from_the_registry() {
     .await;
 }
 
+/// Subscribes to kube-green (channel alpha) from the CatalogSource `images` in
+/// `namespace`, waits until the Subscription says `BundleUnpackFailed`, and
+/// returns that condition's message. `what` names the wait in a timeout.
+async fn subscribe_until_unpack_failed(subs: &Api<Subscription>, namespace: &str, what: &str) -> String {
+    subscribe(
+        subs,
+        "kube-green",
+        ("images", namespace),
+        "kube-green",
+        "alpha",
+        Approval::Automatic,
+    )
+    .await;
+    let failed = wait_for(subs, "kube-green", what, |s: Option<&Subscription>| {
+        s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpackFailed))
+            .is_some()
+    })
+    .await
+    .expect("the Subscription");
+    true_condition(&failed, SubscriptionConditionType::BundleUnpackFailed).unwrap_or_default()
+}
+
 /// The Subscription's condition `type_`, if True.
 fn true_condition(sub: &Subscription, type_: SubscriptionConditionType) -> Option<String> {
     sub.status
@@ -211,28 +233,12 @@ async fn a_private_bundle_image_fails_clearly_without_its_pull_secret_and_instal
             .expect("the head's image");
 
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
-        subscribe(
+        let message = subscribe_until_unpack_failed(
             &subs,
-            "kube-green",
-            ("images", &ns),
-            "kube-green",
-            "alpha",
-            Approval::Automatic,
+            &ns,
+            "BundleUnpackFailed names the image and the registry's answer",
         )
         .await;
-        let failed = wait_for(
-            &subs,
-            "kube-green",
-            "BundleUnpackFailed names the image and the registry's answer",
-            |s: Option<&Subscription>| {
-                s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpackFailed))
-                    .is_some()
-            },
-        )
-        .await
-        .expect("the Subscription");
-        let message =
-            true_condition(&failed, SubscriptionConditionType::BundleUnpackFailed).unwrap_or_default();
         assert!(
             message.contains(&image),
             "the message names the image {image}: {message}"
@@ -334,28 +340,9 @@ async fn an_image_that_is_not_a_bundle_gives_bundle_unpack_failed() {
         let _operator = Process::catalog_operator("notbundle", "catalog-operator", &ns, Some(&ns), &ns);
         ready_catalog_source(&client, &ns, "images", &format!("127.0.0.1:{port}")).await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
-        subscribe(
-            &subs,
-            "kube-green",
-            ("images", &ns),
-            "kube-green",
-            "alpha",
-            Approval::Automatic,
-        )
-        .await;
-        let failed = wait_for(
-            &subs,
-            "kube-green",
-            "BundleUnpackFailed names the image and the cause",
-            |s: Option<&Subscription>| {
-                s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpackFailed))
-                    .is_some()
-            },
-        )
-        .await
-        .expect("the Subscription");
         let message =
-            true_condition(&failed, SubscriptionConditionType::BundleUnpackFailed).unwrap_or_default();
+            subscribe_until_unpack_failed(&subs, &ns, "BundleUnpackFailed names the image and the cause")
+                .await;
         assert!(
             message.contains(&not_a_bundle),
             "the message names the image: {message}"

@@ -26,7 +26,7 @@ use k8s_openapi::api::{
     discovery::v1::EndpointSlice,
 };
 use kube::{
-    Api, Client,
+    Api, Client, ResourceExt,
     api::{ApiResource, DynamicObject, ListParams},
     config::{
         AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
@@ -34,7 +34,10 @@ use kube::{
     runtime::{reflector::ObjectRef, watcher},
 };
 use olm_api::{
-    substrate::{Machine, MachinePool, UnitStatus, effective_config_name, machine_name},
+    substrate::{
+        CREDENTIALS_TOKEN_KEY, JOIN_TOKEN_ID, MACHINE_READY, Machine, MachinePool, REASON_JOIN_TOKEN_USED,
+        UnitStatus, credentials_secret, effective_config_name, machine_name, token_claims,
+    },
     v1alpha1::StrategyDetailsMachine,
 };
 use olm_runtime::{ErrorClass, Runtime, RuntimeArgs, Shutdown, classify, leader::LeaderElectionArgs};
@@ -62,10 +65,12 @@ const NAME: &str = "machine-agent";
 /// Runs the agent until SIGTERM or SIGINT.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let state = StateDir::open(&args.state_dir)?;
-    let identity = identity(&args, &state)?;
+    let mut identity = identity(&args, &state)?;
     let mut config = client_config(&args, &state).await?;
-    if args.join_token_file.is_some() && !state.token_file().is_file() {
-        join(&args, &state, &identity, &config).await?;
+    if let Some(join_token) = args.join_token_file.as_deref()
+        && !state.token_file().is_file()
+    {
+        identity.join_token_id = Some(join(join_token, &state, &identity, &config).await?);
     }
     if state.token_file().is_file() {
         // A joined machine connects with its own credentials from now on.
@@ -248,12 +253,18 @@ fn identity(args: &RunArgs, state: &StateDir) -> anyhow::Result<Identity> {
     if id.is_empty() {
         anyhow::bail!("the machine identity is empty: give --node-name or --external-id");
     }
+    let machine = machine_name(&pool, id);
+    // The join token's id stays with the Machine it registered.
+    let join_token_id = saved
+        .filter(|saved| saved.machine == machine && saved.namespace == namespace)
+        .and_then(|saved| saved.join_token_id);
     Ok(Identity {
-        machine: machine_name(&pool, id),
+        machine,
         namespace,
         pool,
         node_name,
         external_id,
+        join_token_id,
     })
 }
 
@@ -320,17 +331,29 @@ async fn server_config(
         .with_context(|| format!("no client configuration for server {server}"))
 }
 
-/// Joins the pool from outside the cluster: with the join token, registers the
-/// Machine, then waits for olm-operator to issue the machine's own credentials
-/// (Secret `<machine>-credentials`, key `token`) and keeps them in the state
-/// directory. The join token is not used again.
+/// Joins the pool from outside the cluster: with the join token (in
+/// `token_file`), registers the Machine stamped with the token's id, then waits
+/// for olm-operator to issue the machine's own credentials (Secret
+/// `<machine>-credentials`, key `token`) and keeps them in the state directory.
+/// Returns the join token's id. The join token is not used again.
+///
+/// A token that was used or replaced is refused, by the API server (401) or by
+/// olm-operator (the Machine's `Ready` condition says `JoinTokenUsed`): the
+/// agent stops with that message, since only a new token helps.
 async fn join(
-    args: &RunArgs,
+    token_file: &Path,
     state: &StateDir,
     identity: &Identity,
     base: &kube::Config,
-) -> anyhow::Result<()> {
-    let token_file = args.join_token_file.clone().context("no join token")?;
+) -> anyhow::Result<String> {
+    let token = std::fs::read_to_string(token_file)
+        .with_context(|| format!("cannot read the join token from {}", token_file.display()))?;
+    let id = token_claims(&token).map(|claims| claims.id).with_context(|| {
+        format!(
+            "{} holds no join token (a ServiceAccount token with an id)",
+            token_file.display()
+        )
+    })?;
     let mut config = base.clone();
     config.auth_info = AuthInfo {
         token_file: Some(token_file.display().to_string()),
@@ -338,31 +361,72 @@ async fn join(
     };
     let client = Client::try_from(config).context("cannot build a client with the join token")?;
     let machines: Api<Machine> = Api::namespaced(client.clone(), &identity.namespace);
-    machine::register(&machines, identity).await.with_context(|| {
-        format!(
-            "cannot register Machine {}/{} with the join token from {} (a join token works once; ask for a new one)",
+    let joining = Identity {
+        join_token_id: Some(id.clone()),
+        ..identity.clone()
+    };
+    let refused = |error: kube::Error| {
+        let cause = match &error {
+            kube::Error::Api(status) if status.code == 401 => {
+                "the API server no longer accepts this join token: it was used, replaced or has expired; ask for the pool's current token".to_owned()
+            }
+            kube::Error::Api(status) => status.message.clone(),
+            other => other.to_string(),
+        };
+        anyhow::anyhow!(
+            "cannot join Machine {}/{} with the join token from {}: {cause}",
             identity.namespace,
             identity.machine,
             token_file.display()
         )
-    })?;
+    };
+    // Registered already by an earlier run of this agent with this token (it
+    // stopped before its credentials came): wait for them, do not register again.
+    let existing = machines.get_opt(&identity.machine).await.map_err(refused)?;
+    match existing {
+        Some(machine) if machine.annotations().get(JOIN_TOKEN_ID) == Some(&id) => {}
+        Some(_) => anyhow::bail!(
+            "cannot join Machine {}/{}: it exists, registered by another machine or another join; delete it to join again",
+            identity.namespace,
+            identity.machine
+        ),
+        None => {
+            machine::register(&machines, &joining).await.map_err(refused)?;
+        }
+    }
     let secrets: Api<Secret> = Api::namespaced(client, &identity.namespace);
-    let secret_name = format!("{}-credentials", identity.machine);
+    let secret_name = credentials_secret(&identity.machine);
     tracing::info!(
         machine = identity.machine,
         secret = secret_name,
         "joined: waiting for the machine's credentials"
     );
     for _ in 0..120 {
-        if let Ok(Some(secret)) = secrets.get_opt(&secret_name).await
-            && let Some(token) = secret.data.as_ref().and_then(|d| d.get("token"))
+        match secrets.get_opt(&secret_name).await {
+            Ok(Some(secret)) => {
+                if let Some(token) = secret.data.as_ref().and_then(|d| d.get(CREDENTIALS_TOKEN_KEY)) {
+                    state::write_file(&state.token_file(), &token.0)?;
+                    tracing::info!(
+                        machine = identity.machine,
+                        "credentials received and kept in the state directory"
+                    );
+                    return Ok(id);
+                }
+            }
+            Err(kube::Error::Api(status)) if status.code == 401 => {
+                return Err(refused(kube::Error::Api(status)));
+            }
+            // Not readable until olm-operator admits the machine.
+            Ok(None) | Err(_) => {}
+        }
+        if let Ok(Some(machine)) = machines.get_opt(&identity.machine).await
+            && let Some(refusal) = join_refusal(&machine)
         {
-            state::write_file(&state.token_file(), &token.0)?;
-            tracing::info!(
-                machine = identity.machine,
-                "credentials received and kept in the state directory"
+            anyhow::bail!(
+                "olm-operator refused Machine {}/{}: {refusal}",
+                identity.namespace,
+                identity.machine
             );
-            return Ok(());
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -371,6 +435,18 @@ async fn join(
         identity.namespace,
         identity.machine
     )
+}
+
+/// Why olm-operator refused `machine`'s join, if it did.
+fn join_refusal(machine: &Machine) -> Option<String> {
+    machine
+        .status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == MACHINE_READY && c.reason == REASON_JOIN_TOKEN_USED)
+        .map(|c| c.message.clone())
 }
 
 /// The host of an endpoint URL, to find the address the machine reaches it from.

@@ -20,7 +20,8 @@ use kube::{
     api::{Patch, PatchParams},
 };
 use olm_api::substrate::{
-    AGENT_FIELD_MANAGER, MACHINE_READY, Machine, MachineStatus, REASON_AGENT_RUNNING, UnitStatus,
+    AGENT_FIELD_MANAGER, JOIN_TOKEN_ID, MACHINE_READY, Machine, MachineStatus, REASON_AGENT_RUNNING,
+    UnitStatus,
 };
 use olm_runtime::conditions::{self, ConditionReason, ConditionType, Status};
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,10 @@ pub struct Identity {
     /// The external id, for a machine joined from outside.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub external_id: Option<String>,
+    /// The id of the join token the machine registered with, kept on its
+    /// Machine (annotation `substrate.olm-rs.dev/join-token-id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub join_token_id: Option<String>,
 }
 
 struct Ready;
@@ -74,10 +79,14 @@ pub fn machine_spec(identity: &Identity) -> serde_json::Value {
     if let Some(id) = &identity.external_id {
         spec["externalId"] = id.clone().into();
     }
+    let mut metadata = serde_json::json!({ "name": identity.machine, "namespace": identity.namespace });
+    if let Some(id) = &identity.join_token_id {
+        metadata["annotations"] = serde_json::json!({ JOIN_TOKEN_ID: id });
+    }
     serde_json::json!({
         "apiVersion": Machine::api_version(&()),
         "kind": Machine::kind(&()),
-        "metadata": { "name": identity.machine, "namespace": identity.namespace },
+        "metadata": metadata,
         "spec": spec,
     })
 }
@@ -247,11 +256,29 @@ mod tests {
             machine: "edge-node-1".into(),
             node_name: Some("node-1".into()),
             external_id: None,
+            join_token_id: None,
         };
         let spec = machine_spec(&identity);
         assert_eq!(
             spec["spec"],
             serde_json::json!({"pool": "edge", "nodeName": "node-1"})
+        );
+        assert_eq!(spec["metadata"].get("annotations"), None);
+        let joined = Identity {
+            machine: "edge-ext-1".into(),
+            node_name: None,
+            external_id: Some("ext-1".into()),
+            join_token_id: Some("5f1c".into()),
+            ..identity
+        };
+        let spec = machine_spec(&joined);
+        assert_eq!(
+            spec["spec"],
+            serde_json::json!({"pool": "edge", "externalId": "ext-1"})
+        );
+        assert_eq!(
+            spec["metadata"]["annotations"],
+            serde_json::json!({"substrate.olm-rs.dev/join-token-id": "5f1c"})
         );
         assert_eq!(spec["kind"], "Machine");
         assert_eq!(renew_interval(Duration::from_secs(40)), Duration::from_secs(10));

@@ -35,37 +35,6 @@ use olm_api::{
 const POOL: &str = "edge";
 const AGENT_MANAGER: &str = "machine-agent";
 
-/// Applies the admission policy that keeps each agent to its own objects.
-async fn install_policy() {
-    let path = olm_testkit::repo_root().join("manifests/machine-agent-policy.yaml");
-    let text = std::fs::read_to_string(&path).expect("the policy manifest");
-    // Server-side apply with the client: no kubectl needed, and the same field
-    // manager every time, so a second test process takes the objects over.
-    let client = common::client().await;
-    for doc in text.split("\n---\n") {
-        let object: serde_json::Value = serde_saphyr::from_str(doc).expect("YAML");
-        let object = olm_testkit::dynamic(object, "policy");
-        let kind = object.types.as_ref().map(|t| t.kind.clone()).unwrap_or_default();
-        let resource = kube::discovery::ApiResource {
-            group: "admissionregistration.k8s.io".to_owned(),
-            version: "v1".to_owned(),
-            api_version: "admissionregistration.k8s.io/v1".to_owned(),
-            plural: format!("{}s", kind.to_lowercase()).replace("policys", "policies"),
-            kind,
-        };
-        let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &resource);
-        api.patch(
-            &object.name_any(),
-            &PatchParams::apply("olm-rs-tests").force(),
-            &Patch::Apply(&object),
-        )
-        .await
-        .expect("the policy applies");
-    }
-    // The API server compiles a new policy before enforcing it.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-}
-
 fn pool(selector: serde_json::Value) -> MachinePool {
     serde_json::from_value(serde_json::json!({
         "apiVersion": "substrate.olm-rs.dev/v1alpha1",
@@ -216,7 +185,7 @@ fn node_of(pod: &Pod) -> String {
 #[tokio::test]
 #[ignore = "needs a cluster"]
 async fn an_agent_writes_only_its_own_machine_and_lease_and_a_silent_one_is_lost() {
-    install_policy().await;
+    common::machines::install_policy().await;
     with_namespace("machines", |admin, ns| async move {
         let pools = Api::<MachinePool>::namespaced(admin.clone(), &ns);
         common::apply(&pools, &pool(serde_json::json!({"type": "kwok"}))).await;
@@ -643,7 +612,7 @@ fn lease_renewed(lease: Option<&Lease>) -> Option<Timestamp> {
 #[tokio::test]
 #[ignore = "needs a cluster"]
 async fn agents_install_a_machine_csv_get_lost_and_fail_over_between_api_servers() {
-    install_policy().await;
+    common::machines::install_policy().await;
     with_namespace("machine-agents", |admin, ns| async move {
         let dir = std::env::temp_dir().join(format!("olm-rs-agents-{ns}"));
         std::fs::create_dir_all(&dir).expect("a test directory");
@@ -806,7 +775,7 @@ async fn agents_install_a_machine_csv_get_lost_and_fail_over_between_api_servers
 #[tokio::test]
 #[ignore = "needs a cluster"]
 async fn an_upgrade_that_arrives_while_the_first_version_installs_completes() {
-    install_policy().await;
+    common::machines::install_policy().await;
     with_namespace("machine-upgrade", |admin, ns| async move {
         let dir = std::env::temp_dir().join(format!("olm-rs-agents-{ns}"));
         std::fs::create_dir_all(&dir).expect("a test directory");

@@ -74,7 +74,9 @@ pub struct AgentSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ExternalJoin {
-    /// The Secret (in the pool's namespace) holding the join token under key `token`.
+    /// The Secret (in the pool's namespace) where olm-operator keeps the pool's
+    /// join token, under key `token`. A token admits one machine: once that
+    /// machine runs on its own credentials, the Secret holds a new token.
     pub token_secret_name: String,
 }
 

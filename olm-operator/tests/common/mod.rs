@@ -30,6 +30,7 @@ pub use olm_testkit::{
 };
 
 pub mod csv;
+pub mod machines;
 
 static METRICS: OnceLock<Arc<Metrics>> = OnceLock::new();
 

@@ -8,8 +8,8 @@
 //! root at `/host` (hooks reach the host through it) and a per-pool state
 //! directory at `/var/lib/olm-rs-agent`.
 //!
-//! The Role lets the agent read what its pool needs (the pool, CSVs,
-//! ConfigMaps, Secrets of the pool's namespace) and write Machines and Leases
+//! The Role lets the agent read what its pool needs (the pool, CSVs and
+//! ConfigMaps of the pool's namespace, no Secrets) and write Machines and Leases
 //! there. Which Machine and Lease an agent may write (only its own, named
 //! `<pool>-<its node>`) is enforced in the API server by a
 //! ValidatingAdmissionPolicy keyed on the node name of the pod-bound token
@@ -103,10 +103,8 @@ fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
 
 /// The rules of an agent in its pool's namespace.
 pub fn agent_rules() -> Vec<PolicyRule> {
-    const READ: &[&str] = &["get", "list", "watch"];
     const WRITE: &[&str] = &["get", "list", "watch", "create", "update", "patch"];
-    vec![
-        rule(olm_api::substrate::GROUP, &["machinepools"], READ),
+    let mut rules = vec![
         rule(olm_api::substrate::GROUP, &["machines"], WRITE),
         rule(
             olm_api::substrate::GROUP,
@@ -114,12 +112,24 @@ pub fn agent_rules() -> Vec<PolicyRule> {
             &["get", "update", "patch"],
         ),
         rule("coordination.k8s.io", &["leases"], WRITE),
+    ];
+    rules.extend(read_rules());
+    rules
+}
+
+/// What every agent reads in its pool's namespace (the pools, the CSVs and
+/// Subscriptions, the hooks and config ConfigMaps) and its events. No
+/// Secrets: the credentials of machines joined from outside are kept there.
+pub fn read_rules() -> Vec<PolicyRule> {
+    const READ: &[&str] = &["get", "list", "watch"];
+    vec![
+        rule(olm_api::substrate::GROUP, &["machinepools"], READ),
         rule(
             "operators.coreos.com",
             &["clusterserviceversions", "subscriptions"],
             READ,
         ),
-        rule("", &["configmaps", "secrets"], READ),
+        rule("", &["configmaps"], READ),
         rule("", &["events"], &["create", "patch"]),
         rule("events.k8s.io", &["events"], &["create", "patch"]),
     ]
@@ -409,6 +419,12 @@ mod tests {
         assert_eq!(
             writes,
             ["machines", "machines/status", "leases", "events", "events"]
+        );
+        assert!(
+            agent_rules()
+                .iter()
+                .all(|r| !r.resources.iter().flatten().any(|r| r == "secrets")),
+            "agents read no Secret"
         );
         let binding = role_binding(&pool());
         assert_eq!(binding.subjects.expect("subjects")[0].name, "machine-agent-edge");

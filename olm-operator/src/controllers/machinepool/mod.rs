@@ -13,12 +13,14 @@
 //! machine's Lease would expire, so a machine is marked lost within one lease
 //! duration without watching every Lease of the cluster.
 //!
-//! Machines joined from outside the cluster (`spec.external`) are counted
-//! like the others once registered; issuing their join token and
-//! per-machine credentials is not built yet.
+//! For a pool with `spec.external` it keeps the pool's join token and gives
+//! each machine that joins with it its own credentials ([`join`]); a machine
+//! that registered with a used token is refused and named in the pool's
+//! status, and counted nowhere else.
 
 pub mod agent;
 pub mod endpoints;
+pub mod join;
 pub mod status;
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
@@ -58,6 +60,22 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The join token Secret the pool names exists and was not made by olm-operator.
+    #[error(
+        "MachinePool {pool} names join token Secret {secret}, which exists and is no join token Secret (type substrate.olm-rs.dev/join-token): name another Secret, or delete it so that olm-operator makes it"
+    )]
+    ForeignJoinSecret {
+        /// The pool.
+        pool: String,
+        /// The Secret.
+        secret: String,
+    },
+    /// The API server issued a join token that is no JWT with an id and expiry.
+    #[error("the join token issued for MachinePool {pool} carries no id (jti) and expiry (exp)")]
+    UnreadableToken {
+        /// The pool.
+        pool: String,
+    },
     /// Writing an agent object, a lost machine's condition or the status failed.
     #[error("failed to write {what} for MachinePool {pool}")]
     Write {
@@ -74,15 +92,16 @@ pub enum Error {
 impl ReconcileError for Error {
     fn category(&self) -> &'static str {
         match self {
-            Error::NoNamespace => "invalid",
-            Error::Read { .. } => "dereference",
+            Error::NoNamespace | Error::ForeignJoinSecret { .. } => "invalid",
+            Error::UnreadableToken { .. } | Error::Read { .. } => "dereference",
             Error::Write { .. } => "apply",
         }
     }
 
     fn class(&self) -> ErrorClass {
         match self {
-            Error::NoNamespace => ErrorClass::Terminal,
+            Error::NoNamespace | Error::ForeignJoinSecret { .. } => ErrorClass::Terminal,
+            Error::UnreadableToken { .. } => ErrorClass::Transient,
             Error::Read { source, .. } => classify(source),
             Error::Write { source, .. } => source.class(),
         }
@@ -97,14 +116,8 @@ pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Acti
     }
     let namespace = pool.namespace().ok_or(Error::NoNamespace)?;
     let name = pool.name_any();
-    let read = |what: &str| {
-        let (pool, what) = (name.clone(), what.to_owned());
-        move |source| Error::Read { pool, what, source }
-    };
-    let write = |what: &str| {
-        let (pool, what) = (name.clone(), what.to_owned());
-        move |source| Error::Write { pool, what, source }
-    };
+    let read = |what: &str| read_error(&name, what);
+    let write = |what: &str| write_error(&name, what);
     let client = ctx.client.clone();
 
     // The agent's workload, for pools of cluster nodes.
@@ -160,10 +173,20 @@ pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Acti
         .await
         .map_err(read("the Leases of its namespace"))?;
     let leases: BTreeMap<String, &Lease> = leases.items.iter().map(|l| (l.name_any(), l)).collect();
+
+    // Machines joining from outside: refused ones count nowhere but in Degraded.
+    let lease_names = leases.keys().cloned().collect();
+    let joins = join::reconcile(&ctx, &pool, &machines, &lease_names).await?;
+    let machines = machines
+        .into_iter()
+        .filter(|m| !joins.refused.contains_key(&m.name_any()))
+        .collect();
+
     let endpoints = endpoints::discover(&client, &ctx.settings.apiserver_endpoints).await;
     let observed = status::Observed {
         matching_nodes,
         machines,
+        refused: joins.refused,
         leases,
         daemonset: daemonset.as_ref(),
         endpoints,
@@ -200,11 +223,27 @@ pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Acti
     }
 
     // Look again when the next live machine would turn lost.
-    let resync = ctx.settings.resync;
+    let resync = if joins.admitting {
+        join::ADMITTING_RECHECK
+    } else {
+        ctx.settings.resync
+    };
     let again = status::next_expiry(&observed, now.0)
         .map(|deadline| until(now.0, deadline) + Duration::from_secs(1))
         .map_or(resync, |d| d.min(resync));
     Ok(Action::requeue(again))
+}
+
+/// How a failed read of `what` for pool `pool` is told.
+fn read_error(pool: &str, what: &str) -> impl FnOnce(kube::Error) -> Error + use<> {
+    let (pool, what) = (pool.to_owned(), what.to_owned());
+    move |source| Error::Read { pool, what, source }
+}
+
+/// How a failed write of `what` for pool `pool` is told.
+fn write_error(pool: &str, what: &str) -> impl FnOnce(WriteError) -> Error + use<> {
+    let (pool, what) = (pool.to_owned(), what.to_owned());
+    move |source| Error::Write { pool, what, source }
 }
 
 fn until(now: Timestamp, then: Timestamp) -> Duration {

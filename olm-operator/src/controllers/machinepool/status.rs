@@ -15,7 +15,8 @@
 //!   False (`Stable`) otherwise.
 //! - `Degraded`: True (`NoMatchingNodes`) when the node selector matches no
 //!   node and no machine joined from outside; True (`MachinesLost`) while
-//!   machines are lost; False (`AsExpected`) otherwise.
+//!   machines are lost; True (`JoinTokenUsed`) while machines that registered
+//!   with a used join token stand; False (`AsExpected`) otherwise.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -81,8 +82,10 @@ impl ConditionReason for AgentLost {
 pub struct Observed<'a> {
     /// The nodes the pool's selector matches (names); `None` without a selector.
     pub matching_nodes: Option<BTreeSet<String>>,
-    /// The pool's machines.
+    /// The pool's machines, without the refused ones.
     pub machines: Vec<&'a Machine>,
+    /// Machines refused for registering with a used join token, with why.
+    pub refused: BTreeMap<String, String>,
     /// The Leases of the pool's namespace, by name.
     pub leases: BTreeMap<String, &'a Lease>,
     /// The agent DaemonSet, when the pool has one.
@@ -244,6 +247,9 @@ pub fn compute(pool: &MachinePool, observed: &Observed<'_>, now: &Time) -> Machi
             R::MachinesLost,
             &format!("lost machines (Lease expired): {}", lost.join(", ")),
         );
+    } else if !observed.refused.is_empty() {
+        let refusals: Vec<&str> = observed.refused.values().map(String::as_str).collect();
+        set(T::Degraded, Status::True, R::JoinTokenUsed, &refusals.join("; "));
     } else {
         set(T::Degraded, Status::False, R::AsExpected, "");
     }
@@ -414,6 +420,7 @@ mod tests {
         let observed = Observed {
             matching_nodes: Some(["a".to_owned(), "b".to_owned()].into()),
             machines: vec![&a, &b],
+            refused: BTreeMap::new(),
             leases: BTreeMap::from([("edge-a".to_owned(), &la), ("edge-b".to_owned(), &lb)]),
             daemonset: None,
             endpoints: vec!["https://127.0.0.1:6443".to_owned()],
@@ -500,6 +507,31 @@ mod tests {
         let mut pool = pool(true);
         pool.status = Some(compute(&pool, &observed, &Time(at(110))));
         assert_eq!(Some(compute(&pool, &observed, &Time(at(120)))), pool.status);
+    }
+
+    #[test]
+    fn a_machine_refused_its_join_is_named_in_degraded_and_counted_nowhere_else() {
+        let mut a = machine("a", true);
+        (a.spec.node_name, a.spec.external_id) = (None, Some("a".to_owned()));
+        let la = lease("edge-a", 100);
+        let observed = Observed {
+            machines: vec![&a],
+            refused: BTreeMap::from([(
+                "edge-x".to_owned(),
+                "Machine edge-x registered with a join token that was used or replaced".to_owned(),
+            )]),
+            leases: BTreeMap::from([("edge-a".to_owned(), &la)]),
+            ..Observed::default()
+        };
+        let status = compute(&pool(false), &observed, &Time(at(110)));
+        assert_eq!((status.machines, status.ready_machines), (Some(1), Some(1)));
+        let degraded = condition(&status, MachinePoolConditionType::Degraded);
+        assert_eq!(
+            (degraded.status.as_str(), degraded.reason.as_str()),
+            ("True", "JoinTokenUsed")
+        );
+        assert!(degraded.message.contains("edge-x"), "{}", degraded.message);
+        assert_eq!(condition(&status, MachinePoolConditionType::Ready).status, "True");
     }
 
     #[test]

@@ -17,7 +17,7 @@ use std::{
 };
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use olm_catalog::{Bundle, Catalog};
+use olm_catalog::{Bundle, Catalog, Property, property::BundleObject};
 use olm_resolver::{
     CatalogIndex,
     model::{CatalogId, CatalogSnapshot},
@@ -81,6 +81,30 @@ impl CatalogContent {
             source,
             heads,
         }
+    }
+
+    /// Adds the descriptions of channel heads whose CSVs (JSON, by package and
+    /// CSV name) were read apart from the catalog: a registry's listing leaves
+    /// manifests out. Heads the catalog describes itself keep their description.
+    pub fn with_head_csvs(mut self, csvs: HashMap<(String, String), String>) -> Self {
+        for ((package, name), csv) in csvs {
+            let bundle = Bundle {
+                name: name.clone(),
+                package: package.clone(),
+                image: String::new(),
+                properties: vec![Property::BundleObject(BundleObject::from_json(&csv))],
+                related_images: Vec::new(),
+            };
+            let package_description = self
+                .catalog
+                .package(&package)
+                .and_then(|p| p.description.as_deref());
+            if let Some(head) = packageserver::describe::head_csv(&bundle, package_description) {
+                self.heads.entry((package, name)).or_insert(head);
+            }
+        }
+        self.fingerprint = fingerprint(&self.catalog, &self.heads);
+        self
     }
 
     /// The bundle `name` of `package`, with its manifests, read again from the

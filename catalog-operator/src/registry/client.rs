@@ -1,6 +1,6 @@
 //! A client of the operator-registry API: health, a whole catalog, one bundle.
 
-use std::time::Duration;
+use std::{collections::HashMap, time::Duration};
 
 use futures::TryStreamExt;
 use olm_catalog::Catalog;
@@ -79,6 +79,9 @@ pub struct LoadedCatalog {
     pub catalog: Catalog,
     /// Properties, bundles or manifests left out, in words.
     pub problems: Vec<String>,
+    /// The CSV (JSON) of each channel head, by package and CSV name, when the
+    /// load left the manifests out ([`RegistryClient::load_listing`]).
+    pub head_csvs: HashMap<(String, String), String>,
 }
 
 /// Whether a load keeps the manifests the registry lists.
@@ -177,6 +180,11 @@ impl RegistryClient {
     /// manifests as its message arrives, so that a registry that lists them
     /// (bundles without an image) never has them all in memory here at once:
     /// they are read again with `GetBundle` when a plan needs them.
+    ///
+    /// The channel heads' CSVs (`csvJson`), which PackageManifests show, are
+    /// kept apart ([`LoadedCatalog::head_csvs`]): as listed, or, where the
+    /// listing leaves them out (OLM's registry does for bundles with an image),
+    /// read with `GetBundleForChannel`, as OLM's package server does.
     pub async fn load_listing(&mut self) -> Result<LoadedCatalog, ClientError> {
         self.load_with(Manifests::Drop).await
     }
@@ -201,6 +209,19 @@ impl RegistryClient {
                 .into_inner();
             packages.push(package);
         }
+        // Each channel head, by package and CSV name, with its channel.
+        let heads: HashMap<(String, String), String> = packages
+            .iter()
+            .flat_map(|package| {
+                package.channels.iter().map(|channel| {
+                    (
+                        (package.name.clone(), channel.csv_name.clone()),
+                        channel.name.clone(),
+                    )
+                })
+            })
+            .collect();
+        let mut head_csvs = HashMap::new();
         let bundles: Vec<api::Bundle> = self
             .registry
             .list_bundles(api::ListBundlesRequest {})
@@ -209,7 +230,11 @@ impl RegistryClient {
             .into_inner()
             .map_ok(|mut bundle| {
                 if manifests == Manifests::Drop {
-                    bundle.csv_json = String::new();
+                    let key = (bundle.package_name.clone(), bundle.csv_name.clone());
+                    let csv = std::mem::take(&mut bundle.csv_json);
+                    if heads.contains_key(&key) && !csv.is_empty() {
+                        head_csvs.insert(key, csv);
+                    }
                     bundle.object = Vec::new();
                 }
                 bundle
@@ -217,8 +242,51 @@ impl RegistryClient {
             .try_collect()
             .await
             .map_err(self.call_error("ListBundles"))?;
-        let (catalog, problems) = convert::catalog_from_api(packages, bundles);
-        Ok(LoadedCatalog { catalog, problems })
+        let mut problems = Vec::new();
+        if manifests == Manifests::Drop {
+            problems.extend(self.read_head_csvs(&heads, &mut head_csvs).await);
+        }
+        let (catalog, converted) = convert::catalog_from_api(packages, bundles);
+        problems.extend(converted);
+        Ok(LoadedCatalog {
+            catalog,
+            problems,
+            head_csvs,
+        })
+    }
+
+    /// Reads with `GetBundleForChannel` the CSV of each channel head of `heads`
+    /// that the listing left out of `head_csvs`. A head that cannot be read only
+    /// lacks its description: said in the returned problems.
+    async fn read_head_csvs(
+        &mut self,
+        heads: &HashMap<(String, String), String>,
+        head_csvs: &mut HashMap<(String, String), String>,
+    ) -> Vec<String> {
+        let mut problems = Vec::new();
+        for ((package, name), channel) in heads {
+            let key = (package.clone(), name.clone());
+            if head_csvs.contains_key(&key) {
+                continue;
+            }
+            let request = api::GetBundleInChannelRequest {
+                pkg_name: package.clone(),
+                channel_name: channel.clone(),
+            };
+            match self.registry.get_bundle_for_channel(request).await {
+                Ok(head) => {
+                    let head = head.into_inner();
+                    if !head.csv_json.is_empty() {
+                        head_csvs.insert(key, head.csv_json);
+                    }
+                }
+                Err(status) => problems.push(format!(
+                    "bundle {name}: no description for PackageManifests, GetBundleForChannel {package}/{channel} failed: {}",
+                    status.message()
+                )),
+            }
+        }
+        problems
     }
 
     /// One bundle with its manifests (`GetBundle`), as a catalog bundle.

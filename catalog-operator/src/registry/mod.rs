@@ -164,6 +164,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn channel_heads_keep_their_description_when_the_listing_leaves_their_csv_out() {
+        // Bundles with an image: the listing carries no csvJson, as OLM's registry's does not.
+        let mut source = demo();
+        for bundle in &mut source.bundles {
+            bundle.image = format!("registry.example/{}:latest", bundle.name);
+        }
+        let (address, stop, task) = start(source).await;
+        let mut client = RegistryClient::new(&address).unwrap();
+        let loaded = client.load_listing().await.expect("the catalog loads");
+        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+        assert!(
+            !loaded.catalog.bundles.iter().any(crate::bundles::has_manifests),
+            "the listing keeps no manifests"
+        );
+        let content = CatalogContent::new(
+            CatalogId::new("demo", "olm"),
+            loaded.catalog,
+            loaded.problems,
+            BundleSource::Registry(Box::new(client)),
+        )
+        .with_head_csvs(loaded.head_csvs);
+        let head = content
+            .heads
+            .get(&("demo-db".to_owned(), "demo-db.v1.1.0".to_owned()))
+            .expect("the head of demo-db's channels is described");
+        assert!(!head.description.display_name.is_empty(), "{head:?}");
+        assert!(!head.description.install_modes.is_empty(), "{head:?}");
+        let _ = stop.send(());
+        task.await.unwrap();
+    }
+
+    #[tokio::test]
     async fn the_store_reads_manifests_from_the_registry_on_demand_and_caches_them() {
         let source = demo();
         let (address, stop, task) = start(source.clone()).await;

@@ -214,7 +214,8 @@ async fn check_and_load(
     runtime.loaded_at = Some(Instant::now());
     let (packages, bundles) = (loaded.catalog.packages.len(), loaded.catalog.bundles.len());
     let source = BundleSource::Registry(Box::new(client.clone()));
-    let content = CatalogContent::new(id.clone(), loaded.catalog, loaded.problems, source);
+    let content = CatalogContent::new(id.clone(), loaded.catalog, loaded.problems, source)
+        .with_head_csvs(loaded.head_csvs);
     for problem in content.problems.iter().take(20) {
         tracing::debug!(catalog = %id, "{problem}");
     }

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api,
-    api::{Patch, PatchParams, PostParams},
+    api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 use olm_api::v1alpha1::{
     Approval, CatalogSource, ClusterServiceVersion, ConditionStatus, InstallPlan, InstallPlanPhase,
@@ -23,7 +23,7 @@ use olm_testkit::{
     corpus_dir, install_crds,
     objects::{install_plan_of, plan_in, ready_catalog_source, subscribe, subscription_at},
     process::{Process, free_port},
-    wait_for, wait_for_within, with_namespace,
+    wait_for, wait_for_within, wait_gone, with_namespace,
 };
 use serde_json::json;
 
@@ -163,6 +163,39 @@ async fn a_catalog_of_bundle_images_installs_kube_green_from_the_registry() {
                 .deployment()
                 .is_some_and(|d| !d.deployments.is_empty()),
             "the CSV has its install strategy from the image"
+        );
+
+        // Subscribed again once the first install is gone: the bundle now comes from
+        // the catalog-operator's cache (by digest), not from the registry.
+        subs.delete("kube-green", &DeleteParams::default())
+            .await
+            .expect("delete the Subscription");
+        csvs.delete(&head.csv_name, &DeleteParams::default())
+            .await
+            .expect("delete the CSV");
+        wait_gone(&subs, "kube-green").await;
+        wait_gone(&csvs, &head.csv_name).await;
+        let asked = std::time::Instant::now();
+        subscribe(
+            &subs,
+            "kube-green",
+            ("images", &ns),
+            "kube-green",
+            "alpha",
+            Approval::Automatic,
+        )
+        .await;
+        wait_for_within(
+            std::time::Duration::from_secs(180),
+            &subs,
+            "kube-green",
+            &format!("Subscription kube-green installs {} again", head.csv_name),
+            subscription_at(&head.csv_name),
+        )
+        .await;
+        println!(
+            "bundle images: Subscription to installed plan in {:?} (cached)",
+            asked.elapsed()
         );
     })
     .await;

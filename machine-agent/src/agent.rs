@@ -55,6 +55,7 @@ use crate::{
     units::{
         self, UnitInput, Units,
         plan::{Target, plan},
+        privilege::{Ids, Users, hook_ids},
         sequence::{Problem, Want},
     },
 };
@@ -159,12 +160,33 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let (statuses, _) = watch::channel(BTreeMap::<String, UnitStatus>::new());
     let runs = Runs::default();
+    let users = Users {
+        agent: Ids::current(),
+        hook: Ids {
+            uid: args.hook_uid,
+            gid: args.hook_gid,
+        },
+    };
+    if users.agent.is_root() {
+        tracing::info!(
+            uid = users.hook.uid,
+            gid = users.hook.gid,
+            "hooks of units not marked privileged run as the hook user"
+        );
+    } else {
+        tracing::warn!(
+            uid = users.agent.uid,
+            "the agent does not run as root: every hook runs as its user, and units marked privileged cannot run"
+        );
+    }
+    let socket_group = users.agent.is_root().then_some(users.hook.gid);
     let units = Arc::new(Units {
         state: state.clone(),
         machine: identity.machine.clone(),
         pool: identity.pool.clone(),
         namespace: identity.namespace.clone(),
         runs: runs.clone(),
+        users,
         statuses,
     });
     let socket = state.socket_path();
@@ -197,7 +219,7 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let beat = heartbeat(leases, registered, lease_duration, shutdown.clone());
     let watches = futures::future::join3(csvs.run(), config_maps.run(), own.run());
     let hook_socket = async move {
-        if let Err(error) = runs.serve(&socket).await {
+        if let Err(error) = runs.serve(&socket, socket_group).await {
             tracing::error!(%error, socket = %socket.display(), "the hook tool's socket failed: hooks cannot set their status");
         }
         std::future::pending::<()>().await;
@@ -669,7 +691,7 @@ impl Planner {
                         .map(|csv| (csv.clone(), Target::Run(csv))),
                 );
                 for (unit, target) in starts {
-                    let input = self.input(&target, &pool_csvs, handles.get(&unit));
+                    let input = self.input(&unit, &target, &pool_csvs, handles.get(&unit));
                     let csv = match &target {
                         Target::Run(csv) => csv.clone(),
                         Target::Remove => current.get(&unit).cloned().unwrap_or_default(),
@@ -713,7 +735,13 @@ impl Planner {
             .is_some()
     }
 
-    fn input(&self, target: &Target, csvs: &[PoolCsv], previous: Option<&UnitHandle>) -> UnitInput {
+    fn input(
+        &self,
+        unit: &str,
+        target: &Target,
+        csvs: &[PoolCsv],
+        previous: Option<&UnitHandle>,
+    ) -> UnitInput {
         let previous = previous.map(|h| h.input.borrow().clone());
         let seconds = |s: i64| Duration::from_secs(s.max(1).unsigned_abs());
         let default_timeout = seconds(StrategyDetailsMachine::DEFAULT_HOOK_TIMEOUT_SECONDS);
@@ -729,6 +757,7 @@ impl Planner {
                 problem: None,
                 timeout: previous.as_ref().map_or(default_timeout, |p| p.timeout),
                 update_status: previous.as_ref().map_or(default_interval, |p| p.update_status),
+                privileged: previous.as_ref().is_some_and(|p| p.privileged),
             };
         };
         let namespace = &self.units.namespace;
@@ -741,7 +770,15 @@ impl Planner {
         let hooks = units::read_hooks(hooks_name, data(hooks_name).as_ref());
         let config_name = effective_config_name(&csv.name);
         let config = units::read_config(&config_name, data(&config_name).as_ref());
-        let problem: Option<Problem> = hooks.as_ref().err().or(config.as_ref().err()).cloned();
+        let needs_root = hook_ids(&self.units.users, unit, csv.strategy.privileged)
+            .err()
+            .map(|error| Problem::Error(error.to_string()));
+        let problem: Option<Problem> = hooks
+            .as_ref()
+            .err()
+            .or(config.as_ref().err())
+            .cloned()
+            .or(needs_root);
         UnitInput {
             want: Want::Run {
                 csv: csv.name.clone(),
@@ -752,6 +789,7 @@ impl Planner {
             problem,
             timeout: seconds(csv.strategy.hook_timeout_seconds()),
             update_status: seconds(csv.strategy.update_status_interval_seconds()),
+            privileged: csv.strategy.privileged,
         }
     }
 }

@@ -50,6 +50,9 @@ fn parse_state(value: &str) -> Result<WorkloadState, String> {
     })
 }
 
+/// The uid and gid of unprivileged hooks by default: nobody and nogroup.
+pub const DEFAULT_HOOK_ID: u32 = 65534;
+
 /// The flags of `machine-agent run`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
@@ -91,6 +94,14 @@ pub struct RunArgs {
     /// How often the API server endpoints are learned again.
     #[arg(long, default_value_t = 30)]
     pub endpoint_refresh_seconds: u64,
+    /// The user (numeric uid) that the hooks of units not marked `privileged`
+    /// run as, when the agent runs as root [default: 65534, nobody]. An agent
+    /// that does not run as root runs every hook as its own user.
+    #[arg(long, env = "OLM_RS_HOOK_UID", default_value_t = DEFAULT_HOOK_ID)]
+    pub hook_uid: u32,
+    /// The group (numeric gid) of those hooks, their only group [default: 65534, nogroup].
+    #[arg(long, env = "OLM_RS_HOOK_GID", default_value_t = DEFAULT_HOOK_ID)]
+    pub hook_gid: u32,
     /// Logging.
     #[command(flatten)]
     pub telemetry: TelemetryArgs,
@@ -155,6 +166,15 @@ mod tests {
         assert_eq!(run.lease_duration_seconds, 40);
         assert_eq!(run.admin().admin_addr.port(), 0);
         assert_eq!(run.node_name.as_deref(), Some("node-1"));
+        if std::env::var_os("OLM_RS_HOOK_UID").is_none() && std::env::var_os("OLM_RS_HOOK_GID").is_none() {
+            assert_eq!((run.hook_uid, run.hook_gid), (65534, 65534));
+        }
+        let cli = Cli::try_parse_from(["machine-agent", "run", "--hook-uid", "1001", "--hook-gid", "1002"])
+            .unwrap();
+        let Command::Run(run) = cli.command else {
+            panic!("not run")
+        };
+        assert_eq!((run.hook_uid, run.hook_gid), (1001, 1002));
         let cli = Cli::try_parse_from(["machine-agent", "run", "--state-dir", "/tmp/a"]).unwrap();
         let Command::Run(run) = cli.command else {
             panic!("not run")

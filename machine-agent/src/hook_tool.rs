@@ -4,7 +4,8 @@
 //! The tool talks to the running agent over a Unix socket in the state directory
 //! (path in `OLM_RS_AGENT_SOCKET`), one JSON line each way. A Unix socket because it
 //! is local only (no port to allocate or expose, nothing for the network to reach),
-//! its access is the state directory's (private to the agent's user), it needs no
+//! only the agent's user and the group of its hooks may connect (mode 0660; the
+//! state directory lets them pass through to it, not list it), it needs no
 //! credentials, and the answer is synchronous, so a hook knows its status landed
 //! before it exits. Each hook run gets a fresh run id (`OLM_RS_HOOK_RUN`) that the
 //! agent knows only while that run lasts: a call names the run, so a stray process
@@ -141,10 +142,15 @@ impl Runs {
         Reply { error: None }
     }
 
-    /// Serves the hook tool on a Unix socket at `path` until dropped.
-    pub async fn serve(self, path: &Path) -> std::io::Result<()> {
+    /// Serves the hook tool on a Unix socket at `path` until dropped. The socket
+    /// is for the agent's user and group, or group `group` when given (the group
+    /// unprivileged hooks run with): mode 0660.
+    pub async fn serve(self, path: &Path, group: Option<u32>) -> std::io::Result<()> {
+        use std::os::unix::fs::PermissionsExt;
         let _ = std::fs::remove_file(path);
         let listener = tokio::net::UnixListener::bind(path)?;
+        std::os::unix::fs::chown(path, None, group)?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))?;
         loop {
             let (stream, _) = listener.accept().await?;
             let runs = self.clone();

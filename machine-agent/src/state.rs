@@ -1,16 +1,20 @@
 //! The agent's state directory: what it must remember across restarts.
 //!
 //! ```text
-//! <state-dir>/
+//! <state-dir>/                 0711: hooks pass through to their unit, list nothing
 //!   identity.json          the Machine this agent is (namespace, pool, name, node or external id)
 //!   endpoints.json         every API server endpoint learned, and the one in use
 //!   credentials/token      an external machine's own token, received at join
-//!   agent.sock             the hook tool's socket (see `hook_tool`)
+//!   agent.sock             the hook tool's socket (see `hook_tool`), 0660 with the hook user's group
 //!   units/<unit>/unit.json the unit's record: hooks done, version, config applied, error
 //!   units/<unit>/hooks/    the hook scripts last read, kept to stop and remove a unit
 //!                          whose CSV and hooks ConfigMap are gone
-//!   units/<unit>/sandbox/  the hooks' working directory
+//!   units/<unit>/run/      the running hook's script and config.json, readable by its group
+//!   units/<unit>/sandbox/  the hooks' working directory, owned by the user they run as
 //! ```
+//!
+//! Everything is private to the agent (0600 files, 0700 directories) but for what
+//! a hook running as another user needs: see `units::privilege`.
 //!
 //! Every file is written whole to a temporary name and renamed, so a crash never
 //! leaves half a file.
@@ -55,9 +59,12 @@ pub struct StateDir {
 
 impl StateDir {
     /// Opens (and creates, private to the agent) the state directory at `root`.
+    /// The directory and `units/` let others pass through (hooks that run as
+    /// another user reach their unit's sandbox), not list.
     pub fn open(root: impl Into<PathBuf>) -> Result<Self, StateError> {
         let root = root.into();
-        create_private_dir(&root)?;
+        create_dir(&root, PASS_THROUGH)?;
+        create_dir(&root.join("units"), PASS_THROUGH)?;
         Ok(StateDir { root })
     }
 
@@ -99,6 +106,11 @@ impl StateDir {
     /// Where unit `unit`'s hook scripts are kept.
     pub fn hooks_dir(&self, unit: &str) -> PathBuf {
         self.unit_dir(unit).join("hooks")
+    }
+
+    /// What the running hook of unit `unit` reads: a copy of its script, its config.
+    pub fn run_dir(&self, unit: &str) -> PathBuf {
+        self.unit_dir(unit).join("run")
     }
 
     /// Unit `unit`'s sandbox, the working directory of its hooks.
@@ -182,6 +194,38 @@ fn write_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut file = options.open(path)?;
     file.write_all(bytes)?;
     file.sync_all()
+}
+
+/// The mode of the directories that others may pass through but not list.
+pub const PASS_THROUGH: u32 = 0o711;
+
+/// Creates `dir` (and its parents, with the same mode) and gives it `mode`, also
+/// when it was there already.
+pub fn create_dir(dir: &Path, mode: u32) -> Result<(), StateError> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(mode)
+        .create(dir)
+        .map_err(|source| io_error("create directory", dir, source))?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))
+        .map_err(|source| io_error("set the mode of", dir, source))
+}
+
+/// Writes `bytes` to `path` (whose directory exists) through a temporary file and
+/// a rename, with `mode` and, when given, group `gid`, set before the rename.
+pub fn write_shared(path: &Path, bytes: &[u8], mode: u32, gid: Option<u32>) -> Result<(), StateError> {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = path.with_extension("tmp");
+    let _ = std::fs::remove_file(&tmp);
+    write_private(&tmp, bytes).map_err(|source| io_error("write", &tmp, source))?;
+    if gid.is_some() {
+        std::os::unix::fs::chown(&tmp, None, gid)
+            .map_err(|source| io_error("change the group of", &tmp, source))?;
+    }
+    std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(mode))
+        .map_err(|source| io_error("set the mode of", &tmp, source))?;
+    std::fs::rename(&tmp, path).map_err(|source| io_error("rename into", path, source))
 }
 
 /// Creates `dir` (and its parents) readable by the agent only.

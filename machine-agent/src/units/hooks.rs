@@ -9,7 +9,7 @@ use std::{
 use olm_api::v1alpha1::MachineHook as Hook;
 use tokio::io::AsyncReadExt;
 
-use super::sequence::Config;
+use super::{privilege::Ids, sequence::Config};
 
 /// The most of a hook's stderr kept for its error message (bytes, the tail).
 const STDERR_TAIL: usize = 1024;
@@ -118,8 +118,9 @@ fn tail_suffix(stderr: &str) -> String {
     }
 }
 
-/// Runs `script` as `context.hook` in `sandbox` with `env`, killing it (and its
-/// process group) past `timeout`. The script is the file itself (it starts with `#!`).
+/// Runs `script` as `context.hook` in `sandbox` with `env`, as the agent's own
+/// user, killing it (and its process group) past `timeout`. The script is the
+/// file itself (it starts with `#!`).
 pub async fn run_hook(
     script: &Path,
     sandbox: &Path,
@@ -127,7 +128,25 @@ pub async fn run_hook(
     hook: Hook,
     timeout: Duration,
 ) -> Result<(), HookError> {
+    run_hook_as(script, sandbox, env, hook, timeout, None).await
+}
+
+/// [`run_hook`], as `user` when given: that uid and gid, and no supplementary
+/// group (the agent must be root).
+pub async fn run_hook_as(
+    script: &Path,
+    sandbox: &Path,
+    env: &[(String, String)],
+    hook: Hook,
+    timeout: Duration,
+    user: Option<Ids>,
+) -> Result<(), HookError> {
     let mut command = tokio::process::Command::new(script);
+    if let Some(user) = user {
+        // With a uid to switch to and no groups given, the child also drops every
+        // supplementary group of the agent's before it runs the script.
+        command.uid(user.uid).gid(user.gid);
+    }
     command
         .current_dir(sandbox)
         // Nothing of the agent's own environment (its kubeconfig, the in-cluster
@@ -145,7 +164,15 @@ pub async fn run_hook(
         .process_group(0);
     let mut child = command.spawn().map_err(|error| HookError::Spawn {
         hook,
-        reason: format!("{}: {error}", script.display()),
+        reason: match user {
+            Some(user) if error.kind() == std::io::ErrorKind::PermissionDenied => format!(
+                "{}: {error}: uid {} cannot reach it or its sandbox {}: every directory above the state directory must let others pass (mode o+x)",
+                script.display(),
+                user.uid,
+                sandbox.display()
+            ),
+            _ => format!("{}: {error}", script.display()),
+        },
     })?;
     let pid = child.id();
     let stdout = child.stdout.take();

@@ -3,10 +3,12 @@
 //! - [`plan`]: which unit runs which CSV (pure).
 //! - [`sequence`]: which hook a unit runs next (pure).
 //! - [`hooks`]: running one hook (environment, sandbox, timeout).
+//! - [`privilege`]: who a hook runs as, and the files it may use.
 //! - [`run_unit`]: the task of one unit, one hook at a time.
 
 pub mod hooks;
 pub mod plan;
+pub mod privilege;
 pub mod sequence;
 
 use std::{
@@ -21,7 +23,7 @@ use olm_runtime::Shutdown;
 use tokio::sync::watch;
 
 use self::{
-    hooks::{HookContext, run_hook},
+    hooks::{HookContext, run_hook_as},
     sequence::{Config, Problem, UnitRecord, Want, next_hook, retry_delay, unit_state},
 };
 use crate::{
@@ -43,6 +45,9 @@ pub struct UnitInput {
     pub timeout: Duration,
     /// How often `update-status` runs.
     pub update_status: Duration,
+    /// The hooks need root (the CSV's `privileged`); for a unit being removed,
+    /// its record says how its hooks last ran.
+    pub privileged: bool,
 }
 
 /// What every unit of this agent shares.
@@ -57,6 +62,8 @@ pub struct Units {
     pub namespace: String,
     /// The hook tool's runs.
     pub runs: Runs,
+    /// The agent's user and the user of unprivileged hooks.
+    pub users: privilege::Users,
     /// Every unit's status, by unit name, for the Machine's status.
     pub statuses: watch::Sender<BTreeMap<String, UnitStatus>>,
 }
@@ -161,14 +168,24 @@ async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook,
         record.succeeded(hook, &input.want);
         return;
     }
-    let sandbox = units.state.sandbox_dir(name);
-    let config_file = units.state.unit_dir(name).join("config.json");
-    let prepared =
-        state::create_private_dir(&sandbox).and_then(|()| state::write_json(&config_file, &config));
-    if let Err(error) = prepared {
-        record.failed(hook, &input.want, format!("{hook} hook could not start: {error}"));
-        return;
-    }
+    let privileged = match &input.want {
+        Want::Run { .. } => input.privileged,
+        Want::Remove => record.privileged,
+    };
+    let ids = match privilege::hook_ids(&units.users, name, privileged) {
+        Ok(ids) => ids,
+        Err(error) => {
+            record.failed(hook, &input.want, format!("{hook} hook cannot run: {error}"));
+            return;
+        }
+    };
+    let prepared = match privilege::prepare(&units.state, &units.users, name, hook, &config, ids) {
+        Ok(prepared) => prepared,
+        Err(error) => {
+            record.failed(hook, &input.want, format!("{hook} hook could not start: {error}"));
+            return;
+        }
+    };
     let run = units.runs.start(name);
     let context = HookContext {
         machine: units.machine.clone(),
@@ -177,7 +194,7 @@ async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook,
         csv,
         version,
         hook,
-        config_file,
+        config_file: prepared.config_file.clone(),
         socket: units.state.socket_path(),
         run_id: run.id.clone(),
     };
@@ -186,9 +203,22 @@ async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook,
         unit = name,
         csv = context.csv,
         hook = hook.as_str(),
+        uid = ids.uid,
         "running hook"
     );
-    let result = run_hook(&script, &sandbox, &env, hook, input.timeout).await;
+    let user = (ids != units.users.agent).then_some(ids);
+    let result = run_hook_as(
+        &prepared.script,
+        &prepared.sandbox,
+        &env,
+        hook,
+        input.timeout,
+        user,
+    )
+    .await;
+    if matches!(input.want, Want::Run { .. }) {
+        record.privileged = privileged;
+    }
     let set = run.workload.lock().unwrap_or_else(|p| p.into_inner()).take();
     drop(run);
     if let Some(set) = &set {

@@ -118,6 +118,7 @@ mod tests {
                 config: None,
                 hook_timeout_seconds: None,
                 update_status_interval_seconds: None,
+                privileged: false,
             },
             admitted: true,
         }

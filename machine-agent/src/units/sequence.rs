@@ -81,6 +81,10 @@ pub struct UnitRecord {
     /// The hook that failed last, until a hook succeeds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure: Option<Failure>,
+    /// The hooks last ran as root (the CSV said `privileged`): `stop` and
+    /// `remove` run so too once the CSV is gone.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub privileged: bool,
 }
 
 impl UnitRecord {

@@ -166,6 +166,15 @@ pub struct StrategyDetailsMachine {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub update_status_interval_seconds: Option<i64>,
+    /// Whether the hooks need root on the machine (default false). Unprivileged
+    /// hooks run as the agent's hook user (by default uid and gid 65534,
+    /// nobody), which can use the unit's sandbox, its scripts and config and
+    /// the hook tool, and nothing else of the agent's; privileged hooks run as
+    /// root, and fail on an agent that does not run as root. Ask for root
+    /// only when the hooks install packages, manage services or write outside
+    /// their sandbox.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub privileged: bool,
 }
 
 impl StrategyDetailsMachine {

@@ -464,6 +464,7 @@ mod tests {
             ])),
             hook_timeout_seconds: None,
             update_status_interval_seconds: None,
+            privileged: false,
         }
     }
 

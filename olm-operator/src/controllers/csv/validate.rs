@@ -677,6 +677,7 @@ mod tests {
             config: None,
             hook_timeout_seconds: None,
             update_status_interval_seconds: None,
+            privileged: false,
         });
         let machine = strategy(&csv).expect("the machine strategy is valid");
         assert!(

@@ -8,6 +8,12 @@
 //! root at `/host` (hooks reach the host through it) and a per-pool state
 //! directory at `/var/lib/olm-rs-agent`.
 //!
+//! The agent runs the hooks of units not marked `privileged` as an
+//! unprivileged user, so its ServiceAccount token must be readable by root
+//! only: the default token volume gives mode 0644, so the pod mounts its own
+//! (the same projected token, CA and namespace, at the same path, where the
+//! agent's client finds them) with mode 0600.
+//!
 //! The Role lets the agent read what its pool needs (the pool, CSVs and
 //! ConfigMaps of the pool's namespace, no Secrets) and write Machines and Leases
 //! there. Which Machine and Lease an agent may write (only its own, named
@@ -22,8 +28,10 @@ use k8s_openapi::{
     api::{
         apps::v1::{DaemonSet, DaemonSetSpec, DaemonSetUpdateStrategy, RollingUpdateDaemonSet},
         core::v1::{
-            Container, EnvVar, EnvVarSource, HostPathVolumeSource, ObjectFieldSelector, PodSpec,
-            PodTemplateSpec, SecurityContext, ServiceAccount, Volume, VolumeMount,
+            ConfigMapProjection, Container, DownwardAPIProjection, DownwardAPIVolumeFile, EnvVar,
+            EnvVarSource, HostPathVolumeSource, KeyToPath, ObjectFieldSelector, PodSpec, PodTemplateSpec,
+            ProjectedVolumeSource, SecurityContext, ServiceAccount, ServiceAccountTokenProjection, Volume,
+            VolumeMount, VolumeProjection,
         },
         rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject},
     },
@@ -43,6 +51,11 @@ pub const AGENT_VERSION_LABEL: &str = "substrate.olm-rs.dev/agent-version";
 pub const STATE_DIR: &str = "/var/lib/olm-rs-agent";
 /// Where the host's root is mounted in the agent container.
 pub const HOST_ROOT: &str = "/host";
+/// Where a pod's ServiceAccount token, CA and namespace are, and where the
+/// agent's in-cluster client reads them.
+pub const TOKEN_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
+/// The mode of the agent's token files: root's only (the default is 0644).
+pub const TOKEN_MODE: i32 = 0o600;
 
 /// The name of the agent's ServiceAccount, Role, RoleBinding and DaemonSet.
 pub fn agent_name(pool: &str) -> String {
@@ -187,6 +200,55 @@ fn host_path(name: &str, path: String, kind: &str) -> Volume {
     }
 }
 
+/// The pod's ServiceAccount token, CA bundle and namespace, as the API server's
+/// default token volume gives them (`kube-api-access-*`, refreshed by the
+/// kubelet) but readable by root only.
+fn token_volume() -> Volume {
+    Volume {
+        name: "token".to_owned(),
+        projected: Some(ProjectedVolumeSource {
+            default_mode: Some(TOKEN_MODE),
+            sources: Some(vec![
+                VolumeProjection {
+                    service_account_token: Some(ServiceAccountTokenProjection {
+                        path: "token".to_owned(),
+                        // The default volume's lifetime: the kubelet renews it at 80%.
+                        expiration_seconds: Some(3607),
+                        ..ServiceAccountTokenProjection::default()
+                    }),
+                    ..VolumeProjection::default()
+                },
+                VolumeProjection {
+                    config_map: Some(ConfigMapProjection {
+                        name: "kube-root-ca.crt".to_owned(),
+                        items: Some(vec![KeyToPath {
+                            key: "ca.crt".to_owned(),
+                            path: "ca.crt".to_owned(),
+                            mode: None,
+                        }]),
+                        optional: None,
+                    }),
+                    ..VolumeProjection::default()
+                },
+                VolumeProjection {
+                    downward_api: Some(DownwardAPIProjection {
+                        items: Some(vec![DownwardAPIVolumeFile {
+                            path: "namespace".to_owned(),
+                            field_ref: Some(ObjectFieldSelector {
+                                field_path: "metadata.namespace".to_owned(),
+                                ..ObjectFieldSelector::default()
+                            }),
+                            ..DownwardAPIVolumeFile::default()
+                        }]),
+                    }),
+                    ..VolumeProjection::default()
+                },
+            ]),
+        }),
+        ..Volume::default()
+    }
+}
+
 fn mount(name: &str, path: &str) -> VolumeMount {
     VolumeMount {
         name: name.to_owned(),
@@ -241,7 +303,14 @@ pub fn daemonset(pool: &MachinePool) -> Option<DaemonSet> {
             privileged: Some(true),
             ..SecurityContext::default()
         }),
-        volume_mounts: Some(vec![mount("state", STATE_DIR), mount("host", HOST_ROOT)]),
+        volume_mounts: Some(vec![
+            mount("state", STATE_DIR),
+            mount("host", HOST_ROOT),
+            VolumeMount {
+                read_only: Some(true),
+                ..mount("token", TOKEN_DIR)
+            },
+        ]),
         ..Container::default()
     };
     Some(DaemonSet {
@@ -265,7 +334,8 @@ pub fn daemonset(pool: &MachinePool) -> Option<DaemonSet> {
                 }),
                 spec: Some(PodSpec {
                     service_account_name: Some(agent_name(&name)),
-                    automount_service_account_token: Some(true),
+                    // Mounted as `token`, readable by root only.
+                    automount_service_account_token: Some(false),
                     host_network: Some(true),
                     host_pid: Some(true),
                     dns_policy: Some("ClusterFirstWithHostNet".to_owned()),
@@ -279,6 +349,7 @@ pub fn daemonset(pool: &MachinePool) -> Option<DaemonSet> {
                             "DirectoryOrCreate",
                         ),
                         host_path("host", "/".to_owned(), "Directory"),
+                        token_volume(),
                     ]),
                     ..PodSpec::default()
                 }),
@@ -384,6 +455,38 @@ mod tests {
             .filter_map(|v| v.host_path.as_ref().map(|h| h.path.as_str()))
             .collect();
         assert_eq!(paths, ["/var/lib/olm-rs-agent/ops/edge", "/"]);
+        // The token, CA and namespace where the agent's client reads them,
+        // readable by root only: unprivileged hooks cannot act as the agent.
+        assert_eq!(pod.automount_service_account_token, Some(false));
+        let token = pod
+            .volumes
+            .iter()
+            .flatten()
+            .find_map(|v| v.projected.as_ref())
+            .expect("a projected token volume");
+        assert_eq!(token.default_mode, Some(0o600));
+        let sources = token.sources.as_deref().unwrap_or_default();
+        assert_eq!(
+            sources
+                .iter()
+                .find_map(|s| s.service_account_token.as_ref())
+                .map(|t| t.path.as_str()),
+            Some("token")
+        );
+        assert!(sources.iter().any(|s| {
+            s.config_map
+                .as_ref()
+                .is_some_and(|c| c.name == "kube-root-ca.crt")
+        }));
+        assert!(sources.iter().any(|s| s.downward_api.is_some()));
+        let mount = container
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == "token")
+            .expect("the token is mounted");
+        assert_eq!(mount.mount_path, "/var/run/secrets/kubernetes.io/serviceaccount");
+        assert_eq!(mount.read_only, Some(true));
         assert_eq!(
             spec.template
                 .metadata

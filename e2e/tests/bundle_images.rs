@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 
 use catalog_operator::registry::server::RegistryIndex;
 use e2e::images::{TestRegistry, image_catalog, test_registry};
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api,
@@ -20,7 +20,7 @@ use olm_api::v1alpha1::{
 use olm_catalog::{Property, render::render_package_dir};
 use olm_oci::{PullOptions, Puller};
 use olm_testkit::{
-    corpus_dir, install_crds,
+    corpus_dir, eventually, install_crds,
     objects::{install_plan_of, plan_in, ready_catalog_source, subscribe, subscription_at},
     process::{Process, free_port},
     wait_for, wait_for_within, wait_gone, with_namespace,
@@ -234,9 +234,30 @@ fn true_condition(sub: &Subscription, type_: SubscriptionConditionType) -> Optio
         .map(|c| c.message.clone().unwrap_or_default())
 }
 
+/// Where the pull secret of a private bundle image is named.
+#[derive(Clone, Copy, Debug)]
+enum Grant {
+    /// The CatalogSource's `spec.secrets`.
+    CatalogSource,
+    /// The `imagePullSecrets` of the namespace's `default` ServiceAccount.
+    DefaultServiceAccount,
+}
+
 #[tokio::test]
 async fn a_private_bundle_image_fails_clearly_without_its_pull_secret_and_installs_with_it() {
-    with_namespace("privimg", |client, ns| async move {
+    private_bundle_image("privimg", Grant::CatalogSource).await;
+}
+
+#[tokio::test]
+async fn a_private_bundle_image_installs_with_the_pull_secret_of_the_default_service_account() {
+    private_bundle_image("privsa", Grant::DefaultServiceAccount).await;
+}
+
+/// Subscribes to kube-green from a private repository: BundleUnpackFailed names
+/// the image and the registry's answer; once the pull secret is named where
+/// `grant` says, the operator installs.
+async fn private_bundle_image(label: &'static str, grant: Grant) {
+    with_namespace(label, move |client, ns| async move {
         install_crds(&client).await;
         let registry = test_registry();
         let puller = Puller::new(PullOptions::default());
@@ -252,8 +273,8 @@ async fn a_private_bundle_image_fails_clearly_without_its_pull_secret_and_instal
         )
         .expect("write the catalog");
         let port = free_port();
-        let _server = Process::registry("privimg-registry", dir.path(), port);
-        let _operator = Process::catalog_operator("privimg", "catalog-operator", &ns, Some(&ns), &ns);
+        let _server = Process::registry(&format!("{label}-registry"), dir.path(), port);
+        let _operator = Process::catalog_operator(label, "catalog-operator", &ns, Some(&ns), &ns);
         ready_catalog_source(&client, &ns, "images", &format!("127.0.0.1:{port}")).await;
         let head = RegistryIndex::new(catalog.clone())
             .get_bundle_for_channel("kube-green", "alpha")
@@ -296,21 +317,40 @@ async fn a_private_bundle_image_fails_clearly_without_its_pull_secret_and_instal
             )
             .await
             .expect("create the pull secret");
-        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
-        sources
-            .patch(
-                "images",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"secrets": ["pull"]}})),
-            )
-            .await
-            .expect("name the pull secret on the CatalogSource");
+        match grant {
+            Grant::CatalogSource => {
+                let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+                sources
+                    .patch(
+                        "images",
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"spec": {"secrets": ["pull"]}})),
+                    )
+                    .await
+                    .expect("name the pull secret on the CatalogSource");
+            }
+            Grant::DefaultServiceAccount => {
+                let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+                eventually("the namespace's default ServiceAccount exists", || async {
+                    accounts.get_opt("default").await.ok().flatten().is_some()
+                })
+                .await;
+                accounts
+                    .patch(
+                        "default",
+                        &PatchParams::default(),
+                        &Patch::Merge(json!({"imagePullSecrets": [{"name": "pull"}]})),
+                    )
+                    .await
+                    .expect("name the pull secret on the default ServiceAccount");
+            }
+        }
         let sub = wait_for_within(
             std::time::Duration::from_secs(180),
             &subs,
             "kube-green",
             &format!(
-                "Subscription kube-green installs {} with the pull secret",
+                "Subscription kube-green installs {} with the pull secret on the {grant:?}",
                 head.csv_name
             ),
             subscription_at(&head.csv_name),

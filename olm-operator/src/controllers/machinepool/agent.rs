@@ -79,7 +79,8 @@ pub fn image(pool: &MachinePool) -> String {
     }
 }
 
-fn labels(pool: &MachinePool) -> BTreeMap<String, String> {
+/// The labels of everything made for `pool`.
+pub fn labels(pool: &MachinePool) -> BTreeMap<String, String> {
     BTreeMap::from([
         ("app.kubernetes.io/name".to_owned(), "machine-agent".to_owned()),
         (olm_api::labels::MANAGED_BY.to_owned(), "olm-operator".to_owned()),
@@ -87,7 +88,8 @@ fn labels(pool: &MachinePool) -> BTreeMap<String, String> {
     ])
 }
 
-fn meta(pool: &MachinePool, name: String) -> ObjectMeta {
+/// The metadata of the object `name` made for `pool`, owned by it.
+pub fn meta(pool: &MachinePool, name: String) -> ObjectMeta {
     ObjectMeta {
         name: Some(name),
         namespace: pool.namespace(),

@@ -51,9 +51,9 @@ use olm_api::substrate::{
 use olm_runtime::conditions::{ConditionReason, Status, set_condition};
 
 use super::{
-    Error,
+    Account, Error,
     agent::{self, POOL_LABEL},
-    read_error,
+    apply_account, read_error,
     status::MachineReady,
     write_error,
 };
@@ -286,25 +286,8 @@ pub fn machine_rules(machine: &str) -> Vec<PolicyRule> {
     rules
 }
 
-fn pool_labels(pool: &MachinePool) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (olm_api::labels::MANAGED_BY.to_owned(), "olm-operator".to_owned()),
-        (POOL_LABEL.to_owned(), pool.name_any()),
-    ])
-}
-
-fn owned_by_pool(pool: &MachinePool, name: String) -> ObjectMeta {
-    ObjectMeta {
-        name: Some(name),
-        namespace: pool.namespace(),
-        labels: Some(pool_labels(pool)),
-        owner_references: pool.controller_owner_ref(&()).map(|owner| vec![owner]),
-        ..ObjectMeta::default()
-    }
-}
-
 fn owned_by_machine(pool: &MachinePool, machine: &Machine, name: String) -> ObjectMeta {
-    let mut labels = pool_labels(pool);
+    let mut labels = agent::labels(pool);
     labels.insert(MACHINE_LABEL.to_owned(), machine.name_any());
     ObjectMeta {
         name: Some(name),
@@ -339,23 +322,23 @@ fn binding(meta: ObjectMeta, account: &str, namespace: Option<String>) -> RoleBi
 }
 
 /// The joining account of `pool`, its Role and RoleBinding.
-pub fn joiner_objects(pool: &MachinePool, admitting: Option<&str>) -> (ServiceAccount, Role, RoleBinding) {
+pub fn joiner_objects(pool: &MachinePool, admitting: Option<&str>) -> Account {
     let name = joiner_account(&pool.name_any());
     let account = ServiceAccount {
-        metadata: owned_by_pool(pool, name.clone()),
+        metadata: agent::meta(pool, name.clone()),
         ..ServiceAccount::default()
     };
     let role = Role {
-        metadata: owned_by_pool(pool, name.clone()),
+        metadata: agent::meta(pool, name.clone()),
         rules: Some(joiner_rules(admitting)),
     };
-    let binding = binding(owned_by_pool(pool, name.clone()), &name, pool.namespace());
+    let binding = binding(agent::meta(pool, name.clone()), &name, pool.namespace());
     (account, role, binding)
 }
 
-/// A joined machine's account, its Role, RoleBinding, and the Secret the
-/// ServiceAccount token controller fills with the account's token.
-pub fn machine_objects(pool: &MachinePool, machine: &Machine) -> (ServiceAccount, Role, RoleBinding, Secret) {
+/// A joined machine's account (with its Role and RoleBinding) and the Secret
+/// the ServiceAccount token controller fills with the account's token.
+pub fn machine_objects(pool: &MachinePool, machine: &Machine) -> (Account, Secret) {
     let name = machine.name_any();
     let account_name = machine_account(&name);
     let account = ServiceAccount {
@@ -382,7 +365,7 @@ pub fn machine_objects(pool: &MachinePool, machine: &Machine) -> (ServiceAccount
         type_: Some("kubernetes.io/service-account-token".to_owned()),
         ..Secret::default()
     };
-    (account, role, binding, secret)
+    ((account, role, binding), secret)
 }
 
 /// What a pool's joins came to.
@@ -451,16 +434,8 @@ pub async fn reconcile(
     if let Some(admitted) = plan.admit.as_deref()
         && let Some(machine) = machines.iter().find(|m| m.name_any() == admitted)
     {
-        let (account, role, binding, secret) = machine_objects(pool, machine);
-        ctx.apply(&Api::namespaced(client.clone(), &namespace), &account)
-            .await
-            .map_err(write("a joined machine's ServiceAccount"))?;
-        ctx.apply(&Api::namespaced(client.clone(), &namespace), &role)
-            .await
-            .map_err(write("a joined machine's Role"))?;
-        ctx.apply(&Api::namespaced(client.clone(), &namespace), &binding)
-            .await
-            .map_err(write("a joined machine's RoleBinding"))?;
+        let (account, secret) = machine_objects(pool, machine);
+        apply_account(ctx, &name, &account, &format!("joined machine {admitted}")).await?;
         ctx.apply(&secrets, &secret)
             .await
             .map_err(write("a joined machine's credentials Secret"))?;
@@ -480,16 +455,13 @@ pub async fn reconcile(
     }
 
     // The joining account may read the admitted machine's credentials until the token goes.
-    let (account, role, binding) = joiner_objects(pool, plan.readable.as_deref());
-    ctx.apply(&Api::namespaced(client.clone(), &namespace), &account)
-        .await
-        .map_err(write("the joining ServiceAccount"))?;
-    ctx.apply(&Api::namespaced(client.clone(), &namespace), &role)
-        .await
-        .map_err(write("the joining Role"))?;
-    ctx.apply(&Api::namespaced(client.clone(), &namespace), &binding)
-        .await
-        .map_err(write("the joining RoleBinding"))?;
+    apply_account(
+        ctx,
+        &name,
+        &joiner_objects(pool, plan.readable.as_deref()),
+        "joining",
+    )
+    .await?;
 
     if let Some(renewal) = plan.renew {
         renew(ctx, pool, secret_name, join_secret.as_ref(), renewal).await?;
@@ -544,7 +516,7 @@ async fn renew(
             .await
             .map_err(write("the old join token Secret"))?;
     }
-    let mut meta = owned_by_pool(pool, secret_name.to_owned());
+    let mut meta = agent::meta(pool, secret_name.to_owned());
     meta.annotations = None;
     let created = ctx
         .writer
@@ -603,7 +575,7 @@ fn token_of(secret: &Secret) -> Option<String> {
 /// The join Secret `name` of `pool` holding `token`, whose claims and use
 /// `issued` tells. Written whole each time: one field manager owns it all.
 pub fn join_secret_body(pool: &MachinePool, name: &str, token: &str, issued: &Issued) -> Secret {
-    let mut meta = owned_by_pool(pool, name.to_owned());
+    let mut meta = agent::meta(pool, name.to_owned());
     let mut annotations = BTreeMap::from([
         (JOIN_TOKEN_ID.to_owned(), issued.id.clone()),
         (JOIN_TOKEN_EXPIRES.to_owned(), issued.expires.to_string()),

@@ -26,7 +26,11 @@ pub mod status;
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use k8s_openapi::{
-    api::{coordination::v1::Lease, core::v1::Node},
+    api::{
+        coordination::v1::Lease,
+        core::v1::{Node, ServiceAccount},
+        rbac::v1::{Role, RoleBinding},
+    },
     jiff::Timestamp,
 };
 use kube::{
@@ -123,21 +127,12 @@ pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Acti
     // The agent's workload, for pools of cluster nodes.
     let daemonset = match agent::daemonset(&pool) {
         Some(daemonset) => {
-            ctx.apply(
-                &Api::namespaced(client.clone(), &namespace),
-                &agent::service_account(&pool),
-            )
-            .await
-            .map_err(write("the agent ServiceAccount"))?;
-            ctx.apply(&Api::namespaced(client.clone(), &namespace), &agent::role(&pool))
-                .await
-                .map_err(write("the agent Role"))?;
-            ctx.apply(
-                &Api::namespaced(client.clone(), &namespace),
-                &agent::role_binding(&pool),
-            )
-            .await
-            .map_err(write("the agent RoleBinding"))?;
+            let account = (
+                agent::service_account(&pool),
+                agent::role(&pool),
+                agent::role_binding(&pool),
+            );
+            apply_account(&ctx, &name, &account, "agent").await?;
             Some(
                 ctx.apply(&Api::namespaced(client.clone(), &namespace), &daemonset)
                     .await
@@ -232,6 +227,26 @@ pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Acti
         .map(|deadline| until(now.0, deadline) + Duration::from_secs(1))
         .map_or(resync, |d| d.min(resync));
     Ok(Action::requeue(again))
+}
+
+/// A ServiceAccount with its Role and RoleBinding, all in one namespace.
+pub type Account = (ServiceAccount, Role, RoleBinding);
+
+/// Applies `account` for pool `pool`; `whose` names it in errors ("agent").
+async fn apply_account(ctx: &Context, pool: &str, account: &Account, whose: &str) -> Result<(), Error> {
+    let (service_account, role, binding) = account;
+    let namespace = service_account.namespace().unwrap_or_default();
+    let write = |what: &str| write_error(pool, &format!("the {whose} {what}"));
+    ctx.apply(&Api::namespaced(ctx.client.clone(), &namespace), service_account)
+        .await
+        .map_err(write("ServiceAccount"))?;
+    ctx.apply(&Api::namespaced(ctx.client.clone(), &namespace), role)
+        .await
+        .map_err(write("Role"))?;
+    ctx.apply(&Api::namespaced(ctx.client.clone(), &namespace), binding)
+        .await
+        .map_err(write("RoleBinding"))?;
+    Ok(())
 }
 
 /// How a failed read of `what` for pool `pool` is told.

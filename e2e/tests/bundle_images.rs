@@ -79,15 +79,7 @@ async fn a_catalog_of_bundle_images_installs_kube_green_from_the_registry() {
             .expect("kube-green has a head in alpha");
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
         let asked = std::time::Instant::now();
-        subscribe(
-            &subs,
-            "kube-green",
-            ("images", &ns),
-            "kube-green",
-            "alpha",
-            Approval::Automatic,
-        )
-        .await;
+        subscribe_to_kube_green(&subs, &ns).await;
         let sub = wait_for_within(
             std::time::Duration::from_secs(180),
             &subs,
@@ -176,15 +168,7 @@ async fn a_catalog_of_bundle_images_installs_kube_green_from_the_registry() {
         wait_gone(&subs, "kube-green").await;
         wait_gone(&csvs, &head.csv_name).await;
         let asked = std::time::Instant::now();
-        subscribe(
-            &subs,
-            "kube-green",
-            ("images", &ns),
-            "kube-green",
-            "alpha",
-            Approval::Automatic,
-        )
-        .await;
+        subscribe_to_kube_green(&subs, &ns).await;
         wait_for_within(
             std::time::Duration::from_secs(180),
             &subs,
@@ -201,10 +185,9 @@ async fn a_catalog_of_bundle_images_installs_kube_green_from_the_registry() {
     .await;
 }
 
-/// Subscribes to kube-green (channel alpha) from the CatalogSource `images` in
-/// `namespace`, waits until the Subscription says `BundleUnpackFailed`, and
-/// returns that condition's message. `what` names the wait in a timeout.
-async fn subscribe_until_unpack_failed(subs: &Api<Subscription>, namespace: &str, what: &str) -> String {
+/// Subscribes to kube-green (channel alpha, automatic approval) from the
+/// CatalogSource `images` in `namespace`.
+async fn subscribe_to_kube_green(subs: &Api<Subscription>, namespace: &str) {
     subscribe(
         subs,
         "kube-green",
@@ -214,6 +197,13 @@ async fn subscribe_until_unpack_failed(subs: &Api<Subscription>, namespace: &str
         Approval::Automatic,
     )
     .await;
+}
+
+/// Subscribes to kube-green (channel alpha) from the CatalogSource `images` in
+/// `namespace`, waits until the Subscription says `BundleUnpackFailed`, and
+/// returns that condition's message. `what` names the wait in a timeout.
+async fn subscribe_until_unpack_failed(subs: &Api<Subscription>, namespace: &str, what: &str) -> String {
+    subscribe_to_kube_green(subs, namespace).await;
     let failed = wait_for(subs, "kube-green", what, |s: Option<&Subscription>| {
         s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpackFailed))
             .is_some()

@@ -15,6 +15,7 @@
 //! | APIServices, metadata only | nothing | [`csv::apiservices::naming_api_service`] | - |
 //! | Deployments, ServiceAccounts, RBAC, Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
 //! | Machines | store (no managed fields), shared with the MachinePool controller | [`csv::machine::of_pool`] | - |
+//! | Copied CSVs (`olm.copiedFrom`), metadata only | store: trimmed ([`csv::copied::trim`]) | their originals ([`csv::copied::originals`]), also when deleted | - |
 //!
 //! The MachinePool controller has its own watches ([`machinepool_controller`]):
 //! MachinePools; their agent DaemonSets (metadata, labelled with the pool);
@@ -102,7 +103,7 @@ where
         all().labels(labels::COPIED_FROM),
         &readiness,
     )
-    .modify(csv::copied::trim);
+    .modify_with_managed_fields(csv::copied::trim);
     let _ = ctx.copies.set(csv::copied::Caches {
         csvs: cache(&csvs),
         copies: cache(&copies),

@@ -357,8 +357,10 @@ pub fn plan(own: &str, wanted: &Wanted<'_>, same_name: &[Occupant]) -> Vec<Actio
 }
 
 /// The caches copies are kept from: the originals, the copies (trimmed
-/// metadata, see [`trim`]) and the namespaces. Without them (or before they
-/// have synced) the same is read from the API server.
+/// metadata, see [`trim`]) and the namespaces. Without them the same is read
+/// from the API server; while they fill, [`sync`] waits for them (a list of
+/// every copy of an original, with all its annotations and managed fields,
+/// costs more than the wait).
 #[derive(Clone)]
 pub struct Caches {
     /// Every CSV that is no copy.
@@ -440,6 +442,15 @@ async fn live_namespaces(ctx: &Context) -> Result<Vec<String>, kube::Error> {
         .collect())
 }
 
+/// Whether [`sync`] brought the copies in line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kept {
+    /// The copies are in line.
+    InLine,
+    /// The caches are still filling: look again shortly.
+    Later,
+}
+
 /// Brings the copies of `csv` (whose status is now `status`) in line with
 /// the namespaces `membership` serves: writes the missing or stale ones,
 /// deletes those in namespaces no longer served, and records on `csv` the
@@ -449,7 +460,10 @@ pub async fn sync(
     csv: &ClusterServiceVersion,
     membership: &Membership,
     status: &ClusterServiceVersionStatus,
-) -> Result<(), Error> {
+) -> Result<Kept, Error> {
+    if ctx.copies.get().is_some_and(|caches| !caches.synced()) {
+        return Ok(Kept::Later);
+    }
     let name = csv.name_any();
     let own = csv.namespace().unwrap_or_default();
     let uid = csv.uid().unwrap_or_default();
@@ -556,7 +570,7 @@ pub async fn sync(
         )
         .await;
     }
-    Ok(())
+    Ok(Kept::InLine)
 }
 
 /// The status hashes this process recorded on originals ([`STATUS_HASH`]),

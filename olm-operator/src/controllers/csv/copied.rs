@@ -64,6 +64,7 @@ use olm_api::{
 use olm_runtime::apply::WriteError;
 
 use super::{
+    build::operator_group_annotations,
     update_status,
     validate::{Membership, Targets},
 };
@@ -179,6 +180,23 @@ pub fn copy_of(
     let spec_hash = hash(&(&copy.metadata.labels, &copy.metadata.annotations, &copy.spec));
     copy.annotations_mut().insert(SPEC_HASH.to_owned(), spec_hash);
     (copy, copy_status)
+}
+
+/// The copy of `csv` (with status `status`, in the OperatorGroup of
+/// `membership`) and its status, as [`copy_of`] makes them for the original's
+/// namespace. The copy carries the group's annotations as this reconcile wrote
+/// them on the original (`update_status::annotate`), which the cached `csv` may
+/// not show yet: copies first written before would be written a second time.
+pub fn prototype(
+    csv: &ClusterServiceVersion,
+    membership: &Membership,
+    status: &ClusterServiceVersionStatus,
+) -> (ClusterServiceVersion, ClusterServiceVersionStatus) {
+    let mut original = csv.clone();
+    original
+        .annotations_mut()
+        .extend(operator_group_annotations(membership));
+    copy_of(&original, status, &original.namespace().unwrap_or_default())
 }
 
 /// The hash of a copy's status `status` that [`STATUS_HASH`] records: all of
@@ -488,7 +506,7 @@ pub async fn sync(
         .await
         .map_err(read("the CSVs of the same name"))?;
     // Every copy is the same but for its namespace, and so are its hashes.
-    let (prototype, copy_status) = copy_of(csv, status, &own);
+    let (prototype, copy_status) = prototype(csv, membership, status);
     let spec_hash = prototype
         .annotations()
         .get(SPEC_HASH)
@@ -948,6 +966,28 @@ mod tests {
         };
         let (_, again) = copy_of(&csv, &again, "a");
         assert_ne!(status_hash(&before), status_hash(&again));
+    }
+
+    #[test]
+    fn copies_carry_the_group_annotations_before_the_cached_original_shows_them() {
+        let membership = super::super::fixtures::membership(Targets::All);
+        let fresh = original();
+        let mut annotated = original();
+        annotated
+            .annotations_mut()
+            .extend(operator_group_annotations(&membership));
+        let status = ClusterServiceVersionStatus::default();
+        let (before, _) = prototype(&fresh, &membership, &status);
+        let (after, _) = prototype(&annotated, &membership, &status);
+        assert_eq!(
+            before.annotations().get(labels::OPERATOR_GROUP),
+            Some(&membership.operator_group)
+        );
+        assert_eq!(
+            before.annotations().get(SPEC_HASH),
+            after.annotations().get(SPEC_HASH),
+            "the copies are not written again once the cache shows the annotations"
+        );
     }
 
     #[test]

@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo demo-down test unit e2e bench bench-scale crds fmt lint cluster-up cluster-down
+.PHONY: help demo demo-down test unit e2e bench bench-scale bench-copies crds fmt lint cluster-up cluster-down
 
 help: ## List the tasks
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -27,6 +27,9 @@ bench: ## HA and delivery figures: RSS, Subscription->Succeeded, failover (relea
 
 bench-scale: ## Scale figures: RSS, CPU and API requests at rest with 1,000 namespaces (release build)
 	hack/bench-scale.sh
+
+bench-copies: ## Copied CSVs: writes per copy, requests, RSS and restart with 5 operators x 1,000 namespaces
+	hack/bench-copies.sh
 
 crds: ## Regenerate crds/ from the types in olm-api
 	$(CARGO) run -q -p olm-api --bin crdgen -- crds

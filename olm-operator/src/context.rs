@@ -69,6 +69,8 @@ pub struct Context {
     server_version: OnceCell<semver::Version>,
     /// The caches copied CSVs are kept from, once the watches run.
     pub copies: std::sync::OnceLock<crate::controllers::csv::copied::Caches>,
+    /// The status hashes recorded on originals of copies by this process.
+    pub copies_recorded: crate::controllers::csv::copied::Recorded,
 }
 
 impl Context {
@@ -96,6 +98,7 @@ impl Context {
             scoped_clients: Mutex::new(BTreeMap::new()),
             server_version: OnceCell::new(),
             copies: std::sync::OnceLock::new(),
+            copies_recorded: Default::default(),
         }
     }
 

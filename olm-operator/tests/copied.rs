@@ -11,6 +11,7 @@ mod common;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, Client, ResourceExt,
     api::DeleteParams,
@@ -23,6 +24,7 @@ use olm_api::{
 };
 
 use common::{csv::*, *};
+use olm_operator::controllers::csv::copied;
 
 const ALL_NAMESPACES: &[(&str, bool)] = &[
     ("OwnNamespace", true),
@@ -128,6 +130,34 @@ async fn copies_in_chosen_namespaces_follow_the_group_and_go_with_the_original()
             let copy = wait_copy(&client, namespace, "multi.v1.0.0", &ns, CsvPhase::Succeeded).await;
             assert_copy(&copy, &original);
         }
+        // Once its copies have its status, the original records it; neither the copies nor the
+        // operator's pod template carry that record (on a template it would roll the Deployment).
+        let recorded = wait_for(
+            &csvs,
+            "multi.v1.0.0",
+            "the original records the status of its copies",
+            |csv: Option<&ClusterServiceVersion>| {
+                csv.is_some_and(|c| c.annotations().contains_key(copied::STATUS_HASH))
+            },
+        )
+        .await
+        .expect("the original");
+        for namespace in [&a, &b] {
+            let copy = Api::<ClusterServiceVersion>::namespaced(client.clone(), namespace)
+                .get("multi.v1.0.0")
+                .await
+                .expect("the copy");
+            assert!(
+                copy.annotations().contains_key(copied::SPEC_HASH)
+                    && !copy.annotations().contains_key(copied::STATUS_HASH),
+                "a copy carries the hash of its spec, not the original's record: {:?}",
+                copy.annotations().keys().collect::<Vec<_>>()
+            );
+        }
+        assert!(
+            recorded.annotations().contains_key(labels::OPERATOR_GROUP),
+            "the group's annotations stay beside the record"
+        );
         // The copy went through the original's phases as they happened.
         eventually("the recorder saw the copy Succeeded", || {
             let last = seen.lock().expect("the phases").last().copied();
@@ -160,6 +190,31 @@ async fn copies_in_chosen_namespaces_follow_the_group_and_go_with_the_original()
         .await;
         wait_no_copy(&client, &b, "multi.v1.0.0").await;
         wait_copy(&client, &a, "multi.v1.0.0", &ns, CsvPhase::Succeeded).await;
+        // The Deployment was written again for the new targets, from the CSV with its record.
+        let template_annotations = |deployment: Option<&Deployment>| {
+            deployment
+                .and_then(|d| d.spec.as_ref())
+                .and_then(|s| s.template.metadata.as_ref())
+                .and_then(|m| m.annotations.clone())
+                .unwrap_or_default()
+        };
+        let deployment = wait_for(
+            &Api::<Deployment>::namespaced(client.clone(), &ns),
+            "multi",
+            "the operator's pod template names the new targets",
+            |deployment: Option<&Deployment>| {
+                template_annotations(deployment)
+                    .get(labels::TARGET_NAMESPACES)
+                    .is_some_and(|targets| !targets.split(',').any(|t| t == b))
+            },
+        )
+        .await;
+        let template = template_annotations(deployment.as_ref());
+        assert!(
+            !template.contains_key(copied::STATUS_HASH),
+            "the record stays off the pod template: {:?}",
+            template.keys().collect::<Vec<_>>()
+        );
 
         // Removing the operator removes its copies.
         csvs.delete("multi.v1.0.0", &DeleteParams::background())

@@ -2,7 +2,8 @@
 //! and the readiness gate of that store.
 //!
 //! A [`Reflector`] watches one kind (in one namespace or all), keeps its store
-//! (without managed fields, which nothing reads), hands out streams of the objects
+//! (without managed fields, which nothing reads, unless its modifier keeps
+//! some: [`Reflector::modify_with_managed_fields`]), hands out streams of the objects
 //! it applies ([`Reflector::subscribe`], for `Controller::for_shared_stream` and
 //! friends) and of those it sees deleted ([`Reflector::deleted`]; shared streams
 //! carry no deletions), says whether its store holds a complete list
@@ -77,6 +78,8 @@ where
     store: Store<K>,
     writer: reflector::store::Writer<K>,
     modify: Option<Modify<K>>,
+    /// Whether `modify` sees the managed fields and the store keeps what it leaves of them.
+    keep_managed_fields: bool,
     observer: Observer<K>,
 }
 
@@ -95,6 +98,7 @@ where
             store,
             writer,
             modify: None,
+            keep_managed_fields: false,
             observer: Observer {
                 gate: Some(readiness.gate(plural.clone())),
                 plural,
@@ -135,6 +139,16 @@ where
     /// what nothing reads).
     pub fn modify(mut self, modify: impl FnMut(&mut K) + Send + 'static) -> Self {
         self.modify = Some(Box::new(modify));
+        self.keep_managed_fields = false;
+        self
+    }
+
+    /// Like [`modify`](Self::modify), but `modify` also sees the object's
+    /// managed fields, and the store keeps whatever it leaves of them (e.g.
+    /// whether some manager ever wrote the status subresource).
+    pub fn modify_with_managed_fields(mut self, modify: impl FnMut(&mut K) + Send + 'static) -> Self {
+        self.modify = Some(Box::new(modify));
+        self.keep_managed_fields = true;
         self
     }
 
@@ -142,9 +156,12 @@ where
     pub fn run(self) -> BoxFuture<'static, ()> {
         let mut observer = self.observer;
         let mut modify = self.modify;
+        let keep_managed_fields = self.keep_managed_fields;
         watcher(self.api, self.config)
             .modify(move |object| {
-                object.meta_mut().managed_fields = None;
+                if !keep_managed_fields {
+                    object.meta_mut().managed_fields = None;
+                }
                 if let Some(modify) = modify.as_mut() {
                     modify(object);
                 }
@@ -244,14 +261,13 @@ mod tests {
         assert!(rx.try_recv().is_err(), "once");
     }
 
-    #[tokio::test]
-    async fn a_watch_fills_its_store_and_opens_its_gate() {
-        let lists = Arc::new(AtomicUsize::new(0));
-        let counted = lists.clone();
+    /// A client whose list of config maps holds one, `a`, with managed fields,
+    /// and whose watches stay open with nothing to say. Counts the lists.
+    fn one_config_map(lists: Arc<AtomicUsize>) -> Client {
         let service = tower::service_fn(move |request: Request<Body>| {
             let watch = request.uri().query().unwrap_or_default().contains("watch=true");
             if !watch {
-                counted.fetch_add(1, Ordering::SeqCst);
+                lists.fetch_add(1, Ordering::SeqCst);
             }
             async move {
                 if watch {
@@ -269,7 +285,13 @@ mod tests {
                 )))
             }
         });
-        let client = Client::new(service, "default");
+        Client::new(service, "default")
+    }
+
+    #[tokio::test]
+    async fn a_watch_fills_its_store_and_opens_its_gate() {
+        let lists = Arc::new(AtomicUsize::new(0));
+        let client = one_config_map(lists.clone());
         let readiness = Readiness::new();
         let reflector = Reflector::<ConfigMap>::new(Api::all(client), watcher::Config::default(), &readiness)
             .modify(|cm| cm.metadata.labels = Some([("seen".to_owned(), "yes".to_owned())].into()));
@@ -297,6 +319,37 @@ mod tests {
         );
         assert_eq!(stored[0].labels().get("seen").map(String::as_str), Some("yes"));
         assert_eq!(lists.load(Ordering::SeqCst), 1);
+        driver.abort();
+    }
+
+    #[tokio::test]
+    async fn a_modifier_may_keep_some_managed_fields() {
+        let client = one_config_map(Arc::new(AtomicUsize::new(0)));
+        let readiness = Readiness::new();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counted = seen.clone();
+        let reflector = Reflector::<ConfigMap>::new(Api::all(client), watcher::Config::default(), &readiness)
+            .modify_with_managed_fields(move |cm| {
+                let entries = cm.metadata.managed_fields.as_mut().expect("the managed fields");
+                counted.fetch_add(entries.len(), Ordering::SeqCst);
+                entries.retain(|e| e.manager.as_deref() == Some("kubectl"));
+            });
+        let store = reflector.store();
+        let driver = tokio::spawn(reflector.run());
+        for _ in 0..100 {
+            if readiness.is_ready() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(readiness.is_ready());
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            1,
+            "the modifier saw the managed fields"
+        );
+        let kept = store.state()[0].metadata.managed_fields.clone().expect("kept");
+        assert_eq!(kept[0].manager.as_deref(), Some("kubectl"));
         driver.abort();
     }
 }

@@ -39,8 +39,13 @@ pub const OWNER_KIND: &str = "ClusterServiceVersion";
 /// names stay usable as label values too).
 const MAX_NAME: usize = 63;
 
-/// Annotations of the CSV that are not copied onto pod templates.
-const NOT_COPIED: &[&str] = &["kubectl.kubernetes.io/last-applied-configuration"];
+/// Annotations of the CSV that are not copied onto pod templates (the record
+/// of its copies changes with every phase: on a template it would roll the
+/// Deployment).
+const NOT_COPIED: &[&str] = &[
+    "kubectl.kubernetes.io/last-applied-configuration",
+    super::copied::STATUS_HASH,
+];
 
 /// The objects of one CSV's install.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -600,6 +605,26 @@ mod tests {
         assert_eq!(
             labels.get("app.kubernetes.io/name").map(String::as_str),
             Some("demo")
+        );
+    }
+
+    #[test]
+    fn the_record_of_the_copies_stays_off_pod_templates() {
+        let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        let annotations = csv.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        annotations.insert(super::super::copied::STATUS_HASH.to_owned(), "h".to_owned());
+        annotations.insert("own".to_owned(), "from the csv".to_owned());
+        let children = build_for(&csv, Targets::Namespaces(vec![NAMESPACE.to_owned()]));
+        let template = children.deployments[0]
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.metadata.as_ref())
+            .and_then(|m| m.annotations.clone())
+            .expect("annotations");
+        assert!(!template.contains_key(super::super::copied::STATUS_HASH));
+        assert!(
+            template.contains_key("own"),
+            "the CSV's other annotations are there"
         );
     }
 

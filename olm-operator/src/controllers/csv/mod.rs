@@ -149,7 +149,8 @@ impl ReconcileError for Error {
     }
 }
 
-/// How soon a CSV is looked at again while the shared stores have not synced yet.
+/// How soon a CSV is looked at again while the shared stores (or the caches of
+/// its copies) have not synced yet.
 const UNSYNCED_RETRY: Duration = Duration::from_millis(500);
 
 /// Reconciles one CSV, reading the OperatorGroups, CSVs and Subscriptions of
@@ -310,10 +311,13 @@ async fn install(
     update_status::write(ctx, api, csv, next)
         .await
         .map_err(Error::UpdateStatus)?;
-    if let Ok(membership) = &validation.membership {
-        copied::sync(ctx, csv, membership, &copied_status)
+    if let Ok(membership) = &validation.membership
+        && copied::sync(ctx, csv, membership, &copied_status)
             .await
-            .map_err(Error::Copied)?;
+            .map_err(Error::Copied)?
+            == copied::Kept::Later
+    {
+        requeue = requeue.min(UNSYNCED_RETRY);
     }
     Ok(Action::requeue(requeue))
 }

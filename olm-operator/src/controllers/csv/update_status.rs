@@ -2,6 +2,8 @@
 //! OperatorGroup annotations (only when they differ), an Event on every phase
 //! or reason change, and OLM's `csv_*` metrics.
 
+use std::collections::BTreeMap;
+
 use kube::{
     Api, ResourceExt,
     runtime::events::{Event, EventType},
@@ -10,7 +12,7 @@ use olm_api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvP
 
 use olm_runtime::apply::WriteError;
 
-use super::{build::operator_group_annotations, validate::Membership};
+use super::{build::operator_group_annotations, copied, validate::Membership};
 use crate::{context::Context, metrics::enum_string};
 
 /// Why a write failed.
@@ -36,14 +38,31 @@ pub enum Error {
     },
 }
 
+/// The annotations olm-operator applies to a CSV: `olm.operatorGroup`,
+/// `olm.operatorNamespace` and `olm.targetNamespaces` as OLM does, and the
+/// status its copies were written with ([`copied::STATUS_HASH`]) when there is
+/// one. Every apply of the CSV's annotations names them all: with one field
+/// manager, server-side apply removes those an apply leaves out.
+pub fn owned_annotations(
+    membership: &Membership,
+    copied_status: Option<&String>,
+) -> BTreeMap<String, String> {
+    let mut annotations = operator_group_annotations(membership);
+    if let Some(hash) = copied_status {
+        annotations.insert(copied::STATUS_HASH.to_owned(), hash.clone());
+    }
+    annotations
+}
+
 /// Puts `olm.operatorGroup`, `olm.operatorNamespace` and `olm.targetNamespaces`
-/// on the CSV, as OLM does, when they are missing or stale.
+/// on the CSV, as OLM does, when they are missing or stale (keeping the record
+/// of its copies, see [`owned_annotations`]).
 pub async fn annotate(
     ctx: &Context,
     csv: &ClusterServiceVersion,
     membership: &Membership,
 ) -> Result<(), Error> {
-    let wanted = operator_group_annotations(membership);
+    let wanted = owned_annotations(membership, csv.annotations().get(copied::STATUS_HASH));
     let current = csv.annotations();
     if wanted.iter().all(|(k, v)| current.get(k) == Some(v)) {
         return Ok(());
@@ -118,4 +137,30 @@ fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     text[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use olm_api::labels;
+
+    use super::*;
+    use crate::controllers::csv::{fixtures, validate::Targets};
+
+    #[test]
+    fn each_apply_of_the_annotations_names_the_group_and_the_record_of_the_copies() {
+        let membership = fixtures::membership(Targets::All);
+        let without = owned_annotations(&membership, None);
+        assert_eq!(
+            without.keys().map(String::as_str).collect::<Vec<_>>(),
+            [
+                labels::OPERATOR_GROUP,
+                labels::OPERATOR_NAMESPACE,
+                labels::TARGET_NAMESPACES
+            ]
+        );
+        let record = "0123456789abcdef".to_owned();
+        let with = owned_annotations(&membership, Some(&record));
+        assert_eq!(with.get(copied::STATUS_HASH), Some(&record));
+        assert!(without.iter().all(|(k, v)| with.get(k) == Some(v)));
+    }
 }

@@ -3,16 +3,24 @@
 #   docker build --target catalog-operator -t ghcr.io/olm-rs/catalog-operator:latest .
 #   kind load docker-image ghcr.io/olm-rs/olm-operator:latest ghcr.io/olm-rs/catalog-operator:latest --name olm-rs
 FROM rust:1.95-bookworm AS build
+# catalog-operator is linked statically (musl): a bundle unpack Job runs it
+# inside the bundle image, which has no libc (`catalog-operator unpack copy`).
+RUN apt-get update && apt-get install -y --no-install-recommends musl-tools \
+    && rm -rf /var/lib/apt/lists/* \
+    && rustup target add "$(uname -m)-unknown-linux-musl"
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p olm-operator -p catalog-operator
+RUN cargo build --release --locked -p olm-operator
+RUN target="$(uname -m)-unknown-linux-musl" \
+    && cargo build --release --locked -p catalog-operator --target "$target" \
+    && cp "target/$target/release/catalog-operator" /catalog-operator
 
 FROM gcr.io/distroless/cc-debian12:nonroot AS olm-operator
 COPY --from=build /src/target/release/olm-operator /usr/local/bin/olm-operator
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/olm-operator"]
 
-FROM gcr.io/distroless/cc-debian12:nonroot AS catalog-operator
-COPY --from=build /src/target/release/catalog-operator /usr/local/bin/catalog-operator
+FROM gcr.io/distroless/static-debian12:nonroot AS catalog-operator
+COPY --from=build /catalog-operator /usr/local/bin/catalog-operator
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/catalog-operator"]

@@ -69,6 +69,33 @@ pub enum UnpackError {
     /// A pull secret could not be read.
     #[error(transparent)]
     Secret(#[from] crate::pull_secrets::PullSecretError),
+    /// The unpack Job of the image failed ([`crate::unpack_jobs`]).
+    #[error(
+        "unpack Job {namespace}/{job} of image {image} failed: {reason}: {message} (see `kubectl -n {namespace} describe job {job}`; a new Job is made when it expires, or after annotation operatorframework.io/bundle-unpack-min-retry-interval)"
+    )]
+    JobFailed {
+        /// The image.
+        image: String,
+        /// The Job's namespace.
+        namespace: String,
+        /// The Job.
+        job: String,
+        /// The Job's Failed reason (e.g. `DeadlineExceeded`, `BackoffLimitExceeded`).
+        reason: String,
+        /// The Job's Failed message.
+        message: String,
+    },
+    /// The objects of an unpack Job could not be read or written.
+    #[error("unpacking image {image} in a Job: {cause}")]
+    Cluster {
+        /// The image.
+        image: String,
+        /// What failed.
+        cause: String,
+    },
+    /// Not an error: the unpack goes on ([`crate::unpack_jobs::JobState::Pending`]).
+    #[error("{0}")]
+    Pending(String),
 }
 
 impl UnpackError {
@@ -77,7 +104,10 @@ impl UnpackError {
         matches!(self, UnpackError::Pull(e) if e.is_transient())
             || matches!(
                 self,
-                UnpackError::TimedOut { .. } | UnpackError::RetryLater { .. }
+                UnpackError::TimedOut { .. }
+                    | UnpackError::RetryLater { .. }
+                    | UnpackError::Cluster { .. }
+                    | UnpackError::Pending(_)
             )
     }
 }
@@ -208,6 +238,17 @@ impl BundleImages {
     /// already in use (its options stay).
     pub fn configure(options: PullOptions) -> bool {
         GLOBAL.set(BundleImages::new(options)).is_ok()
+    }
+
+    /// Keeps `bundle`, unpacked elsewhere (by a Job), as the content of `reference`
+    /// when it is by digest.
+    pub fn remember(&self, reference: &str, bundle: &Bundle) {
+        if reference.contains("@sha256:") {
+            self.by_digest
+                .lock()
+                .expect("bundle image cache lock")
+                .insert(reference.to_owned(), Arc::new(bundle.clone()));
+        }
     }
 
     /// The puller, for catalog images too.

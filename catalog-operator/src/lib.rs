@@ -8,6 +8,7 @@
 //! - [`catalogs`]: the shared in-memory store of catalog snapshots.
 //! - [`controllers`]: the CatalogSource, Subscription and InstallPlan controllers.
 //! - [`metrics`]: OLM's catalog-operator metrics.
+//! - [`unpack_jobs`]: unpacking bundle images in a Job, OLM's way.
 //! - [`packageserver`]: the PackageManifest aggregated API, served from the catalogs in memory.
 //! - [`run`]: the `run` command, wiring the controllers with olm-runtime.
 //! - [`cli`]: the offline commands and `serve`.
@@ -26,6 +27,7 @@ pub mod registry;
 pub mod run;
 pub mod snapshot;
 pub mod source;
+pub mod unpack_jobs;
 
 use std::process::ExitCode;
 
@@ -55,6 +57,8 @@ pub enum Command {
     Serve(cli::ServeArgs),
     /// Run the controllers for CatalogSources, Subscriptions and InstallPlans.
     Run(run::RunArgs),
+    /// The steps of a bundle unpack Job (run in its Pod, not by hand).
+    Unpack(cli::UnpackArgs),
 }
 
 impl Args {
@@ -65,6 +69,7 @@ impl Args {
             Command::Render(args) => Ok(args.run()),
             Command::Validate(args) => Ok(args.run()),
             Command::Resolve(args) => Ok(args.run()),
+            Command::Unpack(args) => Ok(args.run()),
             other => Err(Box::new(other)),
         }
     }

@@ -73,6 +73,11 @@ pub struct RunArgs {
     /// Pulling bundle and catalog images.
     #[command(flatten)]
     pub images: crate::image_args::ImageArgs,
+    /// The image unpack Jobs run `catalog-operator unpack` from (for
+    /// CatalogSources annotated `olm-rs.dev/bundle-unpack-method: Job`): this
+    /// binary's own image, statically linked so that it runs in a bundle image.
+    #[arg(long, default_value = crate::controllers::DEFAULT_UNPACK_JOB_IMAGE)]
+    pub unpack_job_image: String,
 }
 
 impl RunArgs {
@@ -85,6 +90,7 @@ impl RunArgs {
             default_poll_interval: self.default_poll_interval,
             install_plan_retry_timeout: self.install_plan_retry_timeout,
             package_server: self.package_server.config(),
+            unpack_job_image: self.unpack_job_image.clone(),
             ..Options::default()
         }
     }

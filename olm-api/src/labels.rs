@@ -43,6 +43,29 @@ pub const ALM_EXAMPLES: &str = "alm-examples";
 /// CSV annotation: the namespace the operator suggests to be installed in.
 pub const SUGGESTED_NAMESPACE: &str = "operatorframework.io/suggested-namespace";
 
+/// Label of objects OLM manages (value `true`).
+pub const OLM_MANAGED: &str = "olm.managed";
+
+/// Bundle unpacking in a Job, as OLM does it.
+pub mod unpack {
+    /// Label on an unpack Job and its Pods: the name of the ConfigMap the bundle
+    /// is written to.
+    pub const REF: &str = "operatorframework.io/bundle-unpack-ref";
+    /// ConfigMap annotation: the bundle image whose content the ConfigMap holds.
+    pub const SOURCE_IMAGE: &str = "olm.sourceImage";
+    /// ConfigMap annotation: how the values are encoded (`gzip+base64`).
+    pub const CONTENT_ENCODING: &str = "olm.contentEncoding";
+    /// The one content encoding: each file gzipped, then base64, in `binaryData`.
+    pub const GZIP_BASE64: &str = "gzip+base64";
+    /// The extractor's environment variable with the bundle image.
+    pub const CONTAINER_IMAGE_ENV: &str = "CONTAINER_IMAGE";
+    /// CatalogSource annotation (olm-rs's own): how bundle images of the catalog
+    /// are unpacked, `Pull` (in process, the default) or `Job` (OLM's method: a
+    /// Job on a node pulls the image, for clusters where only nodes reach the
+    /// registry).
+    pub const METHOD: &str = "olm-rs.dev/bundle-unpack-method";
+}
+
 /// Environment variable injected into operator containers: the name of the
 /// operator's OperatorCondition.
 pub const OPERATOR_CONDITION_NAME_ENV: &str = "OPERATOR_CONDITION_NAME";

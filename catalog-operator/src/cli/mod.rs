@@ -7,6 +7,7 @@ mod output;
 mod render;
 mod resolve;
 mod serve;
+mod unpack;
 mod validate;
 
 use std::{
@@ -26,6 +27,7 @@ pub use resolve::{
     resolve, resolve_objects,
 };
 pub use serve::{ServeArgs, ServeCommandError};
+pub use unpack::{UnpackArgs, UnpackStep, UnpackStepError, copy_bundle};
 pub use validate::ValidateArgs;
 
 /// Exit code of a command whose input could not be read, or whose output

@@ -32,6 +32,9 @@ use olm_resolver::model::CatalogId;
 
 use crate::{catalogs::CatalogStore, metrics::CatalogMetrics};
 
+/// The image unpack Jobs run the extractor from, unless `--unpack-job-image` says otherwise.
+pub const DEFAULT_UNPACK_JOB_IMAGE: &str = "ghcr.io/olm-rs/catalog-operator:latest";
+
 /// How the controllers behave; the defaults are OLM's where OLM has one.
 #[derive(Clone, Debug)]
 pub struct Options {
@@ -55,6 +58,8 @@ pub struct Options {
     pub resync_interval: Duration,
     /// The PackageManifest API server, when it is served.
     pub package_server: Option<crate::packageserver::Config>,
+    /// The image of unpack Jobs' extractor: catalog-operator's own.
+    pub unpack_job_image: String,
 }
 
 impl Default for Options {
@@ -63,6 +68,7 @@ impl Default for Options {
             global_catalog_namespace: "olm".to_owned(),
             namespace: None,
             catalog_health_interval: Duration::from_secs(10),
+            unpack_job_image: DEFAULT_UNPACK_JOB_IMAGE.to_owned(),
             default_poll_interval: Duration::from_secs(15 * 60),
             install_plan_retry_timeout: Duration::from_secs(60),
             max_install_plans: 5,

@@ -58,6 +58,8 @@ const PENDING_CATALOG_WAIT: Duration = Duration::from_secs(30);
 /// How long an InstallPlan created by this replica is remembered while the
 /// InstallPlan store has not seen it yet.
 const RECENT_PLAN_TTL: Duration = Duration::from_secs(120);
+/// How often a namespace whose plan waits for an unpack Job looks at the Job again.
+const UNPACK_JOB_RECHECK: Duration = Duration::from_secs(2);
 
 /// Errors of the Subscription controller. A group that cannot be resolved is not
 /// an error: it is reported on its Subscriptions.
@@ -283,6 +285,10 @@ async fn sync_namespace(ctx: &SubscriptionContext, namespace: &str) -> Result<Op
     if let Some(error) = written.unpack_error.take() {
         // BundleUnpackFailed is written; try again with backoff.
         return Err(error);
+    }
+    if written.unpacking() {
+        // An unpack Job runs: look again soon, without marking the namespace synced.
+        return Ok(Some(Action::requeue(UNPACK_JOB_RECHECK)));
     }
     ctx.state.set_synced(namespace, Some(inputs.fingerprint));
     Ok(None)

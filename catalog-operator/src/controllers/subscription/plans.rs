@@ -15,6 +15,7 @@ use super::{
     resolve::{Decision, GroupDecision},
     unpack,
 };
+use crate::bundle_images::UnpackError;
 use crate::controllers::{
     Context,
     plan::{self, ResolvedStep, steps::PlannedBundle},
@@ -27,15 +28,33 @@ pub struct WrittenPlans {
     pub by_group: Vec<Option<Arc<InstallPlan>>>,
     /// Every plan of the namespace, those just created included.
     pub all: Vec<Arc<InstallPlan>>,
-    /// Per group (in the order of the decisions), why a bundle image of its plan
-    /// could not be unpacked, if one could not.
-    pub unpack_failed: Vec<Option<String>>,
+    /// Per group (in the order of the decisions), where the unpacking of a
+    /// bundle image of its plan stands, if its plan waits for one.
+    pub unpack: Vec<Option<UnpackState>>,
     /// The first unpack failure, returned once the statuses are written so that
     /// the namespace is synced again with backoff.
     pub unpack_error: Option<Error>,
     /// The Subscriptions given BundleUnpacking while an image was pulled: their
     /// status is written again, which clears it.
     pub marked_unpacking: HashSet<String>,
+}
+
+/// Where the unpacking of a group's bundle image stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum UnpackState {
+    /// Under way (in a Job): what it waits for.
+    Unpacking(String),
+    /// Failed: why.
+    Failed(String),
+}
+
+impl WrittenPlans {
+    /// Whether a group waits for a bundle image being unpacked.
+    pub fn unpacking(&self) -> bool {
+        self.unpack
+            .iter()
+            .any(|s| matches!(s, Some(UnpackState::Unpacking(_))))
+    }
 }
 
 /// Finds or creates the plan of every group that has bundles to install.
@@ -46,18 +65,25 @@ pub(super) async fn write_plans(
 ) -> Result<WrittenPlans, Error> {
     let mut all = inputs.plans.clone();
     let mut by_group = Vec::with_capacity(decisions.len());
-    let mut unpack_failed = Vec::with_capacity(decisions.len());
+    let mut unpack = Vec::with_capacity(decisions.len());
     let mut unpack_error = None;
     let mut marked_unpacking = HashSet::new();
     for group in decisions {
-        let mut failed = None;
+        let mut state = None;
         let plan = match &group.decision {
             Decision::Install(steps) => {
                 match ensure_plan(ctx, inputs, group, steps, &mut all, &mut marked_unpacking).await {
                     Ok(plan) => Some(plan),
+                    Err(Error::Unpack {
+                        source: UnpackError::Pending(waiting),
+                        ..
+                    }) => {
+                        state = Some(UnpackState::Unpacking(waiting));
+                        None
+                    }
                     // One group's bad bundle image must not hold the other groups back.
                     Err(error @ Error::Unpack { .. }) => {
-                        failed = Some(error.to_string());
+                        state = Some(UnpackState::Failed(error.to_string()));
                         unpack_error.get_or_insert(error);
                         None
                     }
@@ -67,12 +93,12 @@ pub(super) async fn write_plans(
             Decision::UpToDate | Decision::Unsatisfiable(_) => None,
         };
         by_group.push(plan);
-        unpack_failed.push(failed);
+        unpack.push(state);
     }
     Ok(WrittenPlans {
         by_group,
         all,
-        unpack_failed,
+        unpack,
         unpack_error,
         marked_unpacking,
     })

@@ -34,7 +34,7 @@ use olm_resolver::{
 
 use super::{
     NamespaceInputs,
-    plans::WrittenPlans,
+    plans::{UnpackState, WrittenPlans},
     resolve::{Decision, GroupDecision},
 };
 use crate::{
@@ -455,7 +455,7 @@ pub fn statuses(
                 catalog_uids: &inputs.catalog_uids,
                 now,
             });
-            set_unpack_conditions(&mut status, written.unpack_failed.get(i).cloned().flatten(), now);
+            set_unpack_conditions(&mut status, written.unpack.get(i).cloned().flatten(), now);
             if let Some(reference) = status.install_plan_ref.as_ref().and_then(|r| r.name.clone()) {
                 referenced.insert(reference);
             }
@@ -472,13 +472,24 @@ pub fn statuses(
 
 /// BundleUnpackFailed while a bundle image of the group's plan cannot be
 /// unpacked (with the image and the cause), absent otherwise. BundleUnpacking is
-/// True only while an image is pulled (written then by the unpack itself): once
-/// the plan is made, it is gone.
-fn set_unpack_conditions(status: &mut SubscriptionStatus, failure: Option<String>, now: &Time) {
+/// True only while an image is unpacked (written during a pull by the unpack
+/// itself, and here while an unpack Job runs): once the plan is made, it is gone.
+fn set_unpack_conditions(status: &mut SubscriptionStatus, state: Option<UnpackState>, now: &Time) {
     let conditions = status.conditions.get_or_insert_with(Vec::new);
     remove_subscription_condition(conditions, Type::BundleUnpacking);
-    match failure {
-        Some(message) => {
+    match state {
+        Some(UnpackState::Unpacking(message)) => {
+            set_subscription_condition(
+                conditions,
+                Type::BundleUnpacking,
+                true,
+                Reason::UnpackingInProgress,
+                &message,
+                now,
+            );
+            remove_subscription_condition(conditions, Type::BundleUnpackFailed);
+        }
+        Some(UnpackState::Failed(message)) => {
             set_subscription_condition(
                 conditions,
                 Type::BundleUnpackFailed,
@@ -750,7 +761,7 @@ mod tests {
         let written = WrittenPlans {
             by_group: vec![Some(ip.clone())],
             all: vec![ip],
-            unpack_failed: vec![None],
+            unpack: vec![None],
             unpack_error: None,
             marked_unpacking: Default::default(),
         };

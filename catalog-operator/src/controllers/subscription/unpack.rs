@@ -12,6 +12,11 @@
 //!
 //! While an image is pulled, the Subscriptions of the plan have condition
 //! `BundleUnpacking` True (reason `UnpackingInProgress`).
+//!
+//! A CatalogSource annotated `olm-rs.dev/bundle-unpack-method: Job` has its
+//! bundle images unpacked by a Job instead ([`crate::unpack_jobs`]): each sync
+//! advances the Job by a step and, until the bundle is there, the plan waits
+//! with BundleUnpacking True saying what the Job waits for.
 
 use std::{collections::HashSet, time::Duration};
 
@@ -27,6 +32,7 @@ use super::Error;
 use crate::{
     bundle_images::{BundleImages, UnpackError},
     controllers::{Context, catalogsource::parse_go_duration, conditions::set_subscription_condition},
+    unpack_jobs::{self, JobSettings, JobState, Method},
 };
 
 /// OLM's annotation with the time an unpack may take.
@@ -112,14 +118,30 @@ pub(super) async fn complete(
             .map_err(fail);
     }
     let policy = policy(shared, namespace).await;
+    let source = shared
+        .stores
+        .catalog_sources
+        .get(&ObjectRef::<CatalogSource>::new(&catalog.name).within(&catalog.namespace));
+    if let Some(source) = source.as_ref().filter(|s| Method::of(s) == Method::Job) {
+        let settings = JobSettings {
+            extractor_image: shared.options.unpack_job_image.clone(),
+            timeout: policy.timeout,
+            min_retry: policy.min_retry,
+        };
+        return match unpack_jobs::unpack(&shared.client, &shared.writer, source, &image, &settings).await {
+            Ok(JobState::Unpacked(unpacked)) => {
+                images.remember(&image, &unpacked);
+                Ok(unpacked)
+            }
+            Ok(JobState::Pending(state)) => Err(fail(UnpackError::Pending(state))),
+            Err(error) => Err(fail(error)),
+        };
+    }
     if let Some(error) = images.retry_wait(&image, policy.min_retry) {
         return Err(fail(error));
     }
     mark_unpacking(shared, namespace, members, marked, &image).await;
-    let secrets = shared
-        .stores
-        .catalog_sources
-        .get(&ObjectRef::<CatalogSource>::new(&catalog.name).within(&catalog.namespace))
+    let secrets = source
         .and_then(|source| source.spec.secrets.clone())
         .unwrap_or_default();
     let result = match tokio::time::timeout(

@@ -1,0 +1,401 @@
+//! Unpacking bundle images in a Job, OLM's way, for catalogs whose bundle
+//! images only the nodes can reach (annotation
+//! `olm-rs.dev/bundle-unpack-method: Job` on the CatalogSource; the default is
+//! pulling in process, [`crate::bundle_images`]).
+//!
+//! The objects ([`objects`]) match OLM's: a ConfigMap named after the image in
+//! the CatalogSource's namespace, a Job whose Pod copies the bundle out of the
+//! image and writes it into the ConfigMap ([`configmap`]), and the RBAC that
+//! lets it. The extractor is catalog-operator itself (`catalog-operator
+//! unpack`, [`crate::cli::UnpackArgs`]).
+//!
+//! [`unpack`] is called on every sync of a Subscription that needs the bundle
+//! and never waits for the Job: it answers [`JobState::Pending`] (the
+//! Subscription shows BundleUnpacking with the Job's state) until the bundle is
+//! in the ConfigMap. The Job's active deadline is the unpack timeout; a failed
+//! Job is tried again once the OperatorGroup's minimum retry interval has
+//! passed, or when it expires (OLM keeps finished Jobs 5 minutes).
+
+pub mod configmap;
+pub mod objects;
+
+use std::time::Duration;
+
+use k8s_openapi::{
+    api::{
+        batch::v1::Job,
+        core::v1::{ConfigMap, Pod, ServiceAccount},
+        rbac::v1::{Role, RoleBinding},
+    },
+    apimachinery::pkg::apis::meta::v1::Time,
+    jiff::Timestamp,
+};
+use kube::{Api, Client, Resource, ResourceExt, api::ListParams};
+use olm_api::{labels::unpack as keys, v1alpha1::CatalogSource};
+use olm_catalog::Bundle;
+use olm_runtime::apply::{WriteError, Writer};
+
+use crate::bundle_images::UnpackError;
+use objects::{Owner, Unpack};
+
+/// How a catalog's bundle images are unpacked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Method {
+    /// Pulled by catalog-operator, in process.
+    #[default]
+    Pull,
+    /// Pulled by a node, in a Job.
+    Job,
+}
+
+impl Method {
+    /// The method `source` asks for; an unknown value is the default, with a warning.
+    pub fn of(source: &CatalogSource) -> Method {
+        match source.annotations().get(keys::METHOD).map(String::as_str) {
+            None | Some("Pull") => Method::Pull,
+            Some("Job") => Method::Job,
+            Some(other) => {
+                tracing::warn!(
+                    catalog_source = %source.name_any(),
+                    value = other,
+                    "unknown {}: pulling in process (the values are Pull and Job)",
+                    keys::METHOD
+                );
+                Method::Pull
+            }
+        }
+    }
+}
+
+/// Where an unpack in a Job stands.
+#[derive(Debug)]
+pub enum JobState {
+    /// The bundle is in the ConfigMap.
+    Unpacked(Bundle),
+    /// Not yet: what it waits for.
+    Pending(String),
+}
+
+/// What an unpack needs besides the CatalogSource and the image.
+#[derive(Clone, Debug)]
+pub struct JobSettings {
+    /// The image with the extractor (catalog-operator's own).
+    pub extractor_image: String,
+    /// The Job's active deadline (the unpack timeout).
+    pub timeout: Duration,
+    /// The least time between a failed Job and the next attempt.
+    pub min_retry: Option<Duration>,
+}
+
+fn cluster_error(image: &str, what: String) -> impl FnOnce(kube::Error) -> UnpackError + '_ {
+    move |error| UnpackError::Cluster {
+        image: image.to_owned(),
+        cause: format!("{what}: {error}"),
+    }
+}
+
+fn write_error(image: &str) -> impl FnOnce(WriteError) -> UnpackError + '_ {
+    move |error| UnpackError::Cluster {
+        image: image.to_owned(),
+        cause: crate::error_chain(&error),
+    }
+}
+
+fn owner_of<K: Resource<DynamicType = ()>>(object: &K) -> Owner {
+    Owner {
+        api_version: K::api_version(&()).into_owned(),
+        kind: K::kind(&()).into_owned(),
+        name: object.meta().name.clone().unwrap_or_default(),
+        uid: object.meta().uid.clone().unwrap_or_default(),
+    }
+}
+
+/// The time since `time` (zero for a time ahead of this clock).
+fn elapsed(time: &Time) -> Duration {
+    Duration::try_from(Timestamp::now().duration_since(time.0)).unwrap_or_default()
+}
+
+/// The condition of type `kind` of `job`, when True.
+fn condition<'a>(job: &'a Job, kind: &str) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
+    job.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == kind && c.status == "True")
+}
+
+/// The Job that speaks for the unpack (pure): the newest that has not failed,
+/// else the one that failed last.
+pub fn latest(jobs: &[Job]) -> Option<&Job> {
+    let failed_at = |job: &Job| condition(job, "Failed").and_then(|c| c.last_transition_time.clone());
+    let created = |job: &Job| job.metadata.creation_timestamp.clone();
+    jobs.iter()
+        .filter(|j| condition(j, "Failed").is_none())
+        .max_by_key(|j| created(j))
+        .or_else(|| jobs.iter().max_by_key(|j| failed_at(j)))
+}
+
+/// Why a Pod of `job` has not started, from its waiting init containers (e.g.
+/// an image that cannot be pulled).
+async fn pod_waits(client: &Client, job: &Job) -> String {
+    let namespace = job.namespace().unwrap_or_default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
+    let params = ListParams::default().labels(&format!("job-name={}", job.name_any()));
+    let Ok(list) = pods.list(&params).await else {
+        return String::new();
+    };
+    let mut waits = Vec::new();
+    for pod in &list.items {
+        let statuses = pod
+            .status
+            .iter()
+            .flat_map(|s| s.init_container_statuses.iter().flatten());
+        for status in statuses {
+            if let Some(waiting) = status.state.as_ref().and_then(|s| s.waiting.as_ref()) {
+                waits.push(format!(
+                    "Pod {} container {} waits: {} {}",
+                    pod.name_any(),
+                    status.name,
+                    waiting.reason.as_deref().unwrap_or_default(),
+                    waiting.message.as_deref().unwrap_or_default()
+                ));
+            }
+        }
+    }
+    waits.join("; ")
+}
+
+/// Reads the bundle of `image` from its ConfigMap, when it is there.
+fn bundle_in(config_map: &ConfigMap, image: &str) -> Result<Option<Bundle>, UnpackError> {
+    let holds_image = config_map
+        .annotations()
+        .get(keys::SOURCE_IMAGE)
+        .is_none_or(|i| i == image);
+    if !holds_image {
+        return Ok(None);
+    }
+    let scratch = tempfile::tempdir().map_err(|e| UnpackError::NotABundle {
+        image: image.to_owned(),
+        cause: format!("no temporary directory to read it into: {e}"),
+    })?;
+    configmap::read(config_map, image, scratch.path()).map_err(|e| UnpackError::NotABundle {
+        image: image.to_owned(),
+        cause: format!(
+            "ConfigMap {}/{}: {e}",
+            config_map.namespace().unwrap_or_default(),
+            config_map.name_any()
+        ),
+    })
+}
+
+/// Advances the unpack of `image` for a bundle of `source` by one step.
+pub async fn unpack(
+    client: &Client,
+    writer: &Writer,
+    source: &CatalogSource,
+    image: &str,
+    settings: &JobSettings,
+) -> Result<JobState, UnpackError> {
+    let namespace = source.namespace().unwrap_or_default();
+    let request = Unpack {
+        name: objects::unpack_name(image),
+        namespace: namespace.clone(),
+        image: image.to_owned(),
+        extractor_image: settings.extractor_image.clone(),
+        pull_secrets: source.spec.secrets.clone().unwrap_or_default(),
+        timeout: Some(settings.timeout),
+    };
+    let name = request.name.as_str();
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
+    let existing = config_maps.get_opt(name).await.map_err(cluster_error(
+        image,
+        format!("reading ConfigMap {namespace}/{name}"),
+    ))?;
+    // Unpacked before (by this replica or another): no Job needed.
+    if let Some(bundle) = existing
+        .as_ref()
+        .map(|cm| bundle_in(cm, image))
+        .transpose()?
+        .flatten()
+    {
+        return Ok(JobState::Unpacked(bundle));
+    }
+    if !writer.leadership().is_leader() {
+        return Ok(JobState::Pending(format!(
+            "the leading replica unpacks bundle image {image} in Job {namespace}/{name}"
+        )));
+    }
+    let config_map = writer
+        .apply(
+            &config_maps,
+            name,
+            &objects::config_map(&request, &owner_of(source)),
+        )
+        .await
+        .map_err(write_error(image))?;
+    let owner = owner_of(&config_map);
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
+    writer
+        .apply(&accounts, name, &objects::service_account(&request, &owner))
+        .await
+        .map_err(write_error(image))?;
+    let roles: Api<Role> = Api::namespaced(client.clone(), &namespace);
+    writer
+        .apply(&roles, name, &objects::role(&request, &owner))
+        .await
+        .map_err(write_error(image))?;
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &namespace);
+    writer
+        .apply(&bindings, name, &objects::role_binding(&request, &owner))
+        .await
+        .map_err(write_error(image))?;
+
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
+    let listed = jobs
+        .list(&ListParams::default().labels(&format!("{}={name}", keys::REF)))
+        .await
+        .map_err(cluster_error(
+            image,
+            format!("listing the unpack Jobs in {namespace}"),
+        ))?;
+    let Some(job) = latest(&listed.items) else {
+        let created = writer
+            .create(&jobs, &objects::job(&request, &owner))
+            .await
+            .map_err(write_error(image))?;
+        return Ok(JobState::Pending(format!(
+            "unpacking bundle image {image} in Job {namespace}/{}",
+            created.name_any()
+        )));
+    };
+    let job_name = job.name_any();
+    // A failed Job, or one that completed without writing the bundle within the
+    // timeout: (reason, message, how long ago it failed).
+    let failure = match (condition(job, "Failed"), condition(job, "Complete")) {
+        (Some(failed), _) => Some((
+            failed.reason.clone().unwrap_or_default(),
+            failed.message.clone().unwrap_or_default(),
+            failed
+                .last_transition_time
+                .as_ref()
+                .map(elapsed)
+                .unwrap_or_default(),
+        )),
+        (None, Some(_)) => {
+            let fresh = config_maps.get(name).await.map_err(cluster_error(
+                image,
+                format!("reading ConfigMap {namespace}/{name}"),
+            ))?;
+            if let Some(bundle) = bundle_in(&fresh, image)? {
+                return Ok(JobState::Unpacked(bundle));
+            }
+            let age = job
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(elapsed)
+                .unwrap_or_default();
+            if age <= settings.timeout {
+                return Ok(JobState::Pending(format!(
+                    "unpack Job {namespace}/{job_name} completed; waiting for bundle image {image} in ConfigMap {namespace}/{name}"
+                )));
+            }
+            Some((
+                "NoBundle".to_owned(),
+                format!(
+                    "the Job completed but wrote no bundle into ConfigMap {namespace}/{name} within the unpack timeout of {:?}",
+                    settings.timeout
+                ),
+                age - settings.timeout,
+            ))
+        }
+        (None, None) => None,
+    };
+    if let Some((reason, message, failed_for)) = failure {
+        if settings.min_retry.is_some_and(|interval| failed_for >= interval) {
+            let created = writer
+                .create(&jobs, &objects::retry_job(&request, &owner))
+                .await
+                .map_err(write_error(image))?;
+            return Ok(JobState::Pending(format!(
+                "unpacking bundle image {image} again in Job {namespace}/{}",
+                created.name_any()
+            )));
+        }
+        return Err(UnpackError::JobFailed {
+            image: image.to_owned(),
+            namespace: namespace.clone(),
+            job: job_name,
+            reason,
+            message,
+        });
+    }
+    let waits = pod_waits(client, job).await;
+    Ok(JobState::Pending(if waits.is_empty() {
+        format!("unpacking bundle image {image} in Job {namespace}/{job_name}")
+    } else {
+        format!("unpacking bundle image {image} in Job {namespace}/{job_name}: {waits}")
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn job(name: &str, created: i64, failed_at: Option<i64>) -> Job {
+        Job {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                creation_timestamp: Some(Time(Timestamp::from_second(created).unwrap())),
+                ..ObjectMeta::default()
+            },
+            status: failed_at.map(|at| JobStatus {
+                conditions: Some(vec![JobCondition {
+                    type_: "Failed".to_owned(),
+                    status: "True".to_owned(),
+                    last_transition_time: Some(Time(Timestamp::from_second(at).unwrap())),
+                    ..JobCondition::default()
+                }]),
+                ..JobStatus::default()
+            }),
+            ..Job::default()
+        }
+    }
+
+    #[test]
+    fn the_newest_job_that_did_not_fail_speaks() {
+        let jobs = [job("a", 1, Some(5)), job("b", 3, None), job("c", 2, None)];
+        assert_eq!(latest(&jobs).unwrap().name_any(), "b");
+        let failed = [job("a", 1, Some(5)), job("b", 3, Some(9))];
+        assert_eq!(latest(&failed).unwrap().name_any(), "b");
+        assert!(latest(&[]).is_none());
+    }
+
+    #[test]
+    fn the_method_is_an_annotation_of_the_catalog_source() {
+        let mut source: CatalogSource = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "CatalogSource",
+            "metadata": {"name": "c", "namespace": "olm"},
+            "spec": {"sourceType": "grpc", "image": "reg/catalog:latest"}
+        }))
+        .unwrap();
+        assert_eq!(Method::of(&source), Method::Pull);
+        source
+            .annotations_mut()
+            .insert(keys::METHOD.to_owned(), "Job".to_owned());
+        assert_eq!(Method::of(&source), Method::Job);
+        source
+            .annotations_mut()
+            .insert(keys::METHOD.to_owned(), "job".to_owned());
+        assert_eq!(
+            Method::of(&source),
+            Method::Pull,
+            "values are exact, as OLM's enums"
+        );
+    }
+}

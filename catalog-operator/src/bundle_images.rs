@@ -58,7 +58,8 @@ pub enum UnpackError {
     },
     /// The last attempt failed too recently to try again.
     #[error(
-        "{last} (not retried before {wait:?} more: annotation operatorframework.io/bundle-unpack-min-retry-interval)"
+        "{last} (not retried for {}s more: annotation operatorframework.io/bundle-unpack-min-retry-interval)",
+        .wait.as_secs().max(1)
     )]
     RetryLater {
         /// The last failure, in words.

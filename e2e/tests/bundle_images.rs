@@ -13,6 +13,7 @@ use kube::{
     Api,
     api::{DeleteParams, Patch, PatchParams, PostParams},
 };
+use olm_api::v1::OperatorGroup;
 use olm_api::v1alpha1::{
     Approval, CatalogSource, ClusterServiceVersion, ConditionStatus, InstallPlan, InstallPlanPhase,
     StepStatus, Subscription, SubscriptionConditionType,
@@ -415,6 +416,127 @@ async fn an_image_that_is_not_a_bundle_gives_bundle_unpack_failed() {
             "the message gives the cause: {message}"
         );
         println!("bundle images: not a bundle: {message}");
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn an_unpack_past_the_operator_group_timeout_fails_and_waits_for_the_min_retry_interval() {
+    with_namespace("unpacktimeout", |client, ns| async move {
+        install_crds(&client).await;
+        // OLM's annotations, on the namespace's OperatorGroup.
+        let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
+        groups
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(json!({
+                    "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
+                    "metadata": {"name": "og", "annotations": {
+                        "operatorframework.io/bundle-unpack-timeout": "2s",
+                        "operatorframework.io/bundle-unpack-min-retry-interval": "1h",
+                    }},
+                    "spec": {"targetNamespaces": [ns]},
+                }))
+                .expect("an OperatorGroup"),
+            )
+            .await
+            .expect("create the OperatorGroup");
+        // A registry that accepts connections and never answers.
+        let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
+        let silent_address = silent.local_addr().expect("its address");
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for stream in silent.incoming().flatten() {
+                held.push(stream);
+            }
+        });
+        let registry = test_registry();
+        let puller = Puller::new(PullOptions::default());
+        let package = corpus_dir().join("bundles/kube-green");
+        let mut catalog = image_catalog(
+            &puller,
+            &package,
+            &format!("{}/bundles", registry.address),
+            &registry.secrets,
+        )
+        .await
+        .expect("the kube-green bundle images are pushed");
+        let head = RegistryIndex::new(catalog.clone())
+            .get_bundle_for_channel("kube-green", "alpha")
+            .expect("kube-green has a head in alpha");
+        let mut silent_image = String::new();
+        for bundle in catalog.bundles.iter_mut().filter(|b| b.name == head.csv_name) {
+            let digest = bundle.image.split('@').nth(1).expect("by digest").to_owned();
+            silent_image = format!("{silent_address}/bundles/kube-green@{digest}");
+            bundle.image = silent_image.clone();
+        }
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        std::fs::write(
+            dir.path().join("catalog.json"),
+            olm_catalog::fbc::to_json_stream(&catalog),
+        )
+        .expect("write the catalog");
+        let port = free_port();
+        let _server = Process::registry("unpacktimeout-registry", dir.path(), port);
+        let _operator = Process::catalog_operator("unpacktimeout", "catalog-operator", &ns, Some(&ns), &ns);
+        ready_catalog_source(&client, &ns, "images", &format!("127.0.0.1:{port}")).await;
+
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        subscribe_to_kube_green(&subs, &ns).await;
+        let unpacking = wait_for(
+            &subs,
+            "kube-green",
+            "BundleUnpacking while the image is pulled",
+            |s: Option<&Subscription>| {
+                s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpacking))
+                    .is_some()
+            },
+        )
+        .await
+        .expect("the Subscription");
+        let message =
+            true_condition(&unpacking, SubscriptionConditionType::BundleUnpacking).unwrap_or_default();
+        assert!(
+            message.contains(&silent_image),
+            "BundleUnpacking names the image: {message}"
+        );
+
+        let failed = wait_for(
+            &subs,
+            "kube-green",
+            "BundleUnpackFailed once the OperatorGroup's timeout has passed",
+            |s: Option<&Subscription>| {
+                s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpackFailed))
+                    .is_some()
+            },
+        )
+        .await
+        .expect("the Subscription");
+        let message =
+            true_condition(&failed, SubscriptionConditionType::BundleUnpackFailed).unwrap_or_default();
+        assert!(
+            message.contains(&silent_image)
+                && message.contains("2s")
+                && message.contains("bundle-unpack-timeout of OperatorGroup og"),
+            "the message names the image, the timeout and where it is set: {message}"
+        );
+        println!("bundle images: past the timeout: {message}");
+        // Synced again (with backoff), the image is not pulled before the interval.
+        let held = wait_for(
+            &subs,
+            "kube-green",
+            "BundleUnpackFailed says the image waits for the minimum retry interval",
+            |s: Option<&Subscription>| {
+                s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpackFailed))
+                    .is_some_and(|m| m.contains("bundle-unpack-min-retry-interval"))
+            },
+        )
+        .await
+        .expect("the Subscription");
+        println!(
+            "bundle images: held back: {}",
+            true_condition(&held, SubscriptionConditionType::BundleUnpackFailed).unwrap_or_default()
+        );
     })
     .await;
 }

@@ -14,4 +14,4 @@ mod pull;
 pub use auth::{Credentials, DockerConfig};
 pub use layers::{Files, LayerError, Limits, tar_gz_layer};
 pub use mirror::Mirrors;
-pub use pull::{Image, PullError, PullOptions, Puller, Select, is_loopback};
+pub use pull::{Image, PullError, PullOptions, Puller, Select, is_loopback, warm_up};

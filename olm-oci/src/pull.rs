@@ -156,6 +156,17 @@ fn pick_platform(entries: &[ImageIndexEntry]) -> Option<String> {
 /// Chooses, from an image's labels, the directories of it to keep.
 pub type Select<'a> = dyn Fn(&BTreeMap<String, String>) -> Vec<std::path::PathBuf> + Send + Sync + 'a;
 
+/// Does, once, the work the first pull of a process would otherwise do on its
+/// own time: compiling the image reference grammar (a large regular
+/// expression, hundreds of milliseconds in an unoptimised build) and building a
+/// registry client. Call it when the process starts, off the async threads.
+pub fn warm_up() {
+    let reference: Result<Reference, _> = "registry.invalid/warm/up:latest".parse();
+    if let Ok(reference) = reference {
+        drop(Puller::new(PullOptions::default()).client_for(&reference));
+    }
+}
+
 /// Pulls images from OCI registries.
 ///
 /// Each pull gets a client of its own: an oci-client `Client` keeps the first

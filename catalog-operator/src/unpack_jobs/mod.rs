@@ -189,6 +189,47 @@ fn bundle_in(config_map: &ConfigMap, image: &str) -> Result<Option<Bundle>, Unpa
     })
 }
 
+/// Applies the unpack's ConfigMap, ServiceAccount, Role and RoleBinding; the
+/// ConfigMap, as the owner of the rest and of the Job.
+async fn ensure_objects(
+    client: &Client,
+    writer: &Writer,
+    source: &CatalogSource,
+    request: &Unpack,
+) -> Result<Owner, UnpackError> {
+    let (name, namespace, image) = (
+        request.name.as_str(),
+        request.namespace.as_str(),
+        request.image.as_str(),
+    );
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let config_map = writer
+        .apply(
+            &config_maps,
+            name,
+            &objects::config_map(request, &owner_of(source)),
+        )
+        .await
+        .map_err(write_error(image))?;
+    let owner = owner_of(&config_map);
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
+    writer
+        .apply(&accounts, name, &objects::service_account(request, &owner))
+        .await
+        .map_err(write_error(image))?;
+    let roles: Api<Role> = Api::namespaced(client.clone(), namespace);
+    writer
+        .apply(&roles, name, &objects::role(request, &owner))
+        .await
+        .map_err(write_error(image))?;
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), namespace);
+    writer
+        .apply(&bindings, name, &objects::role_binding(request, &owner))
+        .await
+        .map_err(write_error(image))?;
+    Ok(owner)
+}
+
 /// Advances the unpack of `image` for a bundle of `source` by one step.
 pub async fn unpack(
     client: &Client,
@@ -226,30 +267,7 @@ pub async fn unpack(
             "the leading replica unpacks bundle image {image} in Job {namespace}/{name}"
         )));
     }
-    let config_map = writer
-        .apply(
-            &config_maps,
-            name,
-            &objects::config_map(&request, &owner_of(source)),
-        )
-        .await
-        .map_err(write_error(image))?;
-    let owner = owner_of(&config_map);
-    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &namespace);
-    writer
-        .apply(&accounts, name, &objects::service_account(&request, &owner))
-        .await
-        .map_err(write_error(image))?;
-    let roles: Api<Role> = Api::namespaced(client.clone(), &namespace);
-    writer
-        .apply(&roles, name, &objects::role(&request, &owner))
-        .await
-        .map_err(write_error(image))?;
-    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &namespace);
-    writer
-        .apply(&bindings, name, &objects::role_binding(&request, &owner))
-        .await
-        .map_err(write_error(image))?;
+    let owner = ensure_objects(client, writer, source, &request).await?;
 
     let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
     let listed = jobs

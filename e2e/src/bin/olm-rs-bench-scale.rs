@@ -8,6 +8,9 @@
 //!   `catalog-operator serve`), and 20 operators from them: 5 AllNamespaces
 //!   operators in one namespace, 15 OwnNamespace operators each in a namespace
 //!   of its own, each with its OperatorGroup;
+//! - for each binary: the API writes from the Subscriptions until both stop
+//!   writing (copied CSVs follow their originals through the install), and
+//!   how long that took;
 //! - for each binary: RSS once everything is installed and settled, CPU
 //!   seconds and API requests per minute (by verb and resource, from the
 //!   binary's own `olm_kube_requests_total`) over `--idle-seconds` at rest
@@ -77,6 +80,15 @@ const OWN_NAMESPACE: [&str; 15] = [
 
 /// How long the binaries are left alone before a figure is taken.
 const SETTLE: Duration = Duration::from_secs(30);
+
+/// The longest the bench waits for the binaries to stop writing after the installs.
+const QUIET_LIMIT: Duration = Duration::from_secs(900);
+
+/// How long without a write counts as quiet.
+const QUIET_FOR: Duration = Duration::from_secs(15);
+
+/// The verbs that write.
+const WRITES: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
 
 /// How many API requests the bench itself has in flight.
 const PARALLEL: usize = 16;
@@ -201,6 +213,7 @@ async fn main() {
     }
     namespaces.push(global.clone());
     namespaces.extend(created);
+    let install_start = (sample(&catalog), sample(&olm));
     let started = Instant::now();
     for install in &installs {
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &install.namespace);
@@ -227,6 +240,29 @@ async fn main() {
         installs.len() - failed.len(),
         installs.len(),
         started.elapsed()
+    );
+    // Then until both binaries stop writing (copied CSVs follow their
+    // originals' phases), so that the window at rest is at rest.
+    let quiet_after = until_quiet(&[&catalog, &olm], QUIET_LIMIT).await;
+    let quiet_in = started.elapsed();
+    let install_end = (sample(&catalog), sample(&olm));
+    let mut failed = Vec::new();
+    for install in &installs {
+        if !csv_succeeds(&client, install, Duration::from_secs(1)).await {
+            failed.push(format!(
+                "{} ({} in {})",
+                install.package, install.csv, install.namespace
+            ));
+        }
+    }
+    eprintln!(
+        "{} of {} operators Succeeded; writes stopped {} after the Subscriptions",
+        installs.len() - failed.len(),
+        installs.len(),
+        match quiet_after {
+            Some(_) => format!("{quiet_in:.1?}"),
+            None => format!("not within {QUIET_LIMIT:?}"),
+        }
     );
 
     // At rest.
@@ -284,7 +320,31 @@ async fn main() {
         OWN_NAMESPACE.len(),
     );
     if !failed.is_empty() {
-        println!("  not Succeeded within {STEP:?}: {}", failed.join(", "));
+        println!("  not Succeeded once the writes stopped: {}", failed.join(", "));
+    }
+    println!(
+        "  install: from the Subscriptions until both binaries stopped writing: {}",
+        match quiet_after {
+            Some(_) => format!("{quiet_in:.1?}"),
+            None => format!("still writing after {QUIET_LIMIT:?}"),
+        }
+    );
+    for (label, b, a) in [
+        ("catalog-operator", &install_start.0, &install_end.0),
+        ("olm-operator", &install_start.1, &install_end.1),
+    ] {
+        println!("  {label}: API writes during the install, by verb (resource):");
+        let counts = rates(b, a, 1.0);
+        let writes: Vec<_> = counts
+            .into_iter()
+            .filter(|(verb, _, _)| WRITES.contains(&verb.as_str()))
+            .collect();
+        if writes.is_empty() {
+            println!("    none");
+        }
+        for (verb, total, resources) in writes {
+            println!("    {verb:<8} {total:>9.0}  ({resources})");
+        }
     }
     println!(
         "  copied CSVs: {} ({copies} once settled)",
@@ -469,6 +529,40 @@ async fn csv_succeeds(client: &Client, install: &Install, within: Duration) -> b
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     false
+}
+
+/// The writes `process` has sent, Lease renewals and Events left out.
+fn writes(process: &Process) -> f64 {
+    sample(process)
+        .requests
+        .iter()
+        .filter(|((verb, resource), _)| {
+            WRITES.contains(&verb.as_str())
+                && !resource.starts_with("leases")
+                && !resource.starts_with("events")
+        })
+        .map(|(_, count)| count)
+        .sum()
+}
+
+/// Waits until none of `processes` has written for [`QUIET_FOR`]; the time
+/// it waited, or `None` after `limit`.
+async fn until_quiet(processes: &[&Process], limit: Duration) -> Option<Duration> {
+    let started = Instant::now();
+    let count = || processes.iter().map(|p| writes(p)).sum::<f64>();
+    let mut last = count();
+    let mut still_since = Instant::now();
+    while started.elapsed() < limit {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = count();
+        if now != last {
+            last = now;
+            still_since = Instant::now();
+        } else if still_since.elapsed() >= QUIET_FOR {
+            return Some(started.elapsed());
+        }
+    }
+    None
 }
 
 /// Stops `process` (SIGTERM, as a rollout does), starts its replacement and

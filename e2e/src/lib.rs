@@ -4,5 +4,6 @@
 //! the binaries as processes). What is only e2e's lives here: [`inprocess`] runs the
 //! catalog-operator's registry server and controllers inside a test.
 
+pub mod bench;
 pub mod images;
 pub mod inprocess;

@@ -28,6 +28,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use e2e::bench::{mib, request_counts, uptime};
 use futures::{StreamExt, stream};
 use k8s_openapi::{
     api::core::v1::Namespace, apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -545,26 +546,6 @@ fn print_rates(before: &Sample, after: &Sample, minutes: f64) {
     }
 }
 
-/// `olm_kube_requests_total` by (verb, resource), from a `/metrics` body.
-fn request_counts(metrics: &str) -> BTreeMap<(String, String), f64> {
-    let label = |labels: &str, name: &str| {
-        let start = labels.find(&format!("{name}=\""))? + name.len() + 2;
-        let end = labels[start..].find('"')? + start;
-        Some(labels[start..end].to_owned())
-    };
-    metrics
-        .lines()
-        .filter_map(|line| line.strip_prefix("olm_kube_requests_total{"))
-        .filter_map(|rest| {
-            let (labels, value) = rest.split_once("} ")?;
-            Some((
-                (label(labels, "verb")?, label(labels, "resource")?),
-                value.trim().parse().ok()?,
-            ))
-        })
-        .collect()
-}
-
 /// The value of the series `series` (name and labels as printed) in a `/metrics` body, or 0.
 fn metric(metrics: &str, series: &str) -> f64 {
     metrics
@@ -585,21 +566,4 @@ fn status_kib(process: &Process, field: &str) -> Option<u64> {
         .trim()
         .parse()
         .ok()
-}
-
-fn mib(kib: Option<u64>) -> String {
-    kib.map_or("?".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
-}
-
-/// The load averages `uptime` prints.
-fn uptime() -> String {
-    std::process::Command::new("uptime")
-        .output()
-        .ok()
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        .and_then(|line| {
-            line.split_once("load average:")
-                .map(|(_, load)| format!("load average{load}"))
-        })
-        .unwrap_or_else(|| "unknown".to_owned())
 }

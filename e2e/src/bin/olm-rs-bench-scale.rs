@@ -29,6 +29,7 @@ use std::{
 };
 
 use catalog_operator::registry::server::RegistryIndex;
+use e2e::bench::{mib, request_counts, uptime};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{
@@ -594,26 +595,6 @@ fn sample(process: &Process) -> Sample {
     }
 }
 
-/// `olm_kube_requests_total` by (verb, resource), from a `/metrics` body.
-fn request_counts(metrics: &str) -> BTreeMap<(String, String), f64> {
-    let label = |labels: &str, name: &str| {
-        let start = labels.find(&format!("{name}=\""))? + name.len() + 2;
-        let end = labels[start..].find('"')? + start;
-        Some(labels[start..end].to_owned())
-    };
-    metrics
-        .lines()
-        .filter_map(|line| line.strip_prefix("olm_kube_requests_total{"))
-        .filter_map(|rest| {
-            let (labels, value) = rest.split_once("} ")?;
-            Some((
-                (label(labels, "verb")?, label(labels, "resource")?),
-                value.trim().parse().ok()?,
-            ))
-        })
-        .collect()
-}
-
 /// Requests per minute between two samples, by verb, each with its
 /// resources (and their rates) spelled out.
 fn rates(before: &Sample, after: &Sample, minutes: f64) -> Vec<(String, f64, String)> {
@@ -643,23 +624,6 @@ fn rates(before: &Sample, after: &Sample, minutes: f64) -> Vec<(String, f64, Str
             (verb, total, spelled)
         })
         .collect()
-}
-
-fn mib(kib: Option<u64>) -> String {
-    kib.map_or("?".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0))
-}
-
-/// The load averages `uptime` prints.
-fn uptime() -> String {
-    std::process::Command::new("uptime")
-        .output()
-        .ok()
-        .map(|out| String::from_utf8_lossy(&out.stdout).trim().to_owned())
-        .and_then(|line| {
-            line.split_once("load average:")
-                .map(|(_, load)| format!("load average{load}"))
-        })
-        .unwrap_or_else(|| "unknown".to_owned())
 }
 
 /// Clock ticks per second, the unit of /proc/<pid>/stat's CPU times.

@@ -5,5 +5,6 @@
 //! catalog-operator's registry server and controllers inside a test.
 
 pub mod bench;
+pub mod bundle_catalogs;
 pub mod images;
 pub mod inprocess;

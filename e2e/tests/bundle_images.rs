@@ -5,25 +5,26 @@
 
 use std::collections::BTreeSet;
 
-use catalog_operator::registry::server::RegistryIndex;
+use e2e::bundle_catalogs::{
+    CATALOG_SOURCE, create_pull_secret, head_bundle, name_pull_secrets, serve_catalog, true_condition,
+    unpack_operator_group, wait_condition,
+};
 use e2e::images::{TestRegistry, image_catalog, test_registry};
-use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+use k8s_openapi::api::core::v1::ServiceAccount;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api,
-    api::{DeleteParams, Patch, PatchParams, PostParams},
+    api::{DeleteParams, Patch, PatchParams},
 };
-use olm_api::v1::OperatorGroup;
 use olm_api::v1alpha1::{
-    Approval, CatalogSource, ClusterServiceVersion, ConditionStatus, InstallPlan, InstallPlanPhase,
-    StepStatus, Subscription, SubscriptionConditionType,
+    Approval, ClusterServiceVersion, InstallPlan, InstallPlanPhase, StepStatus, Subscription,
+    SubscriptionConditionType,
 };
 use olm_catalog::{Property, render::render_package_dir};
 use olm_oci::{PullOptions, Puller};
 use olm_testkit::{
     corpus_dir, eventually, install_crds,
-    objects::{install_plan_of, plan_in, ready_catalog_source, subscribe, subscription_at},
-    process::{Process, free_port},
+    objects::{install_plan_of, plan_in, subscribe, subscription_at},
     wait_for, wait_for_within, wait_gone, with_namespace,
 };
 use serde_json::json;
@@ -63,21 +64,9 @@ async fn a_catalog_of_bundle_images_installs_kube_green_from_the_registry() {
                 bundle.name
             );
         }
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        std::fs::write(
-            dir.path().join("catalog.json"),
-            olm_catalog::fbc::to_json_stream(&catalog),
-        )
-        .expect("write the catalog");
+        let _served = serve_catalog(&client, &ns, "bundleimg", &catalog).await;
 
-        let port = free_port();
-        let _server = Process::registry("bundleimg-registry", dir.path(), port);
-        let _operator = Process::catalog_operator("bundleimg", "catalog-operator", &ns, Some(&ns), &ns);
-        ready_catalog_source(&client, &ns, "images", &format!("127.0.0.1:{port}")).await;
-
-        let head = RegistryIndex::new(catalog.clone())
-            .get_bundle_for_channel("kube-green", "alpha")
-            .expect("kube-green has a head in alpha");
+        let head = head_bundle(&catalog, "kube-green", "alpha").clone();
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
         let asked = std::time::Instant::now();
         subscribe_to_kube_green(&subs, &ns).await;
@@ -85,8 +74,8 @@ async fn a_catalog_of_bundle_images_installs_kube_green_from_the_registry() {
             std::time::Duration::from_secs(180),
             &subs,
             "kube-green",
-            &format!("Subscription kube-green installs {}", head.csv_name),
-            subscription_at(&head.csv_name),
+            &format!("Subscription kube-green installs {}", head.name),
+            subscription_at(&head.name),
         )
         .await
         .expect("the Subscription exists");
@@ -116,7 +105,7 @@ async fn a_catalog_of_bundle_images_installs_kube_green_from_the_registry() {
         let dir_bundle = from_dirs
             .bundles
             .iter()
-            .find(|b| b.name == head.csv_name)
+            .find(|b| b.name == head.name)
             .expect("the head is among the directories");
         let dir_objects: BTreeSet<(String, String)> = dir_bundle
             .properties
@@ -149,7 +138,7 @@ async fn a_catalog_of_bundle_images_installs_kube_green_from_the_registry() {
             .expect("the CRD is created");
         assert_eq!(crd.spec.names.kind, "SleepInfo");
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
-        let csv = csvs.get(&head.csv_name).await.expect("the CSV is created");
+        let csv = csvs.get(&head.name).await.expect("the CSV is created");
         assert!(
             csv.spec
                 .install
@@ -163,19 +152,19 @@ async fn a_catalog_of_bundle_images_installs_kube_green_from_the_registry() {
         subs.delete("kube-green", &DeleteParams::default())
             .await
             .expect("delete the Subscription");
-        csvs.delete(&head.csv_name, &DeleteParams::default())
+        csvs.delete(&head.name, &DeleteParams::default())
             .await
             .expect("delete the CSV");
         wait_gone(&subs, "kube-green").await;
-        wait_gone(&csvs, &head.csv_name).await;
+        wait_gone(&csvs, &head.name).await;
         let asked = std::time::Instant::now();
         subscribe_to_kube_green(&subs, &ns).await;
         wait_for_within(
             std::time::Duration::from_secs(180),
             &subs,
             "kube-green",
-            &format!("Subscription kube-green installs {} again", head.csv_name),
-            subscription_at(&head.csv_name),
+            &format!("Subscription kube-green installs {} again", head.name),
+            subscription_at(&head.name),
         )
         .await;
         println!(
@@ -192,7 +181,7 @@ async fn subscribe_to_kube_green(subs: &Api<Subscription>, namespace: &str) {
     subscribe(
         subs,
         "kube-green",
-        ("images", namespace),
+        (CATALOG_SOURCE, namespace),
         "kube-green",
         "alpha",
         Approval::Automatic,
@@ -205,24 +194,14 @@ async fn subscribe_to_kube_green(subs: &Api<Subscription>, namespace: &str) {
 /// returns that condition's message. `what` names the wait in a timeout.
 async fn subscribe_until_unpack_failed(subs: &Api<Subscription>, namespace: &str, what: &str) -> String {
     subscribe_to_kube_green(subs, namespace).await;
-    let failed = wait_for(subs, "kube-green", what, |s: Option<&Subscription>| {
-        s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpackFailed))
-            .is_some()
-    })
+    wait_condition(
+        subs,
+        "kube-green",
+        SubscriptionConditionType::BundleUnpackFailed,
+        what,
+        |_| true,
+    )
     .await
-    .expect("the Subscription");
-    true_condition(&failed, SubscriptionConditionType::BundleUnpackFailed).unwrap_or_default()
-}
-
-/// The Subscription's condition `type_`, if True.
-fn true_condition(sub: &Subscription, type_: SubscriptionConditionType) -> Option<String> {
-    sub.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == ConditionStatus::True)
-        .map(|c| c.message.clone().unwrap_or_default())
 }
 
 /// Where the pull secret of a private bundle image is named.
@@ -257,25 +236,9 @@ async fn private_bundle_image(label: &'static str, grant: Grant) {
         let catalog = image_catalog(&puller, &package, &prefix, &registry.secrets)
             .await
             .expect("the kube-green bundle images are pushed to the private repository");
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        std::fs::write(
-            dir.path().join("catalog.json"),
-            olm_catalog::fbc::to_json_stream(&catalog),
-        )
-        .expect("write the catalog");
-        let port = free_port();
-        let _server = Process::registry(&format!("{label}-registry"), dir.path(), port);
-        let _operator = Process::catalog_operator(label, "catalog-operator", &ns, Some(&ns), &ns);
-        ready_catalog_source(&client, &ns, "images", &format!("127.0.0.1:{port}")).await;
-        let head = RegistryIndex::new(catalog.clone())
-            .get_bundle_for_channel("kube-green", "alpha")
-            .expect("kube-green has a head in alpha");
-        let image = catalog
-            .bundles
-            .iter()
-            .find(|b| b.name == head.csv_name)
-            .map(|b| b.image.clone())
-            .expect("the head's image");
+        let _served = serve_catalog(&client, &ns, label, &catalog).await;
+        let head = head_bundle(&catalog, "kube-green", "alpha").clone();
+        let image = head.image.clone();
 
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
         let message = subscribe_until_unpack_failed(
@@ -294,32 +257,9 @@ async fn private_bundle_image(label: &'static str, grant: Grant) {
         );
         println!("bundle images: without a pull secret: {message}");
 
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        secrets
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({
-                    "apiVersion": "v1", "kind": "Secret",
-                    "metadata": {"name": "pull"},
-                    "type": "kubernetes.io/dockerconfigjson",
-                    "stringData": {".dockerconfigjson": registry.docker_config_json},
-                }))
-                .expect("a Secret"),
-            )
-            .await
-            .expect("create the pull secret");
+        create_pull_secret(&client, &ns, "pull", &registry).await;
         match grant {
-            Grant::CatalogSource => {
-                let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
-                sources
-                    .patch(
-                        "images",
-                        &PatchParams::default(),
-                        &Patch::Merge(json!({"spec": {"secrets": ["pull"]}})),
-                    )
-                    .await
-                    .expect("name the pull secret on the CatalogSource");
-            }
+            Grant::CatalogSource => name_pull_secrets(&client, &ns, &["pull"]).await,
             Grant::DefaultServiceAccount => {
                 let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
                 eventually("the namespace's default ServiceAccount exists", || async {
@@ -342,9 +282,9 @@ async fn private_bundle_image(label: &'static str, grant: Grant) {
             "kube-green",
             &format!(
                 "Subscription kube-green installs {} with the pull secret on the {grant:?}",
-                head.csv_name
+                head.name
             ),
-            subscription_at(&head.csv_name),
+            subscription_at(&head.name),
         )
         .await
         .expect("the Subscription");
@@ -387,22 +327,11 @@ async fn an_image_that_is_not_a_bundle_gives_bundle_unpack_failed() {
         )
         .await
         .expect("the kube-green bundle images are pushed");
-        let head = RegistryIndex::new(catalog.clone())
-            .get_bundle_for_channel("kube-green", "alpha")
-            .expect("kube-green has a head in alpha");
-        for bundle in catalog.bundles.iter_mut().filter(|b| b.name == head.csv_name) {
+        let head = head_bundle(&catalog, "kube-green", "alpha").clone();
+        for bundle in catalog.bundles.iter_mut().filter(|b| b.name == head.name) {
             bundle.image = not_a_bundle.clone();
         }
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        std::fs::write(
-            dir.path().join("catalog.json"),
-            olm_catalog::fbc::to_json_stream(&catalog),
-        )
-        .expect("write the catalog");
-        let port = free_port();
-        let _server = Process::registry("notbundle-registry", dir.path(), port);
-        let _operator = Process::catalog_operator("notbundle", "catalog-operator", &ns, Some(&ns), &ns);
-        ready_catalog_source(&client, &ns, "images", &format!("127.0.0.1:{port}")).await;
+        let _served = serve_catalog(&client, &ns, "notbundle", &catalog).await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
         let message =
             subscribe_until_unpack_failed(&subs, &ns, "BundleUnpackFailed names the image and the cause")
@@ -425,22 +354,7 @@ async fn an_unpack_past_the_operator_group_timeout_fails_and_waits_for_the_min_r
     with_namespace("unpacktimeout", |client, ns| async move {
         install_crds(&client).await;
         // OLM's annotations, on the namespace's OperatorGroup.
-        let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
-        groups
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({
-                    "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-                    "metadata": {"name": "og", "annotations": {
-                        "operatorframework.io/bundle-unpack-timeout": "2s",
-                        "operatorframework.io/bundle-unpack-min-retry-interval": "1h",
-                    }},
-                    "spec": {"targetNamespaces": [ns]},
-                }))
-                .expect("an OperatorGroup"),
-            )
-            .await
-            .expect("create the OperatorGroup");
+        unpack_operator_group(&client, &ns, "2s", "1h").await;
         // A registry that accepts connections and never answers.
         let silent = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a port");
         let silent_address = silent.local_addr().expect("its address");
@@ -461,59 +375,38 @@ async fn an_unpack_past_the_operator_group_timeout_fails_and_waits_for_the_min_r
         )
         .await
         .expect("the kube-green bundle images are pushed");
-        let head = RegistryIndex::new(catalog.clone())
-            .get_bundle_for_channel("kube-green", "alpha")
-            .expect("kube-green has a head in alpha");
+        let head = head_bundle(&catalog, "kube-green", "alpha").clone();
         let mut silent_image = String::new();
-        for bundle in catalog.bundles.iter_mut().filter(|b| b.name == head.csv_name) {
+        for bundle in catalog.bundles.iter_mut().filter(|b| b.name == head.name) {
             let digest = bundle.image.split('@').nth(1).expect("by digest").to_owned();
             silent_image = format!("{silent_address}/bundles/kube-green@{digest}");
             bundle.image = silent_image.clone();
         }
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        std::fs::write(
-            dir.path().join("catalog.json"),
-            olm_catalog::fbc::to_json_stream(&catalog),
-        )
-        .expect("write the catalog");
-        let port = free_port();
-        let _server = Process::registry("unpacktimeout-registry", dir.path(), port);
-        let _operator = Process::catalog_operator("unpacktimeout", "catalog-operator", &ns, Some(&ns), &ns);
-        ready_catalog_source(&client, &ns, "images", &format!("127.0.0.1:{port}")).await;
+        let _served = serve_catalog(&client, &ns, "unpacktimeout", &catalog).await;
 
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
         subscribe_to_kube_green(&subs, &ns).await;
-        let unpacking = wait_for(
+        let message = wait_condition(
             &subs,
             "kube-green",
+            SubscriptionConditionType::BundleUnpacking,
             "BundleUnpacking while the image is pulled",
-            |s: Option<&Subscription>| {
-                s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpacking))
-                    .is_some()
-            },
+            |_| true,
         )
-        .await
-        .expect("the Subscription");
-        let message =
-            true_condition(&unpacking, SubscriptionConditionType::BundleUnpacking).unwrap_or_default();
+        .await;
         assert!(
             message.contains(&silent_image),
             "BundleUnpacking names the image: {message}"
         );
 
-        let failed = wait_for(
+        let message = wait_condition(
             &subs,
             "kube-green",
+            SubscriptionConditionType::BundleUnpackFailed,
             "BundleUnpackFailed once the OperatorGroup's timeout has passed",
-            |s: Option<&Subscription>| {
-                s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpackFailed))
-                    .is_some()
-            },
+            |_| true,
         )
-        .await
-        .expect("the Subscription");
-        let message =
-            true_condition(&failed, SubscriptionConditionType::BundleUnpackFailed).unwrap_or_default();
+        .await;
         assert!(
             message.contains(&silent_image)
                 && message.contains("2s")
@@ -522,21 +415,15 @@ async fn an_unpack_past_the_operator_group_timeout_fails_and_waits_for_the_min_r
         );
         println!("bundle images: past the timeout: {message}");
         // Synced again (with backoff), the image is not pulled before the interval.
-        let held = wait_for(
+        let held = wait_condition(
             &subs,
             "kube-green",
+            SubscriptionConditionType::BundleUnpackFailed,
             "BundleUnpackFailed says the image waits for the minimum retry interval",
-            |s: Option<&Subscription>| {
-                s.and_then(|s| true_condition(s, SubscriptionConditionType::BundleUnpackFailed))
-                    .is_some_and(|m| m.contains("bundle-unpack-min-retry-interval"))
-            },
+            |m| m.contains("bundle-unpack-min-retry-interval"),
         )
-        .await
-        .expect("the Subscription");
-        println!(
-            "bundle images: held back: {}",
-            true_condition(&held, SubscriptionConditionType::BundleUnpackFailed).unwrap_or_default()
-        );
+        .await;
+        println!("bundle images: held back: {held}");
     })
     .await;
 }

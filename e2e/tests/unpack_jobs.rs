@@ -14,7 +14,11 @@ use std::{
     time::Duration,
 };
 
-use catalog_operator::{registry::server::RegistryIndex, unpack_jobs::objects};
+use catalog_operator::unpack_jobs::objects;
+use e2e::bundle_catalogs::{
+    CATALOG_SOURCE, ServedCatalog, create_pull_secret, head_bundle, name_pull_secrets, serve_catalog,
+    true_condition, unpack_operator_group, wait_condition,
+};
 use e2e::images::{TestRegistry, image_catalog, test_registry};
 use k8s_openapi::api::{
     batch::v1::Job,
@@ -24,29 +28,24 @@ use k8s_openapi::api::{
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client, ResourceExt,
-    api::{ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams},
 };
 use olm_api::{
     labels::unpack as keys,
-    v1::OperatorGroup,
-    v1alpha1::{
-        Approval, CatalogSource, ClusterServiceVersion, ConditionStatus, Subscription,
-        SubscriptionConditionType,
-    },
+    v1alpha1::{Approval, CatalogSource, ClusterServiceVersion, Subscription, SubscriptionConditionType},
 };
 use olm_oci::{DockerConfig, PullOptions, Puller};
 use olm_testkit::{
     corpus_dir, eventually, install_crds,
-    objects::{ready_catalog_source, subscribe, subscription_at},
-    process::{Process, binary, free_port},
-    wait_for, wait_for_within,
+    objects::{subscribe, subscription_at},
+    process::binary,
+    wait_for_within,
 };
 use serde_json::json;
 
-/// A catalog served for a test: what it needs kept alive, and its head.
+/// A catalog served for a test, and its head.
 struct JobCatalog {
-    _processes: Vec<Process>,
-    _dir: tempfile::TempDir,
+    _served: ServedCatalog,
     /// The CSV at the head of kube-green's channel alpha.
     head: String,
     /// Its bundle image.
@@ -68,61 +67,22 @@ async fn job_catalog(
     let catalog = image_catalog(&puller, &package, prefix, &registry.secrets)
         .await
         .expect("the kube-green bundle images are pushed");
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    std::fs::write(
-        dir.path().join("catalog.json"),
-        olm_catalog::fbc::to_json_stream(&catalog),
-    )
-    .expect("write the catalog");
-    let port = free_port();
-    let server = Process::registry(&format!("{label}-registry"), dir.path(), port);
-    let operator = Process::catalog_operator(label, "catalog-operator", ns, Some(ns), ns);
-    ready_catalog_source(client, ns, "images", &format!("127.0.0.1:{port}")).await;
+    let served = serve_catalog(client, ns, label, &catalog).await;
     let sources: Api<CatalogSource> = Api::namespaced(client.clone(), ns);
     sources
         .patch(
-            "images",
+            CATALOG_SOURCE,
             &PatchParams::default(),
             &Patch::Merge(json!({"metadata": {"annotations": {keys::METHOD: "Job"}}})),
         )
         .await
         .expect("ask for unpack Jobs");
-    let head = RegistryIndex::new(catalog.clone())
-        .get_bundle_for_channel("kube-green", "alpha")
-        .expect("kube-green has a head in alpha");
-    let image = catalog
-        .bundles
-        .iter()
-        .find(|b| b.name == head.csv_name)
-        .map(|b| b.image.clone())
-        .expect("the head's image");
+    let head = head_bundle(&catalog, "kube-green", "alpha");
     JobCatalog {
-        _processes: vec![server, operator],
-        _dir: dir,
-        head: head.csv_name,
-        image,
+        _served: served,
+        head: head.name.clone(),
+        image: head.image.clone(),
     }
-}
-
-/// The Subscription's condition `type_`, if True.
-fn true_condition(sub: &Subscription, type_: SubscriptionConditionType) -> Option<String> {
-    sub.status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == ConditionStatus::True)
-        .map(|c| c.message.clone().unwrap_or_default())
-}
-
-/// Waits until Subscription kube-green has condition `type_` True; its message.
-async fn wait_condition(subs: &Api<Subscription>, type_: SubscriptionConditionType, what: &str) -> String {
-    let sub = wait_for(subs, "kube-green", what, |s: Option<&Subscription>| {
-        s.and_then(|s| true_condition(s, type_)).is_some()
-    })
-    .await
-    .expect("the Subscription");
-    true_condition(&sub, type_).unwrap_or_default()
 }
 
 /// The unpack Jobs of `image` in `ns`.
@@ -269,42 +229,17 @@ async fn a_private_bundle_image_is_unpacked_by_a_job_shaped_as_olms() {
         install_crds(&client).await;
         let registry = test_registry();
         let prefix = format!("{}/private/bundles", registry.address);
-        let JobCatalog {
-            head,
-            image,
-            _processes,
-            _dir,
-        } = job_catalog(&client, &ns, "unpackjob", &prefix, &registry).await;
-        let secrets: Api<Secret> = Api::namespaced(client.clone(), &ns);
-        secrets
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({
-                    "apiVersion": "v1", "kind": "Secret",
-                    "metadata": {"name": "pull"},
-                    "type": "kubernetes.io/dockerconfigjson",
-                    "stringData": {".dockerconfigjson": registry.docker_config_json},
-                }))
-                .expect("a Secret"),
-            )
-            .await
-            .expect("create the pull secret");
-        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
-        sources
-            .patch(
-                "images",
-                &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"secrets": ["pull"]}})),
-            )
-            .await
-            .expect("name the pull secret");
+        let JobCatalog { head, image, _served } =
+            job_catalog(&client, &ns, "unpackjob", &prefix, &registry).await;
+        create_pull_secret(&client, &ns, "pull", &registry).await;
+        name_pull_secrets(&client, &ns, &["pull"]).await;
 
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
         let asked = std::time::Instant::now();
         subscribe(
             &subs,
             "kube-green",
-            ("images", &ns),
+            (CATALOG_SOURCE, &ns),
             "kube-green",
             "alpha",
             Approval::Automatic,
@@ -313,8 +248,10 @@ async fn a_private_bundle_image_is_unpacked_by_a_job_shaped_as_olms() {
         let name = objects::unpack_name(&image);
         let message = wait_condition(
             &subs,
+            "kube-green",
             SubscriptionConditionType::BundleUnpacking,
             "BundleUnpacking names the unpack Job",
+            |_| true,
         )
         .await;
         assert!(
@@ -329,7 +266,12 @@ async fn a_private_bundle_image_is_unpacked_by_a_job_shaped_as_olms() {
         assert_eq!(job.name_any(), name);
         let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
         let config_map = config_maps.get(&name).await.expect("the bundle's ConfigMap");
-        let source_uid = sources.get("images").await.expect("the CatalogSource").uid();
+        let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
+        let source_uid = sources
+            .get(CATALOG_SOURCE)
+            .await
+            .expect("the CatalogSource")
+            .uid();
         assert!(
             config_map
                 .owner_references()
@@ -411,35 +353,16 @@ async fn an_unpack_job_past_its_timeout_fails_and_is_tried_again_after_the_min_r
     olm_testkit::with_namespace("unpackretry", |client, ns| async move {
         install_crds(&client).await;
         // OLM's annotations, on the namespace's OperatorGroup.
-        let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
-        groups
-            .create(
-                &PostParams::default(),
-                &serde_json::from_value(json!({
-                    "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
-                    "metadata": {"name": "og", "annotations": {
-                        "operatorframework.io/bundle-unpack-timeout": "3s",
-                        "operatorframework.io/bundle-unpack-min-retry-interval": "6s",
-                    }},
-                    "spec": {"targetNamespaces": [ns]},
-                }))
-                .expect("an OperatorGroup"),
-            )
-            .await
-            .expect("create the OperatorGroup");
+        unpack_operator_group(&client, &ns, "3s", "6s").await;
         let registry = test_registry();
         let prefix = format!("{}/bundles", registry.address);
-        let JobCatalog {
-            head,
-            image,
-            _processes,
-            _dir,
-        } = job_catalog(&client, &ns, "unpackretry", &prefix, &registry).await;
+        let JobCatalog { head, image, _served } =
+            job_catalog(&client, &ns, "unpackretry", &prefix, &registry).await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
         subscribe(
             &subs,
             "kube-green",
-            ("images", &ns),
+            (CATALOG_SOURCE, &ns),
             "kube-green",
             "alpha",
             Approval::Automatic,
@@ -449,8 +372,10 @@ async fn an_unpack_job_past_its_timeout_fails_and_is_tried_again_after_the_min_r
         // No node runs the Pod: kwok completes it with nothing written.
         let message = wait_condition(
             &subs,
+            "kube-green",
             SubscriptionConditionType::BundleUnpackFailed,
             "BundleUnpackFailed once the unpack timeout has passed",
+            |_| true,
         )
         .await;
         let name = objects::unpack_name(&image);

@@ -189,8 +189,8 @@ fn bundle_in(config_map: &ConfigMap, image: &str) -> Result<Option<Bundle>, Unpa
     })
 }
 
-/// Applies the unpack's ConfigMap, ServiceAccount, Role and RoleBinding; the
-/// ConfigMap, as the owner of the rest and of the Job.
+/// Applies the unpack's ConfigMap, ServiceAccount, Role and RoleBinding before
+/// a Job is created; the ConfigMap, as the owner of the rest and of the Job.
 async fn ensure_objects(
     client: &Client,
     writer: &Writer,
@@ -267,8 +267,6 @@ pub async fn unpack(
             "the leading replica unpacks bundle image {image} in Job {namespace}/{name}"
         )));
     }
-    let owner = ensure_objects(client, writer, source, &request).await?;
-
     let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
     let listed = jobs
         .list(&ListParams::default().labels(&format!("{}={name}", keys::REF)))
@@ -278,6 +276,7 @@ pub async fn unpack(
             format!("listing the unpack Jobs in {namespace}"),
         ))?;
     let Some(job) = latest(&listed.items) else {
+        let owner = ensure_objects(client, writer, source, &request).await?;
         let created = writer
             .create(&jobs, &objects::job(&request, &owner))
             .await
@@ -300,14 +299,8 @@ pub async fn unpack(
                 .map(elapsed)
                 .unwrap_or_default(),
         )),
+        // Its bundle is not in the ConfigMap read above.
         (None, Some(_)) => {
-            let fresh = config_maps.get(name).await.map_err(cluster_error(
-                image,
-                format!("reading ConfigMap {namespace}/{name}"),
-            ))?;
-            if let Some(bundle) = bundle_in(&fresh, image)? {
-                return Ok(JobState::Unpacked(bundle));
-            }
             let age = job
                 .metadata
                 .creation_timestamp
@@ -318,6 +311,14 @@ pub async fn unpack(
                 return Ok(JobState::Pending(format!(
                     "unpack Job {namespace}/{job_name} completed; waiting for bundle image {image} in ConfigMap {namespace}/{name}"
                 )));
+            }
+            // Before giving up: the Job may have written it since that read.
+            let fresh = config_maps.get(name).await.map_err(cluster_error(
+                image,
+                format!("reading ConfigMap {namespace}/{name}"),
+            ))?;
+            if let Some(bundle) = bundle_in(&fresh, image)? {
+                return Ok(JobState::Unpacked(bundle));
             }
             Some((
                 "NoBundle".to_owned(),
@@ -332,6 +333,7 @@ pub async fn unpack(
     };
     if let Some((reason, message, failed_for)) = failure {
         if settings.min_retry.is_some_and(|interval| failed_for >= interval) {
+            let owner = ensure_objects(client, writer, source, &request).await?;
             let created = writer
                 .create(&jobs, &objects::retry_job(&request, &owner))
                 .await

@@ -2,7 +2,9 @@
 //!
 //! The harness they use is the `olm-testkit` crate (a client, CRDs, a namespace per test, waits,
 //! the binaries as processes). What is only e2e's lives here: [`inprocess`] runs the
-//! catalog-operator's registry server and controllers inside a test.
+//! catalog-operator's registry server and controllers inside a test; [`images`] builds and
+//! pushes bundle and catalog images; [`bundle_catalogs`] serves their catalogs to a test's
+//! catalog-operator; [`bench`] is what the bench binaries read alike.
 
 pub mod bench;
 pub mod bundle_catalogs;

@@ -66,6 +66,15 @@ const NAME: &str = "machine-agent";
 /// Runs the agent until SIGTERM or SIGINT.
 pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     let state = StateDir::open(&args.state_dir)?;
+    let users = Users {
+        agent: Ids::current(),
+        hook: Ids {
+            uid: args.hook_uid,
+            gid: args.hook_gid,
+        },
+    };
+    // Before anything else: hooks that could never run must not wait for the first one to say so.
+    units::reach::check(state.root(), &users)?;
     let mut identity = identity(&args, &state)?;
     let mut config = client_config(&args, &state).await?;
     if let Some(join_token) = args.join_token_file.as_deref()
@@ -160,13 +169,6 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
 
     let (statuses, _) = watch::channel(BTreeMap::<String, UnitStatus>::new());
     let runs = Runs::default();
-    let users = Users {
-        agent: Ids::current(),
-        hook: Ids {
-            uid: args.hook_uid,
-            gid: args.hook_gid,
-        },
-    };
     if users.agent.is_root() {
         tracing::info!(
             uid = users.hook.uid,

@@ -4,11 +4,13 @@
 //! - [`sequence`]: which hook a unit runs next (pure).
 //! - [`hooks`]: running one hook (environment, sandbox, timeout).
 //! - [`privilege`]: who a hook runs as, and the files it may use.
+//! - [`reach`]: whether the hook user can reach the state directory (checked at start).
 //! - [`run_unit`]: the task of one unit, one hook at a time.
 
 pub mod hooks;
 pub mod plan;
 pub mod privilege;
+pub mod reach;
 pub mod sequence;
 
 use std::{

@@ -1,6 +1,7 @@
 //! An unprivileged unit's hook, run by an agent that is root, runs as the hook
 //! user: it can write its sandbox and call the hook tool, and cannot read the
-//! agent's own files. Needs root (CI runs as root); skipped otherwise.
+//! agent's own files. Needs root (CI runs as root): as another user these tests
+//! fail and say so, since a test that skips itself proves nothing.
 
 use std::{
     collections::BTreeMap,
@@ -50,6 +51,18 @@ fn temp_dir(name: &str) -> PathBuf {
     dir
 }
 
+/// The agent's ids, which must be root's: running hooks as another user needs root.
+fn require_root() -> Ids {
+    let agent = Ids::current();
+    assert!(
+        agent.is_root(),
+        "this test runs hooks as another user, which needs root, and it runs as uid {}: run it as root \
+         (`sudo -E cargo test -p machine-agent --test hook_user`; CI runs as root)",
+        agent.uid
+    );
+    agent
+}
+
 fn read(dir: &Path, file: &str) -> String {
     std::fs::read_to_string(dir.join(file))
         .unwrap_or_else(|e| panic!("{file}: {e}"))
@@ -95,14 +108,7 @@ async fn run(
 
 #[tokio::test]
 async fn an_unprivileged_hook_runs_as_the_hook_user_and_reaches_only_its_own() {
-    let agent = Ids::current();
-    if !agent.is_root() {
-        println!(
-            "SKIPPED: running a hook as another user needs root, and this test runs as uid {}",
-            agent.uid
-        );
-        return;
-    }
+    let agent = require_root();
     let dir = temp_dir("hook-user");
     let state = StateDir::open(dir.join("state")).unwrap();
     state::write_file(&state.token_file(), b"the agent's token").unwrap();
@@ -194,5 +200,53 @@ fn the_state_directory_lets_hooks_pass_and_keeps_the_agents_files() {
     std::fs::set_permissions(state.root(), std::fs::Permissions::from_mode(0o755)).unwrap();
     let state = StateDir::open(state.root()).unwrap();
     assert_eq!(mode(state.root()), 0o711);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_root_agent_refuses_to_start_when_the_hook_user_cannot_reach_its_state() {
+    require_root();
+    let dir = temp_dir("unreachable");
+    let home = dir.join("home");
+    std::fs::create_dir(&home).unwrap();
+    // A private home, as Debian gives root.
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let state_dir = home.join(".cache/agent");
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_machine-agent"))
+        .args(["run", "--namespace", "ns", "--pool", "edge", "--node-name", "n1"])
+        .arg("--state-dir")
+        .arg(&state_dir)
+        .args([
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            "--admin-addr",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .expect("run machine-agent");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "the agent started: {stderr}");
+    let blocked = format!("{} (mode 0700, owner uid 0) does not let it pass", home.display());
+    assert!(stderr.contains(&blocked), "{stderr}");
+    assert!(stderr.contains("uid 65534"), "{stderr}");
+
+    // Once the home lets others pass, the same agent gets past the check (and
+    // stops at the missing kubeconfig).
+    std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o711)).unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_machine-agent"))
+        .args(["run", "--namespace", "ns", "--pool", "edge", "--node-name", "n1"])
+        .arg("--state-dir")
+        .arg(&state_dir)
+        .args([
+            "--kubeconfig",
+            "/nonexistent/kubeconfig",
+            "--admin-addr",
+            "127.0.0.1:0",
+        ])
+        .output()
+        .expect("run machine-agent");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!stderr.contains("cannot reach the state directory"), "{stderr}");
+    assert!(stderr.contains("kubeconfig"), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();
 }

@@ -14,6 +14,19 @@ selector=${OLM_RS_DEMO_NODE_SELECTOR:-type=kwok}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 say() { echo "==> $*" >&2; }
 
+# Where the agents keep their state. An agent that runs as root runs the hooks
+# of unprivileged units as nobody, and those hooks work in the state directory,
+# so every directory above it must let others pass. A home directory need not
+# (root's is 0700 on Debian): as root, the demo's agents keep their state where
+# a node's agent keeps it, under /var/lib. As another user, hooks run as that
+# user, and the demo's own directory serves.
+if [ "$(id -u)" = 0 ]; then
+	agents=${OLM_RS_DEMO_AGENTS_DIR:-/var/lib/olm-rs-demo}
+else
+	agents=${OLM_RS_DEMO_AGENTS_DIR:-$state}
+fi
+mkdir -p "$agents"
+
 say "the admission policy that keeps each agent to its own Machine and Lease"
 kubectl apply -f "$repo/manifests/machine-agent-policy.yaml" >&2
 key=${selector%%=*} value=${selector#*=}
@@ -50,13 +63,21 @@ users: [{name: u, user: {token: "$token"}}]
 contexts: [{name: c, context: {cluster: c, user: u, namespace: "$namespace"}}]
 current-context: c
 EOT
+	# A new pool: whatever an earlier demo's agent left for this node goes.
+	rm -rf "${agents:?}/agent-$node"
 	OLM_LOG_FORMAT=text "$bin/machine-agent" run --kubeconfig "$state/agent-$node.kubeconfig" \
-		--namespace "$namespace" --pool edge --node-name "$node" --state-dir "$state/agent-$node" \
+		--namespace "$namespace" --pool edge --node-name "$node" --state-dir "$agents/agent-$node" \
 		--admin-addr "127.0.0.1:$port" >"$state/agent-$node.log" 2>&1 &
 	echo $! >"$state/agent-$node.pid"
-	say "machine agent of node $node started as pod $pod would run it (state $state/agent-$node)"
+	say "machine agent of node $node started as pod $pod would run it (state $agents/agent-$node, log $state/agent-$node.log)"
 done <<<"$pods"
-kubectl wait -n "$namespace" machinepool/edge --for=jsonpath='{.status.readyMachines}'=2 --timeout=120s >&2
+if ! kubectl wait -n "$namespace" machinepool/edge --for=jsonpath='{.status.readyMachines}'=2 --timeout=120s >&2; then
+	for log in "$state"/agent-*.log; do
+		say "the last lines of $log:"
+		tail -n 5 "$log" | sed 's/^/    /' >&2
+	done
+	exit 1
+fi
 kubectl get machinepools,machines -n "$namespace" >&2
 
 say "subscribing to demo-machine 1.0.0 (strategy machine): its hooks run on every machine, then the upgrade to 1.1.0"
@@ -85,9 +106,9 @@ kubectl wait -n "$namespace" csv/demo-machine.v1.1.0 --for=jsonpath='{.status.ph
 kubectl get csv -n "$namespace" >&2
 kubectl get machines -n "$namespace" \
 	-o custom-columns='MACHINE:.metadata.name,AGENT:.status.agentVersion,UNIT:.status.units[*].csv,STATE:.status.units[*].state,MESSAGE:.status.units[*].message' >&2
-for log in "$state"/agent-*/units/*/sandbox/hooks.log; do
+for log in "$agents"/agent-*/units/*/sandbox/hooks.log; do
 	[ -f "$log" ] || continue
-	machine=${log#"$state"/agent-}
+	machine=${log#"$agents"/agent-}
 	say "hooks run on ${machine%%/*}, in order:"
 	sed 's/^/    /' "$log" >&2
 done

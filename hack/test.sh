@@ -3,8 +3,9 @@
 #   1. unit and corpus tests of every crate except e2e;
 #   2. against a real Kubernetes API server, the cluster-tier tests of those crates (the ones marked
 #      #[ignore = "needs a cluster ..."], run with --ignored), then the e2e tests (`cargo test -p e2e`):
-#      - KUBECONFIG set: that cluster (e.g. kind); nothing is started or stopped; the API server
-#        restart test runs only if OLM_RS_RESTART_APISERVER names a command that restarts it;
+#      - KUBECONFIG set: that cluster (e.g. kind); nothing is started or stopped; the tests that
+#        restart or stop an API server fail unless OLM_RS_RESTART_APISERVER names a command that
+#        restarts it, and OLM_RS_APISERVER_ENDPOINTS and OLM_RS_CLUSTER_DIR name a second one;
 #      - KUBECONFIG unset: a fresh control plane from hack/cluster.sh in its own state directory,
 #        torn down when this script ends, whether the tests pass, fail or are interrupted. If this
 #        script is killed outright, the control plane notices and stops by itself.
@@ -76,7 +77,12 @@ else
 	# hack/cluster.sh up, are left alone.
 	cluster_dir=$(mktemp -d "${TMPDIR:-/tmp}/olm-rs-test-cluster.XXXXXX")
 	OLM_RS_CLUSTER_DIR=$cluster_dir OLM_RS_CLUSTER_OWNER_PID=$$ run "$repo/hack/cluster.sh" up >&2
-	export KUBECONFIG=$cluster_dir/kubeconfig
+	# KUBECONFIG, and OLM_RS_APISERVER_ENDPOINTS: both API servers, for the tests
+	# that fail agents over between them.
+	eval "$(OLM_RS_CLUSTER_DIR=$cluster_dir "$repo/hack/cluster.sh" env)"
+	export KUBECONFIG OLM_RS_APISERVER_ENDPOINTS
+	# The control plane's state directory, for the tests that stop and start its second API server.
+	export OLM_RS_CLUSTER_DIR=$cluster_dir
 	# How the e2e tests restart this control plane's API server (an outage to survive).
 	export OLM_RS_RESTART_APISERVER="OLM_RS_CLUSTER_DIR=$cluster_dir $repo/hack/cluster.sh restart-apiserver"
 	echo "test.sh: using the local control plane" >&2

@@ -175,6 +175,40 @@ async fn agent_pods(admin: &Client, namespace: &str) -> Vec<Pod> {
     scheduled().await
 }
 
+/// The API server endpoints that hack/cluster.sh's control plane serves on (two),
+/// from `OLM_RS_APISERVER_ENDPOINTS`, which hack/test.sh sets. Required: the steps
+/// that use them prove nothing without them.
+fn apiserver_endpoints() -> Vec<String> {
+    let list = std::env::var("OLM_RS_APISERVER_ENDPOINTS").unwrap_or_else(|_| {
+        panic!(
+            "OLM_RS_APISERVER_ENDPOINTS is not set: this test checks the API server endpoints published \
+             for agents and fails agents over between two API servers; run it through `make test`, or \
+             set it with `eval \"$(hack/cluster.sh env)\"` and OLM_RS_CLUSTER_DIR for hack/cluster.sh's \
+             control plane"
+        )
+    });
+    list.split(',').map(str::to_owned).collect()
+}
+
+/// The API server other than `first` that agents can fail over to, stopped and
+/// started through hack/cluster.sh (which finds the control plane through
+/// `OLM_RS_CLUSTER_DIR`, set by hack/test.sh).
+fn second_apiserver(first: &str) -> String {
+    assert!(
+        std::env::var_os("OLM_RS_CLUSTER_DIR").is_some(),
+        "OLM_RS_CLUSTER_DIR is not set: this test stops and starts the second API server of \
+         hack/cluster.sh's control plane and needs its state directory (hack/test.sh sets it)"
+    );
+    let endpoints = apiserver_endpoints();
+    endpoints
+        .iter()
+        .find(|e| **e != first)
+        .cloned()
+        .unwrap_or_else(|| {
+            panic!("OLM_RS_APISERVER_ENDPOINTS={endpoints:?} names no API server besides {first}")
+        })
+}
+
 fn node_of(pod: &Pod) -> String {
     pod.spec
         .as_ref()
@@ -337,17 +371,12 @@ async fn an_agent_writes_only_its_own_machine_and_lease_and_a_silent_one_is_lost
         );
 
         // The API server endpoints are published for the agents.
-        if let Ok(endpoints) = std::env::var("OLM_RS_APISERVER_ENDPOINTS") {
-            let published = lost
-                .status
-                .and_then(|s| s.api_server_endpoints)
-                .unwrap_or_default();
-            for endpoint in endpoints.split(',') {
-                assert!(
-                    published.iter().any(|p| p == endpoint),
-                    "{endpoint} not in {published:?}"
-                );
-            }
+        let published = lost
+            .status
+            .and_then(|s| s.api_server_endpoints)
+            .unwrap_or_default();
+        for endpoint in apiserver_endpoints() {
+            assert!(published.contains(&endpoint), "{endpoint} not in {published:?}");
         }
         heartbeat.abort();
     })
@@ -644,21 +673,17 @@ async fn agents_install_a_machine_csv_get_lost_and_fail_over_between_api_servers
         .await;
 
         // Two agents, one per fake node, with their pods' credentials; A
-        // starts on the second API server when there is one.
+        // starts on the second API server.
         let pods = agent_pods(&admin, &ns).await;
-        let endpoints: Vec<String> = std::env::var("OLM_RS_APISERVER_ENDPOINTS")
-            .map(|e| e.split(',').map(str::to_owned).collect())
-            .unwrap_or_default();
         let first = olm_testkit::config()
             .await
             .cluster_url
             .to_string()
             .trim_end_matches('/')
             .to_owned();
-        let second = endpoints.iter().find(|e| **e != first).cloned();
+        let second = second_apiserver(&first);
         let (node_a, node_b) = (node_of(&pods[0]), node_of(&pods[1]));
-        let kubeconfig_a =
-            agent_kubeconfig(&admin, &ns, &pods[0], second.as_deref().unwrap_or(&first), &dir).await;
+        let kubeconfig_a = agent_kubeconfig(&admin, &ns, &pods[0], &second, &dir).await;
         let kubeconfig_b = agent_kubeconfig(&admin, &ns, &pods[1], &first, &dir).await;
         let mut agents = Agents(vec![
             (node_a.clone(), spawn_agent(&dir, &kubeconfig_a, &ns, &node_a)),
@@ -699,8 +724,7 @@ async fn agents_install_a_machine_csv_get_lost_and_fail_over_between_api_servers
         }
 
         // Losing the API server agent A uses does not interrupt it, also across its restart.
-        let cluster_dir = std::env::var("OLM_RS_CLUSTER_DIR").ok();
-        if let (Some(_), Some(_)) = (second.as_ref(), cluster_dir.as_ref()) {
+        {
             let cluster = |command: &str| {
                 let status = std::process::Command::new(olm_testkit::repo_root().join("hack/cluster.sh"))
                     .arg(command)

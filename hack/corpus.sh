@@ -229,13 +229,12 @@ main() {
 	[[ $out == /* ]] || out=$PWD/$out
 	[ "$out" = / ] || out=${out%/}
 	if [ -e "$out" ]; then
-		[ -d "$out" ] || die "$out is not a directory; remove it or name another directory"
+		ours "$out" || die "$out is not a directory this script made (its README.md does not start with '$marker'); remove it or name another directory"
 		if check_dir "$out" quiet; then
 			say "$out already holds the corpus; its ${#files[@]} files verify"
 			echo "$out"
 			return 0
 		fi
-		ours "$out" || die "$out is not a directory this script made (its README.md does not start with '$marker'); remove it or name another directory"
 	fi
 	mkdir -p "$(dirname "$out")"
 	work=$(mktemp -d "$(dirname "$out")/.corpus-build.XXXXXX")

@@ -15,9 +15,10 @@
 # Overrides, for each source NAME of hack/corpus/sources (NAME upper-cased, '-' as '_'):
 #   OLM_RS_CORPUS_<NAME>_URL  where to fetch it from, e.g. a local mirror (default: the recorded URL)
 #   OLM_RS_CORPUS_<NAME>_REF  the commit or ref to take there (default: the recorded commit)
-# The checksums are verified whatever the source: only the content of the files counts.
+# e.g. OLM_RS_CORPUS_COMMUNITY_OPERATORS_PROD_URL. The checksums are verified whatever the source:
+# only the content of the files counts.
 #
-# Needs bash, coreutils and git (2.25 or later, for sparse-checkout).
+# Needs bash, coreutils and git (2.35 or later, for `sparse-checkout set --no-cone`).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)

@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo demo-down deploy-check test unit e2e bench bench-scale bench-copies crds fmt lint cluster-up cluster-down
+.PHONY: help demo demo-down deploy-check corpus test unit e2e bench bench-scale bench-copies crds fmt lint cluster-up cluster-down
 
 help: ## List the tasks
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -15,6 +15,9 @@ demo-down: ## Stop what `make demo` started
 
 deploy-check: ## README's deploy commands, run as written on a fresh control plane
 	hack/deploy-check.sh
+
+corpus: ## Assemble the test corpus from its public git repositories (hack/corpus.sh)
+	hack/corpus.sh
 
 test: ## Every test: unit and corpus tests, then e2e on a real control plane
 	hack/test.sh -- --show-output

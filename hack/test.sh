@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # The project's test entry point (`make test`):
+#   0. the corpus of real OLM data the tests read: ../shared/corpus beside the checkout, or
+#      OLM_RS_CORPUS; when neither is there, hack/corpus.sh assembles it from its public git
+#      repositories (cached) and OLM_RS_CORPUS is exported to it. hack/corpus-test.sh then tests
+#      hack/corpus.sh against local mirrors built from that corpus;
 #   1. unit and corpus tests of every crate except e2e;
 #   2. against a real Kubernetes API server, the cluster-tier tests of those crates (the ones marked
 #      #[ignore = "needs a cluster ..."], run with --ignored), then the e2e tests (`cargo test -p e2e`):
@@ -66,6 +70,14 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+if [ -z "${OLM_RS_CORPUS:-}" ] && [ ! -d "$repo/../shared/corpus" ]; then
+	echo "test.sh: no corpus at ../shared/corpus and OLM_RS_CORPUS is unset: hack/corpus.sh assembles it" >&2
+	OLM_RS_CORPUS=$("$repo/hack/corpus.sh")
+	export OLM_RS_CORPUS
+fi
+echo "test.sh: hack/corpus.sh against local mirrors" >&2
+run "$repo/hack/corpus-test.sh"
 
 echo "test.sh: unit tests" >&2
 cargo_test --workspace --exclude e2e "$@"

@@ -55,7 +55,8 @@ pub fn repo_root() -> PathBuf {
 }
 
 /// The corpus of real OLM packaging data: `$OLM_RS_CORPUS`, or `../shared/corpus` next to the
-/// repository. Panics with an explanation when it is absent.
+/// repository (`hack/corpus.sh` assembles it from its public sources; `make test` runs it when
+/// neither is there). Panics with an explanation when it is absent.
 pub fn corpus_dir() -> PathBuf {
     let dir = match std::env::var_os(CORPUS_ENV) {
         Some(dir) => PathBuf::from(dir),
@@ -63,7 +64,8 @@ pub fn corpus_dir() -> PathBuf {
     };
     assert!(
         dir.join("bundles").is_dir(),
-        "the OLM corpus is not at {} (no bundles/ in it); set {CORPUS_ENV} to the corpus directory",
+        "the OLM corpus is not at {} (no bundles/ in it); set {CORPUS_ENV} to the corpus directory \
+         (`make corpus` assembles one and prints where)",
         dir.display()
     );
     dir

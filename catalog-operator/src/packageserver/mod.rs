@@ -10,16 +10,18 @@
 //! is shared by the replicas through a Secret; its CA is the APIService's
 //! `caBundle`, which every replica applies (identically).
 //!
-//! - [`describe`]: the channel heads' CSV descriptions kept with catalog content.
+//! - [`describe`]: the channel heads' CSV descriptions and icons kept with catalog content.
 //! - [`manifest`]: catalog content → PackageManifests (pure).
 //! - [`view`]: the PackageManifests of a namespace, from the store.
 //! - [`selector`]: label and field selectors.
 //! - [`api`]: discovery, list, get, Table output, errors (pure).
+//! - [`icon`]: the `packagemanifests/icon` subresource (pure).
 //! - [`tls`]: certificates and the front proxy's CA.
 //! - [`server`]: HTTPS, authentication, watch streams.
 
 pub mod api;
 pub mod describe;
+pub mod icon;
 pub mod manifest;
 pub mod selector;
 pub mod server;

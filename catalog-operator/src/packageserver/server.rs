@@ -1,6 +1,6 @@
 //! The HTTPS server: TLS with the shared serving certificate, the front proxy's
 //! client certificate checked on every connection, answers from [`super::api`]
-//! and watch streams that follow the catalog store.
+//! and [`super::icon`], and watch streams that follow the catalog store.
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -22,6 +22,7 @@ use tokio_rustls::TlsAcceptor;
 
 use super::{
     api::{self, Answer, Format, Query},
+    icon::{self, IconAnswer},
     tls::{self, FrontProxy},
     view::{Key, Packages},
 };
@@ -146,7 +147,37 @@ fn handle<B>(packages: &Packages, caller: &Caller, request: &Request<B>) -> Resp
     match api::answer(request.method().as_str(), path, &query, accept, list, now()) {
         Answer::Json(code, body) => json_response(Answer::Json(code, body)),
         Answer::Watch(query) => watch_response(packages.clone(), query, watch_timeout),
+        Answer::Icon { namespace, name } => {
+            let if_none_match = request
+                .headers()
+                .get(http::header::IF_NONE_MATCH)
+                .and_then(|v| v.to_str().ok());
+            let found = packages.icon(&namespace, &name);
+            icon_response(icon::answer(found, if_none_match), &name)
+        }
     }
+}
+
+fn icon_response(answer: IconAnswer, name: &str) -> Response<Body> {
+    let (code, media_type, data, etag) = match answer {
+        IconAnswer::NotFound => return json_response(api::not_found(name)),
+        IconAnswer::NotModified { etag } => (304, None, Bytes::new(), Some(etag)),
+        IconAnswer::Image {
+            media_type,
+            data,
+            etag,
+        } => (200, Some(media_type), data, etag),
+    };
+    let mut response = Response::new(Full::new(data).boxed_unsync());
+    *response.status_mut() = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
+    let headers = response.headers_mut();
+    if let Some(value) = media_type.and_then(|m| http::HeaderValue::from_str(&m).ok()) {
+        headers.insert(http::header::CONTENT_TYPE, value);
+    }
+    if let Some(value) = etag.and_then(|e| http::HeaderValue::from_str(&e).ok()) {
+        headers.insert(http::header::ETAG, value);
+    }
+    response
 }
 
 fn text(code: u16, body: &'static str) -> Response<Body> {

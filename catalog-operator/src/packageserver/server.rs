@@ -1,6 +1,8 @@
 //! The HTTPS server: TLS with the shared serving certificate, the front proxy's
-//! client certificate checked on every connection, answers from [`super::api`]
-//! and [`super::icon`], and watch streams that follow the catalog store.
+//! client certificate checked on every connection (each connection takes the
+//! TLS configuration current when it is accepted: [`super::serving`]), answers
+//! from [`super::api`] and [`super::icon`], and watch streams that follow the
+//! catalog store.
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -23,7 +25,8 @@ use tokio_rustls::TlsAcceptor;
 use super::{
     api::{self, Answer, Format, Query},
     icon::{self, IconAnswer},
-    tls::{self, FrontProxy},
+    serving::Serving,
+    tls,
     view::{Key, Packages},
 };
 
@@ -40,15 +43,9 @@ pub enum Caller {
     NotAllowed(String),
 }
 
-/// Serves `packages` on `listener` with `config` until the task is dropped.
-pub async fn serve(
-    listener: TcpListener,
-    config: rustls::ServerConfig,
-    front_proxy: FrontProxy,
-    packages: Packages,
-) {
-    let acceptor = TlsAcceptor::from(Arc::new(config));
-    let allowed = Arc::new(front_proxy.allowed_names);
+/// Serves `packages` on `listener` with the TLS configuration `serving`
+/// holds when each connection comes, until the task is dropped.
+pub async fn serve(listener: TcpListener, serving: watch::Receiver<Arc<Serving>>, packages: Packages) {
     loop {
         let (tcp, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -58,8 +55,10 @@ pub async fn serve(
                 continue;
             }
         };
-        let (acceptor, packages, allowed) = (acceptor.clone(), packages.clone(), allowed.clone());
+        let current = serving.borrow().clone();
+        let packages = packages.clone();
         tokio::spawn(async move {
+            let acceptor = TlsAcceptor::from(current.tls.clone());
             let stream = match acceptor.accept(tcp).await {
                 Ok(stream) => stream,
                 Err(e) => {
@@ -67,7 +66,7 @@ pub async fn serve(
                     return;
                 }
             };
-            let caller = caller(stream.get_ref().1.peer_certificates(), &allowed);
+            let caller = caller(stream.get_ref().1.peer_certificates(), &current.allowed_names);
             let service = service_fn(move |request| {
                 let response = handle(&packages, &caller, &request);
                 std::future::ready(Ok::<_, Infallible>(response))

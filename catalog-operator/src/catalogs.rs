@@ -95,11 +95,7 @@ impl CatalogContent {
                 properties: vec![Property::BundleObject(BundleObject::from_json(&csv))],
                 related_images: Vec::new(),
             };
-            let package_description = self
-                .catalog
-                .package(&package)
-                .and_then(|p| p.description.as_deref());
-            if let Some(head) = packageserver::describe::head_csv(&bundle, package_description) {
+            if let Some(head) = packageserver::describe::head_csv(&bundle, self.catalog.package(&package)) {
                 self.heads.entry((package, name)).or_insert(head);
             }
         }

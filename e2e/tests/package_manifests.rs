@@ -83,6 +83,7 @@ async fn package_manifests_are_served_through_the_aggregator() {
                 service_port: port,
                 secret: "packageserver-serving-cert".into(),
                 register: true,
+                cert_lifetime: Duration::from_secs(365 * 24 * 3600),
             }),
             ..Options::default()
         };
@@ -127,6 +128,7 @@ async fn package_manifests_are_served_through_the_aggregator() {
             .await
             .unwrap();
         assert_eq!(resources.resources[0].name, "packagemanifests");
+        assert_eq!(resources.resources[1].name, "packagemanifests/icon");
 
         // A watch sees a corpus package appear when a catalog gains it.
         let api: Api<PackageManifest> = Api::namespaced(client.clone(), &ns);

@@ -16,6 +16,13 @@ pub enum Answer {
     Json(u16, Value),
     /// A stream of watch events.
     Watch(Query),
+    /// The `icon` subresource of PackageManifest `name` in `namespace`.
+    Icon {
+        /// The namespace.
+        namespace: String,
+        /// The PackageManifest.
+        name: String,
+    },
 }
 
 /// A list or watch request.
@@ -83,6 +90,9 @@ pub fn format(accept: &str, include_object: Option<&str>) -> Format {
     })
 }
 
+/// The subresource that serves a package's icon.
+pub const ICON: &str = "icon";
+
 /// The `/apis/<group>` and `/apis/<group>/v1` prefix.
 fn group_path() -> String {
     format!("/apis/{}", packages::GROUP)
@@ -121,6 +131,12 @@ pub fn answer(
         [packages::PLURAL] => (None, None),
         ["namespaces", ns, packages::PLURAL] => (Some(ns), None),
         ["namespaces", ns, packages::PLURAL, name] => (Some(ns), Some(name)),
+        ["namespaces", ns, packages::PLURAL, name, ICON] => {
+            return Answer::Icon {
+                namespace: ns.to_owned(),
+                name: name.to_owned(),
+            };
+        }
         _ => return not_found_path(path),
     };
     let format = format(accept, query.get("includeObject").map(String::as_str));
@@ -132,12 +148,7 @@ pub fn answer(
             .find(|m| m.metadata.name.as_deref() == Some(name))
         {
             Some(manifest) => Answer::Json(200, render(vec![manifest], format, None, now, false)),
-            None => status_with(
-                404,
-                "NotFound",
-                &format!("packagemanifests.{} \"{name}\" not found", packages::GROUP),
-                json!({"name": name, "group": packages::GROUP, "kind": packages::PLURAL}),
-            ),
+            None => not_found(name),
         };
     }
     let selector = match LabelSelector::parse(query.get("labelSelector").map(String::as_str).unwrap_or("")) {
@@ -172,6 +183,16 @@ fn not_found_path(path: &str) -> Answer {
         404,
         "NotFound",
         &format!("the server could not find the requested resource {path}"),
+    )
+}
+
+/// The `NotFound` answer for PackageManifest `name`.
+pub fn not_found(name: &str) -> Answer {
+    status_with(
+        404,
+        "NotFound",
+        &format!("packagemanifests.{} \"{name}\" not found", packages::GROUP),
+        json!({"name": name, "group": packages::GROUP, "kind": packages::PLURAL}),
     )
 }
 
@@ -224,6 +245,14 @@ fn resource_list() -> Value {
             "kind": packages::KIND,
             "verbs": ["get", "list", "watch"],
             "categories": ["olm"],
+        }, {
+            // As the API server lists a subresource served by a connecter
+            // (OLM's `LogoStorage`): its kind is the parent's, its verb GET's.
+            "name": format!("{}/{ICON}", packages::PLURAL),
+            "singularName": "",
+            "namespaced": true,
+            "kind": packages::KIND,
+            "verbs": ["get"],
         }],
     })
 }

@@ -8,13 +8,25 @@
 //! loaded, the heads' descriptions are taken out first: from `olm.csv.metadata`
 //! where the catalog has it (current catalogs), else from the CSV among the
 //! bundle's `olm.bundle.object`s (older catalogs, registries). Only heads are
-//! kept: one description per channel, not per bundle. Icons are not kept:
-//! PackageManifest answers leave them out, as OLM's do.
+//! kept: one description per channel, not per bundle.
+//!
+//! Each head's icon is kept beside its description, decoded, for the
+//! `packagemanifests/icon` subresource (list and get answers leave icons out,
+//! as OLM's do). It is the first icon of the head's CSV when the bundle carries
+//! its CSV (registries, older catalogs), else the package's icon: OLM's
+//! registry builds a catalog bundle's CSV from `olm.csv.metadata` with the
+//! `olm.package` icon, since `olm.csv.metadata` carries none.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::{
+    collections::{BTreeMap, BTreeSet, HashMap},
+    fmt,
+    hash::{DefaultHasher, Hash, Hasher},
+};
 
+use base64::Engine;
+use bytes::Bytes;
 use olm_api::packages::{AppLink, CsvDescription, Descriptions, Maintainer};
-use olm_catalog::{Bundle, Catalog, Channel, Property};
+use olm_catalog::{Bundle, Catalog, Channel, Icon, Package, Property};
 use serde_json::{Map, Value};
 
 /// What a PackageManifest reads of a channel head's CSV.
@@ -24,6 +36,48 @@ pub struct HeadCsv {
     pub description: CsvDescription,
     /// The CSV's labels (they become the PackageManifest's, for the default channel).
     pub labels: BTreeMap<String, String>,
+    /// The icon consoles show, if the CSV (or package) has a readable one.
+    pub icon: Option<HeadIcon>,
+}
+
+/// An image, decoded from a CSV's `spec.icon[0]` or a package's `icon`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HeadIcon {
+    /// Its media type (`image/png`, `image/svg+xml`...), as the CSV names it.
+    pub media_type: String,
+    /// The image.
+    pub data: Bytes,
+}
+
+impl HeadIcon {
+    /// Decodes `icon`; `None` when its data is empty or not base64 (a console
+    /// then shows the default icon).
+    pub fn decode(icon: &Icon) -> Option<Self> {
+        let text: Vec<u8> = icon
+            .base64data
+            .bytes()
+            .filter(|b| !b.is_ascii_whitespace())
+            .collect();
+        let data = base64::engine::general_purpose::STANDARD.decode(text).ok()?;
+        (!data.is_empty()).then(|| HeadIcon {
+            media_type: icon.mediatype.trim().to_owned(),
+            data: Bytes::from(data),
+        })
+    }
+}
+
+/// The image's size and a hash of it, not its bytes: descriptions are
+/// compared and fingerprinted through `Debug`, and icons weigh kilobytes.
+impl fmt::Debug for HeadIcon {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut hasher = DefaultHasher::new();
+        self.data.hash(&mut hasher);
+        f.debug_struct("HeadIcon")
+            .field("media_type", &self.media_type)
+            .field("len", &self.data.len())
+            .field("hash", &hasher.finish())
+            .finish()
+    }
 }
 
 /// The heads' CSVs of a catalog, by package and bundle name.
@@ -64,10 +118,7 @@ pub fn head_csvs(catalog: &Catalog) -> HeadCsvs {
         let Some(bundle) = catalog.bundle(&channel.package, head) else {
             continue;
         };
-        let package_description = catalog
-            .package(&channel.package)
-            .and_then(|p| p.description.as_deref());
-        if let Some(csv) = head_csv(bundle, package_description) {
+        if let Some(csv) = head_csv(bundle, catalog.package(&channel.package)) {
             out.insert(key, csv);
         }
     }
@@ -76,8 +127,10 @@ pub fn head_csvs(catalog: &Catalog) -> HeadCsvs {
 
 /// What `bundle`'s CSV says of itself, from its `olm.csv.metadata` or else its
 /// CSV object; `None` when it has neither. A CSV without a description takes
-/// the package's, as OLM's registry does.
-pub fn head_csv(bundle: &Bundle, package_description: Option<&str>) -> Option<HeadCsv> {
+/// the package's, as OLM's registry does; the icon is the CSV's when the
+/// bundle carries its CSV, else the package's.
+pub fn head_csv(bundle: &Bundle, package: Option<&Package>) -> Option<HeadCsv> {
+    let csv = csv_object(bundle);
     let metadata = bundle
         .properties
         .iter()
@@ -85,7 +138,12 @@ pub fn head_csv(bundle: &Bundle, package_description: Option<&str>) -> Option<He
             Property::CsvMetadata(raw) => Some(raw.to_value()),
             _ => None,
         })
-        .or_else(|| csv_object(bundle).map(|csv| metadata_of_csv(&csv)))?;
+        .or_else(|| csv.as_ref().map(metadata_of_csv))?;
+    let icon = match &csv {
+        Some(csv) => csv_icon(csv),
+        None => package.and_then(|p| p.icon.as_ref()).and_then(HeadIcon::decode),
+    };
+    let package_description = package.and_then(|p| p.description.as_deref());
     let mut description = description(&metadata);
     if let Some(version) = bundle.version() {
         description.version = version.as_str().to_owned();
@@ -103,6 +161,22 @@ pub fn head_csv(bundle: &Bundle, package_description: Option<&str>) -> Option<He
     Some(HeadCsv {
         description,
         labels: string_map(&metadata, "labels"),
+        icon,
+    })
+}
+
+/// The first icon of a CSV's `spec.icon`, decoded.
+fn csv_icon(csv: &Value) -> Option<HeadIcon> {
+    let icon = csv.pointer("/spec/icon/0")?;
+    let field = |key: &str| {
+        icon.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    HeadIcon::decode(&Icon {
+        base64data: field("base64data"),
+        mediatype: field("mediatype"),
     })
 }
 

@@ -6,27 +6,34 @@
 //! `v1.packages.operators.coreos.com` (aggregation): it authenticates and
 //! authorizes the user, then forwards the request with its front-proxy client
 //! certificate, which this server verifies against the request-header CA of
-//! `kube-system/extension-apiserver-authentication`. The serving certificate
-//! is shared by the replicas through a Secret; its CA is the APIService's
-//! `caBundle`, which every replica applies (identically).
+//! `kube-system/extension-apiserver-authentication`, read again whenever the
+//! cluster changes it. The serving certificate is shared by the replicas
+//! through a Secret and renewed before it expires; its CA bundle is the
+//! APIService's `caBundle`, which every replica applies (identically).
 //!
-//! - [`describe`]: the channel heads' CSV descriptions kept with catalog content.
+//! - [`describe`]: the channel heads' CSV descriptions and icons kept with catalog content.
 //! - [`manifest`]: catalog content → PackageManifests (pure).
 //! - [`view`]: the PackageManifests of a namespace, from the store.
 //! - [`selector`]: label and field selectors.
 //! - [`api`]: discovery, list, get, Table output, errors (pure).
+//! - [`icon`]: the `packagemanifests/icon` subresource (pure).
 //! - [`tls`]: certificates and the front proxy's CA.
+//! - [`renewal`]: when the certificate is renewed, which CAs are trusted (pure).
+//! - [`serving`]: the certificate and request-header CA kept current at runtime.
 //! - [`server`]: HTTPS, authentication, watch streams.
 
 pub mod api;
 pub mod describe;
+pub mod icon;
 pub mod manifest;
+pub mod renewal;
 pub mod selector;
 pub mod server;
+pub mod serving;
 pub mod tls;
 pub mod view;
 
-use std::{net::SocketAddr, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use k8s_openapi::{
     ByteString,
@@ -39,6 +46,7 @@ use kube::{
 };
 use olm_api::{packages, v1alpha1::CatalogSource};
 use olm_runtime::apply::FIELD_MANAGER_CATALOG;
+use serving::{Current, Serving};
 
 use crate::catalogs::CatalogStore;
 
@@ -64,6 +72,10 @@ pub struct PackageServerArgs {
     /// Apply the APIService `v1.packages.operators.coreos.com` with the certificate's CA.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub package_server_register: bool,
+    /// How long a serving certificate is valid (renewed at two thirds of it;
+    /// its CA lives ten times longer). Short values are for tests.
+    #[arg(long, default_value = "8760h", value_parser = olm_runtime::leader::parse_duration, hide = true)]
+    pub package_server_cert_lifetime: Duration,
 }
 
 /// The package server's settings, once enabled.
@@ -81,6 +93,8 @@ pub struct Config {
     pub secret: String,
     /// Whether to apply the APIService.
     pub register: bool,
+    /// How long a serving certificate is valid.
+    pub cert_lifetime: Duration,
 }
 
 impl PackageServerArgs {
@@ -94,6 +108,7 @@ impl PackageServerArgs {
             service_port: self.package_server_service_port.unwrap_or(address.port()),
             secret: self.package_server_secret.clone(),
             register: self.package_server_register,
+            cert_lifetime: self.package_server_cert_lifetime,
         })
     }
 }
@@ -145,14 +160,36 @@ pub fn api_service(config: &Config, ca_pem: &str) -> APIService {
     }
 }
 
+/// Applies the APIService with `ca_pem` as its `caBundle`.
+async fn register(client: &Client, config: &Config, ca_pem: &str) -> Result<(), StartError> {
+    Api::<APIService>::all(client.clone())
+        .patch(
+            packages::API_SERVICE,
+            &PatchParams::apply(FIELD_MANAGER_CATALOG).force(),
+            &Patch::Apply(&api_service(config, ca_pem)),
+        )
+        .await
+        .map_err(StartError::Register)?;
+    Ok(())
+}
+
 async fn start(
     client: &Client,
     config: &Config,
-) -> Result<(tokio::net::TcpListener, rustls::ServerConfig, tls::FrontProxy), StartError> {
+) -> Result<(tokio::net::TcpListener, Serving, Current), StartError> {
     let hosts = tls::service_hosts(&config.service, &config.namespace);
-    let cert = tls::serving_cert(client, &config.namespace, &config.secret, &hosts).await?;
+    let now = time::OffsetDateTime::now_utc();
+    let cert = tls::serving_cert(
+        client,
+        &config.namespace,
+        &config.secret,
+        &hosts,
+        now,
+        config.cert_lifetime,
+    )
+    .await?;
     let front_proxy = tls::front_proxy(client).await?;
-    let tls_config = tls::server_config(&cert, &front_proxy)?;
+    let serving = Serving::new(&cert, &front_proxy)?;
     let listener = server::bind(config.address)
         .await
         .map_err(|source| StartError::Bind {
@@ -160,20 +197,13 @@ async fn start(
             source,
         })?;
     if config.register {
-        Api::<APIService>::all(client.clone())
-            .patch(
-                packages::API_SERVICE,
-                &PatchParams::apply(FIELD_MANAGER_CATALOG).force(),
-                &Patch::Apply(&api_service(config, &cert.ca_pem)),
-            )
-            .await
-            .map_err(StartError::Register)?;
+        register(client, config, &cert.ca_pem).await?;
     }
-    Ok((listener, tls_config, front_proxy))
+    Ok((listener, serving, Current { cert, front_proxy }))
 }
 
 /// Sets up TLS (retrying every 10 seconds until it can), registers the API and
-/// serves it; never returns.
+/// serves it, keeping its certificate and the front proxy's CA current; never returns.
 pub async fn run(
     client: Client,
     config: Config,
@@ -181,7 +211,7 @@ pub async fn run(
     sources: Store<CatalogSource>,
     global_namespace: String,
 ) {
-    let (listener, tls_config, front_proxy) = loop {
+    let (listener, serving, current) = loop {
         match start(&client, &config).await {
             Ok(started) => break started,
             Err(e) => {
@@ -196,7 +226,11 @@ pub async fn run(
         sources,
         global_namespace,
     };
-    server::serve(listener, tls_config, front_proxy, packages).await;
+    let (sender, receiver) = tokio::sync::watch::channel(Arc::new(serving));
+    tokio::join!(
+        server::serve(listener, receiver, packages),
+        serving::keep_current(client, config, current, sender),
+    );
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! The HTTPS server: TLS with the shared serving certificate, the front proxy's
-//! client certificate checked on every connection, answers from [`super::api`]
-//! and watch streams that follow the catalog store.
+//! client certificate checked on every connection (each connection takes the
+//! TLS configuration current when it is accepted: [`super::serving`]), answers
+//! from [`super::api`] and [`super::icon`], and watch streams that follow the
+//! catalog store.
 
 use std::{
     collections::{BTreeMap, VecDeque},
@@ -22,7 +24,9 @@ use tokio_rustls::TlsAcceptor;
 
 use super::{
     api::{self, Answer, Format, Query},
-    tls::{self, FrontProxy},
+    icon::{self, IconAnswer},
+    serving::Serving,
+    tls,
     view::{Key, Packages},
 };
 
@@ -39,15 +43,9 @@ pub enum Caller {
     NotAllowed(String),
 }
 
-/// Serves `packages` on `listener` with `config` until the task is dropped.
-pub async fn serve(
-    listener: TcpListener,
-    config: rustls::ServerConfig,
-    front_proxy: FrontProxy,
-    packages: Packages,
-) {
-    let acceptor = TlsAcceptor::from(Arc::new(config));
-    let allowed = Arc::new(front_proxy.allowed_names);
+/// Serves `packages` on `listener` with the TLS configuration `serving`
+/// holds when each connection comes, until the task is dropped.
+pub async fn serve(listener: TcpListener, serving: watch::Receiver<Arc<Serving>>, packages: Packages) {
     loop {
         let (tcp, peer) = match listener.accept().await {
             Ok(accepted) => accepted,
@@ -57,8 +55,10 @@ pub async fn serve(
                 continue;
             }
         };
-        let (acceptor, packages, allowed) = (acceptor.clone(), packages.clone(), allowed.clone());
+        let current = serving.borrow().clone();
+        let packages = packages.clone();
         tokio::spawn(async move {
+            let acceptor = TlsAcceptor::from(current.tls.clone());
             let stream = match acceptor.accept(tcp).await {
                 Ok(stream) => stream,
                 Err(e) => {
@@ -66,7 +66,7 @@ pub async fn serve(
                     return;
                 }
             };
-            let caller = caller(stream.get_ref().1.peer_certificates(), &allowed);
+            let caller = caller(stream.get_ref().1.peer_certificates(), &current.allowed_names);
             let service = service_fn(move |request| {
                 let response = handle(&packages, &caller, &request);
                 std::future::ready(Ok::<_, Infallible>(response))
@@ -146,7 +146,37 @@ fn handle<B>(packages: &Packages, caller: &Caller, request: &Request<B>) -> Resp
     match api::answer(request.method().as_str(), path, &query, accept, list, now()) {
         Answer::Json(code, body) => json_response(Answer::Json(code, body)),
         Answer::Watch(query) => watch_response(packages.clone(), query, watch_timeout),
+        Answer::Icon { namespace, name } => {
+            let if_none_match = request
+                .headers()
+                .get(http::header::IF_NONE_MATCH)
+                .and_then(|v| v.to_str().ok());
+            let found = packages.icon(&namespace, &name);
+            icon_response(icon::answer(found, if_none_match), &name)
+        }
     }
+}
+
+fn icon_response(answer: IconAnswer, name: &str) -> Response<Body> {
+    let (code, media_type, data, etag) = match answer {
+        IconAnswer::NotFound => return json_response(api::not_found(name)),
+        IconAnswer::NotModified { etag } => (304, None, Bytes::new(), Some(etag)),
+        IconAnswer::Image {
+            media_type,
+            data,
+            etag,
+        } => (200, Some(media_type), data, etag),
+    };
+    let mut response = Response::new(Full::new(data).boxed_unsync());
+    *response.status_mut() = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
+    let headers = response.headers_mut();
+    if let Some(value) = media_type.and_then(|m| http::HeaderValue::from_str(&m).ok()) {
+        headers.insert(http::header::CONTENT_TYPE, value);
+    }
+    if let Some(value) = etag.and_then(|e| http::HeaderValue::from_str(&e).ok()) {
+        headers.insert(http::header::ETAG, value);
+    }
+    response
 }
 
 fn text(code: u16, body: &'static str) -> Response<Body> {

@@ -8,7 +8,7 @@ use olm_catalog::Catalog;
 use serde_json::{Value, json};
 
 use super::{
-    describe::{channel_head, head_csvs},
+    describe::{HeadIcon, channel_head, head_csvs},
     manifest::{CatalogInfo, package_manifests},
 };
 use crate::bundles::strip_manifests;
@@ -246,6 +246,40 @@ fn deprecations_and_deprecated_bundles_show_as_olm_shows_them() {
     assert_eq!(labels[labels::DEFAULT_OS], "supported");
 }
 
+#[test]
+fn a_heads_icon_is_its_csvs_or_else_its_packages() {
+    let fbc = r#"
+{"schema":"olm.package","name":"db","defaultChannel":"stable","icon":{"base64data":"cGFja2FnZQ==","mediatype":"image/png"}}
+{"schema":"olm.channel","package":"db","name":"stable","entries":[{"name":"db.v1.0.0"}]}
+{"schema":"olm.channel","package":"db","name":"fast","entries":[{"name":"db.v2.0.0"}]}
+{"schema":"olm.bundle","package":"db","name":"db.v1.0.0","image":"db:1.0.0","properties":[{"type":"olm.package","value":{"packageName":"db","version":"1.0.0"}},{"type":"olm.csv.metadata","value":{"displayName":"DB"}}]}
+{"schema":"olm.bundle","package":"db","name":"db.v2.0.0","image":"db:2.0.0","properties":[{"type":"olm.package","value":{"packageName":"db","version":"2.0.0"}},{"type":"olm.bundle.object","value":{"data":"eyJraW5kIjoiQ2x1c3RlclNlcnZpY2VWZXJzaW9uIiwic3BlYyI6eyJpY29uIjpbeyJiYXNlNjRkYXRhIjoiWTNOMiIsIm1lZGlhdHlwZSI6ImltYWdlL2pwZWcifV19fQ=="}}]}
+"#;
+    let catalog = olm_catalog::fbc::parse_str(Path::new("db.json"), fbc).unwrap();
+    let heads = head_csvs(&catalog);
+    let icon = |head: &str| heads[&("db".to_owned(), head.to_owned())].icon.clone().unwrap();
+    // olm.csv.metadata carries no icon: OLM's registry gives the package's.
+    assert_eq!(&icon("db.v1.0.0").data[..], b"package");
+    assert_eq!(icon("db.v1.0.0").media_type, "image/png");
+    // A bundle that carries its CSV: the CSV's first icon.
+    assert_eq!(&icon("db.v2.0.0").data[..], b"csv");
+    assert_eq!(icon("db.v2.0.0").media_type, "image/jpeg");
+}
+
+#[test]
+fn corpus_heads_keep_their_packages_icon() {
+    let dir = corpus().join("fbc/v4.21/kube-green");
+    let catalog = olm_catalog::fbc::load_dir(&dir).expect("the corpus catalog loads");
+    let package = catalog.package("kube-green").unwrap();
+    let expected = HeadIcon::decode(package.icon.as_ref().expect("kube-green has an icon")).unwrap();
+    let heads = head_csvs(&catalog);
+    assert!(!heads.is_empty());
+    for (key, head) in &heads {
+        assert_eq!(head.icon.as_ref(), Some(&expected), "{key:?}");
+    }
+    assert!(expected.data.starts_with(b"<svg"), "kube-green's icon is an SVG");
+}
+
 mod served {
     use std::collections::BTreeMap;
 
@@ -264,7 +298,7 @@ mod served {
     };
 
     const DB: &str = r#"
-{"schema":"olm.package","name":"db","defaultChannel":"stable"}
+{"schema":"olm.package","name":"db","defaultChannel":"stable","icon":{"base64data":"PHN2Zz48L3N2Zz4=","mediatype":"image/svg+xml"}}
 {"schema":"olm.channel","package":"db","name":"stable","entries":[{"name":"db.v1.0.0"}]}
 {"schema":"olm.bundle","package":"db","name":"db.v1.0.0","image":"db:1.0.0","properties":[{"type":"olm.package","value":{"packageName":"db","version":"1.0.0"}},{"type":"olm.csv.metadata","value":{"displayName":"DB","provider":{"name":"Acme"}}}]}
 "#;
@@ -311,6 +345,7 @@ mod served {
         match api::answer("GET", path, &query, accept, list, 1_767_225_600 + 3 * 3600) {
             Answer::Json(code, body) => (code, body),
             Answer::Watch(q) => panic!("a watch: {q:?}"),
+            Answer::Icon { namespace, name } => panic!("the icon of {namespace}/{name}"),
         }
     }
 
@@ -348,6 +383,44 @@ mod served {
         assert_eq!(resource["kind"], "PackageManifest");
         assert_eq!(resource["namespaced"], true);
         assert_eq!(resource["verbs"], serde_json::json!(["get", "list", "watch"]));
+        let icon = &resources["resources"][1];
+        assert_eq!(icon["name"], "packagemanifests/icon");
+        assert_eq!(icon["kind"], "PackageManifest");
+        assert_eq!(icon["namespaced"], true);
+        assert_eq!(icon["verbs"], serde_json::json!(["get"]));
+    }
+
+    #[test]
+    fn icons_are_the_default_channel_heads_as_the_namespace_sees_them() {
+        let p = packages();
+        let query = BTreeMap::new();
+        let list = |ns: Option<&str>| (p.list(ns), "1".to_owned());
+        let answer = api::answer(
+            "GET",
+            &format!("{BASE}/namespaces/team/packagemanifests/db/icon"),
+            &query,
+            "",
+            list,
+            0,
+        );
+        assert_eq!(
+            answer,
+            Answer::Icon {
+                namespace: "team".into(),
+                name: "db".into()
+            }
+        );
+        let db = p.icon("team", "db").expect("team sees the global db");
+        assert_eq!((db.channel.as_str(), db.head.as_str()), ("stable", "db.v1.0.0"));
+        let icon = db.icon.expect("db's package icon");
+        assert_eq!(icon.media_type, "image/svg+xml");
+        assert_eq!(&icon.data[..], b"<svg></svg>");
+        let app = p.icon("team", "app").expect("team sees its app");
+        assert_eq!(app.icon, None, "app has no icon: the default one is served");
+        assert_eq!(p.icon("other", "app"), None, "other does not see team's catalog");
+        // Lists and gets carry no icons.
+        let (_, db) = get(&p, &format!("{BASE}/namespaces/team/packagemanifests/db"), "");
+        assert_eq!(db["status"]["channels"][0]["currentCSVDesc"].get("icon"), None);
     }
 
     #[test]

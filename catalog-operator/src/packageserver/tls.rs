@@ -1,9 +1,12 @@
 //! The server's TLS: a serving certificate shared by every replica through a
-//! Secret (made by the first replica that finds none), and the front proxy's
-//! client certificates verified against the request-header CA the API server
+//! Secret (made by the first replica that finds none, renewed by the first
+//! that finds it due: [`super::renewal`]), and the front proxy's client
+//! certificates verified against the request-header CA the API server
 //! publishes in `kube-system/extension-apiserver-authentication`.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
+
+use base64::Engine;
 
 use k8s_openapi::{
     ByteString,
@@ -16,6 +19,9 @@ use rustls::{
     pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject},
     server::WebPkiClientVerifier,
 };
+use time::OffsetDateTime;
+
+use super::renewal::{self, Renewal, Validity};
 
 /// The ConfigMap the API server publishes its client-authentication settings in.
 pub const AUTHENTICATION_CONFIGMAP: &str = "extension-apiserver-authentication";
@@ -45,11 +51,14 @@ pub enum TlsError {
     Rustls(#[from] rustls::Error),
 }
 
-/// A CA and the serving certificate it signed, PEM.
+/// The CA bundle and the serving certificate, PEM, as the Secret holds them.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ServingCert {
-    /// The CA: the APIService's `caBundle`.
+    /// The CAs to trust, the current one first: the APIService's `caBundle`.
     pub ca_pem: String,
+    /// The current CA's key (`ca.key`); Secrets made before keys were kept
+    /// have none, and their next renewal makes a new CA.
+    pub ca_key_pem: Option<String>,
     /// The serving certificate.
     pub cert_pem: String,
     /// Its key.
@@ -67,23 +76,31 @@ pub fn service_hosts(service: &str, namespace: &str) -> Vec<String> {
     ]
 }
 
-/// A new CA and a serving certificate for `hosts`, valid for a year.
-pub fn issue(hosts: &[String]) -> Result<ServingCert, TlsError> {
-    let now = time::OffsetDateTime::now_utc();
-    let (not_before, not_after) = (now - time::Duration::hours(1), now + time::Duration::days(365));
-    let ca_key = rcgen::KeyPair::generate()?;
+/// The CA's subject name prefix; each CA adds the time it was made, so that
+/// two CAs in one bundle never share a subject.
+pub const CA_NAME: &str = "olm-rs-packageserver-ca";
+
+const CA_USAGES: [rcgen::KeyUsagePurpose; 2] = [
+    rcgen::KeyUsagePurpose::KeyCertSign,
+    rcgen::KeyUsagePurpose::DigitalSignature,
+];
+
+fn ca_params(name: &str, validity: Validity) -> Result<rcgen::CertificateParams, TlsError> {
     let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
-    ca.distinguished_name
-        .push(rcgen::DnType::CommonName, "olm-rs-packageserver-ca");
+    ca.distinguished_name.push(rcgen::DnType::CommonName, name);
     ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.key_usages = vec![
-        rcgen::KeyUsagePurpose::KeyCertSign,
-        rcgen::KeyUsagePurpose::DigitalSignature,
-    ];
-    ca.not_before = not_before;
-    ca.not_after = not_after;
-    let ca_cert = ca.self_signed(&ca_key)?;
-    let issuer = rcgen::Issuer::new(ca, ca_key);
+    ca.key_usages = CA_USAGES.to_vec();
+    ca.not_before = validity.not_before;
+    ca.not_after = validity.not_after;
+    Ok(ca)
+}
+
+/// A serving certificate for `hosts` with `validity`, signed by `issuer`: (certificate, key).
+fn leaf(
+    hosts: &[String],
+    validity: Validity,
+    issuer: &rcgen::Issuer<'_, rcgen::KeyPair>,
+) -> Result<(String, String), TlsError> {
     let key = rcgen::KeyPair::generate()?;
     let mut params = rcgen::CertificateParams::new(hosts.to_vec())?;
     if let Some(first) = hosts.first() {
@@ -96,21 +113,109 @@ pub fn issue(hosts: &[String]) -> Result<ServingCert, TlsError> {
         rcgen::KeyUsagePurpose::KeyEncipherment,
     ];
     params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-    params.not_before = not_before;
-    params.not_after = not_after;
-    let cert = params.signed_by(&key, &issuer)?;
+    params.not_before = validity.not_before;
+    params.not_after = validity.not_after;
+    Ok((params.signed_by(&key, issuer)?.pem(), key.serialize_pem()))
+}
+
+/// A new CA (valid [`CA_LIFETIMES`] leaf lifetimes) and a serving certificate
+/// for `hosts` valid `lifetime` from `now`; the CA bundle is the new CA and
+/// the CAs of `previous` still valid.
+pub fn issue(
+    hosts: &[String],
+    now: OffsetDateTime,
+    lifetime: Duration,
+    previous: Option<&ServingCert>,
+) -> Result<ServingCert, TlsError> {
+    let ca_validity = Validity::issued(now, lifetime * renewal::CA_LIFETIMES);
+    let ca_key = rcgen::KeyPair::generate()?;
+    let ca = ca_params(&format!("{CA_NAME}@{}", now.unix_timestamp()), ca_validity)?;
+    let ca_pem = ca.self_signed(&ca_key)?.pem();
+    let ca_key_pem = ca_key.serialize_pem();
+    let issuer = rcgen::Issuer::new(ca, ca_key);
+    let (cert_pem, key_pem) = leaf(hosts, Validity::issued(now, lifetime), &issuer)?;
+    let older = previous.map(|p| bundle_validities(&p.ca_pem)).unwrap_or_default();
     Ok(ServingCert {
-        ca_pem: ca_cert.pem(),
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
+        ca_pem: renewal::ca_bundle(now, &ca_pem, older),
+        ca_key_pem: Some(ca_key_pem),
+        cert_pem,
+        key_pem,
     })
+}
+
+/// What `cert` needs at `now` (see [`renewal::decide`]).
+pub fn renewal_of(cert: &ServingCert, now: OffsetDateTime, lifetime: Duration) -> Renewal {
+    let leaf = first_der(&cert.cert_pem).and_then(|der| validity(&der));
+    let ca = cert
+        .ca_key_pem
+        .as_ref()
+        .and(first_der(&cert.ca_pem))
+        .and_then(|der| validity(&der));
+    renewal::decide(now, leaf, ca, lifetime)
+}
+
+/// `cert` renewed as `renewal` says, at `now`: `None` when it needs nothing.
+pub fn renew(
+    cert: &ServingCert,
+    renewal: Renewal,
+    hosts: &[String],
+    now: OffsetDateTime,
+    lifetime: Duration,
+) -> Result<Option<ServingCert>, TlsError> {
+    match renewal {
+        Renewal::Keep { .. } => Ok(None),
+        Renewal::CaAndLeaf => issue(hosts, now, lifetime, Some(cert)).map(Some),
+        Renewal::Leaf => {
+            let invalid = || TlsError::Invalid("the kept CA cannot be read".to_owned());
+            let ca_der = first_der(&cert.ca_pem).ok_or_else(invalid)?;
+            let ca_key = rcgen::KeyPair::from_pem(cert.ca_key_pem.as_deref().unwrap_or_default())?;
+            let name = common_name(&ca_der).ok_or_else(invalid)?;
+            let ca_validity = validity(&ca_der).ok_or_else(invalid)?;
+            let issuer = rcgen::Issuer::new(ca_params(&name, ca_validity)?, ca_key);
+            let (cert_pem, key_pem) = leaf(hosts, Validity::issued(now, lifetime), &issuer)?;
+            let mut cas = bundle_validities(&cert.ca_pem).into_iter();
+            let current = cas.next().map(|(pem, _)| pem).unwrap_or_default();
+            Ok(Some(ServingCert {
+                ca_pem: renewal::ca_bundle(now, &current, cas),
+                ca_key_pem: cert.ca_key_pem.clone(),
+                cert_pem,
+                key_pem,
+            }))
+        }
+    }
+}
+
+/// The first certificate of a PEM text, DER.
+fn first_der(pem: &str) -> Option<CertificateDer<'static>> {
+    CertificateDer::pem_slice_iter(pem.as_bytes()).next()?.ok()
+}
+
+/// Each certificate of a PEM bundle, as PEM, with its validity.
+pub fn bundle_validities(pem: &str) -> Vec<(String, Option<Validity>)> {
+    CertificateDer::pem_slice_iter(pem.as_bytes())
+        .filter_map(Result::ok)
+        .map(|der| (to_pem(&der), validity(&der)))
+        .collect()
+}
+
+/// A DER certificate as PEM.
+fn to_pem(der: &[u8]) -> String {
+    let text = base64::engine::general_purpose::STANDARD.encode(der);
+    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
+    for line in text.as_bytes().chunks(64) {
+        out.push_str(&String::from_utf8_lossy(line));
+        out.push('\n');
+    }
+    out.push_str("-----END CERTIFICATE-----\n");
+    out
 }
 
 fn api_error(action: String) -> impl FnOnce(kube::Error) -> TlsError {
     move |source| TlsError::Api { action, source }
 }
 
-fn secret_cert(secret: &Secret) -> Option<ServingCert> {
+/// The certificate a Secret holds, if complete.
+pub fn secret_cert(secret: &Secret) -> Option<ServingCert> {
     let data = secret.data.as_ref()?;
     let text = |key: &str| {
         data.get(key)
@@ -119,55 +224,87 @@ fn secret_cert(secret: &Secret) -> Option<ServingCert> {
     };
     Some(ServingCert {
         ca_pem: text("ca.crt")?,
+        ca_key_pem: text("ca.key"),
         cert_pem: text("tls.crt")?,
         key_pem: text("tls.key")?,
     })
 }
 
-/// The serving certificate in Secret `namespace/name`, made and stored first if
-/// there is none (when replicas race, the first one stored wins and all use it).
-pub async fn serving_cert(
-    client: &Client,
-    namespace: &str,
-    name: &str,
-    hosts: &[String],
-) -> Result<ServingCert, TlsError> {
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let read = format!("read Secret {namespace}/{name}");
-    if let Some(cert) = secrets
-        .get_opt(name)
-        .await
-        .map_err(api_error(read.clone()))?
-        .as_ref()
-        .and_then(secret_cert)
-    {
-        return Ok(cert);
-    }
-    let cert = issue(hosts)?;
+/// Secret `namespace/name` holding `cert`.
+fn cert_secret(namespace: &str, name: &str, cert: &ServingCert) -> Secret {
     let bytes = |s: &str| ByteString(s.as_bytes().to_vec());
-    let secret = Secret {
+    let mut data: BTreeMap<String, ByteString> = [
+        ("ca.crt".to_owned(), bytes(&cert.ca_pem)),
+        ("tls.crt".to_owned(), bytes(&cert.cert_pem)),
+        ("tls.key".to_owned(), bytes(&cert.key_pem)),
+    ]
+    .into();
+    if let Some(key) = &cert.ca_key_pem {
+        data.insert("ca.key".to_owned(), bytes(key));
+    }
+    Secret {
         metadata: kube::api::ObjectMeta {
             name: Some(name.to_owned()),
             namespace: Some(namespace.to_owned()),
             ..Default::default()
         },
         type_: Some("kubernetes.io/tls".into()),
-        data: Some(
-            [
-                ("ca.crt".to_owned(), bytes(&cert.ca_pem)),
-                ("tls.crt".to_owned(), bytes(&cert.cert_pem)),
-                ("tls.key".to_owned(), bytes(&cert.key_pem)),
-            ]
-            .into(),
-        ),
+        data: Some(data),
         ..Secret::default()
+    }
+}
+
+/// The serving certificate in Secret `namespace/name`, made and stored first if
+/// there is none, renewed first if due at `now`. When replicas race, the first
+/// write wins (creation, or replacement at the version read) and all use it.
+pub async fn serving_cert(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    hosts: &[String],
+    now: OffsetDateTime,
+    lifetime: Duration,
+) -> Result<ServingCert, TlsError> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let read = format!("read Secret {namespace}/{name}");
+    let existing = secrets.get_opt(name).await.map_err(api_error(read))?;
+    let Some(cert) = existing.as_ref().and_then(secret_cert) else {
+        let new = issue(hosts, now, lifetime, None)?;
+        return store(&secrets, namespace, name, existing, new).await;
     };
-    match secrets.create(&PostParams::default(), &secret).await {
+    let Some(renewed) = renew(&cert, renewal_of(&cert, now, lifetime), hosts, now, lifetime)? else {
+        return Ok(cert);
+    };
+    tracing::info!(secret = %format!("{namespace}/{name}"), "renewing the package server's certificate");
+    store(&secrets, namespace, name, existing, renewed).await
+}
+
+/// Writes `cert` into the Secret (`existing`: as read, if any); when another
+/// replica wrote first, returns what it wrote.
+async fn store(
+    secrets: &Api<Secret>,
+    namespace: &str,
+    name: &str,
+    existing: Option<Secret>,
+    cert: ServingCert,
+) -> Result<ServingCert, TlsError> {
+    let mut secret = cert_secret(namespace, name, &cert);
+    let written = match existing {
+        None => secrets.create(&PostParams::default(), &secret).await,
+        Some(old) => {
+            secret.metadata.resource_version = old.metadata.resource_version;
+            secret.metadata.labels = old.metadata.labels;
+            secret.metadata.annotations = old.metadata.annotations;
+            secret.type_ = old.type_;
+            secrets.replace(name, &PostParams::default(), &secret).await
+        }
+    };
+    match written {
         Ok(_) => Ok(cert),
         Err(kube::Error::Api(status)) if status.code == 409 => secrets
             .get(name)
             .await
-            .map_err(api_error(read))
+            .map_err(api_error(format!("read Secret {namespace}/{name}")))
             .and_then(|s| {
                 secret_cert(&s).ok_or_else(|| {
                     TlsError::Invalid(format!(
@@ -175,7 +312,7 @@ pub async fn serving_cert(
                     ))
                 })
             }),
-        Err(e) => Err(api_error(format!("create Secret {namespace}/{name}"))(e)),
+        Err(e) => Err(api_error(format!("write Secret {namespace}/{name}"))(e)),
     }
 }
 
@@ -195,7 +332,14 @@ pub async fn front_proxy(client: &Client) -> Result<FrontProxy, TlsError> {
         .get(AUTHENTICATION_CONFIGMAP)
         .await
         .map_err(api_error(format!("read ConfigMap {what}")))?;
-    let data = config.data.unwrap_or_default();
+    front_proxy_of(&config)
+}
+
+/// The front proxy's settings in the authentication ConfigMap.
+pub fn front_proxy_of(config: &ConfigMap) -> Result<FrontProxy, TlsError> {
+    let what = format!("{AUTHENTICATION_NAMESPACE}/{AUTHENTICATION_CONFIGMAP}");
+    let empty = BTreeMap::new();
+    let data = config.data.as_ref().unwrap_or(&empty);
     let ca_pem = data
         .get("requestheader-client-ca-file")
         .filter(|s| !s.is_empty())
@@ -267,6 +411,49 @@ pub fn common_name(der: &[u8]) -> Option<String> {
     None
 }
 
+/// The validity of a DER certificate.
+pub fn validity(der: &[u8]) -> Option<Validity> {
+    let (_, cert, _) = tlv(der)?;
+    let (_, mut tbs, _) = tlv(cert)?;
+    // TBSCertificate: [0] version?, serial, signature, issuer, validity.
+    if tbs.first() == Some(&0xa0) {
+        tbs = tlv(tbs)?.2;
+    }
+    for _ in 0..3 {
+        tbs = tlv(tbs)?.2;
+    }
+    let (_, times, _) = tlv(tbs)?;
+    let (tag, not_before, rest) = tlv(times)?;
+    let not_before = asn1_time(tag, not_before)?;
+    let (tag, not_after, _) = tlv(rest)?;
+    Some(Validity {
+        not_before,
+        not_after: asn1_time(tag, not_after)?,
+    })
+}
+
+/// An ASN.1 UTCTime (`YYMMDDHHMMSSZ`, tag 0x17) or GeneralizedTime
+/// (`YYYYMMDDHHMMSSZ`, tag 0x18).
+fn asn1_time(tag: u8, value: &[u8]) -> Option<OffsetDateTime> {
+    let text = std::str::from_utf8(value).ok()?.strip_suffix('Z')?;
+    let (year, rest) = match tag {
+        0x17 => {
+            let yy: i32 = text.get(..2)?.parse().ok()?;
+            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, text.get(2..)?)
+        }
+        0x18 => (text.get(..4)?.parse().ok()?, text.get(4..)?),
+        _ => return None,
+    };
+    let field = |i: usize| rest.get(i * 2..i * 2 + 2)?.parse::<u8>().ok();
+    if rest.len() != 10 {
+        return None;
+    }
+    let month = time::Month::try_from(field(0)?).ok()?;
+    let date = time::Date::from_calendar_date(year, month, field(1)?).ok()?;
+    let clock = time::Time::from_hms(field(2)?, field(3)?, field(4)?).ok()?;
+    Some(time::PrimitiveDateTime::new(date, clock).assume_utc())
+}
+
 /// One DER tag-length-value: the tag, the value, and what follows.
 fn tlv(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
     let (&tag, rest) = der.split_first()?;
@@ -289,19 +476,146 @@ fn tlv(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
 
 #[cfg(test)]
 mod tests {
+    use rustls::{
+        client::{WebPkiServerVerifier, danger::ServerCertVerifier},
+        pki_types::{ServerName, UnixTime},
+    };
+
     use super::*;
+
+    const YEAR: Duration = Duration::from_secs(365 * 24 * 3600);
+
+    fn at(seconds: i64) -> OffsetDateTime {
+        OffsetDateTime::from_unix_timestamp(1_800_000_000 + seconds).unwrap()
+    }
+
+    fn hosts() -> Vec<String> {
+        service_hosts("packageserver", "olm")
+    }
+
+    /// Whether `cert`'s serving certificate is trusted by `bundle` at `now`.
+    fn trusted(bundle: &str, cert: &ServingCert, now: OffsetDateTime) -> bool {
+        let mut roots = RootCertStore::empty();
+        for ca in CertificateDer::pem_slice_iter(bundle.as_bytes()) {
+            roots.add(ca.unwrap()).unwrap();
+        }
+        let verifier =
+            WebPkiServerVerifier::builder_with_provider(Arc::new(roots), Arc::new(default_provider()))
+                .build()
+                .unwrap();
+        let leaf = first_der(&cert.cert_pem).unwrap();
+        let seconds = u64::try_from(now.unix_timestamp()).unwrap();
+        verifier
+            .verify_server_cert(
+                &leaf,
+                &[],
+                &ServerName::try_from("packageserver.olm.svc").unwrap(),
+                &[],
+                UnixTime::since_unix_epoch(Duration::from_secs(seconds)),
+            )
+            .is_ok()
+    }
 
     #[test]
     fn the_common_name_is_read_from_a_certificate() {
-        let cert = issue(&service_hosts("packageserver", "olm")).unwrap();
+        let cert = issue(&hosts(), at(0), YEAR, None).unwrap();
         let der = CertificateDer::from_pem_slice(cert.cert_pem.as_bytes()).unwrap();
         assert_eq!(common_name(&der).as_deref(), Some("packageserver.olm.svc"));
         let ca = CertificateDer::from_pem_slice(cert.ca_pem.as_bytes()).unwrap();
-        assert_eq!(common_name(&ca).as_deref(), Some("olm-rs-packageserver-ca"));
+        assert_eq!(
+            common_name(&ca),
+            Some(format!("{CA_NAME}@{}", at(0).unix_timestamp()))
+        );
         let front_proxy = FrontProxy {
             ca_pem: cert.ca_pem.clone(),
             allowed_names: vec![],
         };
         server_config(&cert, &front_proxy).expect("a usable configuration");
+    }
+
+    #[test]
+    fn the_validity_is_read_from_a_certificate() {
+        let cert = issue(&hosts(), at(0), YEAR, None).unwrap();
+        let leaf = first_der(&cert.cert_pem).unwrap();
+        assert_eq!(validity(&leaf), Some(Validity::issued(at(0), YEAR)));
+        let ca = first_der(&cert.ca_pem).unwrap();
+        assert_eq!(validity(&ca), Some(Validity::issued(at(0), YEAR * 10)));
+        // A CA that ends after 2049 carries a GeneralizedTime.
+        let late = at(600_000_000);
+        let cert = issue(&hosts(), late, YEAR, None).unwrap();
+        let ca = first_der(&cert.ca_pem).unwrap();
+        assert_eq!(validity(&ca), Some(Validity::issued(late, YEAR * 10)));
+        assert_eq!(
+            renewal_of(&cert, late, YEAR),
+            Renewal::Keep {
+                until: Validity::issued(late, YEAR).renew_at()
+            }
+        );
+    }
+
+    #[test]
+    fn a_renewal_signs_a_new_leaf_with_the_kept_ca() {
+        let lifetime = Duration::from_secs(300);
+        let cert = issue(&hosts(), at(0), lifetime, None).unwrap();
+        assert_eq!(renewal_of(&cert, at(250), lifetime), Renewal::Leaf);
+        let renewed = renew(&cert, Renewal::Leaf, &hosts(), at(250), lifetime)
+            .unwrap()
+            .expect("a new leaf");
+        assert_eq!(renewed.ca_pem, cert.ca_pem);
+        assert_eq!(renewed.ca_key_pem, cert.ca_key_pem);
+        assert_ne!(renewed.cert_pem, cert.cert_pem);
+        assert!(trusted(&cert.ca_pem, &renewed, at(400)));
+        assert!(!trusted(&cert.ca_pem, &cert, at(400)), "the old leaf has expired");
+        assert_eq!(
+            renew(&cert, Renewal::Keep { until: at(1) }, &hosts(), at(0), lifetime).unwrap(),
+            None
+        );
+    }
+
+    #[test]
+    fn a_secret_without_a_ca_key_gets_a_new_ca_and_both_are_trusted_meanwhile() {
+        let lifetime = Duration::from_secs(300);
+        let mut old = issue(&hosts(), at(0), lifetime, None).unwrap();
+        old.ca_key_pem = None;
+        let due = renewal_of(&old, at(250), lifetime);
+        assert_eq!(due, Renewal::CaAndLeaf);
+        let renewed = renew(&old, due, &hosts(), at(250), lifetime).unwrap().unwrap();
+        assert_eq!(
+            bundle_validities(&renewed.ca_pem).len(),
+            2,
+            "the new CA and the old one"
+        );
+        assert!(renewed.ca_pem.ends_with(&old.ca_pem), "{}", renewed.ca_pem);
+        assert!(
+            trusted(&renewed.ca_pem, &old, at(260)),
+            "replicas not yet switched"
+        );
+        assert!(trusted(&renewed.ca_pem, &renewed, at(260)));
+        // Once the old CA has expired (ten leaf lifetimes), it leaves the bundle; the new CA stays.
+        let next = renew(&renewed, Renewal::Leaf, &hosts(), at(3100), lifetime)
+            .unwrap()
+            .unwrap();
+        assert_eq!(bundle_validities(&next.ca_pem).len(), 1);
+        assert!(renewed.ca_pem.starts_with(&next.ca_pem));
+        assert!(trusted(&next.ca_pem, &next, at(3110)));
+    }
+
+    #[test]
+    fn the_front_proxy_is_read_from_the_configmap() {
+        let config: ConfigMap = serde_json::from_value(serde_json::json!({
+            "data": {
+                "requestheader-client-ca-file": "PEM",
+                "requestheader-allowed-names": "[\"front-proxy-client\"]",
+            }
+        }))
+        .unwrap();
+        assert_eq!(
+            front_proxy_of(&config).unwrap(),
+            FrontProxy {
+                ca_pem: "PEM".into(),
+                allowed_names: vec!["front-proxy-client".into()],
+            }
+        );
+        assert!(front_proxy_of(&ConfigMap::default()).is_err());
     }
 }

@@ -6,8 +6,11 @@ use std::collections::BTreeMap;
 use kube::runtime::reflector::{ObjectRef, Store};
 use olm_api::{packages::PackageManifest, v1alpha1::CatalogSource};
 
-use super::manifest::{CatalogInfo, package_manifests};
-use crate::catalogs::CatalogStore;
+use super::{
+    icon::PackageIcon,
+    manifest::{CatalogInfo, package_manifest, package_manifests},
+};
+use crate::catalogs::{CatalogState, CatalogStore};
 
 /// Reads PackageManifests out of the catalog store.
 #[derive(Clone)]
@@ -24,16 +27,19 @@ pub struct Packages {
 pub type Key = (String, String, String);
 
 impl Packages {
-    /// The PackageManifests of `namespace` (its catalogs' packages, then the
-    /// global catalogs', all shown in `namespace`), or of every namespace.
-    pub fn list(&self, namespace: Option<&str>) -> Vec<PackageManifest> {
-        let all = self.catalogs.all();
+    /// The catalogs `namespace` sees, in the order their packages are listed:
+    /// its own, then the global ones (or every catalog).
+    fn chosen<'a>(
+        &self,
+        all: &'a BTreeMap<(String, String), CatalogState>,
+        namespace: Option<&str>,
+    ) -> Vec<(&'a (String, String), &'a CatalogState)> {
         let in_namespace = |ns: &str| {
             all.iter()
-                .filter(move |((catalog_ns, _), _)| catalog_ns == ns)
+                .filter(|((catalog_ns, _), _)| catalog_ns == ns)
                 .collect::<Vec<_>>()
         };
-        let chosen = match namespace {
+        match namespace {
             None => all.iter().collect(),
             Some(ns) if ns == self.global_namespace => in_namespace(ns),
             Some(ns) => {
@@ -41,19 +47,28 @@ impl Packages {
                 chosen.extend(in_namespace(&self.global_namespace));
                 chosen
             }
-        };
+        }
+    }
+
+    fn info(&self, catalog_ns: &str, catalog_name: &str) -> CatalogInfo {
+        self.sources
+            .get(&ObjectRef::new(catalog_name).within(catalog_ns))
+            .map(|source| CatalogInfo::from_source(&source))
+            .unwrap_or_else(|| CatalogInfo {
+                namespace: catalog_ns.to_owned(),
+                name: catalog_name.to_owned(),
+                ..CatalogInfo::default()
+            })
+    }
+
+    /// The PackageManifests of `namespace` (its catalogs' packages, then the
+    /// global catalogs', all shown in `namespace`), or of every namespace.
+    pub fn list(&self, namespace: Option<&str>) -> Vec<PackageManifest> {
+        let all = self.catalogs.all();
         let mut out = Vec::new();
-        for ((catalog_ns, catalog_name), state) in chosen {
+        for ((catalog_ns, catalog_name), state) in self.chosen(&all, namespace) {
             let Some(content) = &state.content else { continue };
-            let info = self
-                .sources
-                .get(&ObjectRef::new(catalog_name).within(catalog_ns))
-                .map(|source| CatalogInfo::from_source(&source))
-                .unwrap_or_else(|| CatalogInfo {
-                    namespace: catalog_ns.clone(),
-                    name: catalog_name.clone(),
-                    ..CatalogInfo::default()
-                });
+            let info = self.info(catalog_ns, catalog_name);
             let mut manifests = package_manifests(&info, &content.catalog, &content.heads);
             manifests.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
             for manifest in &mut manifests {
@@ -64,6 +79,38 @@ impl Packages {
             out.extend(manifests);
         }
         out
+    }
+
+    /// The icon of package `name` as `namespace` sees it (the package a get
+    /// would answer): its default channel head's, if it has one. `None` when
+    /// the namespace sees no such package.
+    pub fn icon(&self, namespace: &str, name: &str) -> Option<PackageIcon> {
+        let all = self.catalogs.all();
+        self.chosen(&all, Some(namespace))
+            .into_iter()
+            .find_map(|((catalog_ns, catalog_name), state)| {
+                let content = state.content.as_ref()?;
+                let package = content.catalog.package(name)?;
+                let info = self.info(catalog_ns, catalog_name);
+                let manifest = package_manifest(&info, &content.catalog, &content.heads, package)?;
+                let status = manifest.status;
+                let head = status
+                    .channels
+                    .into_iter()
+                    .find(|c| c.name == status.default_channel)
+                    .map(|c| c.current_csv)
+                    .unwrap_or_default();
+                let icon = content
+                    .heads
+                    .get(&(name.to_owned(), head.clone()))
+                    .and_then(|h| h.icon.clone());
+                Some(PackageIcon {
+                    package: name.to_owned(),
+                    channel: status.default_channel,
+                    head,
+                    icon,
+                })
+            })
     }
 
     /// The PackageManifests of `namespace` by catalog and package.

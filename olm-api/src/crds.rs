@@ -23,6 +23,8 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         "v2",
     )
     .expect("both OperatorCondition versions share group, kind, names and scope");
+    let mut operator = v1::Operator::crd();
+    default_spec_to_empty(&mut operator);
     vec![
         v1alpha1::CatalogSource::crd(),
         v1alpha1::ClusterServiceVersion::crd(),
@@ -30,6 +32,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         operator_group,
         operator_condition,
         v1::OLMConfig::crd(),
+        operator,
         v1alpha1::Subscription::crd(),
         substrate::Machine::crd(),
         substrate::MachinePool::crd(),
@@ -61,7 +64,7 @@ pub fn render_all() -> Vec<(String, String)> {
     files
 }
 
-/// Lets objects be written without `spec` (OperatorGroups usually are): the
+/// Lets objects be written without `spec` (OperatorGroups and Operators usually are): the
 /// API server fills in `spec: {}`, so every reader sees a spec.
 fn default_spec_to_empty(crd: &mut CustomResourceDefinition) {
     for version in &mut crd.spec.versions {

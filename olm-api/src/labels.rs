@@ -86,10 +86,42 @@ pub mod bundle {
     pub const DEFAULT_CHANNEL: &str = "operators.operatorframework.io.bundle.channel.default.v1";
 }
 
+/// The prefix of the label that ties an object to an installed operator.
+pub const OPERATOR_LABEL_PREFIX: &str = "operators.coreos.com/";
+
+/// The longest name part of a label key (Kubernetes' limit).
+const MAX_LABEL_NAME: usize = 63;
+
+/// The name of the `Operator` of `package` installed in `namespace`:
+/// `<package>.<namespace>`, cut to 63 characters as OLM cuts it, so that it
+/// fits the name part of a label key.
+pub fn operator_name(package: &str, namespace: &str) -> String {
+    let mut name = format!("{package}.{namespace}");
+    if name.len() > MAX_LABEL_NAME {
+        let mut end = MAX_LABEL_NAME;
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        name.truncate(end);
+    }
+    name
+}
+
 /// The label that ties an object to an installed operator:
-/// `operators.coreos.com/<package>.<namespace>`.
+/// `operators.coreos.com/<package>.<namespace>` (see [`operator_name`]), with
+/// an empty value, as OLM sets it.
 pub fn operator_label(package: &str, namespace: &str) -> String {
-    format!("operators.coreos.com/{package}.{namespace}")
+    format!("{OPERATOR_LABEL_PREFIX}{}", operator_name(package, namespace))
+}
+
+/// The names of the Operators whose label `labels` carry.
+pub fn operator_names<'a>(labels: impl IntoIterator<Item = &'a String>) -> Vec<String> {
+    labels
+        .into_iter()
+        .filter_map(|key| key.strip_prefix(OPERATOR_LABEL_PREFIX))
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 #[cfg(test)]
@@ -102,5 +134,26 @@ mod tests {
             operator_label("etcd", "operators"),
             "operators.coreos.com/etcd.operators"
         );
+    }
+
+    #[test]
+    fn a_long_operator_name_is_cut_to_a_label_name() {
+        let package = "a".repeat(60);
+        let name = operator_name(&package, "operators");
+        assert_eq!(name.len(), 63);
+        assert_eq!(
+            operator_label(&package, "operators"),
+            format!("operators.coreos.com/{name}")
+        );
+    }
+
+    #[test]
+    fn operator_names_come_from_the_label_keys() {
+        let keys = [
+            "operators.coreos.com/etcd.ops".to_owned(),
+            "operators.coreos.com/".to_owned(),
+            "olm.owner".to_owned(),
+        ];
+        assert_eq!(operator_names(&keys), vec!["etcd.ops".to_owned()]);
     }
 }

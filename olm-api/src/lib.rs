@@ -3,7 +3,7 @@
 //! No client code lives here.
 //!
 //! - [`v1alpha1`]: ClusterServiceVersion, InstallPlan, Subscription, CatalogSource.
-//! - [`v1`]: OperatorGroup (and its still-served `v1alpha2` form).
+//! - [`v1`]: OperatorGroup (and its still-served `v1alpha2` form), OLMConfig, Operator.
 //! - [`v2`]: OperatorCondition (its `v1` form is in [`v1`]).
 //! - [`substrate`]: MachinePool and Machine.
 //! - [`packages`]: the PackageManifest aggregated API (not a CRD).

@@ -136,3 +136,44 @@ fn names_match_olm() {
         }
     }
 }
+
+#[test]
+fn the_operator_crd_is_olms() {
+    let crds = olm_api::crds::all();
+    let operator = crds
+        .iter()
+        .find(|crd| crd.spec.names.kind == "Operator")
+        .expect("the Operator CRD");
+    assert_eq!(
+        operator.metadata.name.as_deref(),
+        Some("operators.operators.coreos.com")
+    );
+    assert_eq!(operator.spec.scope, "Cluster");
+    assert_eq!(operator.spec.names.plural, "operators");
+    assert_eq!(operator.spec.names.categories, Some(vec!["olm".to_owned()]));
+    let versions: Vec<_> = operator
+        .spec
+        .versions
+        .iter()
+        .map(|v| (v.name.as_str(), v.served, v.storage))
+        .collect();
+    assert_eq!(versions, vec![("v1", true, true)]);
+    let schema = serde_json::to_value(
+        operator.spec.versions[0]
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .expect("a schema"),
+    )
+    .expect("the schema serializes");
+    let components = &schema["properties"]["status"]["properties"]["components"];
+    assert_eq!(components["required"], serde_json::json!(["labelSelector"]));
+    let reference = &components["properties"]["refs"]["items"]["properties"];
+    for field in ["apiVersion", "kind", "name", "namespace", "uid", "conditions"] {
+        assert!(reference.get(field).is_some(), "refs[].{field}");
+    }
+    assert_eq!(
+        reference["conditions"]["items"]["required"],
+        serde_json::json!(["status", "type"])
+    );
+}

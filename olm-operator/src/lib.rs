@@ -8,6 +8,10 @@
 //!   dereference → validate → build → apply → update_status, in one module each.
 //! - [`controllers::operatorgroup`] keeps an OperatorGroup's
 //!   `status.namespaces` and its `olm.providedAPIs` annotation.
+//! - [`controllers::operator`] keeps one cluster-scoped `Operator` per
+//!   installed package (`<package>.<namespace>`), listing the objects labelled
+//!   `operators.coreos.com/<package>.<namespace>` with their conditions, and
+//!   removes it once none is left.
 //! - [`context::Context`] is what every reconcile gets; every write to the API
 //!   server goes through its methods and olm-runtime's fenced writer, so only
 //!   the replica holding the Lease writes.

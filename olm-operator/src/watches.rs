@@ -17,6 +17,14 @@
 //! | Machines | store (no managed fields), shared with the MachinePool controller | [`csv::machine::of_pool`] | - |
 //! | Copied CSVs (`olm.copiedFrom`), metadata only, listed 50 at a time | store: trimmed ([`csv::copied::trim`]) | their originals ([`csv::copied::originals`]), also when deleted | - |
 //!
+//! The Operator controller has its own watches ([`operator_controller`]): every
+//! kind of [`operator::components::KINDS`] as metadata, kept nowhere, each
+//! object mapped to the Operators its `operators.coreos.com/<name>` labels
+//! name; and the Operators, as metadata, deletions included (a deleted
+//! Operator whose components remain is created again). A label key cannot be
+//! selected by prefix, so these watches see every object of their kinds; only
+//! the names of the Operators are kept.
+//!
 //! The MachinePool controller has its own watches ([`machinepool_controller`]):
 //! MachinePools; their agent DaemonSets (metadata, labelled with the pool);
 //! Machines (→ their pool; the CSV controller's watch); Nodes, metadata only (→ every pool, as a node's
@@ -61,7 +69,7 @@ use kube::{
 use olm_api::{
     labels,
     substrate::{Machine, MachinePool},
-    v1::{OLMConfig, OperatorGroup},
+    v1::{OLMConfig, Operator, OperatorGroup},
     v1alpha1::{ClusterServiceVersion, Subscription},
     v2::OperatorCondition,
 };
@@ -72,7 +80,7 @@ use crate::{
     context::Context,
     controllers::{
         csv::{self, build::OWNER_KIND},
-        machinepool, operatorgroup,
+        machinepool, operator, operatorgroup,
     },
     stores::{Cache, Stores},
 };
@@ -325,12 +333,13 @@ where
         terms(),
         stopped(),
     );
+    let operators = operator_controller(ctx.clone(), terms(), stopped());
     let drivers = futures::future::join(
         futures::future::join3(csvs.run(), groups.run(), namespaces.run()),
         futures::future::join3(subscriptions.run(), machines.run(), copies.run()),
     );
     let controllers = async {
-        tokio::join!(csv_controller, group_controller, pool_controller);
+        tokio::join!(csv_controller, group_controller, pool_controller, operators);
     };
     // The watches never end on their own; they stop with the controllers.
     let (controllers, drivers) = (pin!(controllers), pin!(drivers));
@@ -380,6 +389,39 @@ fn machinepool_controller(
         .graceful_shutdown_on(stopped)
         .run(machinepool::reconcile, machinepool::error_policy, ctx)
         .for_each(|_| futures::future::ready(()))
+}
+
+/// The Operator controller and its watches: the names of the Operators that
+/// each component and each Operator (also a deleted one) names.
+fn operator_controller(
+    ctx: Arc<Context>,
+    terms: impl Stream<Item = ()> + Send + 'static,
+    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let client = ctx.client.clone();
+    let mut names: Vec<futures::stream::BoxStream<'static, String>> = operator::components::KINDS
+        .iter()
+        .map(|kind| {
+            let api = Api::<PartialObjectMeta<DynamicObject>>::all_with(client.clone(), &kind.resource());
+            watcher(api, watcher::Config::default())
+                .backoff(TriggerBackoff::default())
+                .touched_objects()
+                .filter_map(|object| futures::future::ready(object.ok()))
+                .flat_map(|object| stream::iter(labels::operator_names(object.labels().keys())))
+                .boxed()
+        })
+        .collect();
+    names.push(
+        watcher(
+            Api::<PartialObjectMeta<Operator>>::all(client),
+            watcher::Config::default(),
+        )
+        .backoff(TriggerBackoff::default())
+        .touched_objects()
+        .filter_map(|object| futures::future::ready(object.ok().map(|o| o.name_any())))
+        .boxed(),
+    );
+    operator::run(ctx, stream::select_all(names), terms, stopped)
 }
 
 /// The objects of kind `K` that CSVs own (labelled `olm.owner.kind`), as

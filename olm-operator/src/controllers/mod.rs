@@ -2,4 +2,5 @@
 
 pub mod csv;
 pub mod machinepool;
+pub mod operator;
 pub mod operatorgroup;

@@ -223,6 +223,9 @@ impl<'a> Executor<'a> {
         {
             check_stored_versions(step, existing, manifest)?;
         }
+        if let Some(existing) = &existing {
+            keep_operator_labels(&mut object, existing);
+        }
         let applied = self
             .writer
             .apply_dynamic(&api, &r.name, &object)
@@ -247,6 +250,26 @@ impl<'a> Executor<'a> {
         } else {
             StepStatus::Created
         })
+    }
+}
+
+/// Keeps on `object` the `operators.coreos.com/<package>.<namespace>` labels
+/// that `existing` carries: an object shared by installs in several namespaces
+/// (a CRD) stays a component of each of their Operators, instead of the last
+/// apply taking the others' labels away.
+pub fn keep_operator_labels(object: &mut DynamicObject, existing: &DynamicObject) {
+    let kept: Vec<(String, String)> = existing
+        .labels()
+        .iter()
+        .filter(|(key, _)| key.starts_with(olm_api::labels::OPERATOR_LABEL_PREFIX))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    if kept.is_empty() {
+        return;
+    }
+    let labels = object.labels_mut();
+    for (key, value) in kept {
+        labels.entry(key).or_insert(value);
     }
 }
 
@@ -451,6 +474,23 @@ mod tests {
             "status": {"storedVersions": stored},
         }))
         .unwrap()
+    }
+
+    #[test]
+    fn a_shared_object_keeps_the_labels_of_other_operators() {
+        let mut object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "dbs.demo.io", "labels": {"operators.coreos.com/db.b": ""}},
+        }))
+        .unwrap();
+        let existing: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": "dbs.demo.io", "labels": {"operators.coreos.com/db.a": "", "other": "x"}},
+        }))
+        .unwrap();
+        keep_operator_labels(&mut object, &existing);
+        let keys: Vec<&String> = object.labels().keys().collect();
+        assert_eq!(keys, ["operators.coreos.com/db.a", "operators.coreos.com/db.b"]);
     }
 
     #[test]

@@ -12,14 +12,14 @@ pub mod status;
 pub mod steps;
 
 use std::{
-    collections::{BTreeSet, HashSet},
+    collections::{BTreeMap, BTreeSet, HashSet},
     sync::Arc,
 };
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::{ResourceExt, api::ObjectMeta};
 use olm_api::{
-    OPERATORS_GROUP,
+    OPERATORS_GROUP, labels,
     v1alpha1::{
         Approval, InstallPlan, InstallPlanConditionReason, InstallPlanConditionType, InstallPlanPhase,
         InstallPlanSpec, InstallPlanStatus, Subscription,
@@ -76,10 +76,19 @@ pub fn new_install_plan(
         })
         .collect();
     let first = steps.first();
+    // A component of the Operator of every package it installs or is subscribed to.
+    let labels: BTreeMap<String, String> = subscriptions
+        .iter()
+        .map(|s| s.spec.package.as_str())
+        .chain(steps.iter().map(|s| s.package.as_str()))
+        .filter(|package| !package.is_empty())
+        .map(|package| (labels::operator_label(package, namespace), String::new()))
+        .collect();
     InstallPlan {
         metadata: ObjectMeta {
             generate_name: Some("install-".to_owned()),
             namespace: Some(namespace.to_owned()),
+            labels: (!labels.is_empty()).then_some(labels),
             owner_references: Some(owners),
             ..ObjectMeta::default()
         },
@@ -125,7 +134,8 @@ pub fn planned_status(
         start_time: None,
         message: None,
     };
-    match steps::build(bundles, approval) {
+    let namespace = plan.metadata.namespace.as_deref().unwrap_or_default();
+    match steps::build(bundles, approval, namespace) {
         Ok(built) => status.plan = Some(built),
         Err(error) => {
             let message = error.to_string();
@@ -234,6 +244,12 @@ mod tests {
         assert_eq!(plan.spec.catalog_source.as_deref(), Some("demo"));
         assert_eq!(plan.spec.generation, Some(3));
         assert!(plan.spec.approved);
+        let labels: Vec<&String> = plan.metadata.labels.as_ref().unwrap().keys().collect();
+        assert_eq!(
+            labels,
+            ["operators.coreos.com/app.team", "operators.coreos.com/db.team"],
+            "a component of each Operator it installs for"
+        );
         let owners = plan.metadata.owner_references.unwrap();
         assert_eq!((owners[0].name.as_str(), owners[0].uid.as_str()), ("db", "uid-1"));
         let manual = new_install_plan("team", &[&sub], &steps, Approval::Manual, 3);

@@ -182,11 +182,33 @@ fn step(planned: &PlannedBundle, object: &Value, status: StepStatus) -> Step {
     }
 }
 
-/// The steps for `bundles`, in install order. `approval` is given to the
-/// Subscriptions created for dependencies.
-pub fn build(bundles: &[PlannedBundle], approval: Approval) -> Result<Vec<Step>, StepError> {
+/// `object` with the label `key` (empty value, as OLM sets it) added to its metadata.
+fn with_label(mut object: Value, key: &str) -> Value {
+    if let Some(map) = object.as_object_mut() {
+        let metadata = map.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+        if let Some(metadata) = metadata.as_object_mut() {
+            let labels = metadata
+                .entry("labels")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !labels.is_object() {
+                *labels = Value::Object(Map::new());
+            }
+            if let Some(labels) = labels.as_object_mut() {
+                labels.insert(key.to_owned(), Value::String(String::new()));
+            }
+        }
+    }
+    object
+}
+
+/// The steps for `bundles`, installed in `namespace`, in install order.
+/// `approval` is given to the Subscriptions created for dependencies. Every
+/// object is labelled `operators.coreos.com/<package>.<namespace>`, which makes
+/// it a component of its package's `Operator`.
+pub fn build(bundles: &[PlannedBundle], approval: Approval, namespace: &str) -> Result<Vec<Step>, StepError> {
     let mut steps = Vec::new();
     for planned in bundles {
+        let label = labels::operator_label(&planned.step.package, namespace);
         let mut objects = Vec::new();
         for property in &planned.bundle.properties {
             if let Property::BundleObject(object) = property {
@@ -200,7 +222,7 @@ pub fn build(bundles: &[PlannedBundle], approval: Approval) -> Result<Vec<Step>,
                         message: "a manifest is not a JSON object".to_owned(),
                     });
                 }
-                objects.push(clean(value));
+                objects.push(with_label(clean(value), &label));
             }
         }
         // Catalogs that carry only `olm.csv.metadata` serve a CSV made from it, with
@@ -262,7 +284,11 @@ pub fn build(bundles: &[PlannedBundle], approval: Approval) -> Result<Vec<Step>,
                     "installPlanApproval": approval,
                 },
             });
-            steps.push(step(planned, &subscription, StepStatus::NotPresent));
+            steps.push(step(
+                planned,
+                &with_label(subscription, &label),
+                StepStatus::NotPresent,
+            ));
         }
     }
     Ok(steps)
@@ -340,7 +366,7 @@ mod tests {
             json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "dbs.demo.io"}, "status": {"storedVersions": []}}),
             json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "stray"}}),
         ];
-        let steps = build(&[planned(true, &objects)], Approval::Manual).unwrap();
+        let steps = build(&[planned(true, &objects)], Approval::Manual, "ops").unwrap();
         let kinds: Vec<_> = steps
             .iter()
             .map(|s| (s.resource.kind.as_str(), s.status))
@@ -375,8 +401,33 @@ mod tests {
     }
 
     #[test]
+    fn every_object_carries_the_label_of_its_operator() {
+        let objects = [
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "db", "labels": {"app": "db"}}}),
+            json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion", "metadata": {"name": "db.v1.1.0"}, "spec": {"version": "1.1.0", "install": {"strategy": "deployment"}}}),
+            json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "dbs.demo.io"}}),
+        ];
+        let steps = build(&[planned(true, &objects)], Approval::Automatic, "ops").unwrap();
+        assert_eq!(steps.len(), 4, "CRD, CSV, ServiceAccount, Subscription");
+        for step in &steps {
+            let object: Value = serde_json::from_str(step.resource.manifest.as_deref().unwrap()).unwrap();
+            assert_eq!(
+                object["metadata"]["labels"]["operators.coreos.com/db.ops"],
+                json!(""),
+                "{}",
+                step.resource.kind
+            );
+        }
+        let account: Value = serde_json::from_str(steps[2].resource.manifest.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            account["metadata"]["labels"]["app"], "db",
+            "the bundle's own labels stay"
+        );
+    }
+
+    #[test]
     fn a_bundle_without_manifests_is_refused() {
-        let error = build(&[planned(false, &[])], Approval::Automatic).unwrap_err();
+        let error = build(&[planned(false, &[])], Approval::Automatic, "ops").unwrap_err();
         assert!(matches!(error, StepError::NoManifests { .. }), "{error}");
         // A CSV made from olm.csv.metadata (no install strategy) for a bundle image.
         let mut metadata_only = planned(
@@ -386,7 +437,7 @@ mod tests {
             ],
         );
         metadata_only.bundle.image = "quay.io/demo/db-bundle:v1.1.0".into();
-        let error = build(&[metadata_only], Approval::Automatic).unwrap_err();
+        let error = build(&[metadata_only], Approval::Automatic, "ops").unwrap_err();
         assert!(
             error.to_string().contains("quay.io/demo/db-bundle:v1.1.0"),
             "{error}"

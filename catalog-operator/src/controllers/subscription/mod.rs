@@ -14,11 +14,15 @@
 //! 5. [`write_statuses`]: write the ones that changed; then
 //!    [`plans::collect_garbage`] removes the oldest plans beyond the limit.
 //!
+//! Before that, [`adopt::adopt`] labels the Subscription as a component of its
+//! package's `Operator`.
+//!
 //! A namespace whose inputs did not change since its last complete sync is
 //! skipped. The controller's own state ([`State`]: namespace locks, plans it
 //! created that the store has not shown yet, what was synced) lives in
 //! [`SubscriptionContext`], beside the shared [`Context`].
 
+pub mod adopt;
 pub mod plans;
 pub mod resolve;
 pub mod status;
@@ -249,6 +253,7 @@ pub async fn reconcile(
         ctx.state.reset();
         return Ok(Action::await_change());
     }
+    adopt::adopt(shared, &subscription).await?;
     let lock = ctx.state.namespace_lock(&namespace);
     let _guard = lock.lock().await;
     match sync_namespace(&ctx, &namespace).await? {

@@ -165,6 +165,14 @@ pub fn owner_selector(name: &str, namespace: &str) -> String {
         .join(",")
 }
 
+/// The label `operators.coreos.com/<package>.<namespace>` (empty value) that
+/// ties the objects of `csv`'s install to its `Operator`, when its package is
+/// known ([`package_of`]).
+pub fn operator_label_of(csv: &ClusterServiceVersion) -> Option<(String, String)> {
+    let namespace = csv.namespace()?;
+    package_of(csv).map(|package| (labels::operator_label(&package, &namespace), String::new()))
+}
+
 /// The package of a CSV, when something says it: a label
 /// `operators.coreos.com/<package>.<namespace>` on the CSV, or an `olm.package`
 /// property in its `operatorframework.io/properties` or `olm.properties` annotation.
@@ -306,9 +314,7 @@ impl Owner {
         // a scoped install's service account need not be allowed to block.
         reference.block_owner_deletion = Some(false);
         let mut labels = owner_labels(&name, &namespace);
-        if let Some(package) = package_of(csv) {
-            labels.insert(labels::operator_label(&package, &namespace), String::new());
-        }
+        labels.extend(operator_label_of(csv));
         Ok(Self {
             name,
             namespace,

@@ -112,6 +112,7 @@ pub fn desired(csv: &ClusterServiceVersion) -> Result<OperatorCondition, Error> 
     );
     condition.metadata.namespace = csv.metadata.namespace.clone();
     condition.metadata.owner_references = Some(vec![reference]);
+    condition.metadata.labels = super::build::operator_label_of(csv).map(|label| BTreeMap::from([label]));
     Ok(condition)
 }
 
@@ -163,7 +164,15 @@ fn managed_meta(condition: &OperatorCondition, owner: OwnerReference) -> ObjectM
     ObjectMeta {
         name: Some(condition.name_any()),
         namespace: condition.namespace(),
-        labels: Some(BTreeMap::from([(OLM_MANAGED.to_owned(), "true".to_owned())])),
+        labels: Some(
+            condition
+                .labels()
+                .iter()
+                .filter(|(key, _)| key.starts_with(olm_api::labels::OPERATOR_LABEL_PREFIX))
+                .map(|(key, value)| (key.clone(), value.clone()))
+                .chain([(OLM_MANAGED.to_owned(), "true".to_owned())])
+                .collect(),
+        ),
         owner_references: Some(vec![owner]),
         ..ObjectMeta::default()
     }

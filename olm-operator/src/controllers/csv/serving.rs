@@ -40,7 +40,7 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use super::{
     apiservices,
-    build::{Children, owner_labels, owner_selector, spec_hash},
+    build::{Children, operator_label_of, owner_labels, owner_selector, spec_hash},
     certs::{self, Authority, Issued},
     validate::{Membership, Requirements},
     webhooks::{self, Registration},
@@ -626,6 +626,7 @@ impl Owner {
         let namespace = csv.namespace().unwrap_or_default();
         let mut labels = owner_labels(&name, &namespace);
         labels.insert(certs::MANAGED_LABEL.to_owned(), "true".to_owned());
+        labels.extend(operator_label_of(csv));
         let reference = csv.controller_owner_ref(&()).map(|mut r| {
             r.block_owner_deletion = Some(false);
             r

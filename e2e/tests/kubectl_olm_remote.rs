@@ -9,13 +9,19 @@
 //! where the CLI runs, is shown unable to pull the image; the CLI still lists
 //! the packages, shows one and plans an install, from the PackageManifests and
 //! the `packagemanifests/<package>/plan` dry run that catalog-operator serves
-//! through the API server's aggregator.
+//! through the API server's aggregator. The API server authorizes plans: a
+//! user needs `create` on packagemanifests/plan, which the ClusterRole of
+//! manifests/packageserver.yaml grants and the built-in edit role aggregates.
 
 use std::time::Duration;
 
 use e2e::{
     images::{push_catalog_image, test_registry},
     inprocess::{demo_catalog, package_server, wait_package_manifests},
+};
+use k8s_openapi::api::{
+    core::v1::ServiceAccount,
+    rbac::v1::{ClusterRole, Role, RoleBinding},
 };
 use kube::{Api, Client, api::ListParams};
 use olm_api::{
@@ -27,7 +33,7 @@ use olm_testkit::{
     install_crds,
     objects::{apply_json, catalog_is_ready},
     process::{FAST_LEASE, Process},
-    wait_for_within, with_namespace,
+    repo_root, wait_for_within, with_namespace,
 };
 use serde_json::json;
 
@@ -35,22 +41,111 @@ use serde_json::json;
 const UNREACHABLE: &str = "unreachable.invalid";
 
 /// Runs `kubectl olm <args> -n <ns>` (the namespace is also the global catalog
-/// namespace) in this process; returns stdout, or panics with the error.
-async fn olm(client: &Client, ns: &str, args: &[&str]) -> String {
+/// namespace) in this process as `client`'s user: stdout, or the error.
+async fn try_olm(client: &Client, ns: &str, args: &[&str]) -> Result<String, kubectl_olm::Error> {
     let mut argv = vec!["kubectl-olm"];
     argv.extend_from_slice(args);
     argv.extend_from_slice(&["-n", ns, "--global-catalog-namespace", ns]);
     let cli = kubectl_olm::Cli::parse_from_args(argv).expect("valid arguments");
     let (mut out, mut err) = (Vec::new(), Vec::new());
-    let result = cli.run(client.clone(), &mut out, &mut err, false).await;
-    let (out, err) = (
-        String::from_utf8(out).expect("utf-8"),
-        String::from_utf8(err).expect("utf-8"),
-    );
-    if let Err(e) = result {
-        panic!("kubectl olm {args:?} failed: {e}\nstdout:\n{out}\nstderr:\n{err}");
+    cli.run(client.clone(), &mut out, &mut err, false).await?;
+    Ok(String::from_utf8(out).expect("utf-8"))
+}
+
+/// [`try_olm`], panicking on an error.
+async fn olm(client: &Client, ns: &str, args: &[&str]) -> String {
+    try_olm(client, ns, args)
+        .await
+        .unwrap_or_else(|e| panic!("kubectl olm {args:?} failed: {e}"))
+}
+
+/// A client acting as ServiceAccount `name` of `ns` (impersonation).
+async fn as_service_account(ns: &str, name: &str) -> Client {
+    let mut config = kube::Config::infer().await.expect("the kubeconfig");
+    config.auth_info.impersonate = Some(format!("system:serviceaccount:{ns}:{name}"));
+    Client::try_from(config).expect("a client")
+}
+
+/// The API server authorizes plans: a user who may read what `plan` reads but
+/// not `create` packagemanifests/plan is refused, with the ClusterRole to ask
+/// for; bound to that ClusterRole of manifests/packageserver.yaml, the user
+/// gets the plan. The built-in edit role aggregates it.
+async fn plans_are_authorized(client: &Client, ns: &str) {
+    let manifests = std::fs::read_to_string(repo_root().join("manifests/packageserver.yaml"))
+        .expect("manifests/packageserver.yaml");
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&manifests).expect("YAML");
+    let cluster_roles: Api<ClusterRole> = Api::all(client.clone());
+    for doc in docs.into_iter().filter(|d| d["kind"] == "ClusterRole") {
+        apply_json(&cluster_roles, doc).await;
     }
-    out
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    apply_json(
+        &accounts,
+        json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "planner"}}),
+    )
+    .await;
+    let roles: Api<Role> = Api::namespaced(client.clone(), ns);
+    apply_json(
+        &roles,
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": {"name": "olm-reader"},
+               "rules": [{"apiGroups": ["operators.coreos.com"], "resources": ["catalogsources", "operatorgroups"], "verbs": ["get", "list"]},
+                         {"apiGroups": ["packages.operators.coreos.com"], "resources": ["packagemanifests"], "verbs": ["get", "list"]}]}),
+    )
+    .await;
+    let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), ns);
+    let bind = |name: &str, kind: &str, role: &str| {
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+               "subjects": [{"kind": "ServiceAccount", "name": "planner", "namespace": ns}]})
+    };
+    apply_json(&bindings, bind("olm-reader", "Role", "olm-reader")).await;
+    let planner = as_service_account(ns, "planner").await;
+    let packages = olm(&planner, ns, &["packages"]).await;
+    assert!(packages.contains("demo-app"), "{packages}");
+    let refused = try_olm(&planner, ns, &["plan", "demo-app"])
+        .await
+        .expect_err("a plan without create on packagemanifests/plan is refused")
+        .to_string();
+    assert!(refused.contains("olm-rs:packages-plan"), "{refused}");
+
+    apply_json(&bindings, bind("planner", "ClusterRole", "olm-rs:packages-plan")).await;
+    let mut last = String::new();
+    for _ in 0..60 {
+        match try_olm(&planner, ns, &["plan", "demo-app"]).await {
+            Ok(plan) if plan.contains("demo-db.v") => {
+                last.clear();
+                break;
+            }
+            Ok(plan) => last = plan,
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(
+        last.is_empty(),
+        "the planner bound to olm-rs:packages-plan gets a plan: {last}"
+    );
+
+    // The built-in edit role aggregates plans (kube-controller-manager fills it in).
+    let mut aggregated = false;
+    for _ in 0..60 {
+        let edit = cluster_roles.get("edit").await.expect("ClusterRole edit");
+        aggregated = edit.rules.iter().flatten().any(|rule| {
+            rule.resources
+                .iter()
+                .flatten()
+                .any(|r| r == "packagemanifests/plan")
+                && rule.verbs.iter().any(|v| v == "create")
+        });
+        if aggregated {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    assert!(
+        aggregated,
+        "ClusterRole edit aggregates create on packagemanifests/plan"
+    );
 }
 
 #[tokio::test]
@@ -201,6 +296,7 @@ async fn kubectl_olm_reads_a_catalog_only_the_catalog_operator_reaches() {
             groups.list(&params).await.expect("list").items.is_empty(),
             "plan creates no OperatorGroup"
         );
+        plans_are_authorized(&client, &ns).await;
         drop(operator);
     })
     .await;

@@ -314,11 +314,16 @@ pub fn controllers(
     // The watches and the deletion relay never end; the controllers end on shutdown.
     // The PackageManifest API is served by every replica (it only reads).
     let package_server = options.package_server.clone().map(|config| {
+        let stores = crate::packageserver::Sources {
+            catalogs: catalogs.clone(),
+            sources: catalog_sources.store(),
+            subscriptions: subscriptions.store(),
+            csvs: csvs.store(),
+        };
         crate::packageserver::run(
             client.clone(),
             config,
-            catalogs.clone(),
-            catalog_sources.store(),
+            stores,
             options.global_catalog_namespace.clone(),
         )
     });

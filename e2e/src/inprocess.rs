@@ -7,10 +7,12 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use catalog_operator::{
     controllers::Options,
+    packageserver,
     registry::server::{self, RegistryIndex, RegistryService},
     run::controllers,
 };
-use kube::{Api, Client};
+use k8s_openapi::api::core::v1::Service;
+use kube::{Api, Client, api::ListParams};
 use olm_catalog::Catalog;
 use olm_runtime::{
     LeaderElectionArgs, Leadership, Parts, Shutdown,
@@ -19,6 +21,7 @@ use olm_runtime::{
 use tokio::{sync::oneshot, task::JoinHandle};
 
 use olm_api::{
+    packages::PackageManifest,
     v1::OperatorGroup,
     v1alpha1::{CatalogSource, ConnectivityState},
 };
@@ -88,6 +91,57 @@ pub fn demo_index(tools: bool) -> Arc<RegistryIndex> {
     Arc::new(RegistryIndex::new(demo_catalog(tools)))
 }
 
+/// A free port on loopback.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Settings for serving the PackageManifest API from this process on a free
+/// loopback port, with the Service `packageserver` of `namespace` that the
+/// APIService names: of type ExternalName naming 127.0.0.1, so the API
+/// server's aggregator dials this process with no Pod or Endpoints.
+pub async fn package_server(client: &Client, namespace: &str) -> packageserver::Config {
+    let port = free_port();
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    apply_json(
+        &services,
+        json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "packageserver", "namespace": namespace},
+            "spec": {"type": "ExternalName", "externalName": "127.0.0.1"},
+        }),
+    )
+    .await;
+    packageserver::Config {
+        address: format!("127.0.0.1:{port}").parse().expect("an address"),
+        service: "packageserver".into(),
+        namespace: namespace.to_owned(),
+        service_port: port,
+        secret: "packageserver-serving-cert".into(),
+        register: true,
+        cert_lifetime: std::time::Duration::from_secs(365 * 24 * 3600),
+    }
+}
+
+/// Waits until the API server serves at least `wanted` PackageManifests in `namespace`
+/// (an APIService that was just applied takes a moment to become available).
+pub async fn wait_package_manifests(client: &Client, namespace: &str, wanted: usize) -> Vec<PackageManifest> {
+    let api: Api<PackageManifest> = Api::namespaced(client.clone(), namespace);
+    let mut last = String::new();
+    for _ in 0..240 {
+        match api.list(&ListParams::default()).await {
+            Ok(list) if list.items.len() >= wanted => return list.items,
+            Ok(list) => last = format!("{} PackageManifests", list.items.len()),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("{wanted} PackageManifests in {namespace} are not served: {last}");
+}
+
 /// The catalog-operator's controllers, in-process, watching only `namespace`.
 pub struct Operator {
     shutdown: Shutdown,
@@ -99,6 +153,15 @@ impl Operator {
     /// Starts the controllers, standalone (no leader election), watching `namespace`,
     /// whose CatalogSources are also the global ones.
     pub fn start(client: &Client, namespace: &str) -> Operator {
+        Operator::start_serving(client, namespace, None)
+    }
+
+    /// [`Operator::start`], serving the PackageManifest API as `package_server` says.
+    pub fn start_serving(
+        client: &Client,
+        namespace: &str,
+        package_server: Option<packageserver::Config>,
+    ) -> Operator {
         // E2E_LOG=debug (or any filter) shows what the controllers do.
         if let Ok(filter) = std::env::var("E2E_LOG") {
             let _ = tracing_subscriber::fmt()
@@ -110,6 +173,7 @@ impl Operator {
             global_catalog_namespace: namespace.to_owned(),
             namespace: Some(namespace.to_owned()),
             catalog_health_interval: Duration::from_secs(1),
+            package_server,
             ..Options::default()
         };
         let parts = Parts::new(client.clone(), Leadership::standalone(), FIELD_MANAGER_CATALOG)
@@ -199,13 +263,22 @@ pub struct DemoStack {
 impl DemoStack {
     /// Starts everything in `namespace` and waits until the catalog is READY.
     pub async fn start(client: &Client, namespace: &str) -> DemoStack {
-        Self::start_serving(client, namespace, demo_index(false), None).await
+        Self::start_serving(client, namespace, demo_index(false), None, false).await
+    }
+
+    /// [`DemoStack::start`] with the catalog-operator also serving the
+    /// PackageManifest API (and plans) through the API server, as `kubectl olm`
+    /// reads it; returns once the demo packages are served in `namespace`.
+    pub async fn start_with_package_server(client: &Client, namespace: &str) -> DemoStack {
+        let stack = Self::start_serving(client, namespace, demo_index(false), None, true).await;
+        wait_package_manifests(client, namespace, demo_catalog(false).packages.len()).await;
+        stack
     }
 
     /// [`DemoStack::start`] serving `index`, with the CatalogSource polling its
     /// registry every second, so that [`DemoStack::update_catalog`] is seen soon.
     pub async fn start_with(client: &Client, namespace: &str, index: Arc<RegistryIndex>) -> DemoStack {
-        Self::start_serving(client, namespace, index, Some("1s")).await
+        Self::start_serving(client, namespace, index, Some("1s"), false).await
     }
 
     /// Serves `index` from now on: a catalog update.
@@ -218,10 +291,16 @@ impl DemoStack {
         namespace: &str,
         index: Arc<RegistryIndex>,
         poll: Option<&str>,
+        serve_packages: bool,
     ) -> DemoStack {
         let registry = Registry::start(index, "127.0.0.1:0".parse().expect("an address")).await;
         let address = registry.addr.to_string();
-        let catalog_operator = Operator::start(client, namespace);
+        let package_server = if serve_packages {
+            Some(package_server(client, namespace).await)
+        } else {
+            None
+        };
+        let catalog_operator = Operator::start_serving(client, namespace, package_server);
         let olm_parts = Parts::new(
             client.clone(),
             Leadership::standalone(),

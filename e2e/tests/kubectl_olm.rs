@@ -1,6 +1,8 @@
 //! `kubectl olm` against the real control plane, with both operators and the
-//! demo catalog in process: every command is run as a user runs it and
-//! checked by reading the OLM objects it leaves behind.
+//! demo catalog in process, the catalog-operator serving PackageManifests and
+//! plans through the API server's aggregator (all the CLI reads of catalogs):
+//! every command is run as a user runs it and checked by reading the OLM
+//! objects it leaves behind.
 //!
 //! The two scenarios run one after the other (each in its own namespace),
 //! since each starts an olm-operator that watches every namespace.
@@ -68,7 +70,7 @@ async fn wait_csv(client: &Client, ns: &str, name: &str) {
 /// plan, install with Manual approval (creating the OperatorGroup), status,
 /// approve, upgrade: demo-db from 1.0.0 to 1.1.0.
 async fn manual_install_approve_upgrade(client: Client, ns: String) {
-    let stack = DemoStack::start(&client, &ns).await;
+    let stack = DemoStack::start_with_package_server(&client, &ns).await;
     let groups: Api<OperatorGroup> = Api::namespaced(client.clone(), &ns);
     groups
         .delete("demo", &DeleteParams::default())
@@ -171,7 +173,7 @@ async fn manual_install_approve_upgrade(client: Client, ns: String) {
 /// install --dry-run -o yaml applied is what install writes; install, config,
 /// status and uninstall of demo-app; errors that name the fix.
 async fn dry_run_install_config_uninstall(client: Client, ns: String) {
-    let stack = DemoStack::start(&client, &ns).await;
+    let stack = DemoStack::start_with_package_server(&client, &ns).await;
     let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
 
     // An unknown package names the closest ones.

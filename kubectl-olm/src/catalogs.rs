@@ -1,31 +1,54 @@
-//! Catalog content as the catalog-operator reads it, read here by the CLI
-//! itself: the CatalogSources in the cluster, each loaded with the
-//! catalog-operator's own loaders where the CLI can reach the content
-//! (ConfigMaps through the API server, `spec.address` registries over gRPC,
-//! image catalogs pulled from their registry). No server of ours is needed.
+//! What the cluster says its catalogs offer, read through the API server only:
+//! the CatalogSources, and the PackageManifests that the cluster's
+//! catalog-operator serves (`packages.operators.coreos.com/v1`, an aggregated
+//! API) from the catalogs it holds. The CLI reads no catalog content itself:
+//! it dials no registry and pulls no image, so what it shows is what the
+//! catalog-operator sees, and it works wherever the API server is reachable.
 
-use std::{path::Path, time::Duration};
+use std::fmt;
 
-use catalog_operator::{
-    bundles::BundleSource,
-    catalogs::{CatalogContent, CatalogState, CatalogStore, Health},
-    registry::client::RegistryClient,
-    source,
-};
-use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client, ResourceExt, api::ListParams};
-use olm_api::v1alpha1::{CatalogSource, ConnectivityState};
-use olm_catalog::Catalog;
-use olm_resolver::model::CatalogId;
+use olm_api::{
+    packages::{self, PackageChannel, PackageManifest},
+    v1alpha1::{CatalogSource, ConnectivityState},
+};
 
 use crate::error::Error;
 
-/// How long one catalog may take to load.
-const LOAD_TIMEOUT: Duration = Duration::from_secs(30);
-/// The image label naming the directory of an image's file-based catalog.
-const CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
+/// A CatalogSource, by namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CatalogId {
+    /// Its name.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+}
 
-/// Where the catalog content comes from.
+impl CatalogId {
+    /// The catalog `namespace/name`.
+    pub fn new(name: impl Into<String>, namespace: impl Into<String>) -> Self {
+        CatalogId {
+            name: name.into(),
+            namespace: namespace.into(),
+        }
+    }
+
+    /// The catalog of a PackageManifest.
+    pub fn of_manifest(manifest: &PackageManifest) -> Self {
+        CatalogId::new(
+            manifest.status.catalog_source.clone(),
+            manifest.status.catalog_source_namespace.clone(),
+        )
+    }
+}
+
+impl fmt::Display for CatalogId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Where the catalog content comes from, as the CatalogSource's spec names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Origin {
     /// A registry at an address.
@@ -72,17 +95,13 @@ impl Origin {
     }
 }
 
-/// One CatalogSource and what the CLI could read of it.
+/// One CatalogSource.
 #[derive(Debug, Clone)]
 pub struct CatalogView {
     /// The CatalogSource.
     pub source: CatalogSource,
     /// Its id.
     pub id: CatalogId,
-    /// Where its content comes from.
-    pub origin: Origin,
-    /// Whether the CLI read it, and if not why.
-    pub health: Health,
 }
 
 impl CatalogView {
@@ -95,183 +114,174 @@ impl CatalogView {
             .as_ref()
             .map(|s| s.last_observed_state)
     }
+
+    /// What the catalog-operator says of it (`status.message`).
+    pub fn message(&self) -> String {
+        self.source
+            .status
+            .as_ref()
+            .and_then(|s| s.message.clone())
+            .unwrap_or_default()
+    }
+
+    /// Its priority.
+    pub fn priority(&self) -> i32 {
+        self.source.spec.priority.unwrap_or(0)
+    }
 }
 
-/// The catalogs of a scope, loaded.
+/// The catalogs visible from a namespace and the packages the cluster serves from them.
+#[derive(Debug, Clone, Default)]
 pub struct Catalogs {
-    /// Their content, as the catalog-operator holds it.
-    pub store: CatalogStore,
     /// Each CatalogSource, sorted by namespace and name.
     pub views: Vec<CatalogView>,
+    /// The PackageManifests of the namespace (its catalogs' and the global ones').
+    pub manifests: Vec<PackageManifest>,
 }
 
 impl Catalogs {
-    /// The catalogs a Subscription in `namespace` may use (its own and the global ones), with state.
-    pub fn visible(&self, namespace: &str, global: &str) -> Vec<(CatalogId, CatalogState)> {
-        self.store.visible(&[namespace, global], &[])
-    }
-
-    /// The content of `id`, if it was read.
-    pub fn content(&self, id: &CatalogId) -> Option<std::sync::Arc<CatalogContent>> {
-        self.store.get(id)?.content
-    }
-
     /// The view of `id`.
     pub fn view(&self, id: &CatalogId) -> Option<&CatalogView> {
         self.views.iter().find(|v| &v.id == id)
     }
 
-    /// The catalogs that could not be read, as `namespace/name`.
+    /// The PackageManifests of catalog `id`.
+    pub fn packages_of(&self, id: &CatalogId) -> Vec<&PackageManifest> {
+        self.manifests
+            .iter()
+            .filter(|m| &CatalogId::of_manifest(m) == id)
+            .collect()
+    }
+
+    /// The PackageManifest of `package` in catalog `id`.
+    pub fn manifest(&self, id: &CatalogId, package: &str) -> Option<&PackageManifest> {
+        self.packages_of(id)
+            .into_iter()
+            .find(|m| m.status.package_name == package)
+    }
+
+    /// The catalogs the catalog-operator does not report READY, as `namespace/name`.
     pub fn unhealthy(&self) -> Vec<String> {
         self.views
             .iter()
-            .filter(|v| matches!(v.health, Health::Unhealthy(_)))
-            .map(|v| format!("{}/{}", v.id.namespace, v.id.name))
+            .filter(|v| v.operator_state() != Some(ConnectivityState::Ready))
+            .map(|v| v.id.to_string())
             .collect()
     }
 }
 
-/// Which namespaces to read CatalogSources from.
-#[derive(Debug, Clone)]
-pub enum Scope {
-    /// These namespaces.
-    Namespaces(Vec<String>),
-    /// Every namespace.
-    All,
+/// The channel `name` of a PackageManifest.
+pub fn channel<'a>(manifest: &'a PackageManifest, name: &str) -> Option<&'a PackageChannel> {
+    manifest.status.channels.iter().find(|c| c.name == name)
 }
 
-/// Lists the CatalogSources of `scope` and loads each one's content.
-pub async fn load(client: &Client, scope: &Scope) -> Result<Catalogs, Error> {
-    let mut sources: Vec<CatalogSource> = Vec::new();
-    match scope {
-        Scope::All => {
-            let api: Api<CatalogSource> = Api::all(client.clone());
-            sources = api
-                .list(&ListParams::default())
-                .await
-                .map_err(Error::kube("list CatalogSources in all namespaces"))?
-                .items;
-        }
-        Scope::Namespaces(namespaces) => {
-            let mut seen = Vec::new();
-            for namespace in namespaces {
-                if seen.contains(namespace) {
-                    continue;
-                }
-                seen.push(namespace.clone());
-                let api: Api<CatalogSource> = Api::namespaced(client.clone(), namespace);
-                sources.extend(
-                    api.list(&ListParams::default())
-                        .await
-                        .map_err(Error::kube(format!(
-                            "list CatalogSources in namespace {namespace}"
-                        )))?
-                        .items,
-                );
-            }
-        }
+/// The version of a channel's head (`currentCSV`): its description's, else its entry's.
+pub fn head_version(channel: &PackageChannel) -> String {
+    if !channel.current_csv_desc.version.is_empty() {
+        return channel.current_csv_desc.version.clone();
     }
-    sources.sort_by_key(|s| (s.namespace().unwrap_or_default(), s.name_any()));
-    let store = CatalogStore::new();
-    let now = olm_runtime::conditions::now();
-    let loads = sources.into_iter().map(|source| {
-        let client = client.clone();
-        async move {
-            let id = CatalogId::new(source.name_any(), source.namespace().unwrap_or_default());
-            let origin = Origin::of(&source);
-            let result = match tokio::time::timeout(LOAD_TIMEOUT, read(&client, &id, &origin)).await {
-                Ok(result) => result,
-                Err(_) => Err(format!(
-                    "reading it from {} took longer than {}s",
-                    origin.target(),
-                    LOAD_TIMEOUT.as_secs()
-                )),
-            };
-            (source, id, origin, result)
-        }
-    });
+    channel
+        .entries
+        .iter()
+        .find(|e| e.name == channel.current_csv)
+        .map(|e| e.version.clone())
+        .unwrap_or_default()
+}
+
+/// Lists the CatalogSources of `namespace` and `global`, and the PackageManifests of `namespace`.
+pub async fn load(client: &Client, namespace: &str, global: &str) -> Result<Catalogs, Error> {
     let mut views = Vec::new();
-    for (source, id, origin, result) in futures::future::join_all(loads).await {
-        let priority = source.spec.priority.unwrap_or(0);
-        let health = match result {
-            Ok((catalog, problems)) => {
-                let content = CatalogContent::new(id.clone(), catalog, problems, BundleSource::Memory);
-                store.set_loaded(&id, priority, content, &now);
-                Health::Healthy
-            }
-            Err(message) => {
-                store.set_unhealthy(&id, priority, message.clone(), &now);
-                Health::Unhealthy(message)
-            }
-        };
-        views.push(CatalogView {
-            source,
-            id,
-            origin,
-            health,
-        });
-    }
-    Ok(Catalogs { store, views })
-}
-
-/// Reads one catalog's content, with every bundle's manifests where the source lists them.
-async fn read(client: &Client, id: &CatalogId, origin: &Origin) -> Result<(Catalog, Vec<String>), String> {
-    match origin {
-        Origin::None => Err("its spec names no address, ConfigMap or image".to_owned()),
-        Origin::Address(address) => read_registry(address).await,
-        Origin::ConfigMap(name) => {
-            let api: Api<ConfigMap> = Api::namespaced(client.clone(), &id.namespace);
-            let config_map = api
-                .get_opt(name)
-                .await
-                .map_err(|e| format!("cannot read ConfigMap {name}: {e}"))?
-                .ok_or_else(|| format!("ConfigMap {name} does not exist in namespace {}", id.namespace))?;
-            let text = serde_json::to_string(&config_map).map_err(|e| e.to_string())?;
-            let rendered =
-                olm_catalog::configmap::parse_str(format!("configmap {}/{name}", id.namespace), &text)
-                    .map_err(|e| format!("ConfigMap {name} is not a valid catalog: {e}"))?;
-            let mut problems = rendered.render.warnings;
-            problems.extend(rendered.left_out.iter().map(ToString::to_string));
-            Ok((rendered.render.catalog, problems))
+    let mut seen: Vec<&str> = Vec::new();
+    for ns in [namespace, global] {
+        if seen.contains(&ns) {
+            continue;
         }
-        Origin::Image(image) => read_image(image).await,
+        seen.push(ns);
+        let api: Api<CatalogSource> = Api::namespaced(client.clone(), ns);
+        let sources = api
+            .list(&ListParams::default())
+            .await
+            .map_err(Error::kube(format!("list CatalogSources in namespace {ns}")))?
+            .items;
+        views.extend(sources.into_iter().map(|source| CatalogView {
+            id: CatalogId::new(source.name_any(), source.namespace().unwrap_or_default()),
+            source,
+        }));
     }
+    views.sort_by(|a, b| a.id.cmp(&b.id));
+    let manifests = package_manifests(client, namespace).await?;
+    Ok(Catalogs { views, manifests })
 }
 
-async fn read_registry(address: &str) -> Result<(Catalog, Vec<String>), String> {
-    let mut registry = RegistryClient::new(address).map_err(|e| e.to_string())?;
-    let loaded = registry
-        .load()
+/// The PackageManifests of `namespace`, sorted by package and catalog.
+pub async fn package_manifests(client: &Client, namespace: &str) -> Result<Vec<PackageManifest>, Error> {
+    let api: Api<PackageManifest> = Api::namespaced(client.clone(), namespace);
+    let mut items = api
+        .list(&ListParams::default())
         .await
-        .map_err(|e| format!("the registry at {address} does not answer: {e}"))?;
-    Ok((loaded.catalog, loaded.problems))
-}
-
-/// Pulls a catalog image and loads the file-based catalog inside it.
-async fn read_image(image: &str) -> Result<(Catalog, Vec<String>), String> {
-    let puller = olm_oci::Puller::new(olm_oci::PullOptions {
-        attempts: 1,
-        ..olm_oci::PullOptions::default()
+        .map_err(|source| Error::package_server(namespace, source))?
+        .items;
+    items.sort_by(|a, b| {
+        (&a.status.package_name, CatalogId::of_manifest(a))
+            .cmp(&(&b.status.package_name, CatalogId::of_manifest(b)))
     });
-    let pulled = puller
-        .pull(image, &olm_oci::DockerConfig::default())
-        .await
-        .map_err(|e| format!("cannot pull catalog image {image} from here: {e}"))?;
-    let configs = pulled
-        .labels
-        .get(CONFIGS_LABEL)
-        .map_or("configs", |dir| dir.trim_start_matches('/'))
-        .to_owned();
-    let dir = tempfile::tempdir().map_err(|e| format!("cannot make a temporary directory: {e}"))?;
-    pulled
-        .files
-        .write_to(dir.path(), &[Path::new(&configs)])
-        .map_err(|e| format!("cannot unpack catalog image {image}: {e}"))?;
-    let root = dir.path().join(&configs);
-    if !root.is_dir() {
-        return Err(format!(
-            "catalog image {image} holds no file-based catalog under /{configs}"
-        ));
+    Ok(items)
+}
+
+/// The PackageManifests of the catalogs in `namespaces` (each catalog's packages once).
+pub async fn manifests_of_catalog_namespaces(
+    client: &Client,
+    namespaces: &[String],
+) -> Result<Vec<PackageManifest>, Error> {
+    let mut out = Vec::new();
+    for ns in namespaces {
+        let selector = format!("{}={ns}", packages::labels::CATALOG_NAMESPACE);
+        let api: Api<PackageManifest> = Api::namespaced(client.clone(), ns);
+        let items = api
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|source| Error::package_server(ns, source))?
+            .items;
+        out.extend(
+            items
+                .into_iter()
+                .filter(|m| &m.status.catalog_source_namespace == ns),
+        );
     }
-    source::load(&root).map_err(|e| format!("catalog image {image}: {e}"))
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use olm_api::packages::{ChannelEntry, CsvDescription};
+
+    use super::*;
+
+    #[test]
+    fn a_heads_version_comes_from_its_description_else_its_entry() {
+        let mut channel = PackageChannel {
+            name: "stable".into(),
+            current_csv: "db.v1.1.0".into(),
+            entries: vec![
+                ChannelEntry {
+                    name: "db.v1.1.0".into(),
+                    version: "1.1.0".into(),
+                    deprecation: None,
+                },
+                ChannelEntry {
+                    name: "db.v1.0.0".into(),
+                    version: "1.0.0".into(),
+                    deprecation: None,
+                },
+            ],
+            ..PackageChannel::default()
+        };
+        assert_eq!(head_version(&channel), "1.1.0");
+        channel.current_csv_desc = CsvDescription {
+            version: "1.1.0-rc".into(),
+            ..CsvDescription::default()
+        };
+        assert_eq!(head_version(&channel), "1.1.0-rc");
+        assert_eq!(CatalogId::new("demo", "olm").to_string(), "olm/demo");
+    }
 }

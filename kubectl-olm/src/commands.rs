@@ -17,12 +17,14 @@ use olm_api::{
 };
 use serde_json::{Value, json};
 
+use olm_api::packages::PackageManifest;
+
 use crate::{
     DryRunArgs, Env, FIELD_MANAGER, Output, TargetArgs, WaitArgs,
-    catalogs::{self, Scope},
+    catalogs::{self, CatalogId},
     config,
     error::Error,
-    objects, plan, show, status,
+    objects, plan, status,
 };
 
 /// How often progress is polled.
@@ -283,38 +285,11 @@ pub async fn status(env: &mut Env<'_>, all_namespaces: bool, output: Output) -> 
     wanted.sort();
     wanted.dedup();
     if !wanted.is_empty() {
-        let loaded = catalogs::load(&env.client, &Scope::Namespaces(wanted)).await?;
-        for sub in &inputs.subscriptions {
-            let id = olm_resolver::model::CatalogId::new(
-                sub.spec.catalog_source.clone(),
-                sub.spec.catalog_source_namespace.clone(),
-            );
-            let Some(content) = loaded.content(&id) else {
-                continue;
-            };
-            let channel_name = sub.spec.channel.clone().unwrap_or_default();
-            let catalog = &content.catalog;
-            let Some(channel) = catalog
-                .channels_of(&sub.spec.package)
-                .find(|c| c.name == channel_name)
-            else {
-                continue;
-            };
-            let Some(head) = show::channel_head(catalog, channel) else {
-                continue;
-            };
-            let version = catalog
-                .bundle(&sub.spec.package, head)
-                .and_then(|b| b.version().map(|v| v.as_str().to_owned()))
-                .unwrap_or_default();
-            inputs.heads.push(status::ChannelHead {
-                catalog_namespace: id.namespace.clone(),
-                catalog: id.name.clone(),
-                package: sub.spec.package.clone(),
-                channel: channel_name,
-                bundle: head.to_owned(),
-                version,
-            });
+        // Channel heads for "available upgrade", from the PackageManifests of the
+        // catalogs the Subscriptions name; without them the report just has none.
+        match catalogs::manifests_of_catalog_namespaces(&env.client, &wanted).await {
+            Ok(manifests) => inputs.heads = channel_heads(&inputs.subscriptions, &manifests),
+            Err(e) => say(env, format!("warning: available upgrades are not shown: {e}"))?,
         }
     }
     let report = status::report(&inputs);
@@ -327,6 +302,47 @@ pub async fn status(env: &mut Env<'_>, all_namespaces: bool, output: Output) -> 
     };
     env.out.write_all(text.as_bytes())?;
     Ok(())
+}
+
+/// The PackageManifest of the package `subscription` follows, in its catalog.
+fn manifest_of<'a>(
+    subscription: &Subscription,
+    manifests: &'a [PackageManifest],
+) -> Option<&'a PackageManifest> {
+    let id = CatalogId::new(
+        subscription.spec.catalog_source.clone(),
+        subscription.spec.catalog_source_namespace.clone(),
+    );
+    manifests
+        .iter()
+        .find(|m| m.status.package_name == subscription.spec.package && CatalogId::of_manifest(m) == id)
+}
+
+/// The head of the channel each Subscription follows, from its package's PackageManifest (pure).
+pub fn channel_heads(
+    subscriptions: &[Subscription],
+    manifests: &[PackageManifest],
+) -> Vec<status::ChannelHead> {
+    subscriptions
+        .iter()
+        .filter_map(|sub| {
+            let manifest = manifest_of(sub, manifests)?;
+            let channel_name = sub
+                .spec
+                .channel
+                .clone()
+                .unwrap_or_else(|| manifest.status.default_channel.clone());
+            let channel = catalogs::channel(manifest, &channel_name)?;
+            Some(status::ChannelHead {
+                catalog_namespace: sub.spec.catalog_source_namespace.clone(),
+                catalog: sub.spec.catalog_source.clone(),
+                package: sub.spec.package.clone(),
+                channel: channel_name,
+                bundle: channel.current_csv.clone(),
+                version: catalogs::head_version(channel),
+            })
+        })
+        .collect()
 }
 
 /// The Subscription of `package` in the namespace (by `spec.name`, else by its own name).
@@ -488,18 +504,15 @@ pub async fn upgrade(
     if let Some(channel) = channel
         && sub.spec.channel.as_deref() != Some(channel)
     {
-        // Check the channel against the catalog first.
-        let loaded = catalogs::load(
-            &env.client,
-            &Scope::Namespaces(vec![sub.spec.catalog_source_namespace.clone()]),
-        )
-        .await?;
-        let id = olm_resolver::model::CatalogId::new(
-            sub.spec.catalog_source.clone(),
-            sub.spec.catalog_source_namespace.clone(),
-        );
-        if let Some(content) = loaded.content(&id) {
-            plan::channel_of(&content.catalog, &sub.spec.package, Some(channel))?;
+        // Check the channel against the package's PackageManifest first.
+        let catalog_namespace = vec![sub.spec.catalog_source_namespace.clone()];
+        match catalogs::manifests_of_catalog_namespaces(&env.client, &catalog_namespace).await {
+            Ok(manifests) => {
+                if let Some(manifest) = manifest_of(&sub, &manifests) {
+                    plan::channel_of(manifest, Some(channel))?;
+                }
+            }
+            Err(e) => say(env, format!("warning: channel {channel} is not checked: {e}"))?,
         }
         sub.spec.channel = Some(channel.to_owned());
         if dry_run.is_dry_run() {
@@ -578,29 +591,28 @@ pub async fn upgrade(
 }
 
 /// The version of each of `csvs` that is a bundle of `subscription`'s package in its catalog
-/// (`None` when the catalog cannot be read here or does not have it).
+/// (`None` when its PackageManifest cannot be read or does not list it).
 async fn versions_of(
     env: &Env<'_>,
     subscription: &Subscription,
     csvs: &[String],
 ) -> Result<Vec<(String, Option<String>)>, Error> {
-    let loaded = catalogs::load(
-        &env.client,
-        &Scope::Namespaces(vec![subscription.spec.catalog_source_namespace.clone()]),
-    )
-    .await?;
-    let id = olm_resolver::model::CatalogId::new(
-        subscription.spec.catalog_source.clone(),
-        subscription.spec.catalog_source_namespace.clone(),
-    );
-    let content = loaded.content(&id);
+    let catalog_namespace = vec![subscription.spec.catalog_source_namespace.clone()];
+    let manifests = catalogs::manifests_of_catalog_namespaces(&env.client, &catalog_namespace)
+        .await
+        .unwrap_or_default();
+    let manifest = manifest_of(subscription, &manifests);
     Ok(csvs
         .iter()
         .map(|csv| {
-            let version = content
-                .as_ref()
-                .and_then(|c| c.catalog.bundle(&subscription.spec.package, csv))
-                .and_then(|b| b.version().map(|v| v.as_str().to_owned()));
+            let version = manifest.and_then(|m| {
+                m.status
+                    .channels
+                    .iter()
+                    .flat_map(|c| &c.entries)
+                    .find(|e| &e.name == csv)
+                    .map(|e| e.version.clone())
+            });
             (csv.clone(), version)
         })
         .collect())
@@ -830,6 +842,31 @@ mod tests {
             clean(object),
             json!({"apiVersion": "v1", "kind": "X",
                 "metadata": {"name": "a", "namespace": "b", "labels": {"l": "v"}}, "spec": {"k": 1}})
+        );
+    }
+
+    #[test]
+    fn channel_heads_come_from_the_package_manifest_of_the_subscriptions_catalog() {
+        let manifest: PackageManifest = serde_json::from_value(json!({
+            "status": {"catalogSource": "demo", "catalogSourceNamespace": "olm", "packageName": "demo-db",
+                       "defaultChannel": "stable",
+                       "channels": [{"name": "stable", "currentCSV": "demo-db.v1.1.0",
+                                     "currentCSVDesc": {"version": "1.1.0"}, "entries": []}]}
+        }))
+        .unwrap();
+        let sub = |catalog: &str| -> Subscription {
+            serde_json::from_value(json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+                "metadata": {"name": "demo-db", "namespace": "team"},
+                "spec": {"source": catalog, "sourceNamespace": "olm", "name": "demo-db", "channel": "stable"},
+            }))
+            .unwrap()
+        };
+        let heads = channel_heads(&[sub("demo"), sub("other")], &[manifest]);
+        assert_eq!(heads.len(), 1, "{heads:?}");
+        assert_eq!(
+            (heads[0].bundle.as_str(), heads[0].version.as_str()),
+            ("demo-db.v1.1.0", "1.1.0")
         );
     }
 }

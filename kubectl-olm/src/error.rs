@@ -1,6 +1,6 @@
 //! What can go wrong, each naming the object and the fix.
 
-use olm_resolver::model::CatalogId;
+use crate::catalogs::CatalogId;
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]
@@ -18,7 +18,7 @@ pub enum Error {
         namespace: String,
         /// The closest package names, best first.
         suggestions: Vec<String>,
-        /// Catalogs that could not be read (the package may be in them).
+        /// Catalogs the catalog-operator does not report READY (the package may be in them).
         unhealthy: Vec<String>,
     },
     /// The catalog named with `--catalog` does not exist.
@@ -27,13 +27,40 @@ pub enum Error {
         /// The catalog asked for.
         catalog: String,
     },
-    /// The catalog that has (or may have) the package cannot be read.
-    #[error("CatalogSource {catalog} is unhealthy: {message}; fix the catalog (see `kubectl get catsrc -n {} {} -o yaml`) and retry", catalog.namespace, catalog.name)]
+    /// The catalog named serves no packages.
+    #[error("CatalogSource {catalog} serves no packages ({message}); fix the catalog (see `kubectl get catsrc -n {} {} -o yaml`) and retry", catalog.namespace, catalog.name)]
     UnhealthyCatalog {
         /// The catalog.
         catalog: CatalogId,
-        /// Why it cannot be read.
+        /// Its state and the catalog-operator's message.
         message: String,
+    },
+    /// The PackageManifest API cannot be read.
+    #[error(
+        "cannot list PackageManifests (packages.operators.coreos.com/v1) in namespace {namespace}: {source}; kubectl olm reads packages from the cluster's catalog-operator, which serves them through the API server: check `kubectl get apiservice {api_service}` and that catalog-operator runs with --package-server-address",
+        api_service = olm_api::packages::API_SERVICE
+    )]
+    NoPackageServer {
+        /// The namespace.
+        namespace: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// The plan could not be asked for.
+    #[error(
+        "cannot ask the cluster's catalog-operator for a plan of {package} in namespace {namespace}: {source}; {fix}"
+    )]
+    PlanRefused {
+        /// The package.
+        package: String,
+        /// The namespace.
+        namespace: String,
+        /// The cause.
+        #[source]
+        source: Box<kube::Error>,
+        /// What to do.
+        fix: &'static str,
     },
     /// A channel or version the package does not have.
     #[error("package {package} has no {what} {wanted:?}; it has: {}", available.join(", "))]
@@ -118,6 +145,46 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error of listing PackageManifests in `namespace`: the API not served
+    /// (404, 503) says where packages come from; others are API errors.
+    pub fn package_server(namespace: &str, source: kube::Error) -> Error {
+        match &source {
+            kube::Error::Api(e) if e.code == 404 || e.code == 503 => Error::NoPackageServer {
+                namespace: namespace.to_owned(),
+                source,
+            },
+            _ => Error::Kube {
+                what: format!("list PackageManifests in namespace {namespace}"),
+                source,
+            },
+        }
+    }
+
+    /// The error of asking for a plan of `package` in `namespace`, with the fix.
+    pub fn plan(package: &str, namespace: &str, source: kube::Error) -> Error {
+        let fix = match &source {
+            kube::Error::Api(e) if e.code == 409 => {
+                return Error::Usage(format!(
+                    "{}; use `kubectl olm upgrade` or `kubectl olm config` on it, or uninstall it first",
+                    e.message
+                ));
+            }
+            kube::Error::Api(e) if e.code == 403 => {
+                "plans need `create` on packagemanifests/plan (group packages.operators.coreos.com) in the namespace: the ClusterRole olm-rs:packages-plan of manifests/packageserver.yaml grants it (aggregated to admin and edit)"
+            }
+            kube::Error::Api(e) if e.code == 404 || e.code == 405 || e.code == 503 => {
+                "the catalog-operator serving packages.operators.coreos.com must be one that serves packagemanifests/plan; check `kubectl get apiservice v1.packages.operators.coreos.com`"
+            }
+            _ => "retry; `kubectl olm catalogs` shows the catalogs' state",
+        };
+        Error::PlanRefused {
+            package: package.to_owned(),
+            namespace: namespace.to_owned(),
+            source: Box::new(source),
+            fix,
+        }
+    }
+
     /// A [`Error::Kube`] for `what`.
     pub fn kube(what: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
         let what = what.into();
@@ -138,7 +205,7 @@ fn unhealthy_note(unhealthy: &[String]) -> String {
         String::new()
     } else {
         format!(
-            " (catalogs that could not be read, and may have it: {})",
+            " (catalogs that are not READY, and may have it: {})",
             unhealthy.join(", ")
         )
     }
@@ -178,7 +245,7 @@ mod tests {
         };
         assert_eq!(
             unknown.to_string(),
-            "package \"demo-ap\" is in no catalog visible from namespace team; did you mean demo-app? (catalogs that could not be read, and may have it: olm/big)"
+            "package \"demo-ap\" is in no catalog visible from namespace team; did you mean demo-app? (catalogs that are not READY, and may have it: olm/big)"
         );
         let none = Error::UnknownPackage {
             package: "x".into(),
@@ -193,7 +260,7 @@ mod tests {
         );
         let unhealthy = Error::UnhealthyCatalog {
             catalog: CatalogId::new("big", "olm"),
-            message: "the registry at x:50051 does not answer".into(),
+            message: "TRANSIENT_FAILURE: the registry at x:50051 does not answer".into(),
         };
         assert!(
             unhealthy

@@ -3,8 +3,8 @@
 //! Subscriptions, InstallPlan approvals, deletions), so that every mutating
 //! command can print its objects instead (`--dry-run -o yaml`) for GitOps.
 //!
-//! - [`catalogs`]: catalog content read the way the catalog-operator reads it.
-//! - [`plan`]: resolution with the catalog-operator's own code.
+//! - [`catalogs`]: CatalogSources and the PackageManifests the cluster serves.
+//! - [`plan`]: plans asked of the cluster's catalog-operator (a dry run).
 //! - [`objects`]: the objects written, built without I/O.
 //! - [`status`]: the `juju status`-like view.
 //! - [`commands`]: the commands that change things.

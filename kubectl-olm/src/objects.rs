@@ -1,17 +1,15 @@
-//! The OLM objects the commands write, built without I/O, and what a bundle
-//! declares (install modes, APIs, dependencies).
+//! The OLM objects the commands write, built without I/O, and the install-mode
+//! checks of the OperatorGroup an install uses.
 
 use kube::api::ObjectMeta;
 use olm_api::{
     v1::{OperatorGroup, OperatorGroupSpec},
     v1alpha1::{Approval, InstallModeType, Subscription, SubscriptionSpec},
 };
-use olm_catalog::{Bundle, Property};
-use olm_resolver::model::CatalogId;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::error::Error;
+use crate::{catalogs::CatalogId, error::Error};
 
 /// What a Subscription asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -150,114 +148,6 @@ pub fn check_install_mode(
             fix,
         },
     )))
-}
-
-/// What a bundle declares, for `show` and install-mode checks.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BundleFacts {
-    /// The bundle.
-    pub name: String,
-    /// Its version.
-    pub version: String,
-    /// Display name from its CSV.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub display_name: Option<String>,
-    /// Supported install modes; `None` when the catalog does not say.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub install_modes: Option<Vec<InstallModeType>>,
-    /// APIs it provides, as `Kind.version.group`.
-    pub provided_apis: Vec<String>,
-    /// APIs it requires.
-    pub required_apis: Vec<String>,
-    /// Packages it depends on, with their ranges.
-    pub dependencies: Vec<String>,
-}
-
-/// The CSV of a bundle (from its manifests), or its `olm.csv.metadata` wrapped as a CSV's spec.
-fn csv_spec(bundle: &Bundle) -> Option<Value> {
-    let mut metadata = None;
-    for property in &bundle.properties {
-        match property {
-            Property::BundleObject(object) => {
-                if let Ok(value) = object.decode()
-                    && value.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion")
-                {
-                    return value.get("spec").cloned();
-                }
-            }
-            Property::CsvMetadata(raw) => metadata = Some(raw.to_value()),
-            _ => {}
-        }
-    }
-    metadata
-}
-
-fn gvk_text(gvk: &olm_catalog::Gvk) -> String {
-    format!("{}.{}.{}", gvk.kind, gvk.version, gvk.group)
-}
-
-/// The facts of `bundle`.
-pub fn bundle_facts(bundle: &Bundle) -> BundleFacts {
-    let spec = csv_spec(bundle);
-    let install_modes = spec.as_ref().and_then(|spec| {
-        let modes = spec.get("installModes")?.as_array()?;
-        Some(
-            modes
-                .iter()
-                .filter(|m| m.get("supported").and_then(Value::as_bool) == Some(true))
-                .filter_map(|m| serde_json::from_value(m.get("type")?.clone()).ok())
-                .collect(),
-        )
-    });
-    let mut facts = BundleFacts {
-        name: bundle.name.clone(),
-        version: bundle
-            .version()
-            .map(|v| v.as_str().to_owned())
-            .unwrap_or_default(),
-        display_name: spec
-            .as_ref()
-            .and_then(|s| s.get("displayName")?.as_str().map(str::to_owned)),
-        install_modes,
-        ..BundleFacts::default()
-    };
-    for property in &bundle.properties {
-        match property {
-            Property::Gvk(gvk) => facts.provided_apis.push(gvk_text(gvk)),
-            Property::GvkRequired(gvk) => facts.required_apis.push(gvk_text(gvk)),
-            Property::PackageRequired(required) => facts
-                .dependencies
-                .push(format!("{} {}", required.package_name, required.version_range)),
-            Property::Constraint(constraint) => facts
-                .dependencies
-                .push(format!("constraint {}", constraint.value.to_value())),
-            _ => {}
-        }
-    }
-    if let Some(required) = spec.as_ref().and_then(|s| {
-        s.pointer("/customresourcedefinitions/required")?
-            .as_array()
-            .cloned()
-    }) {
-        for crd in required {
-            let field = |name: &str| {
-                crd.get(name)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned()
-            };
-            let group = field("name")
-                .split_once('.')
-                .map(|(_, g)| g.to_owned())
-                .unwrap_or_default();
-            let text = format!("{}.{}.{group}", field("kind"), field("version"));
-            if !facts.required_apis.contains(&text) {
-                facts.required_apis.push(text);
-            }
-        }
-    }
-    facts
 }
 
 /// Serializes objects as a YAML stream (`---` between documents), as `kubectl apply -f` reads.

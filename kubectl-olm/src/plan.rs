@@ -1,28 +1,28 @@
 //! Resolution for `install` and `plan`: the Subscription the command would
-//! write, resolved together with the namespace's Subscriptions and CSVs by the
-//! catalog-operator's own resolution, and the OperatorGroup it needs.
+//! write is sent to the cluster's catalog-operator as a dry run
+//! (`packagemanifests/<package>/plan`), which resolves it with the namespace's
+//! Subscriptions and CSVs exactly as its Subscription controller does and
+//! answers with the plan; the CLI adds the OperatorGroup the install needs.
 
-use std::{fmt::Write, sync::Arc};
+use std::fmt::Write;
 
-use catalog_operator::{
-    catalogs::Health,
-    controllers::subscription::resolve::{self, Decision, GroupDecision, NamespaceView},
+use kube::{
+    Api, ResourceExt,
+    api::{ListParams, PostParams},
 };
-use kube::{Api, ResourceExt, api::ListParams};
 use olm_api::{
+    packages::{self, PackageManifest, PackagePlan, PackagePlanStatus, PlanResult},
     v1::OperatorGroup,
-    v1alpha1::{Approval, ClusterServiceVersion, InstallModeType, Subscription},
+    v1alpha1::{Approval, InstallModeType, Subscription},
 };
-use olm_catalog::Catalog;
-use olm_resolver::model::CatalogId;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::{
     Env, TargetArgs,
-    catalogs::{self, Catalogs, Scope},
+    catalogs::{self, CatalogId, Catalogs},
     error::Error,
-    objects::{self, BundleFacts, SubscriptionRequest},
+    objects::{self, SubscriptionRequest},
     suggest,
 };
 
@@ -115,8 +115,8 @@ pub fn named_catalog(
         })
 }
 
-/// The catalog to install `package` from: `--catalog`, else the visible healthy
-/// catalog that has it with the highest priority, own namespace first.
+/// The catalog to install `package` from: `--catalog`, else the visible catalog
+/// serving it with the highest priority, own namespace first.
 pub fn choose_catalog(
     catalogs: &Catalogs,
     package: &str,
@@ -126,28 +126,30 @@ pub fn choose_catalog(
 ) -> Result<CatalogId, Error> {
     if let Some(wanted) = wanted {
         let id = named_catalog(catalogs, wanted, namespace, global)?;
-        let Some(content) = catalogs.content(&id) else {
-            let message = match catalogs.view(&id).map(|v| &v.health) {
-                Some(Health::Unhealthy(message)) => message.clone(),
-                _ => "it was not read".to_owned(),
-            };
-            return Err(Error::UnhealthyCatalog { catalog: id, message });
-        };
-        if content.catalog.package(package).is_none() {
-            return Err(unknown_package(catalogs, package, namespace, Some(&id)));
+        if catalogs.manifest(&id, package).is_some() {
+            return Ok(id);
         }
-        return Ok(id);
+        if catalogs.packages_of(&id).is_empty() {
+            let view = catalogs.view(&id);
+            let state = view
+                .and_then(|v| v.operator_state())
+                .map(|s| format!("{s:?}").to_uppercase())
+                .unwrap_or_else(|| "no state yet".to_owned());
+            let message = view.map(|v| v.message()).filter(|m| !m.is_empty());
+            return Err(Error::UnhealthyCatalog {
+                catalog: id,
+                message: message.map_or(state.clone(), |m| format!("{state}: {m}")),
+            });
+        }
+        return Err(unknown_package(catalogs, package, namespace, Some(&id)));
     }
+    let priority = |id: &CatalogId| catalogs.view(id).map_or(0, |v| v.priority());
     let mut found: Vec<(i32, bool, CatalogId)> = catalogs
-        .visible(namespace, global)
-        .into_iter()
-        .filter(|(_, state)| {
-            state
-                .content
-                .as_ref()
-                .is_some_and(|c| c.catalog.package(package).is_some())
-        })
-        .map(|(id, state)| (state.priority, id.namespace == namespace, id))
+        .manifests
+        .iter()
+        .filter(|m| m.status.package_name == package)
+        .map(CatalogId::of_manifest)
+        .map(|id| (priority(&id), id.namespace == namespace, id))
         .collect();
     found.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.name.cmp(&b.2.name)));
     found
@@ -158,15 +160,12 @@ pub fn choose_catalog(
 }
 
 fn unknown_package(catalogs: &Catalogs, package: &str, namespace: &str, only: Option<&CatalogId>) -> Error {
-    let mut names: Vec<String> = Vec::new();
-    for view in &catalogs.views {
-        if only.is_some_and(|id| id != &view.id) {
-            continue;
-        }
-        if let Some(content) = catalogs.content(&view.id) {
-            names.extend(content.catalog.packages.iter().map(|p| p.name.clone()));
-        }
-    }
+    let mut names: Vec<String> = catalogs
+        .manifests
+        .iter()
+        .filter(|m| only.is_none_or(|id| &CatalogId::of_manifest(m) == id))
+        .map(|m| m.status.package_name.clone())
+        .collect();
     names.sort();
     names.dedup();
     Error::UnknownPackage {
@@ -178,22 +177,22 @@ fn unknown_package(catalogs: &Catalogs, package: &str, namespace: &str, only: Op
 }
 
 /// The channel a Subscription follows: `wanted`, checked, else the package's default.
-pub fn channel_of(catalog: &Catalog, package: &str, wanted: Option<&str>) -> Result<String, Error> {
-    let channels: Vec<String> = catalog.channels_of(package).map(|c| c.name.clone()).collect();
+pub fn channel_of(manifest: &PackageManifest, wanted: Option<&str>) -> Result<String, Error> {
+    let package = &manifest.status.package_name;
+    let channels: Vec<String> = manifest.status.channels.iter().map(|c| c.name.clone()).collect();
     match wanted {
         Some(wanted) if channels.iter().any(|c| c == wanted) => Ok(wanted.to_owned()),
         Some(wanted) => Err(Error::NoSuchEntry {
-            package: package.to_owned(),
+            package: package.clone(),
             what: "channel",
             wanted: wanted.to_owned(),
             available: channels,
         }),
-        None => catalog
-            .package(package)
-            .and_then(|p| p.default_channel.clone())
+        None => Some(manifest.status.default_channel.clone())
+            .filter(|c| !c.is_empty())
             .or_else(|| channels.first().cloned())
             .ok_or_else(|| Error::NoSuchEntry {
-                package: package.to_owned(),
+                package: package.clone(),
                 what: "channel",
                 wanted: "(default)".to_owned(),
                 available: Vec::new(),
@@ -201,113 +200,120 @@ pub fn channel_of(catalog: &Catalog, package: &str, wanted: Option<&str>) -> Res
     }
 }
 
-/// The bundle of `version` in `channel` of `package`.
-pub fn bundle_of_version(
-    catalog: &Catalog,
-    package: &str,
-    channel: &str,
-    version: &str,
-) -> Result<String, Error> {
+/// The bundle of `version` in `channel` of the package.
+pub fn bundle_of_version(manifest: &PackageManifest, channel: &str, version: &str) -> Result<String, Error> {
     let wanted = version.trim_start_matches('v');
-    let entries: Vec<&str> = catalog
-        .channels_of(package)
-        .filter(|c| c.name == channel)
-        .flat_map(|c| c.entries.iter().map(|e| e.name.as_str()))
-        .collect();
-    let mut available = Vec::new();
-    for name in entries {
-        let Some(bundle) = catalog.bundle(package, name) else {
-            continue;
-        };
-        let Some(v) = bundle.version() else { continue };
-        if v.as_str() == wanted {
-            return Ok(bundle.name.clone());
-        }
-        available.push(v.as_str().to_owned());
+    let entries = catalogs::channel(manifest, channel)
+        .map(|c| c.entries.as_slice())
+        .unwrap_or_default();
+    if let Some(entry) = entries.iter().find(|e| e.version == wanted) {
+        return Ok(entry.name.clone());
     }
     Err(Error::NoSuchEntry {
-        package: package.to_owned(),
+        package: manifest.status.package_name.clone(),
         what: "version (in that channel)",
         wanted: version.to_owned(),
-        available,
+        available: entries.iter().map(|e| e.version.clone()).collect(),
     })
 }
 
-/// Resolves `namespace`'s Subscriptions with `subscription` added (or put in place
-/// of the one of the same name) and returns the decision of its group.
-pub async fn resolve_with(
-    env: &Env<'_>,
-    catalogs: &Catalogs,
-    subscription: &Subscription,
-) -> Result<GroupDecision, Error> {
-    let namespace = env.namespace.as_str();
-    let subs: Api<Subscription> = Api::namespaced(env.client.clone(), namespace);
-    let name = subscription.name_any();
-    let existing = subs
-        .list(&ListParams::default())
-        .await
-        .map_err(Error::kube(format!(
-            "list Subscriptions in namespace {namespace}"
-        )))?
-        .items;
-    if let Some(other) = existing
+/// The bundle `csv` of the package, checked against its channels.
+pub fn known_bundle(manifest: &PackageManifest, csv: &str) -> Result<String, Error> {
+    let mut names: Vec<String> = manifest
+        .status
+        .channels
         .iter()
-        .find(|s| s.spec.package == subscription.spec.package && s.name_any() != name)
-    {
-        return Err(Error::Usage(format!(
-            "package {} is already subscribed in {namespace} by Subscription {}; use `kubectl olm upgrade` or `kubectl olm config` on it, or uninstall it first",
-            subscription.spec.package,
-            other.name_any()
-        )));
-    }
-    let mut subscriptions: Vec<Arc<Subscription>> = existing
-        .into_iter()
-        .filter(|s| s.name_any() != name && s.metadata.deletion_timestamp.is_none())
-        .map(Arc::new)
+        .flat_map(|c| c.entries.iter().map(|e| e.name.clone()))
         .collect();
-    subscriptions.push(Arc::new(subscription.clone()));
-    subscriptions.sort_by_key(|s| s.name_any());
-    let csvs = namespace_csvs(env).await?;
-    let visible = catalogs.visible(namespace, &env.global_namespace);
-    let index = catalogs.store.index(&visible);
-    let view = NamespaceView {
-        namespace,
-        subscriptions: &subscriptions,
-        csvs: &csvs,
-        catalogs: &visible,
-    };
-    resolve::decide(&index, &view)
-        .into_iter()
-        .find(|group| group.subscriptions.contains(&name))
-        .ok_or_else(|| {
-            Error::Failed(format!(
-                "the resolution of namespace {namespace} left out Subscription {name}"
-            ))
-        })
+    if names.iter().any(|n| n == csv) {
+        return Ok(csv.to_owned());
+    }
+    names.sort();
+    names.dedup();
+    Err(Error::NoSuchEntry {
+        package: manifest.status.package_name.clone(),
+        what: "bundle",
+        wanted: csv.to_owned(),
+        available: names,
+    })
 }
 
-/// The namespace's own CSVs (copied CSVs left out).
-pub async fn namespace_csvs(env: &Env<'_>) -> Result<Vec<Arc<ClusterServiceVersion>>, Error> {
-    let api: Api<ClusterServiceVersion> = Api::namespaced(env.client.clone(), &env.namespace);
-    Ok(api
-        .list(&ListParams::default())
+/// The request for a plan of `subscription` (pure).
+pub fn plan_request(subscription: &Subscription) -> PackagePlan {
+    PackagePlan::request(
+        &subscription.namespace().unwrap_or_default(),
+        &subscription.name_any(),
+        subscription.spec.clone(),
+    )
+}
+
+/// What the catalog-operator planned for an install of `package` in `namespace`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Planned {
+    /// The bundle the Subscription gets.
+    pub bundle: String,
+    /// Its install modes, when the catalog says.
+    pub install_modes: Option<Vec<InstallModeType>>,
+    /// The bundles to install, dependencies first.
+    pub steps: Vec<PlanStep>,
+    /// Deprecation notices.
+    pub deprecations: Vec<String>,
+}
+
+/// The catalog-operator's answer as a plan, or the resolver's explanation as an error (pure).
+pub fn planned(package: &str, namespace: &str, status: PackagePlanStatus) -> Result<Planned, Error> {
+    if status.result == PlanResult::Unsatisfiable {
+        return Err(Error::Unsatisfiable {
+            package: package.to_owned(),
+            namespace: namespace.to_owned(),
+            explanation: status.message,
+        });
+    }
+    Ok(Planned {
+        bundle: status.bundle,
+        install_modes: status.install_modes,
+        steps: status
+            .steps
+            .into_iter()
+            .map(|s| PlanStep {
+                catalog: CatalogId::new(s.catalog_source, s.catalog_source_namespace).to_string(),
+                bundle: s.bundle,
+                package: s.package,
+                version: s.version,
+                replaces: s.replaces,
+                reason: s.reason,
+            })
+            .collect(),
+        deprecations: status.deprecations,
+    })
+}
+
+/// Asks the cluster's catalog-operator for the plan of `subscription` (nothing is created).
+pub async fn ask(env: &Env<'_>, subscription: &Subscription) -> Result<Planned, Error> {
+    let package = subscription.spec.package.as_str();
+    let namespace = env.namespace.as_str();
+    let api: Api<PackageManifest> = Api::namespaced(env.client.clone(), namespace);
+    let answer: PackagePlan = api
+        .create_subresource(
+            packages::PLAN_SUBRESOURCE,
+            package,
+            &PostParams::default(),
+            &plan_request(subscription),
+        )
         .await
-        .map_err(Error::kube(format!(
-            "list ClusterServiceVersions in namespace {}",
-            env.namespace
-        )))?
-        .items
-        .into_iter()
-        .filter(|c| !resolve::is_copied(c))
-        .map(Arc::new)
-        .collect())
+        .map_err(|source| Error::plan(package, namespace, source))?;
+    let status = answer.status.ok_or_else(|| {
+        Error::Failed(format!(
+            "the catalog-operator answered the plan of {package} in {namespace} without a status"
+        ))
+    })?;
+    planned(package, namespace, status)
 }
 
 /// Resolves an install of `target` in the namespace without writing anything.
 pub async fn prepare(env: &Env<'_>, target: &TargetArgs) -> Result<Prepared, Error> {
     let namespace = env.namespace.clone();
-    let scope = Scope::Namespaces(vec![namespace.clone(), env.global_namespace.clone()]);
-    let catalogs = catalogs::load(&env.client, &scope).await?;
+    let catalogs = catalogs::load(&env.client, &namespace, &env.global_namespace).await?;
     let catalog_id = choose_catalog(
         &catalogs,
         &target.package,
@@ -315,27 +321,16 @@ pub async fn prepare(env: &Env<'_>, target: &TargetArgs) -> Result<Prepared, Err
         &namespace,
         &env.global_namespace,
     )?;
-    let content = catalogs
-        .content(&catalog_id)
-        .ok_or_else(|| Error::Failed(format!("catalog {catalog_id} has no content")))?;
-    let catalog = &content.catalog;
-    let channel = channel_of(catalog, &target.package, target.channel.as_deref())?;
+    let manifest = catalogs.manifest(&catalog_id, &target.package).ok_or_else(|| {
+        Error::Failed(format!(
+            "catalog {catalog_id} serves no package {}",
+            target.package
+        ))
+    })?;
+    let channel = channel_of(manifest, target.channel.as_deref())?;
     let starting_csv = match (&target.version, &target.starting_csv) {
-        (Some(version), _) => Some(bundle_of_version(catalog, &target.package, &channel, version)?),
-        (None, Some(csv)) => {
-            if catalog.bundle(&target.package, csv).is_none() {
-                return Err(Error::NoSuchEntry {
-                    package: target.package.clone(),
-                    what: "bundle",
-                    wanted: csv.clone(),
-                    available: catalog
-                        .bundles_of(&target.package)
-                        .map(|b| b.name.clone())
-                        .collect(),
-                });
-            }
-            Some(csv.clone())
-        }
+        (Some(version), _) => Some(bundle_of_version(manifest, &channel, version)?),
+        (None, Some(csv)) => Some(known_bundle(manifest, csv)?),
         (None, None) => None,
     };
     let request = SubscriptionRequest {
@@ -347,46 +342,25 @@ pub async fn prepare(env: &Env<'_>, target: &TargetArgs) -> Result<Prepared, Err
         approval: target.approval.into(),
     };
     let subscription = objects::subscription(&request);
-    let group = resolve_with(env, &catalogs, &subscription).await?;
-    let name = subscription.name_any();
-    let (steps, bundle) = match &group.decision {
-        Decision::Unsatisfiable(explanation) => {
-            return Err(Error::Unsatisfiable {
-                package: target.package.clone(),
-                namespace,
-                explanation: explanation.clone(),
-            });
-        }
-        Decision::UpToDate => (Vec::new(), group.targets.get(&name).map(|t| t.bundle.clone())),
-        Decision::Install(steps) => (steps.clone(), group.targets.get(&name).map(|t| t.bundle.clone())),
-    };
-    let bundle = bundle.unwrap_or_default();
-    let facts: BundleFacts = catalog
-        .bundle(&target.package, &bundle)
-        .map(objects::bundle_facts)
-        .unwrap_or_default();
-    let (operator_group, new_group) =
-        operator_group_plan(env, &target.package, &bundle, &facts, &target.watch_namespaces).await?;
+    let planned = ask(env, &subscription).await?;
+    let (operator_group, new_group) = operator_group_plan(
+        env,
+        &target.package,
+        &planned.bundle,
+        planned.install_modes.clone(),
+        &target.watch_namespaces,
+    )
+    .await?;
     let view = PlanView {
         namespace: namespace.clone(),
         package: target.package.clone(),
         catalog: catalog_id.to_string(),
         channel,
         approval: request.approval,
-        bundle,
+        bundle: planned.bundle,
         operator_group,
-        steps: steps
-            .iter()
-            .map(|s| PlanStep {
-                bundle: s.bundle.clone(),
-                package: s.package.clone(),
-                version: s.version.clone(),
-                catalog: s.catalog.to_string(),
-                replaces: s.replaces.clone(),
-                reason: s.reason.clone(),
-            })
-            .collect(),
-        deprecations: group.deprecations.iter().map(ToString::to_string).collect(),
+        steps: planned.steps,
+        deprecations: planned.deprecations,
     };
     let mut objects = Vec::new();
     if let Some(group) = &new_group {
@@ -407,7 +381,7 @@ async fn operator_group_plan(
     env: &Env<'_>,
     package: &str,
     bundle: &str,
-    facts: &BundleFacts,
+    install_modes: Option<Vec<InstallModeType>>,
     watch: &[String],
 ) -> Result<(GroupPlan, Option<OperatorGroup>), Error> {
     let namespace = env.namespace.as_str();
@@ -420,10 +394,8 @@ async fn operator_group_plan(
         )))?
         .items;
     // A catalog that does not say which modes a bundle supports: assume the common two.
-    let supported = facts
-        .install_modes
-        .clone()
-        .unwrap_or_else(|| vec![InstallModeType::OwnNamespace, InstallModeType::AllNamespaces]);
+    let supported =
+        install_modes.unwrap_or_else(|| vec![InstallModeType::OwnNamespace, InstallModeType::AllNamespaces]);
     match groups.as_slice() {
         [] => {
             let targets = objects::choose_targets(namespace, package, watch, &supported)?;
@@ -564,6 +536,87 @@ Plan for demo-app in namespace team (catalog olm/demo, channel stable, approval 
   1  demo-db.v1.1.0   demo-db   1.1.0    olm/demo  required by demo-app.v0.2.0
   2  demo-app.v0.2.0  demo-app  0.2.0    olm/demo  subscribed
 "
+        );
+    }
+
+    fn manifest() -> PackageManifest {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "demo-db", "namespace": "team"},
+            "status": {"catalogSource": "demo", "catalogSourceNamespace": "olm", "packageName": "demo-db",
+                       "defaultChannel": "stable",
+                       "channels": [{"name": "stable", "currentCSV": "demo-db.v1.1.0",
+                                     "entries": [{"name": "demo-db.v1.1.0", "version": "1.1.0"},
+                                                 {"name": "demo-db.v1.0.0", "version": "1.0.0"}]}]}
+        }))
+        .expect("a PackageManifest")
+    }
+
+    #[test]
+    fn channels_versions_and_bundles_are_checked_against_the_package_manifest() {
+        let manifest = manifest();
+        assert_eq!(channel_of(&manifest, None).unwrap(), "stable");
+        let error = channel_of(&manifest, Some("beta")).unwrap_err().to_string();
+        assert!(
+            error.contains("has no channel \"beta\"; it has: stable"),
+            "{error}"
+        );
+        assert_eq!(
+            bundle_of_version(&manifest, "stable", "v1.0.0").unwrap(),
+            "demo-db.v1.0.0"
+        );
+        let error = bundle_of_version(&manifest, "stable", "2.0.0")
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("it has: 1.1.0, 1.0.0"), "{error}");
+        assert_eq!(
+            known_bundle(&manifest, "demo-db.v1.1.0").unwrap(),
+            "demo-db.v1.1.0"
+        );
+        assert!(known_bundle(&manifest, "demo-db.v9").is_err());
+    }
+
+    #[test]
+    fn a_plan_request_carries_the_subscription_and_its_answer_becomes_the_plan() {
+        let subscription = objects::subscription(&SubscriptionRequest {
+            namespace: "team".into(),
+            package: "demo-app".into(),
+            catalog: CatalogId::new("demo", "olm"),
+            channel: Some("stable".into()),
+            starting_csv: None,
+            approval: Approval::Manual,
+        });
+        let request = plan_request(&subscription);
+        assert_eq!(request.metadata.name.as_deref(), Some("demo-app"));
+        assert_eq!(request.metadata.namespace.as_deref(), Some("team"));
+        assert_eq!(request.spec.subscription_name.as_deref(), Some("demo-app"));
+        assert_eq!(request.spec.subscription, subscription.spec);
+        assert!(request.status.is_none());
+
+        let answer: PackagePlanStatus = serde_json::from_value(serde_json::json!({
+            "result": "Install", "bundle": "demo-app.v0.2.0", "approval": "Manual",
+            "installModes": ["OwnNamespace"],
+            "steps": [{"bundle": "demo-db.v1.1.0", "package": "demo-db", "version": "1.1.0",
+                       "catalogSource": "demo", "catalogSourceNamespace": "olm",
+                       "reason": "required by demo-app.v0.2.0"}],
+        }))
+        .unwrap();
+        let plan = planned("demo-app", "team", answer).unwrap();
+        assert_eq!(plan.bundle, "demo-app.v0.2.0");
+        assert_eq!(plan.install_modes, Some(vec![InstallModeType::OwnNamespace]));
+        assert_eq!(plan.steps[0].catalog, "olm/demo");
+        assert_eq!(plan.steps[0].reason, "required by demo-app.v0.2.0");
+
+        let unsatisfiable = PackagePlanStatus {
+            result: PlanResult::Unsatisfiable,
+            message: "demo-missing is in no catalog".into(),
+            ..PackagePlanStatus::default()
+        };
+        let error = planned("demo-broken", "team", unsatisfiable)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            error,
+            "cannot install demo-broken in team: demo-missing is in no catalog"
         );
     }
 }

@@ -1,23 +1,22 @@
-//! `catalogs`, `packages` and `show`: what the visible catalogs offer.
+//! `catalogs`, `packages` and `show`: what the visible catalogs offer, as the
+//! cluster's catalog-operator serves it (CatalogSources and PackageManifests).
 
 use std::fmt::Write as _;
 
-use catalog_operator::catalogs::Health;
-use olm_catalog::{Catalog, Channel};
+use olm_api::{
+    packages::{PackageChannel, PackageManifest},
+    v1alpha1::InstallModeType,
+};
 use serde::Serialize;
+use serde_json::Value;
 
 use crate::{
     Env, Output,
-    catalogs::{self, Catalogs, Scope},
+    catalogs::{self, CatalogId, Catalogs},
     error::Error,
-    objects::{self, BundleFacts},
     plan,
     table::{Cell, Table, Tone},
 };
-
-fn scope(env: &Env<'_>) -> Scope {
-    Scope::Namespaces(vec![env.namespace.clone(), env.global_namespace.clone()])
-}
 
 fn print(
     env: &mut Env<'_>,
@@ -50,36 +49,41 @@ pub struct CatalogInfo {
     pub priority: i32,
     /// The catalog-operator's last observed state.
     pub state: String,
-    /// Whether this command could read it, and why not.
-    pub readable: String,
-    /// Its packages, when read.
+    /// What the catalog-operator says of it.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The packages the catalog-operator serves from it.
     pub packages: usize,
+}
+
+/// The rows of `catalogs` (pure).
+pub fn catalog_infos(catalogs: &Catalogs) -> Vec<CatalogInfo> {
+    catalogs
+        .views
+        .iter()
+        .map(|view| {
+            let origin = catalogs::Origin::of(&view.source);
+            CatalogInfo {
+                namespace: view.id.namespace.clone(),
+                name: view.id.name.clone(),
+                source: origin.kind().to_owned(),
+                target: origin.target().to_owned(),
+                priority: view.priority(),
+                state: view
+                    .operator_state()
+                    .map(|s| format!("{s:?}").to_uppercase())
+                    .unwrap_or_default(),
+                message: view.message(),
+                packages: catalogs.packages_of(&view.id).len(),
+            }
+        })
+        .collect()
 }
 
 /// `catalogs`.
 pub async fn catalogs(env: &mut Env<'_>, output: Output) -> Result<(), Error> {
-    let loaded = catalogs::load(&env.client, &scope(env)).await?;
-    let infos: Vec<CatalogInfo> = loaded
-        .views
-        .iter()
-        .map(|view| CatalogInfo {
-            namespace: view.id.namespace.clone(),
-            name: view.id.name.clone(),
-            source: view.origin.kind().to_owned(),
-            target: view.origin.target().to_owned(),
-            priority: view.source.spec.priority.unwrap_or(0),
-            state: view
-                .operator_state()
-                .map(|s| format!("{s:?}").to_uppercase())
-                .unwrap_or_default(),
-            readable: match &view.health {
-                Health::Healthy => "yes".to_owned(),
-                Health::Unhealthy(message) => message.clone(),
-                Health::Pending => "not read".to_owned(),
-            },
-            packages: loaded.content(&view.id).map_or(0, |c| c.catalog.packages.len()),
-        })
-        .collect();
+    let loaded = catalogs::load(&env.client, &env.namespace, &env.global_namespace).await?;
+    let infos = catalog_infos(&loaded);
     let colour = env.colour;
     let (namespace, global) = (env.namespace.clone(), env.global_namespace.clone());
     print(env, output, &infos, || {
@@ -101,10 +105,10 @@ pub async fn catalogs(env: &mut Env<'_>, output: Output) -> Result<(), Error> {
             } else {
                 Tone::Bad
             };
-            let packages = if info.readable == "yes" {
-                Cell::from(info.packages.to_string())
+            let packages = if info.packages == 0 && !info.message.is_empty() {
+                Cell::toned(format!("0: {}", info.message), Tone::Bad)
             } else {
-                Cell::toned(format!("unreadable here: {}", info.readable), Tone::Bad)
+                Cell::from(info.packages.to_string())
             };
             table.row(vec![
                 info.namespace.clone().into(),
@@ -118,27 +122,6 @@ pub async fn catalogs(env: &mut Env<'_>, output: Output) -> Result<(), Error> {
         }
         table.render(colour)
     })
-}
-
-/// The head of a channel: the entry nothing else in it replaces or skips (the highest version if several).
-pub fn channel_head<'a>(catalog: &'a Catalog, channel: &'a Channel) -> Option<&'a str> {
-    let replaced: Vec<&str> = channel
-        .entries
-        .iter()
-        .flat_map(|e| e.replaces.iter().chain(e.skips.iter()).map(String::as_str))
-        .collect();
-    let version = |name: &str| {
-        catalog
-            .bundle(&channel.package, name)
-            .and_then(|b| b.version())
-            .and_then(|v| semver::Version::parse(v.as_str()).ok())
-    };
-    channel
-        .entries
-        .iter()
-        .map(|e| e.name.as_str())
-        .filter(|name| !replaced.contains(name))
-        .max_by(|a, b| version(a).cmp(&version(b)))
 }
 
 /// One package as `packages` lists it.
@@ -157,44 +140,35 @@ pub struct PackageInfo {
     pub latest: String,
 }
 
-fn package_infos(catalogs: &Catalogs, only: Option<&olm_resolver::model::CatalogId>) -> Vec<PackageInfo> {
-    let mut infos = Vec::new();
-    for view in &catalogs.views {
-        if only.is_some_and(|id| id != &view.id) {
-            continue;
-        }
-        let Some(content) = catalogs.content(&view.id) else {
-            continue;
-        };
-        let catalog = &content.catalog;
-        for package in &catalog.packages {
-            let default_channel = package.default_channel.clone().unwrap_or_default();
-            let latest = catalog
-                .channels_of(&package.name)
-                .find(|c| c.name == default_channel)
-                .and_then(|c| channel_head(catalog, c))
-                .and_then(|head| catalog.bundle(&package.name, head))
-                .and_then(|b| b.version().map(|v| v.as_str().to_owned()))
-                .unwrap_or_default();
-            infos.push(PackageInfo {
-                name: package.name.clone(),
-                catalog: view.id.to_string(),
-                default_channel,
-                channels: catalog
-                    .channels_of(&package.name)
-                    .map(|c| c.name.clone())
-                    .collect(),
-                latest,
-            });
-        }
+/// What `packages` lists of one PackageManifest (pure).
+pub fn package_info(manifest: &PackageManifest) -> PackageInfo {
+    let status = &manifest.status;
+    PackageInfo {
+        name: status.package_name.clone(),
+        catalog: CatalogId::of_manifest(manifest).to_string(),
+        default_channel: status.default_channel.clone(),
+        channels: status.channels.iter().map(|c| c.name.clone()).collect(),
+        latest: catalogs::channel(manifest, &status.default_channel)
+            .map(catalogs::head_version)
+            .unwrap_or_default(),
     }
+}
+
+/// The rows of `packages`, of catalog `only` if given (pure).
+pub fn package_infos(catalogs: &Catalogs, only: Option<&CatalogId>) -> Vec<PackageInfo> {
+    let mut infos: Vec<PackageInfo> = catalogs
+        .manifests
+        .iter()
+        .filter(|m| only.is_none_or(|id| &CatalogId::of_manifest(m) == id))
+        .map(package_info)
+        .collect();
     infos.sort_by(|a, b| (&a.name, &a.catalog).cmp(&(&b.name, &b.catalog)));
     infos
 }
 
 /// `packages`.
 pub async fn packages(env: &mut Env<'_>, catalog: Option<&str>, output: Output) -> Result<(), Error> {
-    let loaded = catalogs::load(&env.client, &scope(env)).await?;
+    let loaded = catalogs::load(&env.client, &env.namespace, &env.global_namespace).await?;
     let only = match catalog {
         Some(wanted) => Some(plan::named_catalog(
             &loaded,
@@ -205,7 +179,7 @@ pub async fn packages(env: &mut Env<'_>, catalog: Option<&str>, output: Output) 
         None => None,
     };
     let infos = package_infos(&loaded, only.as_ref());
-    let unreadable = loaded.unhealthy();
+    let unhealthy = loaded.unhealthy();
     let colour = env.colour;
     print(env, output, &infos, || {
         let mut table = Table::new(&["PACKAGE", "CATALOG", "DEFAULT CHANNEL", "CHANNELS", "LATEST"]);
@@ -219,11 +193,11 @@ pub async fn packages(env: &mut Env<'_>, catalog: Option<&str>, output: Output) 
             ]);
         }
         let mut text = table.render(colour);
-        if !unreadable.is_empty() {
+        if !unhealthy.is_empty() {
             let _ = writeln!(
                 text,
-                "Catalogs that could not be read (`kubectl olm catalogs` says why): {}",
-                unreadable.join(", ")
+                "Catalogs that are not READY (`kubectl olm catalogs` says why): {}",
+                unhealthy.join(", ")
             );
         }
         text
@@ -242,6 +216,29 @@ pub struct ChannelInfo {
     pub versions: Vec<String>,
 }
 
+/// One bundle of a package. A PackageManifest describes channel heads only:
+/// the other bundles have a name and a version.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BundleInfo {
+    /// The bundle.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Whether it heads a channel (and so is described).
+    pub channel_head: bool,
+    /// Display name from its CSV.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// Supported install modes; `None` when not described.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub install_modes: Option<Vec<InstallModeType>>,
+    /// APIs it provides, as `Kind.version.group`.
+    pub provided_apis: Vec<String>,
+    /// APIs it requires.
+    pub required_apis: Vec<String>,
+}
+
 /// What `show` prints.
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -258,48 +255,106 @@ pub struct PackageDetails {
     /// Its channels.
     pub channels: Vec<ChannelInfo>,
     /// Every bundle, newest first.
-    pub bundles: Vec<BundleFacts>,
+    pub bundles: Vec<BundleInfo>,
 }
 
-/// The details of `package` in `catalog` (pure).
-pub fn details(catalog: &Catalog, catalog_name: &str, package: &str) -> Option<PackageDetails> {
-    let found = catalog.package(package)?;
-    let version_of = |name: &str| {
-        catalog
-            .bundle(package, name)
-            .and_then(|b| b.version().map(|v| v.as_str().to_owned()))
-            .unwrap_or_default()
+fn by_version(a: &str, b: &str) -> std::cmp::Ordering {
+    let parse = |v: &str| semver::Version::parse(v).ok();
+    parse(a).cmp(&parse(b)).then_with(|| a.cmp(b))
+}
+
+/// An owned or required API of a CSV description as `Kind.version.group`: CRDs
+/// name `plural.group`, API services name their group.
+fn api_text(api: &Value) -> String {
+    let field = |name: &str| api.get(name).and_then(Value::as_str).unwrap_or_default();
+    let group = match field("group") {
+        "" => field("name").split_once('.').map(|(_, g)| g).unwrap_or_default(),
+        group => group,
     };
-    let channels = catalog
-        .channels_of(package)
-        .map(|channel| {
-            let mut versions: Vec<String> = channel.entries.iter().map(|e| version_of(&e.name)).collect();
-            versions.sort_by(|a, b| {
-                semver::Version::parse(a)
-                    .ok()
-                    .cmp(&semver::Version::parse(b).ok())
+    format!("{}.{}.{group}", field("kind"), field("version"))
+}
+
+fn apis(values: &[&[Value]]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for api in values.iter().flat_map(|v| v.iter()) {
+        let text = api_text(api);
+        if !out.contains(&text) {
+            out.push(text);
+        }
+    }
+    out
+}
+
+/// The bundle heading `channel`, described.
+fn head_info(channel: &PackageChannel) -> BundleInfo {
+    let desc = &channel.current_csv_desc;
+    BundleInfo {
+        name: channel.current_csv.clone(),
+        version: catalogs::head_version(channel),
+        channel_head: true,
+        display_name: Some(desc.display_name.clone()).filter(|d| !d.is_empty()),
+        install_modes: (!desc.install_modes.is_empty()).then(|| {
+            desc.install_modes
+                .iter()
+                .filter(|m| m.supported)
+                .map(|m| m.type_)
+                .collect()
+        }),
+        provided_apis: apis(&[
+            desc.custom_resource_definitions.owned.as_slice(),
+            desc.api_service_definitions.owned.as_slice(),
+        ]),
+        required_apis: apis(&[
+            desc.custom_resource_definitions.required.as_slice(),
+            desc.api_service_definitions.required.as_slice(),
+        ]),
+    }
+}
+
+/// The details of a PackageManifest (pure).
+pub fn details(manifest: &PackageManifest) -> PackageDetails {
+    let status = &manifest.status;
+    let mut bundles: Vec<BundleInfo> = Vec::new();
+    for channel in &status.channels {
+        if !channel.current_csv.is_empty() && !bundles.iter().any(|b| b.name == channel.current_csv) {
+            bundles.push(head_info(channel));
+        }
+    }
+    for entry in status.channels.iter().flat_map(|c| &c.entries) {
+        if !bundles.iter().any(|b| b.name == entry.name) {
+            bundles.push(BundleInfo {
+                name: entry.name.clone(),
+                version: entry.version.clone(),
+                ..BundleInfo::default()
             });
+        }
+    }
+    bundles.sort_by(|a, b| by_version(&b.version, &a.version));
+    let channels = status
+        .channels
+        .iter()
+        .map(|channel| {
+            let mut versions: Vec<String> = channel.entries.iter().map(|e| e.version.clone()).collect();
+            versions.sort_by(|a, b| by_version(a, b));
             ChannelInfo {
                 name: channel.name.clone(),
-                head: channel_head(catalog, channel).unwrap_or_default().to_owned(),
+                head: channel.current_csv.clone(),
                 versions,
             }
         })
         .collect();
-    let mut bundles: Vec<BundleFacts> = catalog.bundles_of(package).map(objects::bundle_facts).collect();
-    bundles.sort_by(|a, b| {
-        semver::Version::parse(&b.version)
-            .ok()
-            .cmp(&semver::Version::parse(&a.version).ok())
-    });
-    Some(PackageDetails {
-        name: package.to_owned(),
-        catalog: catalog_name.to_owned(),
-        default_channel: found.default_channel.clone().unwrap_or_default(),
-        description: found.description.clone().filter(|d| !d.is_empty()),
+    let description = catalogs::channel(manifest, &status.default_channel)
+        .or_else(|| status.channels.first())
+        .map(|c| c.current_csv_desc.long_description.clone())
+        .filter(|d| !d.trim().is_empty());
+    PackageDetails {
+        name: status.package_name.clone(),
+        catalog: CatalogId::of_manifest(manifest).to_string(),
+        default_channel: status.default_channel.clone(),
+        description,
         channels,
         bundles,
-    })
+    }
 }
 
 /// The details as text (pure).
@@ -312,7 +367,7 @@ pub fn render_details(details: &PackageDetails) -> String {
         let _ = writeln!(
             out,
             "Description:      {}",
-            description.lines().next().unwrap_or_default()
+            description.trim().lines().next().unwrap_or_default()
         );
     }
     let _ = writeln!(out, "\nChannels:");
@@ -326,16 +381,18 @@ pub fn render_details(details: &PackageDetails) -> String {
     }
     out.push_str(&channels.render(false));
     let _ = writeln!(out, "\nBundles:");
-    let none = || "-".to_owned();
     let list = |items: &[String]| {
         if items.is_empty() {
-            none()
+            "-".to_owned()
         } else {
             items.join(", ")
         }
     };
     for bundle in &details.bundles {
         let _ = writeln!(out, "  {} ({})", bundle.name, bundle.version);
+        if !bundle.channel_head {
+            continue;
+        }
         let modes = bundle.install_modes.as_ref().map_or_else(
             || "not in the catalog".to_owned(),
             |modes| {
@@ -349,8 +406,12 @@ pub fn render_details(details: &PackageDetails) -> String {
         let _ = writeln!(out, "    Install modes:  {modes}");
         let _ = writeln!(out, "    Provides APIs:  {}", list(&bundle.provided_apis));
         let _ = writeln!(out, "    Requires APIs:  {}", list(&bundle.required_apis));
-        let _ = writeln!(out, "    Dependencies:   {}", list(&bundle.dependencies));
     }
+    let _ = writeln!(
+        out,
+        "\nChannel heads are described as the cluster's PackageManifest shows them; dependencies are not part of it: `kubectl olm plan {}` shows what an install pulls in.",
+        details.name
+    );
     out
 }
 
@@ -361,55 +422,129 @@ pub async fn show(
     catalog: Option<&str>,
     output: Output,
 ) -> Result<(), Error> {
-    let loaded = catalogs::load(&env.client, &scope(env)).await?;
+    let loaded = catalogs::load(&env.client, &env.namespace, &env.global_namespace).await?;
     let id = plan::choose_catalog(&loaded, package, catalog, &env.namespace, &env.global_namespace)?;
-    let content = loaded
-        .content(&id)
-        .ok_or_else(|| Error::Failed(format!("catalog {id} has no content")))?;
-    let details =
-        details(&content.catalog, &id.to_string(), package).ok_or_else(|| Error::UnknownPackage {
-            package: package.to_owned(),
-            namespace: env.namespace.clone(),
-            suggestions: Vec::new(),
-            unhealthy: Vec::new(),
-        })?;
+    let manifest = loaded
+        .manifest(&id, package)
+        .ok_or_else(|| Error::Failed(format!("catalog {id} serves no package {package}")))?;
+    let details = details(manifest);
     print(env, output, &details, || render_details(&details))
 }
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
 
-    fn demo() -> Catalog {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalogs/demo-bundles");
-        catalog_operator::source::load(&path).expect("the demo catalog").0
+    /// demo-db as the cluster serves it: two channels, CRDs in the head's description.
+    pub(crate) fn demo_db() -> PackageManifest {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "packages.operators.coreos.com/v1", "kind": "PackageManifest",
+            "metadata": {"name": "demo-db", "namespace": "team"},
+            "spec": {},
+            "status": {
+                "catalogSource": "demo", "catalogSourceNamespace": "olm", "packageName": "demo-db",
+                "defaultChannel": "stable",
+                "channels": [
+                    {"name": "alpha", "currentCSV": "demo-db.v1.2.0-alpha",
+                     "currentCSVDesc": {"version": "1.2.0-alpha", "displayName": "Demo DB",
+                                        "description": "A demo database.\nMore words.",
+                                        "installModes": [{"type": "OwnNamespace", "supported": true}],
+                                        "customresourcedefinitions": {"owned": [{"name": "databases.demo.olm-rs.dev", "version": "v1", "kind": "Database"}]}},
+                     "entries": [{"name": "demo-db.v1.2.0-alpha", "version": "1.2.0-alpha"}, {"name": "demo-db.v1.1.0", "version": "1.1.0"}]},
+                    {"name": "stable", "currentCSV": "demo-db.v1.1.0",
+                     "currentCSVDesc": {"version": "1.1.0", "displayName": "Demo DB",
+                                        "description": "A demo database.\nMore words.",
+                                        "installModes": [{"type": "OwnNamespace", "supported": true},
+                                                         {"type": "AllNamespaces", "supported": true},
+                                                         {"type": "MultiNamespace", "supported": false}],
+                                        "customresourcedefinitions": {"owned": [{"name": "databases.demo.olm-rs.dev", "version": "v1", "kind": "Database"}],
+                                                                      "required": [{"name": "disks.storage.example.com", "version": "v1", "kind": "Disk"}]},
+                                        "apiservicedefinitions": {"owned": [{"group": "metrics.demo.olm-rs.dev", "version": "v1", "kind": "Usage", "name": "usages"}]}},
+                     "entries": [{"name": "demo-db.v1.1.0", "version": "1.1.0"}, {"name": "demo-db.v1.0.0", "version": "1.0.0"}]}
+                ]
+            }
+        }))
+        .expect("a PackageManifest")
     }
 
     #[test]
-    fn show_lists_channels_versions_apis_and_dependencies() {
-        let catalog = demo();
-        let details = details(&catalog, "olm/demo", "demo-app").expect("demo-app");
-        let text = render_details(&details);
-        assert!(text.contains("Default channel:  stable"), "{text}");
-        assert!(text.contains("demo-app.v0.2.0 (0.2.0)"), "{text}");
-        assert!(text.contains("Dependencies:   demo-db"), "{text}");
-        assert!(text.contains("Install modes:  "), "{text}");
-        let db = super::details(&catalog, "olm/demo", "demo-db").expect("demo-db");
-        assert!(
-            db.bundles[0]
-                .provided_apis
-                .iter()
-                .any(|a| a.starts_with("Database.")),
-            "{:?}",
-            db.bundles[0]
-        );
-        let stable = db
+    fn packages_list_the_default_channels_head_version() {
+        let info = package_info(&demo_db());
+        assert_eq!(info.name, "demo-db");
+        assert_eq!(info.catalog, "olm/demo");
+        assert_eq!(info.default_channel, "stable");
+        assert_eq!(info.channels, ["alpha", "stable"]);
+        assert_eq!(info.latest, "1.1.0");
+    }
+
+    #[test]
+    fn show_lists_channels_versions_and_what_the_heads_declare() {
+        let details = details(&demo_db());
+        let stable = details
             .channels
             .iter()
             .find(|c| c.name == "stable")
-            .expect("a stable channel");
-        assert!(stable.head.starts_with("demo-db.v"), "{stable:?}");
+            .expect("stable");
+        assert_eq!(stable.head, "demo-db.v1.1.0");
+        assert_eq!(stable.versions, ["1.0.0", "1.1.0"]);
+        let names: Vec<&str> = details.bundles.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["demo-db.v1.2.0-alpha", "demo-db.v1.1.0", "demo-db.v1.0.0"]
+        );
+        let head = &details.bundles[1];
+        assert_eq!(
+            head.install_modes,
+            Some(vec![
+                InstallModeType::OwnNamespace,
+                InstallModeType::AllNamespaces
+            ])
+        );
+        assert_eq!(
+            head.provided_apis,
+            ["Database.v1.demo.olm-rs.dev", "Usage.v1.metrics.demo.olm-rs.dev"]
+        );
+        assert_eq!(head.required_apis, ["Disk.v1.storage.example.com"]);
+        assert!(!details.bundles[2].channel_head);
+        let text = render_details(&details);
+        assert!(text.contains("Default channel:  stable"), "{text}");
+        assert!(text.contains("Description:      A demo database.\n"), "{text}");
+        assert!(
+            text.contains("  demo-db.v1.1.0 (1.1.0)\n    Install modes:  OwnNamespace, AllNamespaces"),
+            "{text}"
+        );
+        assert!(text.contains("  demo-db.v1.0.0 (1.0.0)\n"), "{text}");
+        assert!(!text.contains("demo-db.v1.0.0 (1.0.0)\n    Install"), "{text}");
+        assert!(text.contains("`kubectl olm plan demo-db`"), "{text}");
+    }
+
+    #[test]
+    fn catalogs_count_the_packages_served_from_each() {
+        let source: olm_api::v1alpha1::CatalogSource = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
+            "metadata": {"name": "demo", "namespace": "olm"},
+            "spec": {"sourceType": "grpc", "image": "unreachable.invalid/demo@sha256:00", "priority": 5},
+            "status": {"connectionState": {"lastObservedState": "READY"}},
+        }))
+        .expect("a CatalogSource");
+        let loaded = Catalogs {
+            views: vec![catalogs::CatalogView {
+                id: CatalogId::new("demo", "olm"),
+                source,
+            }],
+            manifests: vec![demo_db()],
+        };
+        let infos = catalog_infos(&loaded);
+        assert_eq!(infos.len(), 1);
+        assert_eq!(
+            (
+                infos[0].source.as_str(),
+                infos[0].state.as_str(),
+                infos[0].priority,
+                infos[0].packages
+            ),
+            ("image", "READY", 5, 1)
+        );
+        assert!(loaded.unhealthy().is_empty());
     }
 }

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Serialize, Serializer, ser::SerializeStruct};
 use serde_json::Value;
 
-use crate::v1alpha1::{GroupVersionKind, InstallMode};
+use crate::v1alpha1::{Approval, GroupVersionKind, InstallMode, InstallModeType, SubscriptionSpec};
 
 /// The API group.
 pub const GROUP: &str = "packages.operators.coreos.com";
@@ -28,6 +28,11 @@ pub const PLURAL: &str = "packagemanifests";
 pub const SINGULAR: &str = "packagemanifest";
 /// The name of the APIService that registers the API with the aggregator.
 pub const API_SERVICE: &str = "v1.packages.operators.coreos.com";
+/// The subresource of a PackageManifest that answers a [`PackagePlan`]
+/// (`POST .../namespaces/<ns>/packagemanifests/<package>/plan`, verb `create`).
+pub const PLAN_SUBRESOURCE: &str = "plan";
+/// The kind a plan request and its answer are written as.
+pub const PLAN_KIND: &str = "PackagePlan";
 
 /// Well-known labels of a PackageManifest (label selectors use them).
 pub mod labels {
@@ -276,6 +281,127 @@ pub struct Icon {
     pub mediatype: String,
 }
 
+/// A dry run of a Subscription: the request names the Subscription as it
+/// would be created; catalog-operator resolves it with the namespace's
+/// Subscriptions and installed CSVs, exactly as its Subscription controller
+/// would, and answers with the same object and `status` set. Nothing is created.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PackagePlan {
+    /// `packages.operators.coreos.com/v1`.
+    #[serde(default)]
+    pub api_version: String,
+    /// `PackagePlan`.
+    #[serde(default)]
+    pub kind: String,
+    /// The package (name) and the namespace.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The Subscription to resolve.
+    #[serde(default)]
+    pub spec: PackagePlanSpec,
+    /// The answer; unset in a request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<PackagePlanStatus>,
+}
+
+impl PackagePlan {
+    /// A request for the Subscription `subscription_name` with `spec`, in `namespace`.
+    pub fn request(namespace: &str, subscription_name: &str, spec: SubscriptionSpec) -> Self {
+        PackagePlan {
+            api_version: API_VERSION.to_owned(),
+            kind: PLAN_KIND.to_owned(),
+            metadata: ObjectMeta {
+                name: Some(spec.package.clone()),
+                namespace: Some(namespace.to_owned()),
+                ..ObjectMeta::default()
+            },
+            spec: PackagePlanSpec {
+                subscription_name: Some(subscription_name.to_owned()),
+                subscription: spec,
+            },
+            status: None,
+        }
+    }
+}
+
+/// The Subscription a plan is made for.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PackagePlanSpec {
+    /// The Subscription's name (default: the package's); it stands in for an
+    /// existing Subscription of that name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription_name: Option<String>,
+    /// The Subscription's spec (`name` is the package, `source` and
+    /// `sourceNamespace` the catalog).
+    #[serde(flatten)]
+    pub subscription: SubscriptionSpec,
+}
+
+/// What resolution decided for the Subscription.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PlanResult {
+    /// The bundles of `steps` would be installed, dependencies first.
+    #[default]
+    Install,
+    /// What it gets is installed already.
+    UpToDate,
+    /// No set of bundles satisfies it; `message` says why.
+    Unsatisfiable,
+}
+
+/// The plan catalog-operator makes for the Subscription.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PackagePlanStatus {
+    /// Install, UpToDate or Unsatisfiable.
+    pub result: PlanResult,
+    /// Why it is unsatisfiable, in plain words.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+    /// The bundle (CSV) the Subscription gets.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub bundle: String,
+    /// The install modes that bundle supports, when the catalog says.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install_modes: Option<Vec<InstallModeType>>,
+    /// Automatic, or Manual when any Subscription of its group is.
+    #[serde(default)]
+    pub approval: Approval,
+    /// The bundles to install, dependencies first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<PlanStep>,
+    /// Deprecation notices of what it installs or keeps.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deprecations: Vec<String>,
+}
+
+/// One bundle a plan installs.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanStep {
+    /// The bundle (CSV).
+    pub bundle: String,
+    /// Its package.
+    pub package: String,
+    /// Its version.
+    #[serde(default)]
+    pub version: String,
+    /// Its CatalogSource's name.
+    #[serde(default)]
+    pub catalog_source: String,
+    /// Its CatalogSource's namespace.
+    #[serde(default)]
+    pub catalog_source_namespace: String,
+    /// The installed CSV it replaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces: Option<String>,
+    /// Why the resolver chose it.
+    #[serde(default)]
+    pub reason: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,5 +439,37 @@ mod tests {
         assert_eq!(channel["entries"], serde_json::json!([{"name": "etcd.v1"}]));
         let back: PackageManifest = serde_json::from_value(json).unwrap();
         assert_eq!(back, manifest);
+    }
+
+    #[test]
+    fn a_plan_request_is_a_subscription_spec_under_its_package() {
+        let spec = SubscriptionSpec {
+            catalog_source: "demo".into(),
+            catalog_source_namespace: "olm".into(),
+            package: "demo-app".into(),
+            channel: Some("stable".into()),
+            starting_csv: None,
+            install_plan_approval: Some(Approval::Manual),
+            config: None,
+        };
+        let request = PackagePlan::request("team", "demo-app", spec);
+        let json = serde_json::to_value(&request).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({
+                "apiVersion": API_VERSION, "kind": PLAN_KIND,
+                "metadata": {"name": "demo-app", "namespace": "team"},
+                "spec": {"subscriptionName": "demo-app", "source": "demo", "sourceNamespace": "olm",
+                         "name": "demo-app", "channel": "stable", "installPlanApproval": "Manual"},
+            })
+        );
+        let back: PackagePlan = serde_json::from_value(json).unwrap();
+        assert_eq!(back, request);
+        let answer: PackagePlanStatus = serde_json::from_value(serde_json::json!({
+            "result": "Unsatisfiable", "message": "no", "approval": "Automatic"
+        }))
+        .unwrap();
+        assert_eq!(answer.result, PlanResult::Unsatisfiable);
+        assert!(answer.steps.is_empty());
     }
 }

@@ -174,6 +174,27 @@ pub fn answer(
     Answer::Json(200, render(items, format, Some(&resource_version), now, true))
 }
 
+/// The namespace and package of a plan's path
+/// (`/apis/<group>/v1/namespaces/<ns>/packagemanifests/<package>/plan`).
+pub fn plan_path(path: &str) -> Option<(&str, &str)> {
+    let rest = path
+        .strip_prefix("/apis/")?
+        .strip_prefix(packages::GROUP)?
+        .strip_prefix('/')?
+        .strip_prefix(packages::VERSION)?
+        .strip_prefix('/')?;
+    match rest.trim_end_matches('/').split('/').collect::<Vec<_>>()[..] {
+        [
+            "namespaces",
+            ns,
+            packages::PLURAL,
+            name,
+            packages::PLAN_SUBRESOURCE,
+        ] if !ns.is_empty() && !name.is_empty() => Some((ns, name)),
+        _ => None,
+    }
+}
+
 fn bad_request(e: &SelectorError) -> Answer {
     status(400, "BadRequest", &e.to_string())
 }
@@ -253,6 +274,14 @@ fn resource_list() -> Value {
             "namespaced": true,
             "kind": packages::KIND,
             "verbs": ["get"],
+        }, {
+            "name": format!("{}/{}", packages::PLURAL, packages::PLAN_SUBRESOURCE),
+            "singularName": "",
+            "namespaced": true,
+            "group": packages::GROUP,
+            "version": packages::VERSION,
+            "kind": packages::PLAN_KIND,
+            "verbs": ["create"],
         }],
     })
 }

@@ -15,6 +15,7 @@
 //! - [`manifest`]: catalog content → PackageManifests (pure).
 //! - [`view`]: the PackageManifests of a namespace, from the store.
 //! - [`selector`]: label and field selectors.
+//! - [`plan`]: `packagemanifests/<package>/plan`, a Subscription's dry run (pure).
 //! - [`api`]: discovery, list, get, Table output, errors (pure).
 //! - [`icon`]: the `packagemanifests/icon` subresource (pure).
 //! - [`tls`]: certificates and the front proxy's CA.
@@ -26,6 +27,7 @@ pub mod api;
 pub mod describe;
 pub mod icon;
 pub mod manifest;
+pub mod plan;
 pub mod renewal;
 pub mod selector;
 pub mod server;
@@ -44,7 +46,10 @@ use kube::{
     api::{ObjectMeta, Patch, PatchParams},
     runtime::reflector::Store,
 };
-use olm_api::{packages, v1alpha1::CatalogSource};
+use olm_api::{
+    packages,
+    v1alpha1::{CatalogSource, ClusterServiceVersion, Subscription},
+};
 use olm_runtime::apply::FIELD_MANAGER_CATALOG;
 use serving::{Current, Serving};
 
@@ -202,15 +207,22 @@ async fn start(
     Ok((listener, serving, Current { cert, front_proxy }))
 }
 
+/// The stores the package server reads: catalogs and CatalogSources for
+/// PackageManifests, Subscriptions and CSVs too for plans.
+pub struct Sources {
+    /// Catalog content.
+    pub catalogs: CatalogStore,
+    /// The CatalogSources.
+    pub sources: Store<CatalogSource>,
+    /// The Subscriptions.
+    pub subscriptions: Store<Subscription>,
+    /// The CSVs, copies left out.
+    pub csvs: Store<ClusterServiceVersion>,
+}
+
 /// Sets up TLS (retrying every 10 seconds until it can), registers the API and
 /// serves it, keeping its certificate and the front proxy's CA current; never returns.
-pub async fn run(
-    client: Client,
-    config: Config,
-    catalogs: CatalogStore,
-    sources: Store<CatalogSource>,
-    global_namespace: String,
-) {
+pub async fn run(client: Client, config: Config, stores: Sources, global_namespace: String) {
     let (listener, serving, current) = loop {
         match start(&client, &config).await {
             Ok(started) => break started,
@@ -222,9 +234,11 @@ pub async fn run(
     };
     tracing::info!(address = %config.address, "package server serving packages.operators.coreos.com/v1");
     let packages = view::Packages {
-        catalogs,
-        sources,
+        catalogs: stores.catalogs,
+        sources: stores.sources,
         global_namespace,
+        subscriptions: stores.subscriptions,
+        csvs: stores.csvs,
     };
     let (sender, receiver) = tokio::sync::watch::channel(Arc::new(serving));
     tokio::join!(

@@ -14,10 +14,14 @@ use std::{
 
 use bytes::Bytes;
 use futures::StreamExt;
-use http_body_util::{BodyExt, Full, StreamBody, combinators::UnsyncBoxBody};
-use hyper::{Request, Response, body::Frame, service::service_fn};
+use http_body_util::{BodyExt, Full, Limited, StreamBody, combinators::UnsyncBoxBody};
+use hyper::{
+    Request, Response,
+    body::{Frame, Incoming},
+    service::service_fn,
+};
 use hyper_util::rt::TokioIo;
-use olm_api::packages::PackageManifest;
+use olm_api::packages::{PackageManifest, PackagePlan};
 use serde_json::{Value, json};
 use tokio::{net::TcpListener, sync::watch};
 use tokio_rustls::TlsAcceptor;
@@ -25,12 +29,16 @@ use tokio_rustls::TlsAcceptor;
 use super::{
     api::{self, Answer, Format, Query},
     icon::{self, IconAnswer},
+    plan::PlanError,
     serving::Serving,
     tls,
     view::{Key, Packages},
 };
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
+
+/// The largest PackagePlan body read.
+const MAX_PLAN_BODY: usize = 1 << 20;
 
 /// Who is on the other end of a connection.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,9 +75,9 @@ pub async fn serve(listener: TcpListener, serving: watch::Receiver<Arc<Serving>>
                 }
             };
             let caller = caller(stream.get_ref().1.peer_certificates(), &current.allowed_names);
-            let service = service_fn(move |request| {
-                let response = handle(&packages, &caller, &request);
-                std::future::ready(Ok::<_, Infallible>(response))
+            let service = service_fn(move |request: Request<Incoming>| {
+                let (packages, caller) = (packages.clone(), caller.clone());
+                async move { Ok::<_, Infallible>(respond(&packages, &caller, request).await) }
             });
             if let Err(e) = hyper::server::conn::http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), service)
@@ -105,30 +113,69 @@ fn now() -> i64 {
         .unwrap_or_default()
 }
 
-fn handle<B>(packages: &Packages, caller: &Caller, request: &Request<B>) -> Response<Body> {
-    let path = request.uri().path();
-    if matches!(path, "/healthz" | "/readyz" | "/livez") {
+/// Answers one request: health, then (from the front proxy only) a plan or a read.
+async fn respond(packages: &Packages, caller: &Caller, request: Request<Incoming>) -> Response<Body> {
+    let path = request.uri().path().to_owned();
+    if matches!(path.as_str(), "/healthz" | "/readyz" | "/livez") {
         return text(200, "ok");
     }
-    match caller {
-        Caller::FrontProxy => {}
-        Caller::Anonymous => {
+    if let Some(denied) = refusal(caller) {
+        return json_response(denied);
+    }
+    let Some((namespace, package)) = api::plan_path(&path) else {
+        return handle(packages, &request);
+    };
+    if request.method() != http::Method::POST {
+        return json_response(api::status(
+            405,
+            "MethodNotAllowed",
+            &format!(
+                "{} is not supported: a plan is asked for with POST",
+                request.method()
+            ),
+        ));
+    }
+    let body = match Limited::new(request.into_body(), MAX_PLAN_BODY).collect().await {
+        Ok(collected) => collected.to_bytes(),
+        Err(e) => {
             return json_response(api::status(
-                401,
-                "Unauthorized",
-                "no client certificate: PackageManifests are served through the Kubernetes API server",
+                400,
+                "BadRequest",
+                &format!("cannot read the body: {e}"),
             ));
         }
-        Caller::NotAllowed(name) => {
-            return json_response(api::status(
-                403,
-                "Forbidden",
-                &format!(
-                    "client certificate {name:?} is not among the API server's requestheader-allowed-names"
-                ),
-            ));
+    };
+    let result = serde_json::from_slice::<PackagePlan>(&body)
+        .map_err(|e| PlanError::BadBody(e.to_string()))
+        .and_then(|request| packages.plan(namespace, package, request));
+    match result {
+        Ok(plan) => json_response(Answer::Json(201, serde_json::to_value(plan).unwrap_or_default())),
+        Err(e) => {
+            let (code, reason) = e.code();
+            json_response(api::status(code, reason, &e.to_string()))
         }
     }
+}
+
+/// Why a caller other than the API server's front proxy is turned away.
+fn refusal(caller: &Caller) -> Option<Answer> {
+    match caller {
+        Caller::FrontProxy => None,
+        Caller::Anonymous => Some(api::status(
+            401,
+            "Unauthorized",
+            "no client certificate: PackageManifests are served through the Kubernetes API server",
+        )),
+        Caller::NotAllowed(name) => Some(api::status(
+            403,
+            "Forbidden",
+            &format!("client certificate {name:?} is not among the API server's requestheader-allowed-names"),
+        )),
+    }
+}
+
+fn handle<B>(packages: &Packages, request: &Request<B>) -> Response<Body> {
+    let path = request.uri().path();
     let query = parse_query(request.uri().query().unwrap_or(""));
     let seconds = query.get("timeoutSeconds").and_then(|s| s.parse::<u64>().ok());
     let watch_timeout = Duration::from_secs(seconds.unwrap_or(30 * 60).clamp(1, 60 * 60));

@@ -335,6 +335,8 @@ mod served {
             catalogs,
             sources,
             global_namespace: "olm".into(),
+            subscriptions: store().0,
+            csvs: store().0,
         }
     }
 
@@ -388,6 +390,10 @@ mod served {
         assert_eq!(icon["kind"], "PackageManifest");
         assert_eq!(icon["namespaced"], true);
         assert_eq!(icon["verbs"], serde_json::json!(["get"]));
+        let plan = &resources["resources"][2];
+        assert_eq!(plan["name"], "packagemanifests/plan");
+        assert_eq!(plan["kind"], "PackagePlan");
+        assert_eq!(plan["verbs"], serde_json::json!(["create"]));
     }
 
     #[test]
@@ -421,6 +427,40 @@ mod served {
         // Lists and gets carry no icons.
         let (_, db) = get(&p, &format!("{BASE}/namespaces/team/packagemanifests/db"), "");
         assert_eq!(db["status"]["channels"][0]["currentCSVDesc"].get("icon"), None);
+    }
+
+    #[test]
+    fn a_plan_is_asked_for_at_a_package_of_a_namespace() {
+        assert_eq!(
+            api::plan_path(&format!("{BASE}/namespaces/team/packagemanifests/demo-app/plan")),
+            Some(("team", "demo-app"))
+        );
+        for path in [
+            format!("{BASE}/namespaces/team/packagemanifests/demo-app"),
+            format!("{BASE}/packagemanifests/demo-app/plan"),
+            format!("{BASE}/namespaces/team/packagemanifests/demo-app/icon"),
+            "/apis/other.group/v1/namespaces/team/packagemanifests/demo-app/plan".to_owned(),
+        ] {
+            assert_eq!(api::plan_path(&path), None, "{path}");
+        }
+    }
+
+    #[test]
+    fn a_plan_through_the_package_server_reads_the_namespace_from_its_stores() {
+        let p = packages();
+        let spec = olm_api::v1alpha1::SubscriptionSpec {
+            catalog_source: "own".into(),
+            catalog_source_namespace: "team".into(),
+            package: "app".into(),
+            ..Default::default()
+        };
+        let request = olm_api::packages::PackagePlan::request("team", "app", spec);
+        let answer = p.plan("team", "app", request).expect("a plan");
+        let status = answer.status.expect("a status");
+        assert_eq!(status.bundle, "app.v0.1.0");
+        assert_eq!(status.steps.len(), 1);
+        assert_eq!(answer.kind, "PackagePlan");
+        assert_eq!(answer.metadata.namespace.as_deref(), Some("team"));
     }
 
     #[test]

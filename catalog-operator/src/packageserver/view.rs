@@ -1,14 +1,21 @@
 //! The PackageManifests visible in a namespace, built on demand from the
 //! catalog store (nothing is cached: the store is the only copy).
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
-use kube::runtime::reflector::{ObjectRef, Store};
-use olm_api::{packages::PackageManifest, v1alpha1::CatalogSource};
+use kube::{
+    ResourceExt,
+    runtime::reflector::{ObjectRef, Store},
+};
+use olm_api::{
+    packages::{PackageManifest, PackagePlan},
+    v1alpha1::{CatalogSource, ClusterServiceVersion, Subscription},
+};
 
 use super::{
     icon::PackageIcon,
     manifest::{CatalogInfo, package_manifest, package_manifests},
+    plan::{self, PlanError},
 };
 use crate::catalogs::{CatalogState, CatalogStore};
 
@@ -21,6 +28,10 @@ pub struct Packages {
     pub sources: Store<CatalogSource>,
     /// The namespace whose catalogs every namespace sees.
     pub global_namespace: String,
+    /// The Subscriptions the Subscription controller resolves (for plans).
+    pub subscriptions: Store<Subscription>,
+    /// The CSVs it resolves with, copies left out (for plans).
+    pub csvs: Store<ClusterServiceVersion>,
 }
 
 /// What identifies a PackageManifest across catalogs: the catalog and the package.
@@ -111,6 +122,44 @@ impl Packages {
                     icon,
                 })
             })
+    }
+
+    /// The plan for the Subscription `request` names, in `namespace`, for
+    /// `package`: the namespace read from the stores as the Subscription
+    /// controller reads it, then resolved by [`plan::decide`]. Writes nothing.
+    pub fn plan(
+        &self,
+        namespace: &str,
+        package: &str,
+        request: PackagePlan,
+    ) -> Result<PackagePlan, PlanError> {
+        let subscription = plan::subscription(namespace, package, &request)?;
+        let name = subscription.name_any();
+        let in_namespace = |ns: Option<String>| ns.as_deref() == Some(namespace);
+        let existing: Vec<Arc<Subscription>> = self
+            .subscriptions
+            .state()
+            .into_iter()
+            .filter(|s| in_namespace(s.namespace()))
+            .collect();
+        let subscriptions = plan::with_subscription(namespace, &existing, subscription)?;
+        let csvs: Vec<Arc<ClusterServiceVersion>> = self
+            .csvs
+            .state()
+            .into_iter()
+            .filter(|c| in_namespace(c.namespace()))
+            .collect();
+        let scope = if namespace == self.global_namespace {
+            vec![namespace]
+        } else {
+            vec![namespace, self.global_namespace.as_str()]
+        };
+        let catalogs = self
+            .catalogs
+            .visible(&scope, &plan::named_catalogs(&subscriptions));
+        let index = self.catalogs.index(&catalogs);
+        let status = plan::decide(&index, namespace, &name, &subscriptions, &csvs, &catalogs)?;
+        Ok(plan::answer(namespace, package, request, status))
     }
 
     /// The PackageManifests of `namespace` by catalog and package.

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use super::{Approval, ConditionStatus};
 
 /// The spec of a Subscription.
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[kube(
     group = "operators.coreos.com",
     version = "v1alpha1",

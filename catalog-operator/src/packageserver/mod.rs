@@ -10,7 +10,8 @@
 //! is shared by the replicas through a Secret; its CA is the APIService's
 //! `caBundle`, which every replica applies (identically).
 //!
-//! - [`describe`]: the channel heads' CSV descriptions kept with catalog content.
+//! - [`describe`]: the channel heads' CSV descriptions, kept with catalog content
+//!   only while this API is served.
 //! - [`manifest`]: catalog content → PackageManifests (pure).
 //! - [`view`]: the PackageManifests of a namespace, from the store.
 //! - [`selector`]: label and field selectors.

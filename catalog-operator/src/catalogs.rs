@@ -26,7 +26,10 @@ use tokio::sync::watch;
 
 use crate::{
     bundles::{self, BundleCache, BundleSource, FetchError},
-    packageserver::{self, describe::HeadCsvs},
+    packageserver::{
+        self,
+        describe::{Describe, HeadCsvs},
+    },
     snapshot,
 };
 
@@ -59,14 +62,28 @@ pub struct CatalogContent {
     /// Where bundle manifests are read from when a plan needs them.
     pub source: BundleSource,
     /// The channel heads' CSV descriptions, read before the manifests are
-    /// dropped (PackageManifests show them).
+    /// dropped (PackageManifests show them); empty unless the content was
+    /// built to keep them ([`Describe::Heads`]).
     pub heads: HeadCsvs,
 }
 
 impl CatalogContent {
-    /// Builds the content of catalog `id`, read from `source`.
-    pub fn new(id: CatalogId, mut catalog: Catalog, mut problems: Vec<String>, source: BundleSource) -> Self {
-        let heads = packageserver::describe::head_csvs(&catalog);
+    /// Builds the content of catalog `id`, read from `source`, without what
+    /// only the PackageManifest API reads ([`CatalogContent::described`]).
+    pub fn new(id: CatalogId, catalog: Catalog, problems: Vec<String>, source: BundleSource) -> Self {
+        Self::described(id, catalog, problems, source, Describe::Nothing)
+    }
+
+    /// Builds the content of catalog `id`, read from `source`, keeping the
+    /// channel heads' descriptions when `describe` asks for them.
+    pub fn described(
+        id: CatalogId,
+        mut catalog: Catalog,
+        mut problems: Vec<String>,
+        source: BundleSource,
+        describe: Describe,
+    ) -> Self {
+        let heads = describe.head_csvs(&catalog);
         if !source.keeps_manifests() {
             bundles::strip_manifests(&mut catalog);
         }

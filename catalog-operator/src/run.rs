@@ -116,9 +116,6 @@ pub async fn run(args: RunArgs) -> Result<(), RunError> {
     if !crate::bundle_images::BundleImages::configure(pull_options) {
         tracing::warn!("image pulling was configured before the flags were read; the flags are ignored");
     }
-    // While leader election and the caches start: the first catalog image is
-    // then pulled without the one-time costs of the first pull.
-    tokio::task::spawn_blocking(olm_oci::warm_up);
     let runtime = Runtime::builder(FIELD_MANAGER_CATALOG)
         .with_args(args.runtime.clone())
         .build()

@@ -1,7 +1,7 @@
 //! Pulling one image: manifest (an index resolved to one platform), config
 //! labels, and layers read into memory, with retries, timeouts and limits.
 
-use std::{collections::BTreeMap, str::FromStr, time::Duration};
+use std::{collections::BTreeMap, time::Duration};
 
 use futures::TryStreamExt;
 use oci_client::{
@@ -155,17 +155,6 @@ fn pick_platform(entries: &[ImageIndexEntry]) -> Option<String> {
 
 /// Chooses, from an image's labels, the directories of it to keep.
 pub type Select<'a> = dyn Fn(&BTreeMap<String, String>) -> Vec<std::path::PathBuf> + Send + Sync + 'a;
-
-/// Does, once, the work the first pull of a process would otherwise do on its
-/// own time: compiling the image reference grammar (a large regular
-/// expression, hundreds of milliseconds in an unoptimised build) and building a
-/// registry client. Call it when the process starts, off the async threads.
-pub fn warm_up() {
-    let reference: Result<Reference, _> = "registry.invalid/warm/up:latest".parse();
-    if let Ok(reference) = reference {
-        drop(Puller::new(PullOptions::default()).client_for(&reference));
-    }
-}
 
 /// Pulls images from OCI registries.
 ///
@@ -419,7 +408,7 @@ impl Puller {
 
 /// The parsed reference and the credentials for its registry.
 fn parse(image: &str, secrets: &DockerConfig) -> Result<(Reference, RegistryAuth), PullError> {
-    let reference = Reference::from_str(image).map_err(|e| PullError::Reference {
+    let reference = crate::reference::parse(image).map_err(|e| PullError::Reference {
         image: image.to_owned(),
         message: e.to_string(),
     })?;

@@ -78,6 +78,14 @@ impl Default for Options {
     }
 }
 
+impl Options {
+    /// What catalog content keeps for the PackageManifest API: the channel
+    /// heads' descriptions while the package server runs, nothing otherwise.
+    pub fn describe(&self) -> crate::packageserver::describe::Describe {
+        crate::packageserver::describe::Describe::when_serving(self.package_server.is_some())
+    }
+}
+
 /// The reflector stores the controllers read.
 #[derive(Clone)]
 pub struct Stores {

@@ -16,6 +16,10 @@
 //! its CSV (registries, older catalogs), else the package's icon: OLM's
 //! registry builds a catalog bundle's CSV from `olm.csv.metadata` with the
 //! `olm.package` icon, since `olm.csv.metadata` carries none.
+//!
+//! All of it is for the PackageManifest API alone: when catalog-operator does
+//! not serve it ([`Describe::Nothing`]), nothing here is read or kept, icons
+//! included, and a registry is not even asked for its heads' CSVs.
 
 use std::{
     collections::{BTreeMap, BTreeSet, HashMap},
@@ -82,6 +86,37 @@ impl fmt::Debug for HeadIcon {
 
 /// The heads' CSVs of a catalog, by package and bundle name.
 pub type HeadCsvs = HashMap<(String, String), HeadCsv>;
+
+/// Whether catalog content keeps what the PackageManifest API shows of its
+/// channel heads ([`HeadCsvs`]). Only that API reads them, and they are most of
+/// what a loaded catalog keeps: they are kept only while it is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Describe {
+    /// The package server runs: the heads' CSVs are read and kept.
+    Heads,
+    /// The package server does not run: nothing is read or kept.
+    #[default]
+    Nothing,
+}
+
+impl Describe {
+    /// What to keep when the package server runs (`serving`) or not.
+    pub fn when_serving(serving: bool) -> Describe {
+        if serving {
+            Describe::Heads
+        } else {
+            Describe::Nothing
+        }
+    }
+
+    /// The CSVs of `catalog`'s channel heads this asks for ([`head_csvs`]), or none.
+    pub fn head_csvs(self, catalog: &Catalog) -> HeadCsvs {
+        match self {
+            Describe::Heads => head_csvs(catalog),
+            Describe::Nothing => HeadCsvs::new(),
+        }
+    }
+}
 
 /// The head of `channel`: the one entry that no other entry replaces or skips.
 /// `None` when there is no such entry or more than one (OLM's registry serves no

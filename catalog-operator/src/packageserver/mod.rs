@@ -11,7 +11,8 @@
 //! through a Secret and renewed before it expires; its CA bundle is the
 //! APIService's `caBundle`, which every replica applies (identically).
 //!
-//! - [`describe`]: the channel heads' CSV descriptions and icons kept with catalog content.
+//! - [`describe`]: the channel heads' CSV descriptions and icons, kept with catalog
+//!   content only while this API is served.
 //! - [`manifest`]: catalog content → PackageManifests (pure).
 //! - [`view`]: the PackageManifests of a namespace, from the store.
 //! - [`selector`]: label and field selectors.

@@ -293,6 +293,7 @@ mod served {
         catalogs::{CatalogContent, CatalogStore},
         packageserver::{
             api::{self, Answer, human_duration},
+            describe::Describe,
             view::Packages,
         },
     };
@@ -318,7 +319,13 @@ mod served {
             catalogs.set_loaded(
                 &id,
                 0,
-                CatalogContent::new(id.clone(), catalog, Vec::new(), BundleSource::Memory),
+                CatalogContent::described(
+                    id.clone(),
+                    catalog,
+                    Vec::new(),
+                    BundleSource::Memory,
+                    Describe::Heads,
+                ),
                 &now,
             );
         }

@@ -12,6 +12,8 @@ use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 
+use crate::packageserver::describe::Describe;
+
 use super::{
     MAX_MESSAGE_BYTES,
     api::{self, registry_client::RegistryClient as Stub},
@@ -173,7 +175,7 @@ impl RegistryClient {
     /// Loads the whole catalog: `ListPackages`, `GetPackage` for each, `ListBundles`,
     /// with every manifest the registry lists.
     pub async fn load(&mut self) -> Result<LoadedCatalog, ClientError> {
-        self.load_with(Manifests::Keep).await
+        self.load_with(Manifests::Keep, Describe::Nothing).await
     }
 
     /// Loads the catalog as [`RegistryClient::load`] does, but drops each bundle's
@@ -181,15 +183,20 @@ impl RegistryClient {
     /// (bundles without an image) never has them all in memory here at once:
     /// they are read again with `GetBundle` when a plan needs them.
     ///
-    /// The channel heads' CSVs (`csvJson`), which PackageManifests show, are
-    /// kept apart ([`LoadedCatalog::head_csvs`]): as listed, or, where the
-    /// listing leaves them out (OLM's registry does for bundles with an image),
-    /// read with `GetBundleForChannel`, as OLM's package server does.
-    pub async fn load_listing(&mut self) -> Result<LoadedCatalog, ClientError> {
-        self.load_with(Manifests::Drop).await
+    /// With [`Describe::Heads`], the channel heads' CSVs (`csvJson`), which
+    /// PackageManifests show, are kept apart ([`LoadedCatalog::head_csvs`]): as
+    /// listed, or, where the listing leaves them out (OLM's registry does for
+    /// bundles with an image), read with `GetBundleForChannel`, as OLM's
+    /// package server does. With [`Describe::Nothing`] none is kept or read.
+    pub async fn load_listing(&mut self, describe: Describe) -> Result<LoadedCatalog, ClientError> {
+        self.load_with(Manifests::Drop, describe).await
     }
 
-    async fn load_with(&mut self, manifests: Manifests) -> Result<LoadedCatalog, ClientError> {
+    async fn load_with(
+        &mut self,
+        manifests: Manifests,
+        describe: Describe,
+    ) -> Result<LoadedCatalog, ClientError> {
         let names: Vec<api::PackageName> = self
             .registry
             .list_packages(api::ListPackageRequest {})
@@ -209,9 +216,11 @@ impl RegistryClient {
                 .into_inner();
             packages.push(package);
         }
-        // Each channel head, by package and CSV name, with its channel.
+        // Each channel head, by package and CSV name, with its channel: only
+        // when the heads are described.
         let heads: HashMap<(String, String), String> = packages
             .iter()
+            .filter(|_| describe == Describe::Heads)
             .flat_map(|package| {
                 package.channels.iter().map(|channel| {
                     (

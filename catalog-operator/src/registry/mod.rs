@@ -48,6 +48,7 @@ mod tests {
     use crate::{
         bundles::{BundleSource, FetchError},
         catalogs::{CatalogContent, CatalogStore},
+        packageserver::describe::Describe,
     };
 
     use super::{
@@ -172,17 +173,21 @@ mod tests {
         }
         let (address, stop, task) = start(source).await;
         let mut client = RegistryClient::new(&address).unwrap();
-        let loaded = client.load_listing().await.expect("the catalog loads");
+        let loaded = client
+            .load_listing(Describe::Heads)
+            .await
+            .expect("the catalog loads");
         assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
         assert!(
             !loaded.catalog.bundles.iter().any(crate::bundles::has_manifests),
             "the listing keeps no manifests"
         );
-        let content = CatalogContent::new(
+        let content = CatalogContent::described(
             CatalogId::new("demo", "olm"),
             loaded.catalog,
             loaded.problems,
             BundleSource::Registry(Box::new(client)),
+            Describe::Heads,
         )
         .with_head_csvs(loaded.head_csvs);
         let head = content
@@ -200,11 +205,15 @@ mod tests {
         let source = demo();
         let (address, stop, task) = start(source.clone()).await;
         let mut client = RegistryClient::new(&address).unwrap();
-        let loaded = client.load_listing().await.expect("the catalog loads");
+        let loaded = client
+            .load_listing(Describe::Nothing)
+            .await
+            .expect("the catalog loads");
         assert!(
             !loaded.catalog.bundles.iter().any(crate::bundles::has_manifests),
             "the listing keeps no manifests"
         );
+        assert!(loaded.head_csvs.is_empty(), "no description is read");
         let id = CatalogId::new("demo", "olm");
         let content = CatalogContent::new(
             id.clone(),

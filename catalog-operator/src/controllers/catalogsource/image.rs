@@ -170,7 +170,13 @@ async fn pull_and_serve(
         Ok(pulled) => match catalog_from_image(&pulled, image) {
             Ok(catalog) => {
                 let (packages, bundles) = (catalog.packages.len(), catalog.bundles.len());
-                let content = CatalogContent::new(id.clone(), catalog, Vec::new(), BundleSource::Memory);
+                let content = CatalogContent::described(
+                    id.clone(),
+                    catalog,
+                    Vec::new(),
+                    BundleSource::Memory,
+                    ctx.shared.options.describe(),
+                );
                 let changed = ctx.shared.catalogs.set_loaded(id, priority, content, now);
                 tracing::info!(
                     catalog = %id,

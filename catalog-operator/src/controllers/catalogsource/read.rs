@@ -210,11 +210,12 @@ async fn check_and_load(
     if !needs_load {
         return Ok(ctx.shared.catalogs.set_healthy(id, now));
     }
-    let loaded = client.load_listing().await?;
+    let describe = ctx.shared.options.describe();
+    let loaded = client.load_listing(describe).await?;
     runtime.loaded_at = Some(Instant::now());
     let (packages, bundles) = (loaded.catalog.packages.len(), loaded.catalog.bundles.len());
     let source = BundleSource::Registry(Box::new(client.clone()));
-    let content = CatalogContent::new(id.clone(), loaded.catalog, loaded.problems, source)
+    let content = CatalogContent::described(id.clone(), loaded.catalog, loaded.problems, source, describe)
         .with_head_csvs(loaded.head_csvs);
     for problem in content.problems.iter().take(20) {
         tracing::debug!(catalog = %id, "{problem}");
@@ -301,7 +302,13 @@ async fn read_config_map(
                 client: ctx.shared.client.clone(),
                 name: name.to_owned(),
             };
-            let content = CatalogContent::new(id.clone(), rendered.render.catalog, problems, source);
+            let content = CatalogContent::described(
+                id.clone(),
+                rendered.render.catalog,
+                problems,
+                source,
+                ctx.shared.options.describe(),
+            );
             let changed = ctx.shared.catalogs.set_loaded(id, priority, content, now);
             runtime.config_map_version = version;
             runtime.config_map_left_out = left_out.clone();

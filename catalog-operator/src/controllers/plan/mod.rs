@@ -3,11 +3,13 @@
 //! reaches into the other.
 //!
 //! Everything here is pure: [`new_install_plan`] builds the object for a group's
-//! resolved bundles, [`steps::build`] turns the bundles' manifests into steps,
+//! resolved bundles, [`steps::build`] turns the bundles' manifests into steps
+//! (writing `v1beta1` CRDs as `v1`: [`crd_v1`]),
 //! [`planned_status`] gives a fresh plan its first status, [`covering_plan`]
 //! finds an existing plan that already installs what a group wants, and
 //! [`status`] moves a plan's phase and conditions.
 
+pub mod crd_v1;
 pub mod status;
 pub mod steps;
 

@@ -1,6 +1,7 @@
 //! The steps of an InstallPlan, built from the resolved bundles' manifests (pure).
 //!
-//! Per bundle, dependencies first: its CRDs, then its CSV, then the other objects
+//! Per bundle, dependencies first: its CRDs (`v1beta1` ones written as `v1`,
+//! which Kubernetes still serves: [`crd_v1`]), then its CSV, then the other objects
 //! OLM lets a bundle carry, then (for a bundle pulled in as a dependency) a
 //! Subscription to its package, so that it is upgraded later like any other.
 //! The CSV gets the bundle's properties in `operatorframework.io/properties`, and
@@ -13,7 +14,7 @@ use olm_api::{
 use olm_catalog::{Bundle, Property};
 use serde_json::{Map, Value, json};
 
-use super::ResolvedStep;
+use super::{ResolvedStep, crd_v1};
 
 /// A resolved bundle with its content.
 #[derive(Clone, Debug)]
@@ -250,8 +251,8 @@ pub fn build(bundles: &[PlannedBundle], approval: Approval, namespace: &str) -> 
         let (csvs, others): (Vec<Value>, Vec<Value>) = rest
             .into_iter()
             .partition(|o| kind_of(o) == "ClusterServiceVersion");
-        for crd in &crds {
-            steps.push(step(planned, crd, StepStatus::NotPresent));
+        for crd in crds {
+            steps.push(step(planned, &crd_v1::upgrade(crd), StepStatus::NotPresent));
         }
         for csv in csvs {
             let csv = prepare_csv(csv, planned);

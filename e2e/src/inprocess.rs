@@ -2,8 +2,16 @@
 //! the tests inside the test binary and scoped to the test's namespace, so
 //! that many tests can run side by side and a test can stop either at any
 //! moment.
+//!
+//! The controllers act as their binary's ServiceAccount of `manifests/`, with
+//! the RBAC of `manifests/` ([`IdentityClient`]), not as the test: a request
+//! the API server refuses them fails the test.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
 
 use catalog_operator::{
     controllers::Options,
@@ -12,11 +20,12 @@ use catalog_operator::{
     run::controllers,
 };
 use k8s_openapi::api::core::v1::Service;
-use kube::{Api, Client, api::ListParams};
+use kube::{Api, Client, api::ListParams, client::ClientBuilder};
 use olm_catalog::Catalog;
 use olm_runtime::{
     LeaderElectionArgs, Leadership, Parts, Shutdown,
     apply::{FIELD_MANAGER_CATALOG, Writer},
+    refusals::{Refusal, RefusalLayer},
 };
 use tokio::{sync::oneshot, task::JoinHandle};
 
@@ -26,6 +35,7 @@ use olm_api::{
     v1alpha1::{CatalogSource, ConnectivityState},
 };
 use olm_testkit::{
+    identity::{self, Binary},
     objects::{STEP, apply_json},
     repo_root, wait_for_within,
 };
@@ -142,22 +152,92 @@ pub async fn wait_package_manifests(client: &Client, namespace: &str, wanted: us
     panic!("{wanted} PackageManifests in {namespace} are not served: {last}");
 }
 
+/// A client that acts as `binary`'s ServiceAccount of `manifests/`
+/// ([`identity::config`]), for controllers run in-process, and the requests
+/// the API server refused it. When it is dropped (after its controllers
+/// stopped, unless the test already fails), a refusal fails the test.
+pub struct IdentityClient {
+    /// The client.
+    pub client: Client,
+    /// Its configuration (for clients derived from it, e.g. impersonating ones).
+    pub config: kube::Config,
+    binary: Binary,
+    refusals: Arc<Mutex<Vec<Refusal>>>,
+}
+
+impl IdentityClient {
+    /// A client of `binary`'s ServiceAccount, with its leader-election Role
+    /// granted in `lease_namespace` when given; `admin` (the test's client)
+    /// applies the RBAC of `manifests/` and requests the token.
+    pub async fn new(admin: &Client, binary: Binary, lease_namespace: Option<&str>) -> IdentityClient {
+        let config = identity::config(admin, binary, lease_namespace).await;
+        let refusals: Arc<Mutex<Vec<Refusal>>> = Arc::default();
+        let record = refusals.clone();
+        let layer = RefusalLayer::new(Arc::new(move |refusal: Refusal| {
+            record.lock().unwrap_or_else(|e| e.into_inner()).push(refusal);
+        }));
+        let client = ClientBuilder::try_from(config.clone())
+            .expect("a client for the operator's ServiceAccount")
+            .with_layer(&layer)
+            .build();
+        IdentityClient {
+            client,
+            config,
+            binary,
+            refusals,
+        }
+    }
+
+    /// The requests the API server refused this ServiceAccount so far, one a
+    /// line ([`identity::forbidden_lines`]: refusals naming its user).
+    pub fn forbidden_lines(&self) -> Vec<String> {
+        let text = self
+            .refusals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|r| format!("{} {}: {}", r.method, r.path, r.message))
+            .collect::<Vec<_>>()
+            .join("\n");
+        identity::forbidden_lines(&text, &identity::deployment(self.binary).user())
+    }
+
+    /// Panics, with the refused requests, when there are any.
+    pub fn assert_no_forbidden(&self) {
+        let user = identity::deployment(self.binary).user();
+        let who = format!("{} (in-process)", self.binary.name());
+        identity::assert_no_forbidden(&who, &user, &self.forbidden_lines());
+    }
+}
+
+impl Drop for IdentityClient {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            self.assert_no_forbidden();
+        }
+    }
+}
+
 /// The catalog-operator's controllers, in-process, watching only `namespace`.
 pub struct Operator {
     shutdown: Shutdown,
     task: JoinHandle<()>,
     metrics: prometheus::Registry,
+    /// Dropped after the controllers stop: then a refusal fails the test.
+    _identity: IdentityClient,
 }
 
 impl Operator {
     /// Starts the controllers, standalone (no leader election), watching `namespace`,
-    /// whose CatalogSources are also the global ones.
-    pub fn start(client: &Client, namespace: &str) -> Operator {
-        Operator::start_serving(client, namespace, None)
+    /// whose CatalogSources are also the global ones. They act as
+    /// catalog-operator's ServiceAccount ([`IdentityClient`]); `client` (the
+    /// test's) sets that up.
+    pub async fn start(client: &Client, namespace: &str) -> Operator {
+        Operator::start_serving(client, namespace, None).await
     }
 
     /// [`Operator::start`], serving the PackageManifest API as `package_server` says.
-    pub fn start_serving(
+    pub async fn start_serving(
         client: &Client,
         namespace: &str,
         package_server: Option<packageserver::Config>,
@@ -176,13 +256,19 @@ impl Operator {
             package_server,
             ..Options::default()
         };
-        let parts = Parts::new(client.clone(), Leadership::standalone(), FIELD_MANAGER_CATALOG)
-            .expect("a metrics registry");
+        let identity = IdentityClient::new(client, Binary::CatalogOperator, None).await;
+        let parts = Parts::new(
+            identity.client.clone(),
+            Leadership::standalone(),
+            FIELD_MANAGER_CATALOG,
+        )
+        .expect("a metrics registry");
         let controllers = controllers(&parts, options).expect("the controllers' metrics register");
         Operator {
             shutdown: parts.shutdown.clone(),
             task: tokio::spawn(controllers),
             metrics: parts.metrics.registry().clone(),
+            _identity: identity,
         }
     }
 
@@ -195,7 +281,11 @@ impl Operator {
 
     /// A replica that writes only while it holds the Lease `catalog-operator` in
     /// `namespace`, as `catalog-operator run` does; returns its leadership too.
-    pub fn start_elected(client: &Client, namespace: &str, identity: &str) -> (Operator, Leadership) {
+    /// It acts as catalog-operator's ServiceAccount, with its leader-election
+    /// Role granted in `namespace`.
+    pub async fn start_elected(client: &Client, namespace: &str, identity: &str) -> (Operator, Leadership) {
+        let account = IdentityClient::new(client, Binary::CatalogOperator, Some(namespace)).await;
+        let client = &account.client;
         let options = Options {
             global_catalog_namespace: namespace.to_owned(),
             namespace: Some(namespace.to_owned()),
@@ -238,6 +328,7 @@ impl Operator {
                 shutdown,
                 task,
                 metrics: parts.metrics.registry().clone(),
+                _identity: account,
             },
             leadership,
         )
@@ -258,6 +349,7 @@ pub struct DemoStack {
     catalog_operator: Operator,
     olm_parts: Parts,
     olm_operator: JoinHandle<()>,
+    olm_identity: IdentityClient,
 }
 
 impl DemoStack {
@@ -300,16 +392,18 @@ impl DemoStack {
         } else {
             None
         };
-        let catalog_operator = Operator::start_serving(client, namespace, package_server);
+        let catalog_operator = Operator::start_serving(client, namespace, package_server).await;
+        // olm-operator acts as its ServiceAccount too.
+        let olm_identity = IdentityClient::new(client, Binary::OlmOperator, None).await;
         let olm_parts = Parts::new(
-            client.clone(),
+            olm_identity.client.clone(),
             Leadership::standalone(),
             olm_runtime::apply::FIELD_MANAGER_OLM,
         )
         .expect("metrics");
         let ctx = Arc::new(olm_operator::context::Context::new(
-            client.clone(),
-            None,
+            olm_identity.client.clone(),
+            Some(olm_identity.config.clone()),
             Arc::new(olm_operator::metrics::Metrics::register(&olm_parts.metrics).expect("metrics")),
             olm_parts.writer.clone(),
             olm_operator::context::Settings::default(),
@@ -347,6 +441,7 @@ impl DemoStack {
             catalog_operator,
             olm_parts,
             olm_operator,
+            olm_identity,
         }
     }
 
@@ -354,6 +449,7 @@ impl DemoStack {
     pub async fn stop(self) {
         self.olm_parts.shutdown.trigger();
         let _ = tokio::time::timeout(Duration::from_secs(20), self.olm_operator).await;
+        self.olm_identity.assert_no_forbidden();
         self.catalog_operator.stop().await;
         self.registry.stop().await;
     }

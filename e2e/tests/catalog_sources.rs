@@ -102,7 +102,7 @@ async fn a_stopped_registry_marks_its_catalog_unhealthy_until_it_returns() {
 async fn an_image_catalog_runs_as_a_registry_pod_behind_a_service() {
     with_namespace("catimage", |client, ns| async move {
         install_crds(&client).await;
-        let operator = Operator::start(&client, &ns);
+        let operator = Operator::start(&client, &ns).await;
         let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
         let mut source = catalog_source("community", "");
         source.spec.address = None;
@@ -238,7 +238,7 @@ async fn an_image_catalog_runs_as_a_registry_pod_behind_a_service() {
 async fn a_configmap_catalog_serves_subscriptions() {
     with_namespace("catcm", |client, ns| async move {
         install_crds(&client).await;
-        let operator = Operator::start(&client, &ns);
+        let operator = Operator::start(&client, &ns).await;
         let csv = olm_testkit::yaml_file(
             &repo_root()
                 .join("e2e/fixtures/demo-tools/0.1.0/manifests/demo-tools.clusterserviceversion.yaml"),

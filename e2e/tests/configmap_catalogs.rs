@@ -26,7 +26,7 @@ use common::*;
 async fn a_configmap_catalog_is_read_as_olm_reads_it() {
     with_namespace("catcmolm", |client, ns| async move {
         install_crds(&client).await;
-        let operator = e2e::inprocess::Operator::start(&client, &ns);
+        let operator = e2e::inprocess::Operator::start(&client, &ns).await;
         // A CRD group of this test's own: CRDs are cluster-wide.
         let group = format!("{ns}.e2e.olm-rs.dev");
         let crd = format!("things.{group}");

@@ -89,7 +89,7 @@ async fn an_upgrade_that_drops_a_stored_crd_version_fails_safely() {
             "127.0.0.1:0".parse().unwrap(),
         )
         .await;
-        let operator = Operator::start(&client, &ns);
+        let operator = Operator::start(&client, &ns).await;
         let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
         create(&sources, &catalog_source("demo", &registry.addr.to_string())).await;
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
@@ -216,7 +216,7 @@ async fn an_interrupted_plan_resumes_from_its_recorded_progress() {
             .await
             .unwrap();
 
-        let operator = Operator::start(&client, &ns);
+        let operator = Operator::start(&client, &ns).await;
         let plan = wait_for(&plans, "install-resume", "the plan completes", plan_in(InstallPlanPhase::Complete))
             .await
             .unwrap();

@@ -130,7 +130,7 @@ async fn an_installed_operator_holds_back_its_dependency_until_it_allows_the_upg
             "127.0.0.1:0".parse().unwrap(),
         )
         .await;
-        let operator = Operator::start(&client, &ns);
+        let operator = Operator::start(&client, &ns).await;
         let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
         let mut source = catalog_source("demo", &registry.addr.to_string());
         source.spec.update_strategy = Some(UpdateStrategy {

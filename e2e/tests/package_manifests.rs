@@ -7,6 +7,11 @@
 //! The aggregator reaches the host process through a Service of type
 //! `ExternalName` naming 127.0.0.1: the API server dials an ExternalName
 //! Service's name directly, so no Pod, Endpoints or kube-proxy is needed.
+//!
+//! As deployed, the APIService comes from `manifests/packageserver.yaml`
+//! (applied by the admin, here pointed at the test's Service) and
+//! catalog-operator, acting as its ServiceAccount with the RBAC of
+//! `manifests/`, only sets its `caBundle`.
 
 mod common;
 
@@ -15,7 +20,7 @@ use std::{path::Path, sync::Arc, time::Duration};
 use catalog_operator::{
     controllers::Options, packageserver, registry::server::RegistryIndex, run::controllers,
 };
-use e2e::inprocess::{Registry, demo_catalog, demo_index};
+use e2e::inprocess::{IdentityClient, Registry, demo_catalog, demo_index};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::{api::core::v1::Service, kube_aggregator::pkg::apis::apiregistration::v1::APIService};
 use kube::{
@@ -25,7 +30,9 @@ use kube::{
 use olm_api::{packages::PackageManifest, v1alpha1::CatalogSource};
 use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_CATALOG};
 use olm_testkit::{
-    corpus_dir, install_crds,
+    corpus_dir,
+    identity::{self, Binary},
+    install_crds,
     objects::{apply_json, catalog_is_ready},
     wait_for, with_namespace, yaml_file,
 };
@@ -39,6 +46,19 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
+}
+
+/// The APIService of `manifests/packageserver.yaml`, pointed at Service
+/// `packageserver` of `namespace` on `port` instead of the one in `olm`.
+fn manifest_api_service(namespace: &str, port: u16) -> Value {
+    let mut api_service = identity::kustomization_files(&identity::manifests_dir())
+        .into_iter()
+        .map(|(_, doc)| doc)
+        .find(|doc| doc["kind"] == "APIService" && doc["metadata"]["name"] == olm_api::packages::API_SERVICE)
+        .expect("manifests/ registers the PackageManifest API");
+    api_service["spec"]["service"]["namespace"] = namespace.into();
+    api_service["spec"]["service"]["port"] = port.into();
+    api_service
 }
 
 /// Lists PackageManifests in `namespace` until the aggregator serves them.
@@ -87,7 +107,14 @@ async fn package_manifests_are_served_through_the_aggregator() {
             }),
             ..Options::default()
         };
-        let parts = Parts::new(client.clone(), Leadership::standalone(), FIELD_MANAGER_CATALOG).unwrap();
+        identity::apply_manifest_object(&client, &manifest_api_service(&ns, port)).await;
+        let account = IdentityClient::new(&client, Binary::CatalogOperator, None).await;
+        let parts = Parts::new(
+            account.client.clone(),
+            Leadership::standalone(),
+            FIELD_MANAGER_CATALOG,
+        )
+        .unwrap();
         let operator = tokio::spawn(controllers(&parts, options).unwrap());
 
         let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
@@ -217,6 +244,7 @@ async fn package_manifests_are_served_through_the_aggregator() {
             .await;
         parts.shutdown.trigger();
         let _ = tokio::time::timeout(Duration::from_secs(20), operator).await;
+        account.assert_no_forbidden();
         registry.stop().await;
         corpus_registry.stop().await;
     })

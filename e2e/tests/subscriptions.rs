@@ -464,8 +464,8 @@ async fn a_standby_replica_takes_over_and_finishes_the_work() {
     with_namespace("catha", |client, ns| async move {
         install_crds(&client).await;
         let registry = Registry::start(demo_index(true), "127.0.0.1:0".parse().unwrap()).await;
-        let (a, a_leads) = Operator::start_elected(&client, &ns, "replica-a");
-        let (b, b_leads) = Operator::start_elected(&client, &ns, "replica-b");
+        let (a, a_leads) = Operator::start_elected(&client, &ns, "replica-a").await;
+        let (b, b_leads) = Operator::start_elected(&client, &ns, "replica-b").await;
         let sources: Api<CatalogSource> = Api::namespaced(client.clone(), &ns);
         create(&sources, &catalog_source("demo", &registry.addr.to_string())).await;
         wait_for(&sources, "demo", "CatalogSource demo is READY", catalog_is_ready).await;

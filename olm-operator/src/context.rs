@@ -186,11 +186,11 @@ impl Context {
         }
         let mut config = self.config.clone().ok_or(ScopedClientError::NoConfig)?;
         config.auth_info.impersonate = Some(user.clone());
-        config.auth_info.impersonate_groups = Some(vec![
-            "system:serviceaccounts".to_owned(),
-            format!("system:serviceaccounts:{namespace}"),
-            "system:authenticated".to_owned(),
-        ]);
+        // No Impersonate-Group: for a service account user the API server adds its groups
+        // (system:serviceaccounts, system:serviceaccounts:<namespace>, system:authenticated)
+        // itself, and naming them would take `impersonate` on groups, which manifests/ does
+        // not grant (only on serviceaccounts).
+        config.auth_info.impersonate_groups = None;
         let client = Client::try_from(config).map_err(ScopedClientError::Build)?;
         clients.insert(user, client.clone());
         Ok(client)

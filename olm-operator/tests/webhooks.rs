@@ -718,5 +718,7 @@ async fn every_corpus_bundle_with_webhooks_or_api_services_installs_with_verifie
             Ok(Err(_)) => panic!("{what} took too long"),
             Err(e) => std::panic::resume_unwind(e.into_panic()),
         }
+        // The operator did it with the permissions of manifests/ alone.
+        assert_no_refusals();
     }
 }

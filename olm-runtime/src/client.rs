@@ -15,6 +15,8 @@ use kube::{Client, Config, client::ClientBuilder};
 use prometheus::{IntCounterVec, Opts, Registry};
 use tower::util::MapRequestLayer;
 
+use crate::refusals::RefusalLayer;
+
 /// A Kubernetes API verb, as the API server names it in audit logs and
 /// `apiserver_request_total`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -170,7 +172,9 @@ impl RequestMetrics {
     }
 }
 
-/// A client for `config` whose every request is counted in `metrics`.
+/// A client for `config` whose every request is counted in `metrics`, and
+/// whose every request the API server refuses (403) is logged with the API
+/// server's message ([`crate::refusals`]).
 ///
 /// Fails as [`kube::Client::try_from`] does: when the configuration's TLS or
 /// authentication cannot be set up.
@@ -181,7 +185,10 @@ pub fn instrumented(config: Config, metrics: &RequestMetrics) -> Result<Client, 
         metrics.observe(&classify_request(request.method(), uri.path(), uri.query()));
         request
     });
-    Ok(ClientBuilder::try_from(config)?.with_layer(&count).build())
+    Ok(ClientBuilder::try_from(config)?
+        .with_layer(&RefusalLayer::logging())
+        .with_layer(&count)
+        .build())
 }
 
 #[cfg(test)]

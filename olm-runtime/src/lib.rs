@@ -15,6 +15,7 @@
 //! - [`apply`]: the fenced [`apply::Writer`]: server-side apply, create, status apply,
 //!   delete and dynamic apply, refused unless this replica leads, and counted.
 //! - [`client`]: the Kubernetes client, counting its requests by verb and resource.
+//! - [`refusals`]: every request the API server refuses (403), logged with its message.
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz` ([`readiness`]).
 //! - [`telemetry`]: `tracing` setup from `--log-level` and `--log-format`.
 //! - [`conditions`]: typed `metav1.Condition` maintenance and the kstatus conditions.
@@ -73,6 +74,7 @@ pub mod metrics;
 pub mod readiness;
 pub mod reconcile;
 pub mod reflector;
+pub mod refusals;
 pub mod runtime;
 pub mod shutdown;
 pub mod telemetry;

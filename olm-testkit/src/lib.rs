@@ -11,6 +11,8 @@
 //!   Established;
 //! - [`corpus_dir`] finds the corpus of real OLM packaging data;
 //! - [`process`] builds and starts the binaries as child processes;
+//! - [`identity`] gives the operators the ServiceAccounts and RBAC of `manifests/`, and finds
+//!   the requests the API server refused them;
 //! - [`objects`] writes the OLM objects a user would and tells what state they are in.
 //!
 //! Starting an operator in-process stays with the tests of its crate: this crate depends on no
@@ -22,6 +24,7 @@ use kube::api::DynamicObject;
 
 mod cluster;
 mod crds;
+pub mod identity;
 mod kinds;
 mod namespace;
 pub mod objects;

@@ -1,16 +1,20 @@
 //! The olm-rs binaries as child processes, for the tests and the bench that
-//! need the real thing: its flags, its leader election, its admin server, and
-//! a process that can be killed outright.
+//! need the real thing: its flags, its leader election, its admin server, its
+//! identity (the ServiceAccount and RBAC of `manifests/`), and a process that
+//! can be killed outright.
 
 use std::{
     collections::HashMap,
-    io::{Read, Write},
+    io::{BufRead, BufReader, Read, Write},
     net::{TcpListener, TcpStream},
     path::{Path, PathBuf},
     process::{Child, Command, Stdio},
     sync::{Mutex, OnceLock},
+    thread::JoinHandle,
     time::Duration,
 };
+
+use crate::identity::{self, Binary};
 
 /// The path of the binary `name` of the workspace package of the same name
 /// (`olm-operator`, `catalog-operator`), never stale: the one cargo built for
@@ -71,21 +75,45 @@ pub fn free_port() -> u16 {
 
 /// A running olm-rs binary, killed when dropped (also when a test fails).
 ///
-/// Its output goes to a log file (its path is printed at start) unless
-/// `E2E_LOG` is set, in which case it is shown; `RUST_LOG` is passed through
-/// (default `info`).
+/// Its output goes to a log file (its path is printed at start), and is also
+/// shown when `E2E_LOG` is set; `RUST_LOG` is passed through (default `info`).
+///
+/// olm-operator and catalog-operator ([`Process::olm_operator`],
+/// [`Process::catalog_operator`] and their `_with` variants) run as the
+/// ServiceAccounts of their Deployments in `manifests/`, with the RBAC of
+/// `manifests/` and the arguments of those Deployments ([`identity`]). When
+/// such a process is dropped, its log is read, and any request the API server
+/// refused it fails the test, naming the permission: a permission missing from
+/// `manifests/` is a test failure, not a user's. [`Process::assert_no_forbidden`]
+/// checks the same while it runs.
 pub struct Process {
     /// What the tests call it (`catalog-operator-a`, `registry` ...).
     pub label: String,
     /// Its admin server port (`/metrics`, `/healthz`, `/readyz`), if it has one.
     pub admin: Option<u16>,
     child: Child,
-    log: Option<PathBuf>,
+    log: PathBuf,
+    /// The threads copying its output to the log and to stderr (with `E2E_LOG`).
+    copies: Vec<JoinHandle<()>>,
+    /// The user it acts as, when it runs as a ServiceAccount of `manifests/`.
+    user: Option<String>,
 }
 
 impl Process {
-    /// Starts `binary` with `args`. `admin` is the admin port the arguments give it, if any.
+    /// Starts `binary` with `args` and the credentials of `KUBECONFIG`. `admin` is the admin port
+    /// the arguments give it, if any.
     pub fn spawn(label: &str, binary: &Path, args: &[String], admin: Option<u16>) -> Process {
+        Process::spawn_with_env(label, binary, args, admin, &[])
+    }
+
+    /// [`Process::spawn`] with `env` added to the environment.
+    fn spawn_with_env(
+        label: &str,
+        binary: &Path,
+        args: &[String],
+        admin: Option<u16>,
+        env: &[(&str, &Path)],
+    ) -> Process {
         let mut command = Command::new(binary);
         command
             .args(args)
@@ -97,31 +125,72 @@ impl Process {
             .env_remove("POD_NAME")
             .env_remove("POD_NAMESPACE")
             .stdin(Stdio::null());
-        let log = if std::env::var_os("E2E_LOG").is_some() {
-            None
+        for (name, value) in env {
+            command.env(name, value);
+        }
+        let dir = std::env::temp_dir().join("olm-rs-e2e-logs");
+        std::fs::create_dir_all(&dir).expect("a directory for process logs");
+        let log = dir.join(format!("{label}-{}.log", std::process::id()));
+        let file =
+            std::fs::File::create(&log).unwrap_or_else(|e| panic!("create log {}: {e}", log.display()));
+        let shown = std::env::var_os("E2E_LOG").is_some();
+        if shown {
+            command.stdout(Stdio::piped()).stderr(Stdio::piped());
         } else {
-            let dir = std::env::temp_dir().join("olm-rs-e2e-logs");
-            std::fs::create_dir_all(&dir).expect("a directory for process logs");
-            let path = dir.join(format!("{label}-{}.log", std::process::id()));
-            let file =
-                std::fs::File::create(&path).unwrap_or_else(|e| panic!("create log {}: {e}", path.display()));
             let err = file.try_clone().expect("a second handle on the log file");
-            command.stdout(file).stderr(err);
-            Some(path)
-        };
-        let child = command
+            command
+                .stdout(file.try_clone().expect("a handle on the log file"))
+                .stderr(err);
+        }
+        let mut child = command
             .spawn()
             .unwrap_or_else(|e| panic!("start {label} ({}): {e}", binary.display()));
-        match &log {
-            Some(path) => eprintln!("started {label} (pid {}), log {}", child.id(), path.display()),
-            None => eprintln!("started {label} (pid {})", child.id()),
+        let mut copies = Vec::new();
+        if shown {
+            let out = child.stdout.take().map(|o| Box::new(o) as Box<dyn Read + Send>);
+            let err = child.stderr.take().map(|e| Box::new(e) as Box<dyn Read + Send>);
+            for stream in [out, err].into_iter().flatten() {
+                let file = file.try_clone().expect("a handle on the log file");
+                copies.push(std::thread::spawn(move || show_and_log(stream, file)));
+            }
         }
+        eprintln!("started {label} (pid {}), log {}", child.id(), log.display());
         Process {
             label: label.to_owned(),
             admin,
             child,
             log,
+            copies,
+            user: None,
         }
+    }
+
+    /// Starts `which` as the ServiceAccount of its Deployment in `manifests/`, with that
+    /// Deployment's arguments as a local process can take them ([`local_args`]), leader election
+    /// on Lease `lease` in `lease_namespace` (where its leader-election Role is granted), an
+    /// admin port of its own, and `extra` arguments.
+    fn spawn_operator(
+        which: Binary,
+        identity: &str,
+        lease: &str,
+        lease_namespace: &str,
+        extra: &[&str],
+    ) -> Process {
+        let deployment = identity::deployment(which);
+        let kubeconfig = identity::kubeconfig_blocking(which, Some(lease_namespace));
+        let admin = free_port();
+        let mut args = local_args(&deployment.args);
+        args.extend(election_args(identity, lease, lease_namespace, admin));
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let mut process = Process::spawn_with_env(
+            identity,
+            &binary(which.name()),
+            &args,
+            Some(admin),
+            &[("KUBECONFIG", kubeconfig.as_path())],
+        );
+        process.user = Some(deployment.user());
+        process
     }
 
     /// A replica of `olm-operator` with leader election on the Lease
@@ -137,10 +206,7 @@ impl Process {
     /// `lease_namespace`, with an admin port of its own and `extra` arguments
     /// (the defaults otherwise, as it ships).
     pub fn olm_operator_with(identity: &str, lease: &str, lease_namespace: &str, extra: &[&str]) -> Process {
-        let admin = free_port();
-        let mut args = election_args(identity, lease, lease_namespace, admin);
-        args.extend(extra.iter().map(|a| a.to_string()));
-        Process::spawn(identity, &binary("olm-operator"), &args, Some(admin))
+        Process::spawn_operator(Binary::OlmOperator, identity, lease, lease_namespace, extra)
     }
 
     /// A replica of `catalog-operator run` like [`Process::olm_operator`],
@@ -166,18 +232,15 @@ impl Process {
         Process::catalog_operator_with(identity, lease, lease_namespace, &extra)
     }
 
-    /// A replica of `catalog-operator run` like [`Process::olm_operator_with`].
+    /// A replica of `catalog-operator run` like [`Process::olm_operator_with`]
+    /// (`run` comes from its Deployment's arguments).
     pub fn catalog_operator_with(
         identity: &str,
         lease: &str,
         lease_namespace: &str,
         extra: &[&str],
     ) -> Process {
-        let admin = free_port();
-        let mut args = vec!["run".to_owned()];
-        args.extend(election_args(identity, lease, lease_namespace, admin));
-        args.extend(extra.iter().map(|a| a.to_string()));
-        Process::spawn(identity, &binary("catalog-operator"), &args, Some(admin))
+        Process::spawn_operator(Binary::CatalogOperator, identity, lease, lease_namespace, extra)
     }
 
     /// `catalog-operator serve catalog` on 127.0.0.1:`port`.
@@ -267,20 +330,89 @@ impl Process {
         false
     }
 
-    /// The last `lines` lines of its log (empty when its output is shown).
+    /// The last `lines` lines of its log.
     pub fn log_tail(&self, lines: usize) -> String {
-        let Some(text) = self.log.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) else {
-            return String::new();
-        };
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
         let all: Vec<&str> = text.lines().collect();
         all[all.len().saturating_sub(lines)..].join("\n")
+    }
+
+    /// The lines of its log in which the API server refused it a request, when it runs as a
+    /// ServiceAccount of `manifests/` ([`identity::forbidden_lines`]).
+    pub fn forbidden_lines(&self) -> Vec<String> {
+        let Some(user) = &self.user else {
+            return Vec::new();
+        };
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        identity::forbidden_lines(&text, user)
+    }
+
+    /// Checks that the API server refused it nothing so far ([`Process::assert_no_forbidden`]),
+    /// then stops checking: for a test that restarts the API server, whose authorizer refuses
+    /// what RBAC grants until its caches fill again. Every request is retried, and what the
+    /// test checks after the restart is that the install completes.
+    pub fn stop_checking_refusals(&mut self) {
+        self.assert_no_forbidden();
+        self.user = None;
+    }
+
+    /// Panics, with the lines, when the API server refused it any request so far.
+    pub fn assert_no_forbidden(&self) {
+        if let Some(user) = &self.user {
+            let lines = self.forbidden_lines();
+            let who = format!("{} (log {})", self.label, self.log.display());
+            identity::assert_no_forbidden(&who, user, &lines);
+        }
     }
 }
 
 impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
+        for copy in self.copies.drain(..) {
+            let _ = copy.join();
+        }
+        // A test that already fails says why first.
+        if !std::thread::panicking() {
+            self.assert_no_forbidden();
+        }
     }
+}
+
+/// Copies `stream` line by line to `log` and to stderr.
+fn show_and_log(stream: Box<dyn Read + Send>, mut log: std::fs::File) {
+    for line in BufReader::new(stream).lines() {
+        let Ok(line) = line else { return };
+        let _ = writeln!(log, "{line}");
+        eprintln!("{line}");
+    }
+}
+
+/// The arguments of a binary's Deployment in `manifests/`, as a local process can take them:
+/// all of them, except
+/// - `--package-server-address` (catalog-operator): the Deployment serves the PackageManifest API
+///   on every interface of its pod, and `manifests/packageserver.yaml` points the cluster's
+///   APIService at it. A test's process serves it on loopback (on a port of its own) and does not
+///   register the APIService (`--package-server-register=false`): the cluster has one, and it would
+///   point every test's API server requests at one test's process. It still makes its serving
+///   certificate and reads the front proxy's CA as the Deployment does;
+///   `e2e/tests/package_manifests.rs` registers the APIService against a process of its own.
+pub fn local_args(manifest_args: &[String]) -> Vec<String> {
+    let mut args = Vec::new();
+    for arg in manifest_args {
+        let name = arg.split_once('=').map_or(arg.as_str(), |(name, _)| name);
+        if name == "--package-server-address" {
+            assert!(
+                arg.contains('='),
+                "manifests/ gives {arg} without `=value`; write it as --package-server-address=ADDRESS"
+            );
+            args.push(format!("--package-server-address=127.0.0.1:{}", free_port()));
+            args.push("--package-server-register=false".to_owned());
+        } else {
+            args.push(arg.clone());
+        }
+    }
+    args
 }
 
 /// Lease timings for tests: a 4 s lease, renewed every second, given up after

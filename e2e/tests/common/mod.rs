@@ -125,7 +125,7 @@ pub async fn setup_polling(
 ) -> (Registry, Operator) {
     install_crds(client).await;
     let registry = Registry::start(demo_index(tools), "127.0.0.1:0".parse().unwrap()).await;
-    let operator = Operator::start(client, namespace);
+    let operator = Operator::start(client, namespace).await;
     let sources: Api<CatalogSource> = Api::namespaced(client.clone(), namespace);
     let mut source = catalog_source("demo", &registry.addr.to_string());
     source.spec.update_strategy = poll.map(|interval| UpdateStrategy {

@@ -1,16 +1,21 @@
 //! What olm-operator's cluster tests add to the harness of `olm-testkit` (a client for
 //! `KUBECONFIG`, OLM's CRDs, a namespace per test, waits with deadlines, the corpus): one
 //! olm-operator running in the test process, and CSVs deleted before a test's namespace goes.
+//!
+//! The operator acts as olm-operator's ServiceAccount of `manifests/`, with the RBAC of
+//! `manifests/` (`olm_testkit::identity`), not as the test: every request the API server refuses
+//! it is recorded, and [`with_namespace`] fails the test that sees one
+//! ([`assert_no_refusals`]).
 
 #![allow(dead_code)]
 
 use std::{
     future::Future,
-    sync::{Arc, OnceLock},
+    sync::{Arc, Mutex, OnceLock},
     time::Duration,
 };
 
-use kube::{Api, Client, ResourceExt, api::DeleteParams};
+use kube::{Api, Client, ResourceExt, api::DeleteParams, client::ClientBuilder};
 use olm_operator::{
     context::{Context, Settings},
     metrics::Metrics,
@@ -18,7 +23,9 @@ use olm_operator::{
 use olm_runtime::{
     Leadership, Parts, Readiness, Shutdown,
     apply::{FIELD_MANAGER_OLM, Writer},
+    refusals::{Refusal, RefusalLayer},
 };
+use olm_testkit::identity::{self, Binary};
 // The harness the tests use, in one import with what this module adds; each test binary uses
 // some of it.
 #[allow(unused_imports)]
@@ -33,6 +40,26 @@ pub mod csv;
 pub mod machines;
 
 static METRICS: OnceLock<Arc<Metrics>> = OnceLock::new();
+
+/// The requests the API server refused the operator, not yet reported.
+static REFUSALS: Mutex<Vec<Refusal>> = Mutex::new(Vec::new());
+
+/// Panics, listing them, when the API server refused the operator's ServiceAccount any request
+/// since the last call: `manifests/` lacks a permission the operator needs.
+pub fn assert_no_refusals() {
+    let refused: Vec<Refusal> = std::mem::take(&mut *REFUSALS.lock().unwrap_or_else(|e| e.into_inner()));
+    let text = refused
+        .iter()
+        .map(|r| format!("{} {}: {}", r.method, r.path, r.message))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let user = identity::deployment(Binary::OlmOperator).user();
+    identity::assert_no_forbidden(
+        "olm-operator (in-process)",
+        &user,
+        &identity::forbidden_lines(&text, &user),
+    );
+}
 
 /// The metrics of the operator the tests run.
 pub fn operator_metrics() -> Arc<Metrics> {
@@ -95,8 +122,16 @@ pub async fn start_operator_with(client: &Client, settings: Settings) {
                     let _ = tracing_subscriber::fmt()
                         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
                         .try_init();
-                    let config = olm_testkit::config().await;
-                    let client = Client::try_from(config.clone()).expect("a client");
+                    // olm-operator's ServiceAccount, with the RBAC of manifests/.
+                    let admin = olm_testkit::client().await;
+                    let config = identity::config(&admin, Binary::OlmOperator, None).await;
+                    let record = RefusalLayer::new(Arc::new(|refusal: Refusal| {
+                        REFUSALS.lock().unwrap_or_else(|e| e.into_inner()).push(refusal);
+                    }));
+                    let client = ClientBuilder::try_from(config.clone())
+                        .expect("a client")
+                        .with_layer(&record)
+                        .build();
                     // One replica: it writes without a Lease.
                     let parts = Parts {
                         client,
@@ -133,6 +168,7 @@ where
     // release them before the namespace goes.
     olm_testkit::with_namespace_and_cleanup(prefix, test, |client, namespace| async move {
         delete_csvs(&client, &namespace).await;
+        assert_no_refusals();
     })
     .await;
 }

@@ -203,6 +203,23 @@ fn the_state_directory_lets_hooks_pass_and_keeps_the_agents_files() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// Starts the agent with its state in `state_dir` and a kubeconfig that does not
+/// exist, so it stops early: whether it exited 0, and what it printed.
+fn start_agent(state_dir: &Path) -> (bool, String) {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_machine-agent"))
+        .args(["run", "--namespace", "ns", "--pool", "edge", "--node-name", "n1"])
+        .arg("--state-dir")
+        .arg(state_dir)
+        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+        .args(["--admin-addr", "127.0.0.1:0"])
+        .output()
+        .expect("run machine-agent");
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+    )
+}
+
 #[test]
 fn a_root_agent_refuses_to_start_when_the_hook_user_cannot_reach_its_state() {
     require_root();
@@ -212,20 +229,8 @@ fn a_root_agent_refuses_to_start_when_the_hook_user_cannot_reach_its_state() {
     // A private home, as Debian gives root.
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o700)).unwrap();
     let state_dir = home.join(".cache/agent");
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_machine-agent"))
-        .args(["run", "--namespace", "ns", "--pool", "edge", "--node-name", "n1"])
-        .arg("--state-dir")
-        .arg(&state_dir)
-        .args([
-            "--kubeconfig",
-            "/nonexistent/kubeconfig",
-            "--admin-addr",
-            "127.0.0.1:0",
-        ])
-        .output()
-        .expect("run machine-agent");
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(!output.status.success(), "the agent started: {stderr}");
+    let (started, stderr) = start_agent(&state_dir);
+    assert!(!started, "the agent started: {stderr}");
     let blocked = format!("{} (mode 0700, owner uid 0) does not let it pass", home.display());
     assert!(stderr.contains(&blocked), "{stderr}");
     assert!(stderr.contains("uid 65534"), "{stderr}");
@@ -233,19 +238,8 @@ fn a_root_agent_refuses_to_start_when_the_hook_user_cannot_reach_its_state() {
     // Once the home lets others pass, the same agent gets past the check (and
     // stops at the missing kubeconfig).
     std::fs::set_permissions(&home, std::fs::Permissions::from_mode(0o711)).unwrap();
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_machine-agent"))
-        .args(["run", "--namespace", "ns", "--pool", "edge", "--node-name", "n1"])
-        .arg("--state-dir")
-        .arg(&state_dir)
-        .args([
-            "--kubeconfig",
-            "/nonexistent/kubeconfig",
-            "--admin-addr",
-            "127.0.0.1:0",
-        ])
-        .output()
-        .expect("run machine-agent");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (started, stderr) = start_agent(&state_dir);
+    assert!(!started, "the agent started without a kubeconfig: {stderr}");
     assert!(!stderr.contains("cannot reach the state directory"), "{stderr}");
     assert!(stderr.contains("kubeconfig"), "{stderr}");
     std::fs::remove_dir_all(dir).unwrap();

@@ -125,6 +125,8 @@ pub async fn package_server(client: &Client, namespace: &str) -> packageserver::
         }),
     )
     .await;
+    // The APIService as deployed; catalog-operator, under the RBAC of manifests/, only updates it.
+    identity::apply_manifest_object(client, &manifest_api_service(namespace, port)).await;
     packageserver::Config {
         address: format!("127.0.0.1:{port}").parse().expect("an address"),
         service: "packageserver".into(),
@@ -134,6 +136,19 @@ pub async fn package_server(client: &Client, namespace: &str) -> packageserver::
         register: true,
         cert_lifetime: std::time::Duration::from_secs(365 * 24 * 3600),
     }
+}
+
+/// The APIService of `manifests/packageserver.yaml`, pointed at Service
+/// `packageserver` of `namespace` on `port` instead of the one in `olm`.
+pub fn manifest_api_service(namespace: &str, port: u16) -> serde_json::Value {
+    let mut api_service = identity::kustomization_files(&identity::manifests_dir())
+        .into_iter()
+        .map(|(_, doc)| doc)
+        .find(|doc| doc["kind"] == "APIService" && doc["metadata"]["name"] == olm_api::packages::API_SERVICE)
+        .expect("manifests/ registers the PackageManifest API");
+    api_service["spec"]["service"]["namespace"] = namespace.into();
+    api_service["spec"]["service"]["port"] = port.into();
+    api_service
 }
 
 /// Waits until the API server serves at least `wanted` PackageManifests in `namespace`

@@ -20,7 +20,7 @@ use std::{path::Path, sync::Arc, time::Duration};
 use catalog_operator::{
     controllers::Options, packageserver, registry::server::RegistryIndex, run::controllers,
 };
-use e2e::inprocess::{IdentityClient, Registry, demo_catalog, demo_index};
+use e2e::inprocess::{IdentityClient, Registry, demo_catalog, demo_index, manifest_api_service};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::{api::core::v1::Service, kube_aggregator::pkg::apis::apiregistration::v1::APIService};
 use kube::{
@@ -46,19 +46,6 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
-}
-
-/// The APIService of `manifests/packageserver.yaml`, pointed at Service
-/// `packageserver` of `namespace` on `port` instead of the one in `olm`.
-fn manifest_api_service(namespace: &str, port: u16) -> Value {
-    let mut api_service = identity::kustomization_files(&identity::manifests_dir())
-        .into_iter()
-        .map(|(_, doc)| doc)
-        .find(|doc| doc["kind"] == "APIService" && doc["metadata"]["name"] == olm_api::packages::API_SERVICE)
-        .expect("manifests/ registers the PackageManifest API");
-    api_service["spec"]["service"]["namespace"] = namespace.into();
-    api_service["spec"]["service"]["port"] = port.into();
-    api_service
 }
 
 /// Lists PackageManifests in `namespace` until the aggregator serves them.

@@ -179,7 +179,7 @@ impl Process {
         let deployment = identity::deployment(which);
         let kubeconfig = identity::kubeconfig_blocking(which, Some(lease_namespace));
         let admin = free_port();
-        let mut args = local_args(&deployment.args);
+        let mut args = without_flags(&local_args(&deployment.args), extra);
         args.extend(election_args(identity, lease, lease_namespace, admin));
         args.extend(extra.iter().map(|a| a.to_string()));
         let mut process = Process::spawn_with_env(
@@ -415,6 +415,27 @@ pub fn local_args(manifest_args: &[String]) -> Vec<String> {
     args
 }
 
+/// `args` without the flags that `extra` sets (the test's own settings win over the
+/// manifest's); a flag's value is the rest of its `--name=value` argument. Setting its own
+/// `--package-server-address`, a test takes over the package server, registration included.
+fn without_flags(args: &[String], extra: &[&str]) -> Vec<String> {
+    let name = |arg: &str| arg.split_once('=').map_or(arg, |(name, _)| name).to_owned();
+    let overridden: Vec<String> = extra
+        .iter()
+        .filter(|a| a.starts_with("--"))
+        .map(|a| name(a))
+        .collect();
+    let takes_over_package_server = overridden.iter().any(|f| f == "--package-server-address");
+    args.iter()
+        .filter(|arg| {
+            let flag = name(arg);
+            let local_registration = takes_over_package_server && flag == "--package-server-register";
+            !overridden.contains(&flag) && !local_registration
+        })
+        .cloned()
+        .collect()
+}
+
 /// Lease timings for tests: a 4 s lease, renewed every second, given up after
 /// 3 s without renewal.
 pub const FAST_LEASE: [&str; 6] = [
@@ -462,4 +483,30 @@ pub fn restart_apiserver(command: &str) {
         .status()
         .unwrap_or_else(|e| panic!("run `{command}`: {e}"));
     assert!(status.success(), "`{command}` failed ({status})");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tests_own_package_server_replaces_the_local_one() {
+        let local = local_args(&[
+            "run".to_owned(),
+            "--package-server-address=0.0.0.0:5443".to_owned(),
+        ]);
+        assert_eq!(local.len(), 3, "{local:?}");
+        let kept = without_flags(
+            &local,
+            &[
+                "--package-server-address",
+                "127.0.0.1:1",
+                "--watch-namespace",
+                "ns",
+            ],
+        );
+        assert_eq!(kept, ["run"], "the test's address and registration win");
+        let kept = without_flags(&local, &["--watch-namespace", "ns"]);
+        assert_eq!(kept, local, "nothing the test sets");
+    }
 }

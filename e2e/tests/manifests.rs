@@ -52,7 +52,23 @@ async fn manifests_are_accepted_by_the_api_server() {
     kustomization_documents(&repo_root().join("manifests/monitoring"), &mut monitoring);
     assert!(monitoring.iter().all(|(_, d)| d["kind"] == "ServiceMonitor"));
 
-    let discovery = Discovery::new(client.clone()).run().await.expect("API discovery");
+    // Only the groups of manifests/: an aggregated API another test registered and
+    // left unavailable must not fail this check.
+    let mut groups: Vec<String> = docs
+        .iter()
+        .map(|(_, d)| {
+            let api_version = d["apiVersion"].as_str().unwrap_or_default();
+            api_version.rsplit_once('/').map_or("", |(g, _)| g).to_owned()
+        })
+        .collect();
+    groups.sort();
+    groups.dedup();
+    let group_names: Vec<&str> = groups.iter().map(String::as_str).collect();
+    let discovery = Discovery::new(client.clone())
+        .filter(&group_names)
+        .run()
+        .await
+        .expect("API discovery");
     // Forced: objects other tests or tools applied before must not make the check fail.
     let params = PatchParams::apply(FIELD_MANAGER).force().dry_run();
     let mut kinds = Vec::new();

@@ -20,11 +20,13 @@ use std::{path::Path, sync::Arc, time::Duration};
 use catalog_operator::{
     controllers::Options, packageserver, registry::server::RegistryIndex, run::controllers,
 };
-use e2e::inprocess::{IdentityClient, Registry, demo_catalog, demo_index, manifest_api_service};
+use e2e::inprocess::{
+    IdentityClient, Registry, demo_catalog, demo_index, manifest_api_service, wait_package_manifests,
+};
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::{api::core::v1::Service, kube_aggregator::pkg::apis::apiregistration::v1::APIService};
 use kube::{
-    Api, Client,
+    Api,
     api::{DeleteParams, ListParams, WatchEvent, WatchParams},
 };
 use olm_api::{packages::PackageManifest, v1alpha1::CatalogSource};
@@ -46,21 +48,6 @@ fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
-}
-
-/// Lists PackageManifests in `namespace` until the aggregator serves them.
-async fn served(client: &Client, namespace: &str, wanted: usize) -> Vec<PackageManifest> {
-    let api: Api<PackageManifest> = Api::namespaced(client.clone(), namespace);
-    let mut last = String::new();
-    for _ in 0..240 {
-        match api.list(&ListParams::default()).await {
-            Ok(list) if list.items.len() >= wanted => return list.items,
-            Ok(list) => last = format!("{} PackageManifests", list.items.len()),
-            Err(e) => last = e.to_string(),
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    panic!("PackageManifests in {namespace} are not served: {last}");
 }
 
 #[tokio::test]
@@ -117,7 +104,7 @@ async fn package_manifests_are_served_through_the_aggregator() {
             .collect();
         expected.sort();
         for namespace in [ns.clone(), format!("{ns}-elsewhere")] {
-            let items = served(&client, &namespace, expected.len()).await;
+            let items = wait_package_manifests(&client, &namespace, expected.len()).await;
             let mut names: Vec<String> = items.iter().filter_map(|m| m.metadata.name.clone()).collect();
             names.sort();
             assert_eq!(names, expected, "PackageManifests in {namespace}");

@@ -42,10 +42,13 @@ run() {
 cargo_test() {
 	run bash -c 'set -o pipefail; cargo test --no-fail-fast "$@" 2>&1 | tee -a "$0"' "$log" "$@"
 }
-# The failure reports of the failed test binaries (from their `failures:` to their result line).
+# The failure reports of the failed test binaries (from their `failures:` to their result line),
+# without stack backtraces, which would push the panic messages out of the last 200 lines.
 print_failures() {
 	local failures
-	failures=$(awk '/^failures:$/ {on = 1} on {print} /^test result: FAILED/ {on = 0}' "$log" | tail -n 200)
+	failures=$(awk '/^failures:$/ {on = 1} /^stack backtrace:$/ {skip = 1}
+		on && !skip {print}
+		/^note: Some details are omitted/ {skip = 0} /^test result: FAILED/ {on = 0}' "$log" | tail -n 200)
 	[ -n "$failures" ] || return 0
 	echo "test.sh: what failed (last 200 lines of the failure reports):" >&2
 	echo "$failures" >&2

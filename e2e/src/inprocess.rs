@@ -29,6 +29,7 @@ use olm_runtime::{
 };
 use tokio::{sync::oneshot, task::JoinHandle};
 
+use crate::api_service::PackageApiService;
 use olm_api::{
     packages::PackageManifest,
     v1::OperatorGroup,
@@ -112,8 +113,9 @@ pub fn free_port() -> u16 {
 /// Settings for serving the PackageManifest API from this process on a free
 /// loopback port, with the Service `packageserver` of `namespace` that the
 /// APIService names: of type ExternalName naming 127.0.0.1, so the API
-/// server's aggregator dials this process with no Pod or Endpoints.
-pub async fn package_server(client: &Client, namespace: &str) -> packageserver::Config {
+/// server's aggregator dials this process with no Pod or Endpoints. The
+/// APIService is removed when the returned guard is dropped.
+pub async fn package_server(client: &Client, namespace: &str) -> (packageserver::Config, PackageApiService) {
     let port = free_port();
     let services: Api<Service> = Api::namespaced(client.clone(), namespace);
     apply_json(
@@ -126,8 +128,9 @@ pub async fn package_server(client: &Client, namespace: &str) -> packageserver::
     )
     .await;
     // The APIService as deployed; catalog-operator, under the RBAC of manifests/, only updates it.
+    let registered = PackageApiService::of(namespace);
     identity::apply_manifest_object(client, &manifest_api_service(namespace, port)).await;
-    packageserver::Config {
+    let config = packageserver::Config {
         address: format!("127.0.0.1:{port}").parse().expect("an address"),
         service: "packageserver".into(),
         namespace: namespace.to_owned(),
@@ -135,7 +138,8 @@ pub async fn package_server(client: &Client, namespace: &str) -> packageserver::
         secret: "packageserver-serving-cert".into(),
         register: true,
         cert_lifetime: std::time::Duration::from_secs(365 * 24 * 3600),
-    }
+    };
+    (config, registered)
 }
 
 /// The APIService of `manifests/packageserver.yaml`, pointed at Service
@@ -365,6 +369,8 @@ pub struct DemoStack {
     olm_parts: Parts,
     olm_operator: JoinHandle<()>,
     olm_identity: IdentityClient,
+    /// Dropped last: the APIService goes after the server it names.
+    _api_service: Option<PackageApiService>,
 }
 
 impl DemoStack {
@@ -402,10 +408,11 @@ impl DemoStack {
     ) -> DemoStack {
         let registry = Registry::start(index, "127.0.0.1:0".parse().expect("an address")).await;
         let address = registry.addr.to_string();
-        let package_server = if serve_packages {
-            Some(package_server(client, namespace).await)
+        let (package_server, api_service) = if serve_packages {
+            let (config, registered) = package_server(client, namespace).await;
+            (Some(config), Some(registered))
         } else {
-            None
+            (None, None)
         };
         let catalog_operator = Operator::start_serving(client, namespace, package_server).await;
         // olm-operator acts as its ServiceAccount too.
@@ -457,6 +464,7 @@ impl DemoStack {
             olm_parts,
             olm_operator,
             olm_identity,
+            _api_service: api_service,
         }
     }
 

@@ -6,6 +6,7 @@
 //! pushes bundle and catalog images; [`bundle_catalogs`] serves their catalogs to a test's
 //! catalog-operator; [`bench`] is what the bench binaries read alike.
 
+pub mod api_service;
 pub mod bench;
 pub mod bundle_catalogs;
 pub mod images;

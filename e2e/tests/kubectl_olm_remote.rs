@@ -174,7 +174,7 @@ async fn kubectl_olm_reads_a_catalog_only_the_catalog_operator_reaches() {
 
         // catalog-operator, its own process, reaches it through a mirror, and
         // serves PackageManifests and plans to the API server's aggregator.
-        let config = package_server(&client, &ns).await;
+        let (config, _api_service) = package_server(&client, &ns).await;
         let mirror = format!("{UNREACHABLE}/kubectl-olm={}/kubectl-olm", registry.address);
         let address = config.address.to_string();
         let mut args = FAST_LEASE.to_vec();

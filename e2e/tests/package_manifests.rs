@@ -17,71 +17,39 @@ mod common;
 
 use std::{path::Path, sync::Arc, time::Duration};
 
-use catalog_operator::{
-    controllers::Options, packageserver, registry::server::RegistryIndex, run::controllers,
-};
+use catalog_operator::{controllers::Options, registry::server::RegistryIndex, run::controllers};
 use e2e::inprocess::{
-    IdentityClient, Registry, demo_catalog, demo_index, manifest_api_service, wait_package_manifests,
+    IdentityClient, Registry, demo_catalog, demo_index, package_server, wait_package_manifests,
 };
 use futures::{StreamExt, TryStreamExt};
-use k8s_openapi::{api::core::v1::Service, kube_aggregator::pkg::apis::apiregistration::v1::APIService};
 use kube::{
     Api,
-    api::{DeleteParams, ListParams, WatchEvent, WatchParams},
+    api::{ListParams, WatchEvent, WatchParams},
 };
 use olm_api::{packages::PackageManifest, v1alpha1::CatalogSource};
 use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_CATALOG};
 use olm_testkit::{
-    corpus_dir,
-    identity::{self, Binary},
-    install_crds,
-    objects::{apply_json, catalog_is_ready},
-    wait_for, with_namespace, yaml_file,
+    corpus_dir, identity::Binary, install_crds, objects::catalog_is_ready, wait_for, with_namespace,
+    yaml_file,
 };
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use common::*;
-
-/// A free port on loopback.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
 
 #[tokio::test]
 async fn package_manifests_are_served_through_the_aggregator() {
     with_namespace("pkgs", |client, ns| async move {
         install_crds(&client).await;
-        let port = free_port();
-        let services: Api<Service> = Api::namespaced(client.clone(), &ns);
-        apply_json(
-            &services,
-            json!({
-                "apiVersion": "v1", "kind": "Service",
-                "metadata": {"name": "packageserver"},
-                "spec": {"type": "ExternalName", "externalName": "127.0.0.1"},
-            }),
-        )
-        .await;
+        // The Service and APIService as deployed; the APIService goes when the test ends.
+        let (package_server, api_service) = package_server(&client, &ns).await;
         let registry = Registry::start(demo_index(false), "127.0.0.1:0".parse().unwrap()).await;
         let options = Options {
             global_catalog_namespace: ns.clone(),
             namespace: Some(ns.clone()),
             catalog_health_interval: Duration::from_secs(1),
-            package_server: Some(packageserver::Config {
-                address: format!("127.0.0.1:{port}").parse().unwrap(),
-                service: "packageserver".into(),
-                namespace: ns.clone(),
-                service_port: port,
-                secret: "packageserver-serving-cert".into(),
-                register: true,
-                cert_lifetime: Duration::from_secs(365 * 24 * 3600),
-            }),
+            package_server: Some(package_server),
             ..Options::default()
         };
-        identity::apply_manifest_object(&client, &manifest_api_service(&ns, port)).await;
         let account = IdentityClient::new(&client, Binary::CatalogOperator, None).await;
         let parts = Parts::new(
             account.client.clone(),
@@ -212,12 +180,10 @@ async fn package_manifests_are_served_through_the_aggregator() {
         );
         assert_eq!(channel["entries"][0]["name"], head.as_str());
 
-        // The APIService is cluster-wide: leave none behind.
-        let _ = Api::<APIService>::all(client.clone())
-            .delete(olm_api::packages::API_SERVICE, &DeleteParams::default())
-            .await;
         parts.shutdown.trigger();
         let _ = tokio::time::timeout(Duration::from_secs(20), operator).await;
+        // The APIService is cluster-wide: leave none behind.
+        drop(api_service);
         account.assert_no_forbidden();
         registry.stop().await;
         corpus_registry.stop().await;

@@ -37,7 +37,10 @@ use catalog_operator::{
     registry::server::RegistryIndex,
     run::controllers,
 };
-use e2e::inprocess::{Registry, demo_index};
+use e2e::{
+    api_service::PackageApiService,
+    inprocess::{Registry, demo_index},
+};
 use futures::FutureExt;
 use k8s_openapi::{
     ByteString,
@@ -49,7 +52,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client,
-    api::{DeleteParams, ListParams, Patch, PatchParams, PostParams},
+    api::{ListParams, Patch, PatchParams, PostParams},
 };
 use olm_api::{packages::PackageManifest, v1alpha1::CatalogSource};
 use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_CATALOG};
@@ -95,6 +98,8 @@ struct PackageServer {
     parts: Parts,
     task: tokio::task::JoinHandle<()>,
     port: u16,
+    /// The APIService catalog-operator registers, removed when the server stops or the test fails.
+    api_service: PackageApiService,
 }
 
 impl PackageServer {
@@ -126,16 +131,21 @@ impl PackageServer {
             ..Options::default()
         };
         let parts = Parts::new(client.clone(), Leadership::standalone(), FIELD_MANAGER_CATALOG).unwrap();
+        let api_service = PackageApiService::of(ns);
         let task = tokio::spawn(controllers(&parts, options).unwrap());
-        PackageServer { parts, task, port }
+        PackageServer {
+            parts,
+            task,
+            port,
+            api_service,
+        }
     }
 
-    async fn stop(self, client: &Client) {
-        let _ = Api::<APIService>::all(client.clone())
-            .delete(olm_api::packages::API_SERVICE, &DeleteParams::default())
-            .await;
+    /// Stops the controllers, then removes the APIService they registered.
+    async fn stop(self) {
         self.parts.shutdown.trigger();
         let _ = tokio::time::timeout(Duration::from_secs(20), self.task).await;
+        drop(self.api_service);
     }
 }
 
@@ -319,7 +329,7 @@ async fn icons_are_served_through_the_aggregator_to_viewers() {
         let (code, _, _, _) = raw_get(&as_user("nobody-in-particular").await, &path, None).await;
         assert_eq!(code, 403, "a user without a binding may not read icons");
 
-        server.stop(&client).await;
+        server.stop().await;
         demo.stop().await;
         corpus_registry.stop().await;
     })
@@ -526,7 +536,7 @@ async fn the_serving_certificate_is_renewed_while_the_api_answers() {
         serves(server.port, &ns, &second).await;
         served(&client, &ns, &package).await;
 
-        server.stop(&client).await;
+        server.stop().await;
         demo.stop().await;
     })
     .await;
@@ -666,7 +676,7 @@ async fn a_new_request_header_ca_is_read_without_a_restart() {
         .await;
         served(&client, &ns, &package).await;
 
-        server.stop(&client).await;
+        server.stop().await;
         demo.stop().await;
     })
     .await;

@@ -5,48 +5,14 @@
 //! it dials no registry and pulls no image, so what it shows is what the
 //! catalog-operator sees, and it works wherever the API server is reachable.
 
-use std::fmt;
-
 use kube::{Api, Client, ResourceExt, api::ListParams};
 use olm_api::{
     packages::{self, PackageChannel, PackageManifest},
     v1alpha1::{CatalogSource, ConnectivityState},
 };
 
+pub use crate::catalog_id::CatalogId;
 use crate::error::Error;
-
-/// A CatalogSource, by namespace and name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CatalogId {
-    /// Its name.
-    pub name: String,
-    /// Its namespace.
-    pub namespace: String,
-}
-
-impl CatalogId {
-    /// The catalog `namespace/name`.
-    pub fn new(name: impl Into<String>, namespace: impl Into<String>) -> Self {
-        CatalogId {
-            name: name.into(),
-            namespace: namespace.into(),
-        }
-    }
-
-    /// The catalog of a PackageManifest.
-    pub fn of_manifest(manifest: &PackageManifest) -> Self {
-        CatalogId::new(
-            manifest.status.catalog_source.clone(),
-            manifest.status.catalog_source_namespace.clone(),
-        )
-    }
-}
-
-impl fmt::Display for CatalogId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
 
 /// Where the catalog content comes from, as the CatalogSource's spec names it.
 #[derive(Debug, Clone, PartialEq, Eq)]

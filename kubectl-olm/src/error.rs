@@ -1,6 +1,6 @@
 //! What can go wrong, each naming the object and the fix.
 
-use crate::catalogs::CatalogId;
+use crate::catalog_id::CatalogId;
 
 /// Why a command failed.
 #[derive(Debug, thiserror::Error)]

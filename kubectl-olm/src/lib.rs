@@ -10,6 +10,7 @@
 //! - [`commands`]: the commands that change things.
 //! - [`show`]: what catalogs offer.
 
+pub mod catalog_id;
 pub mod catalogs;
 pub mod commands;
 pub mod config;

@@ -9,7 +9,7 @@ use olm_api::{
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::{catalogs::CatalogId, error::Error};
+use crate::{catalog_id::CatalogId, error::Error};
 
 /// What a Subscription asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]

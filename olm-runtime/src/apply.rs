@@ -272,13 +272,36 @@ pub async fn delete<K>(
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
 {
-    let kind = kind_of::<K>();
+    delete_as(leadership, api, kind_of::<K>(), name, params).await
+}
+
+/// [`delete()`] for a kind known only at run time (`kind` names it in errors).
+pub async fn delete_dynamic(
+    leadership: &Leadership,
+    api: &Api<DynamicObject>,
+    kind: &str,
+    name: &str,
+    params: &DeleteParams,
+) -> Result<bool, WriteError> {
+    delete_as(leadership, api, kind.to_owned(), name, params).await
+}
+
+async fn delete_as<K>(
+    leadership: &Leadership,
+    api: &Api<K>,
+    kind: String,
+    name: &str,
+    params: &DeleteParams,
+) -> Result<bool, WriteError>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
     let deadline = fence(leadership, &kind, name)?;
     match fenced(deadline, &kind, name, api.delete(name, params)).await? {
         Ok(_) => Ok(true),
         Err(kube::Error::Api(status)) if status.is_not_found() => Ok(false),
         Err(source) => Err(WriteError::Delete {
-            kind: kind_of::<K>(),
+            kind,
             name: name.to_owned(),
             source,
         }),
@@ -401,6 +424,20 @@ impl Writer {
         self.record(
             "apply_status",
             apply_status(&self.leadership, api, name, status, self.manager).await,
+        )
+    }
+
+    /// See [`delete_dynamic()`]; counted as verb `delete`.
+    pub async fn delete_dynamic(
+        &self,
+        api: &Api<DynamicObject>,
+        kind: &str,
+        name: &str,
+        params: &DeleteParams,
+    ) -> Result<bool, WriteError> {
+        self.record(
+            "delete",
+            delete_dynamic(&self.leadership, api, kind, name, params).await,
         )
     }
 

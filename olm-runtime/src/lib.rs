@@ -14,6 +14,8 @@
 //!   false by the clock when renewals stop; [`Leadership::terms`] says when a term starts.
 //! - [`apply`]: the fenced [`apply::Writer`]: server-side apply, create, status apply,
 //!   delete and dynamic apply, refused unless this replica leads, and counted.
+//! - [`effects`]: what a reconcile decided ([`effects::Effects`]: objects to apply, objects to
+//!   remove, the status) and [`apply::Writer::perform`], the one applier that carries it out.
 //! - [`client`]: the Kubernetes client, counting its requests by verb and resource.
 //! - [`refusals`]: every request the API server refuses (403), logged with its message.
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz` ([`readiness`]).
@@ -68,6 +70,7 @@ pub mod apply;
 pub mod backoff;
 pub mod client;
 pub mod conditions;
+pub mod effects;
 pub mod errors;
 pub mod leader;
 pub mod metrics;

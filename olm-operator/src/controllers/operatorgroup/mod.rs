@@ -6,16 +6,19 @@
 //! unless `staticProvidedAPIs` is set.
 //!
 //! A reconcile reads the shared stores (namespaces, CSVs, OperatorGroups) and
-//! asks the API server only for the named service account. What triggers a
+//! asks the API server only for the named service account, decides what
+//! changes with [`decide::decide`] (pure), and has the runtime's applier
+//! perform it. What triggers a
 //! reconcile, and the mappers from other objects to groups (below), are wired
 //! in [`crate::watches`]: OperatorGroups (→ themselves and the other groups of
 //! their namespace); Namespaces (→ the groups that select by name or label);
 //! ClusterServiceVersions (→ the groups of their namespace).
 
+pub mod decide;
 pub mod status;
 pub mod targets;
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::{ObjectReference, ServiceAccount};
 use kube::{
@@ -25,7 +28,7 @@ use kube::{
         reflector::{ObjectRef, Store},
     },
 };
-use olm_api::{labels, v1::OperatorGroup};
+use olm_api::v1::OperatorGroup;
 
 use olm_runtime::{ErrorClass, ReconcileError, classify};
 
@@ -102,16 +105,15 @@ pub async fn reconcile(
     }
     let namespace = group.namespace().ok_or(Error::NoNamespace)?;
     let name = group.name_any();
-    let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &namespace);
 
-    // Dereference: the stores, and the service account from the API server.
-    let namespaces = stores.namespaces.store.state();
+    // Read: the stores, and the service account from the API server (no store
+    // holds service accounts: olm-operator does not watch them).
     let selected = targets::selected_namespaces(
         &targets::selection(&group.spec),
-        namespaces.iter().map(|ns| &ns.metadata),
+        stores.namespaces.store.state().iter().map(|ns| &ns.metadata),
     )
     .map_err(|error| error.to_string());
-    let csvs = stores.csvs_in(&namespace);
+    let provided = targets::provided_apis(stores.csvs_in(&namespace).iter().map(AsRef::as_ref));
     let account = service_account(&ctx, &namespace, group.spec.service_account_name.as_deref()).await?;
     let observed = Observed {
         namespaces: selected,
@@ -119,33 +121,18 @@ pub async fn reconcile(
         account,
     };
 
-    // The annotation.
-    if !group.spec.static_provided_apis.unwrap_or(false) {
-        let provided = targets::provided_apis(csvs.iter().map(AsRef::as_ref));
-        if group.annotations().get(labels::PROVIDED_APIS) != Some(&provided) {
-            ctx.apply_annotations::<OperatorGroup>(
-                &namespace,
-                &name,
-                BTreeMap::from([(labels::PROVIDED_APIS.to_owned(), provided)]),
-            )
-            .await
-            .map_err(|source| Error::Write {
-                name: name.clone(),
-                source,
-            })?;
-        }
-    }
-
-    // The status, written only when it changed.
-    let next = status::compute(&group, &observed, &olm_runtime::conditions::now());
-    if group.status.as_ref() != Some(&next) {
-        ctx.apply_status(&api, &name, &next)
-            .await
-            .map_err(|source| Error::Write {
-                name: name.clone(),
-                source,
-            })?;
-        tracing::info!(operatorgroup = %name, %namespace, namespaces = ?next.namespaces, "OperatorGroup status updated");
+    // Decide, then apply.
+    let effects = decide::decide(&group, &observed, &provided, &olm_runtime::conditions::now());
+    let api: Api<OperatorGroup> = Api::namespaced(ctx.client.clone(), &namespace);
+    ctx.writer
+        .perform(&ctx.client, &api, &effects, &())
+        .await
+        .map_err(|source| Error::Write {
+            name: name.clone(),
+            source,
+        })?;
+    if let Some(write) = &effects.status {
+        tracing::info!(operatorgroup = %name, %namespace, namespaces = ?write.status.namespaces, "OperatorGroup status updated");
     }
     Ok(Action::requeue(ctx.settings.resync))
 }

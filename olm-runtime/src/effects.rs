@@ -1,0 +1,388 @@
+//! What a reconcile decided, and the one applier that carries it out.
+//!
+//! Every reconciler has the same three steps: *read* what the decision needs
+//! (from the shared stores), *decide* in a pure function what the cluster
+//! should hold, *apply* it. The decision is an [`Effects`]: the objects to
+//! apply, the objects to remove, and the status to write. [`Writer::perform`]
+//! applies them in that fixed order, each write fenced on leadership and
+//! counted, with the binary's field manager:
+//!
+//! 1. [`Desired`] objects, by server-side apply. An object the controller owns
+//!    whole ([`Desired::owned`]) carries the hash of its desired content in
+//!    [`DESIRED_HASH`]; when the live copy in a store ([`Live`]) already carries
+//!    that hash the write is skipped, so a new leader sends nothing for an
+//!    install that is already right. Fields set on an object that others own
+//!    ([`Desired::fields`], e.g. one annotation) are applied as decided: the
+//!    decision compares them with the live object itself.
+//! 2. [`Removal`]s, by name; one already gone is not an error.
+//! 3. The status, last, so that it reports what was written.
+
+use std::fmt::Debug;
+
+use kube::{
+    Api, Client, Resource,
+    api::{ApiResource, DeleteParams, DynamicObject},
+};
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::apply::{WriteError, Writer};
+
+/// The annotation holding the hash of what a controller last applied to an
+/// object it owns whole.
+pub const DESIRED_HASH: &str = "olm-rs.dev/desired-hash";
+
+/// One object, or some fields of one, that a reconcile wants the cluster to hold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Desired {
+    /// Its kind's API resource.
+    pub resource: ApiResource,
+    /// What is applied: `apiVersion`, `kind`, `metadata.name` (and namespace), and
+    /// only the fields this controller owns.
+    pub object: DynamicObject,
+    /// The hash of `object` when the controller owns it whole.
+    hash: Option<String>,
+}
+
+impl Desired {
+    /// An object the controller owns whole, stamped with the hash of its content.
+    pub fn owned<K>(object: &K) -> Result<Desired, serde_json::Error>
+    where
+        K: Resource<DynamicType = ()> + Serialize,
+    {
+        let mut desired = Desired::fields(object)?;
+        let hash = content_hash(&desired.object)?;
+        desired
+            .object
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(DESIRED_HASH.to_owned(), hash.clone());
+        desired.hash = Some(hash);
+        Ok(desired)
+    }
+
+    /// Fields that the controller sets on an object others own: always applied.
+    pub fn fields<K>(object: &K) -> Result<Desired, serde_json::Error>
+    where
+        K: Resource<DynamicType = ()> + Serialize,
+    {
+        let resource = ApiResource::erase::<K>(&());
+        let mut value = serde_json::to_value(object)?;
+        value["apiVersion"] = resource.api_version.clone().into();
+        value["kind"] = resource.kind.clone().into();
+        Ok(Desired {
+            resource,
+            object: serde_json::from_value(value)?,
+            hash: None,
+        })
+    }
+
+    /// The object's name.
+    pub fn name(&self) -> &str {
+        self.object.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// The object's namespace, for namespaced kinds.
+    pub fn namespace(&self) -> Option<&str> {
+        self.object.metadata.namespace.as_deref()
+    }
+}
+
+/// The hash of an object's content, without the hash annotation itself.
+fn content_hash(object: &DynamicObject) -> Result<String, serde_json::Error> {
+    let mut object = object.clone();
+    if let Some(annotations) = object.metadata.annotations.as_mut() {
+        annotations.remove(DESIRED_HASH);
+    }
+    Ok(fnv1a(&serde_json::to_vec(&object)?))
+}
+
+/// FNV-1a, 64 bits: stable across releases and platforms (unlike `std`'s hasher).
+pub fn fnv1a(bytes: &[u8]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in bytes {
+        h ^= u64::from(*byte);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+/// An object a reconcile wants gone.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Removal {
+    /// Its kind's API resource.
+    pub resource: ApiResource,
+    /// Its namespace, for namespaced kinds.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+}
+
+impl Removal {
+    /// Removes `K` `name` (of `namespace`, for namespaced kinds).
+    pub fn of<K: Resource<DynamicType = ()>>(namespace: Option<&str>, name: &str) -> Removal {
+        Removal {
+            resource: ApiResource::erase::<K>(&()),
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+        }
+    }
+}
+
+/// The status a reconcile writes to the object it reconciles.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatusWrite<S> {
+    /// The object's name.
+    pub name: String,
+    /// The whole status this controller owns.
+    pub status: S,
+}
+
+/// Everything one reconcile decided: performed by [`Writer::perform`] in the order
+/// objects, removals, status.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Effects<S> {
+    /// Objects (or fields of objects) to apply.
+    pub objects: Vec<Desired>,
+    /// Objects to remove.
+    pub removals: Vec<Removal>,
+    /// The status to write, when it changed.
+    pub status: Option<StatusWrite<S>>,
+}
+
+impl<S> Default for Effects<S> {
+    fn default() -> Self {
+        Effects {
+            objects: Vec::new(),
+            removals: Vec::new(),
+            status: None,
+        }
+    }
+}
+
+impl<S> Effects<S> {
+    /// Nothing to do.
+    pub fn none() -> Self {
+        Effects::default()
+    }
+
+    /// Whether there is nothing to do.
+    pub fn is_empty(&self) -> bool {
+        self.objects.is_empty() && self.removals.is_empty() && self.status.is_none()
+    }
+}
+
+/// Where the applier finds the live copies of the objects it applies: the
+/// hash they carry in [`DESIRED_HASH`]. Backed by the binary's shared stores.
+pub trait Live: Sync {
+    /// The [`DESIRED_HASH`] of the live object, if a store holds it.
+    fn desired_hash(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Option<String>;
+}
+
+/// No store: every object is applied.
+impl Live for () {
+    fn desired_hash(&self, _: &ApiResource, _: Option<&str>, _: &str) -> Option<String> {
+        None
+    }
+}
+
+/// What [`Writer::perform`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Performed {
+    /// Objects applied.
+    pub applied: usize,
+    /// Objects whose live copy already carried the desired hash.
+    pub unchanged: usize,
+    /// Objects deleted (already gone ones are not counted).
+    pub removed: usize,
+    /// Whether the status was written.
+    pub status: bool,
+}
+
+impl Writer {
+    /// Performs `effects` of a reconcile of a `K` (whose status `S` is written
+    /// last, through `reconciled`, the API of its kind and namespace), skipping
+    /// owned objects whose live copy in `live` is already as desired.
+    pub async fn perform<K, S>(
+        &self,
+        client: &Client,
+        reconciled: &Api<K>,
+        effects: &Effects<S>,
+        live: &(dyn Live + Sync),
+    ) -> Result<Performed, WriteError>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+        S: Serialize,
+    {
+        let mut done = Performed::default();
+        for desired in &effects.objects {
+            let current = live.desired_hash(&desired.resource, desired.namespace(), desired.name());
+            if desired.hash.is_some() && current == desired.hash {
+                done.unchanged += 1;
+                continue;
+            }
+            let api = dynamic_api(client, &desired.resource, desired.namespace());
+            self.apply_dynamic(&api, desired.name(), &desired.object).await?;
+            done.applied += 1;
+        }
+        for removal in &effects.removals {
+            let api = dynamic_api(client, &removal.resource, removal.namespace.as_deref());
+            let params = DeleteParams::background();
+            if self
+                .delete_dynamic(&api, &removal.resource.kind, &removal.name, &params)
+                .await?
+            {
+                done.removed += 1;
+            }
+        }
+        if let Some(write) = &effects.status {
+            self.apply_status(reconciled, &write.name, &write.status).await?;
+            done.status = true;
+        }
+        Ok(done)
+    }
+}
+
+fn dynamic_api(client: &Client, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
+    match namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
+        None => Api::all_with(client.clone(), resource),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        collections::BTreeMap,
+        sync::{Arc, Mutex},
+    };
+
+    use http::{Request, Response};
+    use k8s_openapi::api::core::v1::{ConfigMap, Service};
+    use kube::{api::ObjectMeta, client::Body};
+
+    use super::*;
+    use crate::Leadership;
+
+    /// A client whose API server answers every request with the request's own
+    /// body (or `{}`), and records `METHOD path` of each.
+    fn recording() -> (Client, Arc<Mutex<Vec<String>>>) {
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let record = seen.clone();
+        let service = tower::service_fn(move |request: Request<Body>| {
+            let line = format!("{} {}", request.method(), request.uri().path());
+            record.lock().unwrap().push(line);
+            async move {
+                let body = serde_json::json!({
+                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+                });
+                Ok::<_, std::convert::Infallible>(Response::new(Body::from(
+                    serde_json::to_vec(&body).unwrap(),
+                )))
+            }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    fn config_map(name: &str, data: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                ..ObjectMeta::default()
+            },
+            data: Some(BTreeMap::from([("k".to_owned(), data.to_owned())])),
+            ..ConfigMap::default()
+        }
+    }
+
+    /// Live copies: the hashes a store would hold, by name.
+    struct Hashes(BTreeMap<String, String>);
+
+    impl Live for Hashes {
+        fn desired_hash(&self, _: &ApiResource, _: Option<&str>, name: &str) -> Option<String> {
+            self.0.get(name).cloned()
+        }
+    }
+
+    #[test]
+    fn an_owned_object_carries_the_hash_of_its_content() {
+        let a = Desired::owned(&config_map("a", "1")).unwrap();
+        let same = Desired::owned(&config_map("a", "1")).unwrap();
+        let other = Desired::owned(&config_map("a", "2")).unwrap();
+        let hash = |d: &Desired| d.object.metadata.annotations.as_ref().unwrap()[DESIRED_HASH].clone();
+        assert_eq!(hash(&a), hash(&same));
+        assert_ne!(hash(&a), hash(&other));
+        assert_eq!(a.object.types.as_ref().unwrap().kind, "ConfigMap");
+        assert_eq!((a.namespace(), a.name()), (Some("ns"), "a"));
+        let fields = Desired::fields(&config_map("a", "1")).unwrap();
+        assert!(
+            fields.object.metadata.annotations.is_none(),
+            "fields carry no hash"
+        );
+    }
+
+    #[tokio::test]
+    async fn objects_then_removals_then_status_and_unchanged_objects_are_skipped() {
+        let (client, seen) = recording();
+        let writer = Writer::new(Leadership::standalone(), "olm-rs-test");
+        let unchanged = Desired::owned(&config_map("same", "1")).unwrap();
+        let live = Hashes(BTreeMap::from([(
+            "same".to_owned(),
+            unchanged.hash.clone().unwrap(),
+        )]));
+        let effects = Effects {
+            objects: vec![
+                Desired::owned(&config_map("changed", "2")).unwrap(),
+                unchanged,
+                Desired::fields(&config_map("shared", "3")).unwrap(),
+            ],
+            removals: vec![Removal::of::<Service>(Some("ns"), "old")],
+            status: Some(StatusWrite {
+                name: "x".to_owned(),
+                status: serde_json::json!({"phase": "Done"}),
+            }),
+        };
+        let reconciled: Api<ConfigMap> = Api::namespaced(client.clone(), "ns");
+        let done = writer
+            .perform(&client, &reconciled, &effects, &live)
+            .await
+            .unwrap();
+        assert_eq!(
+            done,
+            Performed {
+                applied: 2,
+                unchanged: 1,
+                removed: 1,
+                status: true
+            }
+        );
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                "PATCH /api/v1/namespaces/ns/configmaps/changed",
+                "PATCH /api/v1/namespaces/ns/configmaps/shared",
+                "DELETE /api/v1/namespaces/ns/services/old",
+                "PATCH /api/v1/namespaces/ns/configmaps/x/status",
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_replica_that_does_not_lead_writes_nothing() {
+        let (client, seen) = recording();
+        let (_tx, rx) = tokio::sync::watch::channel(crate::LeaderState::Following { holder: None });
+        let writer = Writer::new(Leadership::from_receiver(rx), "olm-rs-test");
+        let effects: Effects<()> = Effects {
+            objects: vec![Desired::owned(&config_map("a", "1")).unwrap()],
+            ..Effects::none()
+        };
+        let reconciled: Api<ConfigMap> = Api::namespaced(client.clone(), "ns");
+        let error = writer
+            .perform(&client, &reconciled, &effects, &())
+            .await
+            .unwrap_err();
+        assert!(error.is_not_leader(), "{error}");
+        assert!(seen.lock().unwrap().is_empty());
+    }
+}

@@ -4,8 +4,9 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, Time};
 use olm_api::{
     labels::OPERATOR_LABEL_PREFIX,
-    v1::{ComponentCondition, Components, Operator, OperatorStatus, RichReference},
+    v1::{ComponentCondition, Components, Operator, OperatorSpec, OperatorStatus, RichReference},
 };
+use olm_runtime::effects::{Desired, Effects, Removal, StatusWrite};
 use serde_json::Value;
 
 /// One object that carries an Operator's label.
@@ -37,6 +38,35 @@ pub enum Effect {
     UpdateStatus(OperatorStatus),
     /// No component carries its label any more.
     Delete,
+}
+
+impl Effect {
+    /// The writes this decision takes for the Operator `name`, as the runtime's
+    /// applier performs them: the (empty-spec) Operator, its removal, its status.
+    pub fn effects(&self, name: &str) -> Effects<OperatorStatus> {
+        let mut effects = Effects::none();
+        match self {
+            Effect::Nothing | Effect::Gone => {}
+            Effect::Create(status) => {
+                let operator = Operator::new(name, OperatorSpec {});
+                effects
+                    .objects
+                    .push(Desired::fields(&operator).expect("an Operator serializes"));
+                effects.status = Some(StatusWrite {
+                    name: name.to_owned(),
+                    status: status.clone(),
+                });
+            }
+            Effect::UpdateStatus(status) => {
+                effects.status = Some(StatusWrite {
+                    name: name.to_owned(),
+                    status: status.clone(),
+                });
+            }
+            Effect::Delete => effects.removals.push(Removal::of::<Operator>(None, name)),
+        }
+        effects
+    }
 }
 
 /// The label key of the Operator `name`.
@@ -350,5 +380,31 @@ mod tests {
         for (case, current, components, wanted) in cases {
             assert_eq!(decide(NAME, current.as_ref(), &components), wanted, "{case}");
         }
+    }
+
+    #[test]
+    fn each_decision_maps_to_the_writes_the_applier_performs() {
+        let status = status(NAME, &[component("Deployment", "apps/v1", "db", Some("ops"))]);
+        let created = Effect::Create(status.clone()).effects(NAME);
+        assert_eq!(created.objects.len(), 1);
+        let object = &created.objects[0].object;
+        assert_eq!(object.types.as_ref().unwrap().kind, "Operator");
+        assert_eq!(object.metadata.name.as_deref(), Some(NAME));
+        assert!(
+            object.metadata.annotations.is_none(),
+            "an Operator is not owned whole"
+        );
+        assert_eq!(created.status.as_ref().map(|w| &w.status), Some(&status));
+
+        let updated = Effect::UpdateStatus(status.clone()).effects(NAME);
+        assert!(updated.objects.is_empty() && updated.removals.is_empty());
+        assert_eq!(updated.status.map(|w| w.name), Some(NAME.to_owned()));
+
+        let deleted = Effect::Delete.effects(NAME);
+        assert_eq!(deleted.removals, [Removal::of::<Operator>(None, NAME)]);
+        assert!(deleted.status.is_none());
+
+        assert!(Effect::Nothing.effects(NAME).is_empty());
+        assert!(Effect::Gone.effects(NAME).is_empty());
     }
 }

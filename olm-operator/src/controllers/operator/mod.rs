@@ -31,7 +31,7 @@ use std::{
 
 use futures::{Stream, StreamExt};
 use kube::Api;
-use olm_api::v1::{Operator, OperatorSpec};
+use olm_api::v1::Operator;
 use olm_runtime::{ErrorClass, ReconcileError, apply::WriteError, classify};
 use tokio::sync::mpsc;
 
@@ -119,33 +119,26 @@ pub async fn reconcile(name: &str, ctx: &Context) -> Result<Effect, Error> {
 }
 
 async fn apply(ctx: &Context, api: &Api<Operator>, name: &str, effect: &Effect) -> Result<(), WriteError> {
+    ctx.writer
+        .perform(&ctx.client, api, &effect.effects(name), &())
+        .await?;
     match effect {
-        Effect::Nothing | Effect::Gone => Ok(()),
-        Effect::Create(status) => {
-            ctx.apply(api, &Operator::new(name, OperatorSpec {})).await?;
-            ctx.apply_status(api, name, status).await?;
-            tracing::info!(operator = name, "Operator created");
-            Ok(())
-        }
+        Effect::Nothing | Effect::Gone => {}
+        Effect::Create(_) => tracing::info!(operator = name, "Operator created"),
         Effect::UpdateStatus(status) => {
-            ctx.apply_status(api, name, status).await?;
             let refs = status
                 .components
                 .as_ref()
                 .and_then(|c| c.refs.as_ref())
                 .map_or(0, Vec::len);
             tracing::info!(operator = name, components = refs, "Operator status updated");
-            Ok(())
         }
-        Effect::Delete => {
-            ctx.delete(api, name).await?;
-            tracing::info!(
-                operator = name,
-                "Operator deleted: no component carries its label"
-            );
-            Ok(())
-        }
+        Effect::Delete => tracing::info!(
+            operator = name,
+            "Operator deleted: no component carries its label"
+        ),
     }
+    Ok(())
 }
 
 /// How soon a failed reconcile is tried again, or never (it waits for a change).

@@ -625,7 +625,11 @@ pub enum UpgradeProgress {
 
 /// Where the upgrade of `sub`, installed at `installed` when it began, stands;
 /// `None` while it may still come.
-pub fn upgrade_progress(sub: &Subscription, installed: &str, channel_changed: bool) -> Option<UpgradeProgress> {
+pub fn upgrade_progress(
+    sub: &Subscription,
+    installed: &str,
+    channel_changed: bool,
+) -> Option<UpgradeProgress> {
     let status = sub.status.clone().unwrap_or_default();
     let automatic = sub.spec.install_plan_approval != Some(Approval::Manual);
     if let (Some(current_csv), Some(installed_csv)) = (&status.current_csv, &status.installed_csv)
@@ -968,7 +972,8 @@ mod tests {
 
     #[test]
     fn an_upgrade_is_done_when_an_automatic_subscription_installed_a_newer_csv() {
-        let upgraded = json!({"currentCSV": "demo-db.v1.1.0", "installedCSV": "demo-db.v1.1.0", "lastUpdated": null});
+        let upgraded =
+            json!({"currentCSV": "demo-db.v1.1.0", "installedCSV": "demo-db.v1.1.0", "lastUpdated": null});
         let progress = upgrade_progress(
             &subscription(Approval::Automatic, upgraded.clone()),
             "demo-db.v1.0.0",
@@ -980,9 +985,14 @@ mod tests {
             upgrade_progress(&subscription(Approval::Manual, upgraded), "demo-db.v1.0.0", false),
             None
         );
-        let installing = json!({"currentCSV": "demo-db.v1.1.0", "installedCSV": "demo-db.v1.0.0", "lastUpdated": null});
+        let installing =
+            json!({"currentCSV": "demo-db.v1.1.0", "installedCSV": "demo-db.v1.0.0", "lastUpdated": null});
         assert_eq!(
-            upgrade_progress(&subscription(Approval::Automatic, installing), "demo-db.v1.0.0", false),
+            upgrade_progress(
+                &subscription(Approval::Automatic, installing),
+                "demo-db.v1.0.0",
+                false
+            ),
             None
         );
     }
@@ -1002,15 +1012,34 @@ mod tests {
     #[test]
     fn uninstall_deletes_the_subscription_then_its_csv_then_crds_when_asked() {
         let crds = ["dbs.demo.io".to_owned()];
-        let kinds = |deletions: Vec<(String, String)>| deletions.into_iter().map(|(kind, _)| kind).collect::<Vec<_>>();
+        let kinds = |deletions: Vec<(String, String)>| {
+            deletions.into_iter().map(|(kind, _)| kind).collect::<Vec<_>>()
+        };
         assert_eq!(
-            kinds(uninstall_deletions("demo-db", Some("demo-db.v1.0.0"), &crds, true)),
-            ["Subscription", "ClusterServiceVersion", "CustomResourceDefinition"]
+            kinds(uninstall_deletions(
+                "demo-db",
+                Some("demo-db.v1.0.0"),
+                &crds,
+                true
+            )),
+            [
+                "Subscription",
+                "ClusterServiceVersion",
+                "CustomResourceDefinition"
+            ]
         );
         assert_eq!(
-            kinds(uninstall_deletions("demo-db", Some("demo-db.v1.0.0"), &crds, false)),
+            kinds(uninstall_deletions(
+                "demo-db",
+                Some("demo-db.v1.0.0"),
+                &crds,
+                false
+            )),
             ["Subscription", "ClusterServiceVersion"]
         );
-        assert_eq!(kinds(uninstall_deletions("demo-db", None, &crds, false)), ["Subscription"]);
+        assert_eq!(
+            kinds(uninstall_deletions("demo-db", None, &crds, false)),
+            ["Subscription"]
+        );
     }
 }

@@ -500,40 +500,13 @@ pub async fn upgrade(
     wait: &WaitArgs,
 ) -> Result<(), Error> {
     let mut sub = subscription_of(env, package).await?;
-    let namespace = env.namespace.clone();
     if let Some(channel) = channel
         && sub.spec.channel.as_deref() != Some(channel)
     {
-        // Check the channel against the package's PackageManifest first.
-        let catalog_namespace = vec![sub.spec.catalog_source_namespace.clone()];
-        match catalogs::manifests_of_catalog_namespaces(&env.client, &catalog_namespace).await {
-            Ok(manifests) => {
-                if let Some(manifest) = manifest_of(&sub, &manifests) {
-                    plan::channel_of(manifest, Some(channel))?;
-                }
-            }
-            Err(e) => say(env, format!("warning: channel {channel} is not checked: {e}"))?,
+        match change_channel(env, sub, channel, dry_run).await? {
+            Some(changed) => sub = changed,
+            None => return Ok(()),
         }
-        sub.spec.channel = Some(channel.to_owned());
-        if dry_run.is_dry_run() {
-            let object = clean(objects::to_value(&sub)?);
-            return print_objects(env, dry_run.output.or(Some(Output::Yaml)), &[object]);
-        }
-        let api: Api<Subscription> = Api::namespaced(env.client.clone(), &namespace);
-        let what = format!(
-            "move Subscription {} in {namespace} to channel {channel}",
-            sub.name_any()
-        );
-        let wanted = channel.to_owned();
-        sub = update(&api, &sub.name_any(), &what, |s| {
-            s.spec.channel = Some(wanted.clone())
-        })
-        .await?;
-        writeln!(
-            env.out,
-            "Subscription {} now follows channel {channel}",
-            sub.name_any()
-        )?;
     } else if dry_run.is_dry_run() {
         return Err(Error::Usage(
             "upgrade --dry-run shows a channel change (--channel); approving an InstallPlan is not an object to commit".to_owned(),
@@ -544,11 +517,66 @@ pub async fn upgrade(
         .as_ref()
         .and_then(|s| s.installed_csv.clone())
         .unwrap_or_default();
-    // The catalog-operator resolves the upgrade; wait for its plan.
+    wait_for_upgrade(env, package, to, channel.is_some(), &installed, wait).await
+}
+
+/// Moves `sub` to `channel` (checked against the package's PackageManifest first,
+/// when it can be read) and returns it; `None` when it was only shown (dry run).
+async fn change_channel(
+    env: &mut Env<'_>,
+    mut sub: Subscription,
+    channel: &str,
+    dry_run: &DryRunArgs,
+) -> Result<Option<Subscription>, Error> {
+    let namespace = env.namespace.clone();
+    let catalog_namespace = vec![sub.spec.catalog_source_namespace.clone()];
+    match catalogs::manifests_of_catalog_namespaces(&env.client, &catalog_namespace).await {
+        Ok(manifests) => {
+            if let Some(manifest) = manifest_of(&sub, &manifests) {
+                plan::channel_of(manifest, Some(channel))?;
+            }
+        }
+        Err(e) => say(env, format!("warning: channel {channel} is not checked: {e}"))?,
+    }
+    sub.spec.channel = Some(channel.to_owned());
+    if dry_run.is_dry_run() {
+        let object = clean(objects::to_value(&sub)?);
+        print_objects(env, dry_run.output.or(Some(Output::Yaml)), &[object])?;
+        return Ok(None);
+    }
+    let api: Api<Subscription> = Api::namespaced(env.client.clone(), &namespace);
+    let what = format!(
+        "move Subscription {} in {namespace} to channel {channel}",
+        sub.name_any()
+    );
+    let wanted = channel.to_owned();
+    let sub = update(&api, &sub.name_any(), &what, |s| {
+        s.spec.channel = Some(wanted.clone())
+    })
+    .await?;
+    writeln!(
+        env.out,
+        "Subscription {} now follows channel {channel}",
+        sub.name_any()
+    )?;
+    Ok(Some(sub))
+}
+
+/// Waits for the catalog-operator to resolve the upgrade of `package` (installed
+/// at `installed`): approves its pending InstallPlan (which must reach version
+/// `to`, when given) and waits for its CSVs, or says that it upgraded by itself,
+/// is up to date, or has no upgrade waiting yet.
+async fn wait_for_upgrade(
+    env: &mut Env<'_>,
+    package: &str,
+    to: Option<&str>,
+    channel_changed: bool,
+    installed: &str,
+    wait: &WaitArgs,
+) -> Result<(), Error> {
     let deadline = tokio::time::Instant::now() + wait.duration();
     loop {
         let current = subscription_of(env, package).await?;
-        let status = current.status.clone().unwrap_or_default();
         if let Some(plan) = pending_plan(env, &current).await? {
             if let Some(to) = to {
                 let versions = versions_of(env, &current, &plan.spec.cluster_service_version_names).await?;
@@ -563,31 +591,58 @@ pub async fn upgrade(
             approve_plan(env, &plan).await?;
             return wait_for_csvs(env, &plan, wait).await;
         }
-        let automatic = current.spec.install_plan_approval != Some(Approval::Manual);
-        if let (Some(current_csv), Some(installed_csv)) = (&status.current_csv, &status.installed_csv)
-            && automatic
-            && current_csv != &installed
-            && current_csv == installed_csv
-        {
-            writeln!(env.out, "{package} upgraded to {current_csv}")?;
-            return Ok(());
-        }
-        let up_to_date = status.state == Some(olm_api::v1alpha1::SubscriptionState::AtLatestKnown)
-            && status.installed_csv.as_deref() == Some(installed.as_str())
-            && status.current_csv.as_deref() == Some(installed.as_str());
-        if up_to_date && channel.is_none() {
-            writeln!(env.out, "{package} is up to date at {installed}")?;
-            return Ok(());
+        match upgrade_progress(&current, installed, channel_changed) {
+            Some(UpgradeProgress::Upgraded(csv)) => {
+                writeln!(env.out, "{package} upgraded to {csv}")?;
+                return Ok(());
+            }
+            Some(UpgradeProgress::UpToDate) => {
+                writeln!(env.out, "{package} is up to date at {installed}")?;
+                return Ok(());
+            }
+            None => {}
         }
         if wait.no_wait || tokio::time::Instant::now() >= deadline {
             writeln!(
                 env.out,
-                "No upgrade of {package} is waiting yet (installed: {installed}); `kubectl olm status -n {namespace}` shows its state"
+                "No upgrade of {package} is waiting yet (installed: {installed}); `kubectl olm status -n {}` shows its state",
+                env.namespace
             )?;
             return Ok(());
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// Where an upgrade with no InstallPlan pending stands.
+#[derive(Debug, PartialEq, Eq)]
+pub enum UpgradeProgress {
+    /// An automatic Subscription upgraded by itself to this CSV.
+    Upgraded(String),
+    /// Nothing newer in the channel (and the channel was not changed).
+    UpToDate,
+}
+
+/// Where the upgrade of `sub`, installed at `installed` when it began, stands;
+/// `None` while it may still come.
+pub fn upgrade_progress(
+    sub: &Subscription,
+    installed: &str,
+    channel_changed: bool,
+) -> Option<UpgradeProgress> {
+    let status = sub.status.clone().unwrap_or_default();
+    let automatic = sub.spec.install_plan_approval != Some(Approval::Manual);
+    if let (Some(current_csv), Some(installed_csv)) = (&status.current_csv, &status.installed_csv)
+        && automatic
+        && current_csv != installed
+        && current_csv == installed_csv
+    {
+        return Some(UpgradeProgress::Upgraded(current_csv.clone()));
+    }
+    let up_to_date = status.state == Some(olm_api::v1alpha1::SubscriptionState::AtLatestKnown)
+        && status.installed_csv.as_deref() == Some(installed)
+        && status.current_csv.as_deref() == Some(installed);
+    (up_to_date && !channel_changed).then_some(UpgradeProgress::UpToDate)
 }
 
 /// The version of each of `csvs` that is a bundle of `subscription`'s package in its catalog
@@ -676,17 +731,8 @@ pub async fn uninstall(
     yes: bool,
     dry_run: &DryRunArgs,
 ) -> Result<(), Error> {
-    let namespace = env.namespace.clone();
     let sub = subscription_of(env, package).await?;
-    let status = sub.status.clone().unwrap_or_default();
-    let csv_name = status.installed_csv.or(status.current_csv);
-    let csvs: Api<ClusterServiceVersion> = Api::namespaced(env.client.clone(), &namespace);
-    let csv = match &csv_name {
-        Some(name) => csvs.get_opt(name).await.map_err(Error::kube(format!(
-            "read ClusterServiceVersion {name} in {namespace}"
-        )))?,
-        None => None,
-    };
+    let csv = installed_csv(env, &sub).await?;
     let crds: Vec<String> = csv
         .as_ref()
         .map(|c| c.owned_crds().iter().map(|d| d.name.clone()).collect())
@@ -705,9 +751,50 @@ pub async fn uninstall(
             ));
         }
     }
-    let mut deletions: Vec<(String, String)> = vec![("Subscription".to_owned(), sub.name_any())];
-    if let Some(csv) = &csv {
-        deletions.push(("ClusterServiceVersion".to_owned(), csv.name_any()));
+    if dry_run.is_dry_run() {
+        let csv_name = csv.as_ref().map(ResourceExt::name_any);
+        for (kind, name) in uninstall_deletions(&sub.name_any(), csv_name.as_deref(), &crds, delete_crds) {
+            writeln!(env.out, "{kind} {name} would be deleted (dry run)")?;
+        }
+        return Ok(());
+    }
+    delete_subscription_and_csv(env, &sub, csv.as_ref()).await?;
+    if delete_crds {
+        delete_crds_named(env, &crds).await?;
+    } else if !crds.is_empty() {
+        writeln!(
+            env.out,
+            "CRDs kept (with their custom resources): {}; `--delete-crds` removes them",
+            crds.join(", ")
+        )?;
+    }
+    Ok(())
+}
+
+/// The CSV `sub` installed (or is installing), if it exists.
+async fn installed_csv(env: &Env<'_>, sub: &Subscription) -> Result<Option<ClusterServiceVersion>, Error> {
+    let namespace = &env.namespace;
+    let status = sub.status.clone().unwrap_or_default();
+    let Some(name) = status.installed_csv.or(status.current_csv) else {
+        return Ok(None);
+    };
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(env.client.clone(), namespace);
+    csvs.get_opt(&name).await.map_err(Error::kube(format!(
+        "read ClusterServiceVersion {name} in {namespace}"
+    )))
+}
+
+/// What uninstalling deletes, in order, as (kind, name): the Subscription, its
+/// CSV, and with `delete_crds` the CRDs the CSV owns.
+pub fn uninstall_deletions(
+    subscription: &str,
+    csv: Option<&str>,
+    crds: &[String],
+    delete_crds: bool,
+) -> Vec<(String, String)> {
+    let mut deletions = vec![("Subscription".to_owned(), subscription.to_owned())];
+    if let Some(csv) = csv {
+        deletions.push(("ClusterServiceVersion".to_owned(), csv.to_owned()));
     }
     if delete_crds {
         deletions.extend(
@@ -715,12 +802,16 @@ pub async fn uninstall(
                 .map(|c| ("CustomResourceDefinition".to_owned(), c.clone())),
         );
     }
-    if dry_run.is_dry_run() {
-        for (kind, name) in &deletions {
-            writeln!(env.out, "{kind} {name} would be deleted (dry run)")?;
-        }
-        return Ok(());
-    }
+    deletions
+}
+
+/// Deletes Subscription `sub` and then its CSV `csv`, saying so.
+async fn delete_subscription_and_csv(
+    env: &mut Env<'_>,
+    sub: &Subscription,
+    csv: Option<&ClusterServiceVersion>,
+) -> Result<(), Error> {
+    let namespace = env.namespace.clone();
     let subs: Api<Subscription> = Api::namespaced(env.client.clone(), &namespace);
     subs.delete(&sub.name_any(), &DeleteParams::default())
         .await
@@ -729,7 +820,8 @@ pub async fn uninstall(
             sub.name_any()
         )))?;
     writeln!(env.out, "Subscription {} deleted", sub.name_any())?;
-    if let Some(csv) = &csv {
+    if let Some(csv) = csv {
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(env.client.clone(), &namespace);
         csvs.delete(&csv.name_any(), &DeleteParams::default())
             .await
             .map_err(Error::kube(format!(
@@ -738,26 +830,23 @@ pub async fn uninstall(
             )))?;
         writeln!(env.out, "ClusterServiceVersion {} deleted", csv.name_any())?;
     }
-    if delete_crds {
-        let api: Api<CustomResourceDefinition> = Api::all(env.client.clone());
-        for crd in &crds {
-            match api.delete(crd, &DeleteParams::default()).await {
-                Ok(_) => writeln!(env.out, "CustomResourceDefinition {crd} deleted")?,
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Err(source) => {
-                    return Err(Error::Kube {
-                        what: format!("delete CustomResourceDefinition {crd}"),
-                        source,
-                    });
-                }
+    Ok(())
+}
+
+/// Deletes the CRDs `crds` (those already gone are skipped), saying so.
+async fn delete_crds_named(env: &mut Env<'_>, crds: &[String]) -> Result<(), Error> {
+    let api: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    for crd in crds {
+        match api.delete(crd, &DeleteParams::default()).await {
+            Ok(_) => writeln!(env.out, "CustomResourceDefinition {crd} deleted")?,
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(source) => {
+                return Err(Error::Kube {
+                    what: format!("delete CustomResourceDefinition {crd}"),
+                    source,
+                });
             }
         }
-    } else if !crds.is_empty() {
-        writeln!(
-            env.out,
-            "CRDs kept (with their custom resources): {}; `--delete-crds` removes them",
-            crds.join(", ")
-        )?;
     }
     Ok(())
 }
@@ -867,6 +956,90 @@ mod tests {
         assert_eq!(
             (heads[0].bundle.as_str(), heads[0].version.as_str()),
             ("demo-db.v1.1.0", "1.1.0")
+        );
+    }
+
+    fn subscription(approval: Approval, status: serde_json::Value) -> Subscription {
+        serde_json::from_value(json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+            "metadata": {"name": "demo-db", "namespace": "team"},
+            "spec": {"source": "demo", "sourceNamespace": "olm", "name": "demo-db",
+                     "installPlanApproval": approval},
+            "status": status,
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_upgrade_is_done_when_an_automatic_subscription_installed_a_newer_csv() {
+        let upgraded =
+            json!({"currentCSV": "demo-db.v1.1.0", "installedCSV": "demo-db.v1.1.0", "lastUpdated": null});
+        let progress = upgrade_progress(
+            &subscription(Approval::Automatic, upgraded.clone()),
+            "demo-db.v1.0.0",
+            false,
+        );
+        assert_eq!(progress, Some(UpgradeProgress::Upgraded("demo-db.v1.1.0".into())));
+        // A manual Subscription upgrades only through an approved InstallPlan.
+        assert_eq!(
+            upgrade_progress(&subscription(Approval::Manual, upgraded), "demo-db.v1.0.0", false),
+            None
+        );
+        let installing =
+            json!({"currentCSV": "demo-db.v1.1.0", "installedCSV": "demo-db.v1.0.0", "lastUpdated": null});
+        assert_eq!(
+            upgrade_progress(
+                &subscription(Approval::Automatic, installing),
+                "demo-db.v1.0.0",
+                false
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn an_upgrade_is_up_to_date_at_the_latest_known_unless_the_channel_changed() {
+        let latest = json!({"state": "AtLatestKnown", "currentCSV": "demo-db.v1.0.0",
+                            "installedCSV": "demo-db.v1.0.0", "lastUpdated": null});
+        let sub = subscription(Approval::Automatic, latest);
+        assert_eq!(
+            upgrade_progress(&sub, "demo-db.v1.0.0", false),
+            Some(UpgradeProgress::UpToDate)
+        );
+        assert_eq!(upgrade_progress(&sub, "demo-db.v1.0.0", true), None);
+    }
+
+    #[test]
+    fn uninstall_deletes_the_subscription_then_its_csv_then_crds_when_asked() {
+        let crds = ["dbs.demo.io".to_owned()];
+        let kinds = |deletions: Vec<(String, String)>| {
+            deletions.into_iter().map(|(kind, _)| kind).collect::<Vec<_>>()
+        };
+        assert_eq!(
+            kinds(uninstall_deletions(
+                "demo-db",
+                Some("demo-db.v1.0.0"),
+                &crds,
+                true
+            )),
+            [
+                "Subscription",
+                "ClusterServiceVersion",
+                "CustomResourceDefinition"
+            ]
+        );
+        assert_eq!(
+            kinds(uninstall_deletions(
+                "demo-db",
+                Some("demo-db.v1.0.0"),
+                &crds,
+                false
+            )),
+            ["Subscription", "ClusterServiceVersion"]
+        );
+        assert_eq!(
+            kinds(uninstall_deletions("demo-db", None, &crds, false)),
+            ["Subscription"]
         );
     }
 }

@@ -2,8 +2,6 @@
 //! view, in the manner of `juju status`. Gathering reads the cluster;
 //! [`report`] and [`render`] are pure.
 
-use std::fmt::Write;
-
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, Client, ResourceExt, api::ListParams};
 use olm_api::{
@@ -11,7 +9,7 @@ use olm_api::{
     substrate::Machine,
     v1alpha1::{
         CatalogSource, ClusterServiceVersion, ConditionStatus, ConnectivityState, CsvPhase, InstallPlan,
-        InstallPlanPhase, Subscription, SubscriptionConditionType,
+        InstallPlanPhase, Subscription, SubscriptionConditionType, SubscriptionStatus,
     },
 };
 use serde::Serialize;
@@ -162,148 +160,19 @@ pub fn report(inputs: &Inputs) -> Report {
         .iter()
         .filter(|c| !c.labels().contains_key(labels::COPIED_FROM))
         .collect();
-    let find_csv = |namespace: &str, name: &str| {
-        own_csvs
+    let mut report = Report {
+        operators: inputs
+            .subscriptions
             .iter()
-            .find(|c| ns_of(**c) == namespace && c.name_any() == name)
-            .copied()
+            .map(|sub| operator_row(sub, &own_csvs, &inputs.heads))
+            .collect(),
+        workloads: inputs.deployments.iter().filter_map(deployment_row).collect(),
+        catalogs: inputs.catalogs.iter().map(catalog_row).collect(),
+        approvals: inputs.plans.iter().filter_map(approval_row).collect(),
     };
-    let mut report = Report::default();
-    for sub in &inputs.subscriptions {
-        let namespace = ns_of(sub);
-        let status = sub.status.clone().unwrap_or_default();
-        let csv_name = status
-            .installed_csv
-            .clone()
-            .or(status.current_csv.clone())
-            .unwrap_or_default();
-        let csv = find_csv(&namespace, &csv_name);
-        let version = csv.and_then(|c| c.spec.version.clone()).unwrap_or_default();
-        let channel = sub.spec.channel.clone().unwrap_or_default();
-        let head = inputs.heads.iter().find(|h| {
-            h.catalog_namespace == sub.spec.catalog_source_namespace
-                && h.catalog == sub.spec.catalog_source
-                && h.package == sub.spec.package
-                && h.channel == channel
-        });
-        let mut upgrade = match head {
-            Some(head) if version_newer(&head.version, &version) => {
-                format!("{} ({})", head.version, head.bundle)
-            }
-            _ => String::new(),
-        };
-        if upgrade.is_empty()
-            && let (Some(current), Some(installed)) = (&status.current_csv, &status.installed_csv)
-            && current != installed
-        {
-            upgrade = current.clone();
-        }
-        let failed_condition = status.conditions.iter().flatten().find(|c| {
-            c.status == ConditionStatus::True
-                && matches!(
-                    c.type_,
-                    SubscriptionConditionType::ResolutionFailed
-                        | SubscriptionConditionType::CatalogSourcesUnhealthy
-                        | SubscriptionConditionType::InstallPlanFailed
-                        | SubscriptionConditionType::BundleUnpackFailed
-                )
-        });
-        let (phase, message) = match (csv.and_then(|c| c.status.as_ref()), failed_condition) {
-            (_, Some(condition)) => (
-                format!("{:?}", condition.type_),
-                condition.message.clone().unwrap_or_default(),
-            ),
-            (Some(csv_status), None) => (
-                csv_status.phase.map(|p| format!("{p:?}")).unwrap_or_default(),
-                csv_status.message.clone().unwrap_or_default(),
-            ),
-            (None, None) => (
-                status
-                    .state
-                    .map(|s| format!("{s:?}"))
-                    .unwrap_or_else(|| "Resolving".to_owned()),
-                String::new(),
-            ),
-        };
-        report.operators.push(OperatorRow {
-            namespace: namespace.clone(),
-            package: sub.spec.package.clone(),
-            channel,
-            installed: csv_name,
-            version,
-            upgrade,
-            phase,
-            message,
-        });
-    }
-    for deployment in &inputs.deployments {
-        let Some(owner) = deployment.labels().get(labels::OWNER).cloned() else {
-            continue;
-        };
-        let status = deployment.status.clone().unwrap_or_default();
-        let desired = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-        let ready = status.ready_replicas.unwrap_or(0);
-        let (state, message) = if ready >= desired {
-            ("active", format!("{ready}/{desired} ready"))
-        } else {
-            ("waiting", format!("{ready}/{desired} ready"))
-        };
-        report.workloads.push(WorkloadRow {
-            namespace: ns_of(deployment),
-            operator: owner,
-            kind: "Deployment".to_owned(),
-            name: deployment.name_any(),
-            status: state.to_owned(),
-            message,
-        });
-    }
-    for machine in &inputs.machines {
-        for unit in machine.status.iter().flat_map(|s| s.units.iter().flatten()) {
-            report.workloads.push(WorkloadRow {
-                namespace: ns_of(machine),
-                operator: unit.csv.clone(),
-                kind: "Unit".to_owned(),
-                name: machine.name_any(),
-                status: serde_json::to_value(unit.state)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_owned))
-                    .unwrap_or_default(),
-                message: format!("{} {}", unit.version, unit.message.clone().unwrap_or_default())
-                    .trim()
-                    .to_owned(),
-            });
-        }
-    }
-    for source in &inputs.catalogs {
-        let status = source.status.clone().unwrap_or_default();
-        let state = status
-            .connection_state
-            .as_ref()
-            .map(|s| format!("{:?}", s.last_observed_state).to_uppercase())
-            .unwrap_or_default();
-        report.catalogs.push(CatalogRow {
-            namespace: ns_of(source),
-            name: source.name_any(),
-            source: crate::catalogs::Origin::of(source).kind().to_owned(),
-            state,
-            message: status.message.unwrap_or_default(),
-        });
-    }
-    for plan in &inputs.plans {
-        let waiting = plan
-            .status
-            .as_ref()
-            .is_some_and(|s| s.phase == InstallPlanPhase::RequiresApproval)
-            && !plan.spec.approved;
-        if waiting {
-            report.approvals.push(ApprovalRow {
-                namespace: ns_of(plan),
-                install_plan: plan.name_any(),
-                csvs: plan.spec.cluster_service_version_names.clone(),
-                approve: format!("kubectl olm approve {} -n {}", plan.name_any(), ns_of(plan)),
-            });
-        }
-    }
+    report
+        .workloads
+        .extend(inputs.machines.iter().flat_map(unit_rows));
     report
         .operators
         .sort_by(|a, b| (&a.namespace, &a.package).cmp(&(&b.namespace, &b.package)));
@@ -311,6 +180,160 @@ pub fn report(inputs: &Inputs) -> Report {
         .workloads
         .sort_by(|a, b| (&a.namespace, &a.operator, &a.name).cmp(&(&b.namespace, &b.operator, &b.name)));
     report
+}
+
+/// The row of Subscription `sub`, with the CSV it installed (among `own_csvs`,
+/// the CSVs that are not copies) and its channel's head in `heads`.
+fn operator_row(
+    sub: &Subscription,
+    own_csvs: &[&ClusterServiceVersion],
+    heads: &[ChannelHead],
+) -> OperatorRow {
+    let namespace = ns_of(sub);
+    let status = sub.status.clone().unwrap_or_default();
+    let csv_name = status
+        .installed_csv
+        .clone()
+        .or(status.current_csv.clone())
+        .unwrap_or_default();
+    let csv = own_csvs
+        .iter()
+        .find(|c| ns_of(**c) == namespace && c.name_any() == csv_name)
+        .copied();
+    let version = csv.and_then(|c| c.spec.version.clone()).unwrap_or_default();
+    let channel = sub.spec.channel.clone().unwrap_or_default();
+    let head = heads.iter().find(|h| {
+        h.catalog_namespace == sub.spec.catalog_source_namespace
+            && h.catalog == sub.spec.catalog_source
+            && h.package == sub.spec.package
+            && h.channel == channel
+    });
+    let upgrade = upgrade_of(head, &version, &status);
+    let (phase, message) = phase_and_message(csv, &status);
+    OperatorRow {
+        namespace,
+        package: sub.spec.package.clone(),
+        channel,
+        installed: csv_name,
+        version,
+        upgrade,
+        phase,
+        message,
+    }
+}
+
+/// The upgrade available: the channel's head when newer than `version`, else the
+/// CSV being installed when it is not the installed one; empty when none.
+fn upgrade_of(head: Option<&ChannelHead>, version: &str, status: &SubscriptionStatus) -> String {
+    match head {
+        Some(head) if version_newer(&head.version, version) => format!("{} ({})", head.version, head.bundle),
+        _ => match (&status.current_csv, &status.installed_csv) {
+            (Some(current), Some(installed)) if current != installed => current.clone(),
+            _ => String::new(),
+        },
+    }
+}
+
+/// The operator's phase and message: a failure the Subscription reports, else
+/// its CSV's phase, else the Subscription's state (or `Resolving`).
+fn phase_and_message(csv: Option<&ClusterServiceVersion>, status: &SubscriptionStatus) -> (String, String) {
+    let failed_condition = status.conditions.iter().flatten().find(|c| {
+        c.status == ConditionStatus::True
+            && matches!(
+                c.type_,
+                SubscriptionConditionType::ResolutionFailed
+                    | SubscriptionConditionType::CatalogSourcesUnhealthy
+                    | SubscriptionConditionType::InstallPlanFailed
+                    | SubscriptionConditionType::BundleUnpackFailed
+            )
+    });
+    match (csv.and_then(|c| c.status.as_ref()), failed_condition) {
+        (_, Some(condition)) => (
+            format!("{:?}", condition.type_),
+            condition.message.clone().unwrap_or_default(),
+        ),
+        (Some(csv_status), None) => (
+            csv_status.phase.map(|p| format!("{p:?}")).unwrap_or_default(),
+            csv_status.message.clone().unwrap_or_default(),
+        ),
+        (None, None) => (
+            status
+                .state
+                .map(|s| format!("{s:?}"))
+                .unwrap_or_else(|| "Resolving".to_owned()),
+            String::new(),
+        ),
+    }
+}
+
+/// The workload row of a Deployment an operator owns (`None` when none does).
+fn deployment_row(deployment: &Deployment) -> Option<WorkloadRow> {
+    let owner = deployment.labels().get(labels::OWNER).cloned()?;
+    let status = deployment.status.clone().unwrap_or_default();
+    let desired = deployment.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let ready = status.ready_replicas.unwrap_or(0);
+    let state = if ready >= desired { "active" } else { "waiting" };
+    Some(WorkloadRow {
+        namespace: ns_of(deployment),
+        operator: owner,
+        kind: "Deployment".to_owned(),
+        name: deployment.name_any(),
+        status: state.to_owned(),
+        message: format!("{ready}/{desired} ready"),
+    })
+}
+
+/// The workload rows of the units on a Machine.
+fn unit_rows(machine: &Machine) -> Vec<WorkloadRow> {
+    machine
+        .status
+        .iter()
+        .flat_map(|s| s.units.iter().flatten())
+        .map(|unit| WorkloadRow {
+            namespace: ns_of(machine),
+            operator: unit.csv.clone(),
+            kind: "Unit".to_owned(),
+            name: machine.name_any(),
+            status: serde_json::to_value(unit.state)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            message: format!("{} {}", unit.version, unit.message.clone().unwrap_or_default())
+                .trim()
+                .to_owned(),
+        })
+        .collect()
+}
+
+fn catalog_row(source: &CatalogSource) -> CatalogRow {
+    let status = source.status.clone().unwrap_or_default();
+    let state = status
+        .connection_state
+        .as_ref()
+        .map(|s| format!("{:?}", s.last_observed_state).to_uppercase())
+        .unwrap_or_default();
+    CatalogRow {
+        namespace: ns_of(source),
+        name: source.name_any(),
+        source: crate::catalogs::Origin::of(source).kind().to_owned(),
+        state,
+        message: status.message.unwrap_or_default(),
+    }
+}
+
+/// The row of an InstallPlan waiting for approval (`None` for any other).
+fn approval_row(plan: &InstallPlan) -> Option<ApprovalRow> {
+    let waiting = plan
+        .status
+        .as_ref()
+        .is_some_and(|s| s.phase == InstallPlanPhase::RequiresApproval)
+        && !plan.spec.approved;
+    waiting.then(|| ApprovalRow {
+        namespace: ns_of(plan),
+        install_plan: plan.name_any(),
+        csvs: plan.spec.cluster_service_version_names.clone(),
+        approve: format!("kubectl olm approve {} -n {}", plan.name_any(), ns_of(plan)),
+    })
 }
 
 fn phase_tone(phase: &str) -> Tone {
@@ -335,26 +358,58 @@ fn workload_tone(status: &str) -> Tone {
 
 /// The view as tables; `colour` for a terminal; `namespaces` shows the namespace column.
 pub fn render(report: &Report, colour: bool, namespaces: bool) -> String {
+    let columns = Columns { namespaces };
     let mut out = String::new();
-    let ns = |headers: &[&'static str]| -> Vec<&'static str> {
-        let mut all = if namespaces { vec!["NAMESPACE"] } else { Vec::new() };
+    let operators = operators_table(&report.operators, columns);
+    if operators.is_empty() {
+        out.push_str("No operators.\n");
+    } else {
+        out.push_str(&operators.render(colour));
+    }
+    let others = [
+        (!report.workloads.is_empty()).then(|| workloads_table(&report.workloads, columns)),
+        (!report.catalogs.is_empty()).then(|| catalogs_table(&report.catalogs, columns)),
+        (!report.approvals.is_empty()).then(|| approvals_table(&report.approvals, columns)),
+    ];
+    for table in others.into_iter().flatten() {
+        out.push('\n');
+        out.push_str(&table.render(colour));
+    }
+    out
+}
+
+/// Whether the tables have a namespace column first.
+#[derive(Clone, Copy)]
+struct Columns {
+    namespaces: bool,
+}
+
+impl Columns {
+    fn table(self, headers: &[&'static str]) -> Table {
+        let mut all = if self.namespaces {
+            vec!["NAMESPACE"]
+        } else {
+            Vec::new()
+        };
         all.extend_from_slice(headers);
-        all
-    };
-    let with_ns = |namespace: &str, cells: Vec<Cell>| -> Vec<Cell> {
-        let mut all = if namespaces {
+        Table::new(&all)
+    }
+
+    fn row(self, namespace: &str, cells: Vec<Cell>) -> Vec<Cell> {
+        let mut all = if self.namespaces {
             vec![Cell::from(namespace)]
         } else {
             Vec::new()
         };
         all.extend(cells);
         all
-    };
-    let mut operators = Table::new(&ns(&[
-        "OPERATOR", "CHANNEL", "VERSION", "UPGRADE", "PHASE", "MESSAGE",
-    ]));
-    for row in &report.operators {
-        operators.row(with_ns(
+    }
+}
+
+fn operators_table(rows: &[OperatorRow], columns: Columns) -> Table {
+    let mut table = columns.table(&["OPERATOR", "CHANNEL", "VERSION", "UPGRADE", "PHASE", "MESSAGE"]);
+    for row in rows {
+        table.row(columns.row(
             &row.namespace,
             vec![
                 row.package.as_str().into(),
@@ -366,66 +421,60 @@ pub fn render(report: &Report, colour: bool, namespaces: bool) -> String {
             ],
         ));
     }
-    if operators.is_empty() {
-        out.push_str("No operators.\n");
-    } else {
-        out.push_str(&operators.render(colour));
+    table
+}
+
+fn workloads_table(rows: &[WorkloadRow], columns: Columns) -> Table {
+    let mut table = columns.table(&["WORKLOAD", "KIND", "OPERATOR", "STATUS", "MESSAGE"]);
+    for row in rows {
+        table.row(columns.row(
+            &row.namespace,
+            vec![
+                row.name.as_str().into(),
+                row.kind.as_str().into(),
+                row.operator.as_str().into(),
+                Cell::toned(row.status.clone(), workload_tone(&row.status)),
+                row.message.as_str().into(),
+            ],
+        ));
     }
-    if !report.workloads.is_empty() {
-        let mut workloads = Table::new(&ns(&["WORKLOAD", "KIND", "OPERATOR", "STATUS", "MESSAGE"]));
-        for row in &report.workloads {
-            workloads.row(with_ns(
-                &row.namespace,
-                vec![
-                    row.name.as_str().into(),
-                    row.kind.as_str().into(),
-                    row.operator.as_str().into(),
-                    Cell::toned(row.status.clone(), workload_tone(&row.status)),
-                    row.message.as_str().into(),
-                ],
-            ));
-        }
-        out.push('\n');
-        out.push_str(&workloads.render(colour));
+    table
+}
+
+fn catalogs_table(rows: &[CatalogRow], columns: Columns) -> Table {
+    let mut table = columns.table(&["CATALOG", "SOURCE", "STATE", "MESSAGE"]);
+    for row in rows {
+        let tone = if row.state == "READY" {
+            Tone::Good
+        } else {
+            Tone::Bad
+        };
+        table.row(columns.row(
+            &row.namespace,
+            vec![
+                row.name.as_str().into(),
+                row.source.as_str().into(),
+                Cell::toned(row.state.clone(), tone),
+                row.message.as_str().into(),
+            ],
+        ));
     }
-    if !report.catalogs.is_empty() {
-        let mut catalogs = Table::new(&ns(&["CATALOG", "SOURCE", "STATE", "MESSAGE"]));
-        for row in &report.catalogs {
-            let tone = if row.state == "READY" {
-                Tone::Good
-            } else {
-                Tone::Bad
-            };
-            catalogs.row(with_ns(
-                &row.namespace,
-                vec![
-                    row.name.as_str().into(),
-                    row.source.as_str().into(),
-                    Cell::toned(row.state.clone(), tone),
-                    row.message.as_str().into(),
-                ],
-            ));
-        }
-        out.push('\n');
-        out.push_str(&catalogs.render(colour));
+    table
+}
+
+fn approvals_table(rows: &[ApprovalRow], columns: Columns) -> Table {
+    let mut table = columns.table(&["PENDING APPROVAL", "INSTALLS", "APPROVE WITH"]);
+    for row in rows {
+        table.row(columns.row(
+            &row.namespace,
+            vec![
+                Cell::toned(row.install_plan.clone(), Tone::Busy),
+                row.csvs.join(",").into(),
+                row.approve.as_str().into(),
+            ],
+        ));
     }
-    if !report.approvals.is_empty() {
-        let mut approvals = Table::new(&ns(&["PENDING APPROVAL", "INSTALLS", "APPROVE WITH"]));
-        for row in &report.approvals {
-            approvals.row(with_ns(
-                &row.namespace,
-                vec![
-                    Cell::toned(row.install_plan.clone(), Tone::Busy),
-                    row.csvs.join(",").into(),
-                    row.approve.as_str().into(),
-                ],
-            ));
-        }
-        out.push('\n');
-        out.push_str(&approvals.render(colour));
-    }
-    let _ = write!(out, "");
-    out
+    table
 }
 
 async fn list<K>(api: Api<K>, what: &str, optional: bool, params: &ListParams) -> Result<Vec<K>, Error>
@@ -462,38 +511,84 @@ pub async fn gather(
 ) -> Result<Inputs, Error> {
     let all = ListParams::default();
     let where_ = namespace.map_or_else(|| "all namespaces".to_owned(), |n| format!("namespace {n}"));
+    let in_namespace = |kind: &str| format!("{kind} in {where_}");
     let subscriptions: Vec<Subscription> = list(
         api(client, namespace),
-        &format!("Subscriptions in {where_}"),
+        &in_namespace("Subscriptions"),
         false,
         &all,
     )
     .await?;
     let csvs: Vec<ClusterServiceVersion> = list(
         api(client, namespace),
-        &format!("ClusterServiceVersions in {where_}"),
+        &in_namespace("ClusterServiceVersions"),
         false,
         &all,
     )
     .await?;
-    let plans: Vec<InstallPlan> = list(
-        api(client, namespace),
-        &format!("InstallPlans in {where_}"),
-        false,
-        &all,
-    )
-    .await?;
+    let plans: Vec<InstallPlan> =
+        list(api(client, namespace), &in_namespace("InstallPlans"), false, &all).await?;
     let owned = ListParams::default().labels(labels::OWNER);
-    let deployments: Vec<Deployment> = list(
-        api(client, namespace),
-        &format!("Deployments in {where_}"),
-        true,
-        &owned,
-    )
-    .await?;
+    let deployments: Vec<Deployment> =
+        list(api(client, namespace), &in_namespace("Deployments"), true, &owned).await?;
     let machines: Vec<Machine> = list(api(client, None), "Machines", true, &all).await?;
+    let catalogs = catalogs_of(client, namespace, catalog_namespaces).await?;
     let csv_names: Vec<String> = csvs.iter().map(ResourceExt::name_any).collect();
-    let machines = machines
+    Ok(Inputs {
+        subscriptions,
+        deployments: owned_by(deployments, &csv_names),
+        machines: running_units_of(machines, &csv_names),
+        csvs,
+        plans,
+        catalogs,
+        heads: Vec::new(),
+    })
+}
+
+/// The CatalogSources of every namespace, or (for one namespace) those of
+/// `catalog_namespaces` that can be read.
+async fn catalogs_of(
+    client: &Client,
+    namespace: Option<&str>,
+    catalog_namespaces: &[String],
+) -> Result<Vec<CatalogSource>, Error> {
+    let all = ListParams::default();
+    if namespace.is_none() {
+        return list(api(client, None), "CatalogSources in all namespaces", false, &all).await;
+    }
+    let mut namespaces = catalog_namespaces.to_vec();
+    namespaces.sort();
+    namespaces.dedup();
+    let mut catalogs = Vec::new();
+    for ns in &namespaces {
+        catalogs.extend(
+            list::<CatalogSource>(
+                api(client, Some(ns)),
+                &format!("CatalogSources in namespace {ns}"),
+                true,
+                &all,
+            )
+            .await?,
+        );
+    }
+    Ok(catalogs)
+}
+
+/// The Deployments owned by one of the CSVs `csv_names`.
+fn owned_by(deployments: Vec<Deployment>, csv_names: &[String]) -> Vec<Deployment> {
+    deployments
+        .into_iter()
+        .filter(|d| {
+            d.labels()
+                .get(labels::OWNER)
+                .is_some_and(|o| csv_names.contains(o))
+        })
+        .collect()
+}
+
+/// The Machines running a unit of one of the CSVs `csv_names`.
+fn running_units_of(machines: Vec<Machine>, csv_names: &[String]) -> Vec<Machine> {
+    machines
         .into_iter()
         .filter(|m| {
             m.status
@@ -501,44 +596,7 @@ pub async fn gather(
                 .flat_map(|s| s.units.iter().flatten())
                 .any(|u| csv_names.contains(&u.csv))
         })
-        .collect();
-    let mut catalogs: Vec<CatalogSource> = Vec::new();
-    match namespace {
-        None => catalogs = list(api(client, None), "CatalogSources in all namespaces", false, &all).await?,
-        Some(_) => {
-            let mut namespaces = catalog_namespaces.to_vec();
-            namespaces.sort();
-            namespaces.dedup();
-            for ns in &namespaces {
-                catalogs.extend(
-                    list::<CatalogSource>(
-                        api(client, Some(ns)),
-                        &format!("CatalogSources in namespace {ns}"),
-                        true,
-                        &all,
-                    )
-                    .await?,
-                );
-            }
-        }
-    }
-    let deployments = deployments
-        .into_iter()
-        .filter(|d| {
-            d.labels()
-                .get(labels::OWNER)
-                .is_some_and(|o| csv_names.contains(o))
-        })
-        .collect();
-    Ok(Inputs {
-        subscriptions,
-        csvs,
-        plans,
-        deployments,
-        machines,
-        catalogs,
-        heads: Vec::new(),
-    })
+        .collect()
 }
 
 /// Whether a catalog is READY according to the catalog-operator.

@@ -13,34 +13,30 @@
 
 use std::{
     collections::BTreeMap,
-    path::Path,
+    path::{Path, PathBuf},
     sync::{Arc, OnceLock},
     time::Duration,
 };
 
-use anyhow::Context as _;
 use futures::{FutureExt, StreamExt};
-use k8s_openapi::api::{
-    coordination::v1::Lease,
-    core::v1::{ConfigMap, Secret},
-    discovery::v1::EndpointSlice,
-};
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::ConfigMap, discovery::v1::EndpointSlice};
 use kube::{
-    Api, Client, ResourceExt,
+    Api, Client,
     api::{ApiResource, DynamicObject, ListParams},
     config::{
-        AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
+        AuthInfo, Cluster, Context, InferConfigError, KubeConfigOptions, Kubeconfig, KubeconfigError,
+        NamedAuthInfo, NamedCluster, NamedContext,
     },
     runtime::{reflector::ObjectRef, watcher},
 };
 use olm_api::{
-    substrate::{
-        CREDENTIALS_TOKEN_KEY, JOIN_TOKEN_ID, MACHINE_READY, Machine, MachinePool, REASON_JOIN_TOKEN_USED,
-        UnitStatus, credentials_secret, effective_config_name, machine_name, token_claims,
-    },
+    substrate::{Machine, MachinePool, UnitStatus, effective_config_name, machine_name},
     v1alpha1::StrategyDetailsMachine,
 };
-use olm_runtime::{ErrorClass, Runtime, RuntimeArgs, Shutdown, classify, leader::LeaderElectionArgs};
+use olm_runtime::{
+    ErrorClass, Runtime, RuntimeArgs, RuntimeError, Shutdown, classify, leader::LeaderElectionArgs,
+    reflector::Reflector,
+};
 use tokio::sync::watch;
 
 use crate::{
@@ -50,12 +46,14 @@ use crate::{
     failover::Failover,
     hook_tool::Runs,
     host::{self, HostFacts},
+    join::{JoinError, join},
     machine::{self, Identity},
-    state::{self, StateDir},
+    state::{self, StateDir, StateError},
     units::{
         self, UnitInput, Units,
         plan::{Target, plan},
         privilege::{Ids, Users, hook_ids},
+        reach::ReachError,
         sequence::{Problem, Want},
     },
 };
@@ -63,8 +61,72 @@ use crate::{
 /// The binary's name: the runtime's name and its metrics' `binary`.
 const NAME: &str = "machine-agent";
 
+/// Why the agent could not start, or stopped other than by a shutdown signal.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The state directory could not be opened, read or written.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// The hook user cannot reach the state directory.
+    #[error(transparent)]
+    Reach(#[from] ReachError),
+    /// Neither the flags nor the saved identity name the namespace.
+    #[error("no namespace: give --namespace (or POD_NAMESPACE)")]
+    NoNamespace,
+    /// Neither the flags nor the saved identity name the pool.
+    #[error("no pool: give --pool")]
+    NoPool,
+    /// Nothing names the machine, and the host has nothing to default to.
+    #[error(
+        "no machine identity: give --node-name or --external-id (no machine-id or host name to default to)"
+    )]
+    NoMachineIdentity,
+    /// The machine's name or external id is empty.
+    #[error("the machine identity is empty: give --node-name or --external-id")]
+    EmptyMachineIdentity,
+    /// The kubeconfig given could not be read.
+    #[error("cannot read kubeconfig {}", path.display())]
+    ReadKubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: KubeconfigError,
+    },
+    /// The kubeconfig given does not give a client configuration.
+    #[error("kubeconfig {} does not give a client", path.display())]
+    Kubeconfig {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: KubeconfigError,
+    },
+    /// `--server` with its CA and token do not give a client configuration.
+    #[error("no client configuration for server {server}")]
+    Server {
+        /// The server.
+        server: String,
+        /// Why.
+        #[source]
+        source: KubeconfigError,
+    },
+    /// No flag gives the client configuration, and neither does the environment.
+    #[error("no client configuration: give --kubeconfig or --server, or run in a pod")]
+    NoClientConfig(#[source] InferConfigError),
+    /// The machine could not join its pool.
+    #[error(transparent)]
+    Join(#[from] JoinError),
+    /// The shared runtime could not start, or failed.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The runtime started without calling the agent's client builder.
+    #[error("the runtime did not build the agent's client")]
+    NoClient,
+}
+
 /// Runs the agent until SIGTERM or SIGINT.
-pub async fn run(args: RunArgs) -> anyhow::Result<()> {
+pub async fn run(args: RunArgs) -> Result<(), AgentError> {
     let state = StateDir::open(&args.state_dir)?;
     let users = Users {
         agent: Ids::current(),
@@ -75,22 +137,52 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
     };
     // Before anything else: hooks that could never run must not wait for the first one to say so.
     units::reach::check(state.root(), &users)?;
-    let mut identity = identity(&args, &state)?;
-    let mut config = client_config(&args, &state).await?;
+    let (identity, config) = connect(&args, &state).await?;
+    let (runtime, failover) = start_runtime(&args, &state, config).await?;
+    tracing::info!(
+        machine = identity.machine,
+        pool = identity.pool,
+        namespace = identity.namespace,
+        "starting"
+    );
+    let lease_duration = Duration::from_secs(args.lease_duration_seconds.max(4));
+    let Some(registered) = register(runtime.client(), identity, lease_duration, runtime.shutdown()).await
+    else {
+        return Ok(());
+    };
+    let work = work(&runtime, &args, &state, users, failover, registered);
+    runtime.run(work).await?;
+    Ok(())
+}
+
+/// Who this agent is and how it reaches the API server: an external machine
+/// joins first, and a joined machine connects with its own credentials from then on.
+/// The identity is saved in the state directory.
+async fn connect(args: &RunArgs, state: &StateDir) -> Result<(Identity, kube::Config), AgentError> {
+    let mut identity = identity(args, state)?;
+    let mut config = client_config(args, state).await?;
     if let Some(join_token) = args.join_token_file.as_deref()
         && !state.token_file().is_file()
     {
-        identity.join_token_id = Some(join(join_token, &state, &identity, &config).await?);
+        identity.join_token_id = Some(join(join_token, state, &identity, &config).await?);
     }
     if state.token_file().is_file() {
-        // A joined machine connects with its own credentials from now on.
         config.auth_info = AuthInfo {
             token_file: Some(state.token_file().display().to_string()),
             ..Default::default()
         };
     }
     state::write_json(&state.identity_file(), &identity)?;
+    Ok((identity, config))
+}
 
+/// Starts the shared runtime (not leader-elected) with a client that fails over
+/// between the API server endpoints, resumed from the state directory.
+async fn start_runtime(
+    args: &RunArgs,
+    state: &StateDir,
+    config: kube::Config,
+) -> Result<(Runtime, Failover), AgentError> {
     let saved = state::read_json::<EndpointList>(&state.endpoints_file())?;
     let endpoints = EndpointList::resume(saved, &config.cluster_url.to_string());
     tracing::debug!(?endpoints, "API server endpoints");
@@ -113,62 +205,156 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
         })
         .build()
         .await?;
-    let failover = slot
-        .get()
-        .cloned()
-        .context("the runtime did not build the agent's client")?;
-    let client = runtime.client().clone();
-    let shutdown = runtime.shutdown().clone();
-    tracing::info!(
-        machine = identity.machine,
-        pool = identity.pool,
-        namespace = identity.namespace,
-        "starting"
-    );
+    let failover = slot.get().cloned().ok_or(AgentError::NoClient)?;
+    Ok((runtime, failover))
+}
 
+/// The agent's Machine once registered, with its Lease taken.
+struct Registered {
+    identity: Identity,
+    machines: Api<Machine>,
+    leases: Api<Lease>,
+    machine: Machine,
+    lease_duration: Duration,
+}
+
+/// Registers the Machine (re-adopted when it exists) and takes its Lease,
+/// retrying until both succeed; `None` on shutdown.
+async fn register(
+    client: &Client,
+    identity: Identity,
+    lease_duration: Duration,
+    shutdown: &Shutdown,
+) -> Option<Registered> {
     let machines: Api<Machine> = Api::namespaced(client.clone(), &identity.namespace);
     let leases: Api<Lease> = Api::namespaced(client.clone(), &identity.namespace);
-    let lease_duration = Duration::from_secs(args.lease_duration_seconds.max(4));
-    let Some(registered) = retry("register the Machine", &shutdown, || {
+    let machine = retry("register the Machine", shutdown, || {
         machine::register(&machines, &identity)
     })
-    .await
-    else {
-        return Ok(());
-    };
+    .await?;
     tracing::info!(machine = identity.machine, "Machine registered");
-    if retry("take the Lease", &shutdown, || {
-        machine::take_lease(&leases, &registered, lease_duration)
+    retry("take the Lease", shutdown, || {
+        machine::take_lease(&leases, &machine, lease_duration)
     })
-    .await
-    .is_none()
-    {
-        return Ok(());
+    .await?;
+    Some(Registered {
+        identity,
+        machines,
+        leases,
+        machine,
+        lease_duration,
+    })
+}
+
+/// The watches the agent plans and reports from: the namespace's CSVs and
+/// ConfigMaps, and its own Machine.
+struct Watches {
+    csvs: Reflector<MachineCsv>,
+    config_maps: Reflector<ConfigMap>,
+    own: Reflector<Machine>,
+}
+
+impl Watches {
+    fn new(runtime: &Runtime, registered: &Registered) -> Self {
+        let client = runtime.client();
+        let namespace = &registered.identity.namespace;
+        Watches {
+            csvs: runtime.reflector(
+                Api::namespaced(client.clone(), namespace),
+                watcher::Config::default(),
+            ),
+            config_maps: runtime.reflector(
+                Api::namespaced(client.clone(), namespace),
+                watcher::Config::default(),
+            ),
+            own: runtime.reflector(
+                registered.machines.clone(),
+                watcher::Config::default().fields(&format!("metadata.name={}", registered.identity.machine)),
+            ),
+        }
     }
 
-    let facts = HostFacts::read(config_host(&failover.list().current).as_deref());
-    let registered_at = olm_runtime::conditions::now();
+    /// Any change of a CSV or a ConfigMap: time to plan again.
+    fn plan_triggers(&mut self) -> impl futures::Stream<Item = ()> + Unpin + use<> {
+        futures::stream::select_all([
+            self.csvs.subscribe().map(|_| ()).boxed(),
+            self.csvs.deleted().map(|_| ()).boxed(),
+            self.config_maps.subscribe().map(|_| ()).boxed(),
+            self.config_maps.deleted().map(|_| ()).boxed(),
+        ])
+    }
 
-    let namespaced_csvs: Api<MachineCsv> = Api::namespaced(client.clone(), &identity.namespace);
-    let mut csvs = runtime.reflector(namespaced_csvs, watcher::Config::default());
-    let mut config_maps = runtime.reflector(
-        Api::<ConfigMap>::namespaced(client.clone(), &identity.namespace),
-        watcher::Config::default(),
-    );
-    let mut own = runtime.reflector(
-        machines.clone(),
-        watcher::Config::default().fields(&format!("metadata.name={}", identity.machine)),
-    );
-    let plan_triggers = futures::stream::select_all([
-        csvs.subscribe().map(|_| ()).boxed(),
-        csvs.deleted().map(|_| ()).boxed(),
-        config_maps.subscribe().map(|_| ()).boxed(),
-        config_maps.deleted().map(|_| ()).boxed(),
-    ]);
-    let machine_events = futures::stream::select(own.subscribe().map(|_| ()), own.deleted().map(|_| ()));
+    /// Any change of the agent's own Machine.
+    fn machine_events(&mut self) -> impl futures::Stream<Item = ()> + Unpin + use<> {
+        futures::stream::select(self.own.subscribe().map(|_| ()), self.own.deleted().map(|_| ()))
+    }
 
-    let (statuses, _) = watch::channel(BTreeMap::<String, UnitStatus>::new());
-    let runs = Runs::default();
+    /// Runs the watches (until one ends).
+    fn run(self) -> impl Future<Output = ()> {
+        futures::future::join3(self.csvs.run(), self.config_maps.run(), self.own.run()).map(|_| ())
+    }
+}
+
+/// The agent's loops, until one ends: the heartbeat, the Machine's status (written
+/// on change only), the planner that starts and feeds one task per unit, endpoint
+/// learning, and the hook tool's socket.
+fn work(
+    runtime: &Runtime,
+    args: &RunArgs,
+    state: &StateDir,
+    users: Users,
+    failover: Failover,
+    registered: Registered,
+) -> impl Future<Output = ()> + use<> {
+    let shutdown = runtime.shutdown().clone();
+    let mut watches = Watches::new(runtime, &registered);
+    let (plan_triggers, machine_events) = (watches.plan_triggers(), watches.machine_events());
+    log_hook_users(&users);
+    let socket_group = users.agent.is_root().then_some(users.hook.gid);
+    let units = Arc::new(shared_units(state, &registered.identity, users));
+    let planner = Planner::new(units.clone(), &watches, shutdown.clone());
+    let status = StatusWriter {
+        machines: registered.machines.clone(),
+        identity: registered.identity.clone(),
+        store: watches.own.store(),
+        synced: watches.own.synced(),
+        facts: HostFacts::read(config_host(&failover.list().current).as_deref()),
+        registered_at: olm_runtime::conditions::now(),
+        units: units.statuses.subscribe(),
+        shutdown: shutdown.clone(),
+    };
+    let learn = learn_endpoints(
+        runtime.client().clone(),
+        failover,
+        registered.identity.clone(),
+        Duration::from_secs(args.endpoint_refresh_seconds.max(1)),
+        shutdown.clone(),
+    );
+    let beat = heartbeat(
+        registered.leases,
+        registered.machine,
+        registered.lease_duration,
+        shutdown,
+    );
+    let hook_socket = serve_hook_tool(units.runs.clone(), state.socket_path(), socket_group);
+    let watches = watches.run();
+    async move {
+        let loops = futures::future::join4(
+            planner.run(plan_triggers),
+            status.run(machine_events),
+            learn,
+            beat,
+        );
+        tokio::select! {
+            _ = loops => {},
+            () = watches => {},
+            () = hook_socket => {},
+        }
+    }
+}
+
+/// Says who hooks run as: the hook user when the agent is root, else the agent's user.
+fn log_hook_users(users: &Users) {
     if users.agent.is_root() {
         tracing::info!(
             uid = users.hook.uid,
@@ -181,82 +367,45 @@ pub async fn run(args: RunArgs) -> anyhow::Result<()> {
             "the agent does not run as root: every hook runs as its user, and units marked privileged cannot run"
         );
     }
-    let socket_group = users.agent.is_root().then_some(users.hook.gid);
-    let units = Arc::new(Units {
+}
+
+/// What every unit task of this machine shares.
+fn shared_units(state: &StateDir, identity: &Identity, users: Users) -> Units {
+    let (statuses, _) = watch::channel(BTreeMap::<String, UnitStatus>::new());
+    Units {
         state: state.clone(),
         machine: identity.machine.clone(),
         pool: identity.pool.clone(),
         namespace: identity.namespace.clone(),
-        runs: runs.clone(),
+        runs: Runs::default(),
         users,
         statuses,
-    });
-    let socket = state.socket_path();
+    }
+}
 
-    let planner = Planner {
-        units: units.clone(),
-        csvs: csvs.store(),
-        csvs_synced: csvs.synced(),
-        config_maps: config_maps.store(),
-        config_maps_synced: config_maps.synced(),
-        shutdown: shutdown.clone(),
-    };
-    let status = StatusWriter {
-        machines: machines.clone(),
-        identity: identity.clone(),
-        store: own.store(),
-        synced: own.synced(),
-        facts,
-        registered_at,
-        units: units.statuses.subscribe(),
-        shutdown: shutdown.clone(),
-    };
-    let learn = learn_endpoints(
-        client.clone(),
-        failover.clone(),
-        identity.clone(),
-        Duration::from_secs(args.endpoint_refresh_seconds.max(1)),
-        shutdown.clone(),
-    );
-    let beat = heartbeat(leases, registered, lease_duration, shutdown.clone());
-    let watches = futures::future::join3(csvs.run(), config_maps.run(), own.run());
-    let hook_socket = async move {
-        if let Err(error) = runs.serve(&socket, socket_group).await {
-            tracing::error!(%error, socket = %socket.display(), "the hook tool's socket failed: hooks cannot set their status");
-        }
-        std::future::pending::<()>().await;
-    };
-    let work = async move {
-        let loops = futures::future::join4(
-            planner.run(plan_triggers),
-            status.run(machine_events),
-            learn,
-            beat,
-        );
-        tokio::select! {
-            _ = loops => {},
-            _ = watches => {},
-            () = hook_socket => {},
-        }
-    };
-    runtime.run(work).await?;
-    Ok(())
+/// Serves the hook tool's socket; a failure is logged, and the agent runs on
+/// (hooks then cannot set their status).
+async fn serve_hook_tool(runs: Runs, socket: PathBuf, group: Option<u32>) {
+    if let Err(error) = runs.serve(&socket, group).await {
+        tracing::error!(%error, socket = %socket.display(), "the hook tool's socket failed: hooks cannot set their status");
+    }
+    std::future::pending::<()>().await;
 }
 
 /// Who this agent is: the flags, else the saved identity; the flags win, since a
 /// DaemonSet's pod always gives them.
-fn identity(args: &RunArgs, state: &StateDir) -> anyhow::Result<Identity> {
+fn identity(args: &RunArgs, state: &StateDir) -> Result<Identity, AgentError> {
     let saved = state::read_json::<Identity>(&state.identity_file())?;
     let namespace = args
         .namespace
         .clone()
         .or_else(|| saved.as_ref().map(|s| s.namespace.clone()))
-        .context("no namespace: give --namespace (or POD_NAMESPACE)")?;
+        .ok_or(AgentError::NoNamespace)?;
     let pool = args
         .pool
         .clone()
         .or_else(|| saved.as_ref().map(|s| s.pool.clone()))
-        .context("no pool: give --pool")?;
+        .ok_or(AgentError::NoPool)?;
     let (node_name, external_id) = match (&args.node_name, &args.external_id) {
         (Some(node), _) => (Some(node.clone()), None),
         (None, Some(id)) => (None, Some(host::dns_label(id))),
@@ -264,9 +413,7 @@ fn identity(args: &RunArgs, state: &StateDir) -> anyhow::Result<Identity> {
             Some(saved) => (saved.node_name.clone(), saved.external_id.clone()),
             None => (
                 None,
-                Some(host::default_external_id().context(
-                    "no machine identity: give --node-name or --external-id (no machine-id or host name to default to)",
-                )?),
+                Some(host::default_external_id().ok_or(AgentError::NoMachineIdentity)?),
             ),
         },
     };
@@ -275,7 +422,7 @@ fn identity(args: &RunArgs, state: &StateDir) -> anyhow::Result<Identity> {
         .or(external_id.as_deref())
         .unwrap_or_default();
     if id.is_empty() {
-        anyhow::bail!("the machine identity is empty: give --node-name or --external-id");
+        return Err(AgentError::EmptyMachineIdentity);
     }
     let machine = machine_name(&pool, id);
     // The join token's id stays with the Machine it registered.
@@ -294,13 +441,18 @@ fn identity(args: &RunArgs, state: &StateDir) -> anyhow::Result<Identity> {
 
 /// The client configuration from the flags: a kubeconfig, or a server with its CA
 /// and a token (or join token) file, else in-cluster or KUBECONFIG.
-async fn client_config(args: &RunArgs, state: &StateDir) -> anyhow::Result<kube::Config> {
+async fn client_config(args: &RunArgs, state: &StateDir) -> Result<kube::Config, AgentError> {
     if let Some(path) = &args.kubeconfig {
-        let kubeconfig = Kubeconfig::read_from(path)
-            .with_context(|| format!("cannot read kubeconfig {}", path.display()))?;
+        let kubeconfig = Kubeconfig::read_from(path).map_err(|source| AgentError::ReadKubeconfig {
+            path: path.clone(),
+            source,
+        })?;
         return kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
-            .with_context(|| format!("kubeconfig {} does not give a client", path.display()));
+            .map_err(|source| AgentError::Kubeconfig {
+                path: path.clone(),
+                source,
+            });
     }
     if let Some(server) = &args.server {
         let token = args
@@ -310,16 +462,14 @@ async fn client_config(args: &RunArgs, state: &StateDir) -> anyhow::Result<kube:
             .or_else(|| args.join_token_file.clone());
         return server_config(server, args.ca_file.as_deref(), token.as_deref()).await;
     }
-    kube::Config::infer()
-        .await
-        .context("no client configuration: give --kubeconfig or --server, or run in a pod")
+    kube::Config::infer().await.map_err(AgentError::NoClientConfig)
 }
 
 async fn server_config(
     server: &str,
     ca_file: Option<&Path>,
     token_file: Option<&Path>,
-) -> anyhow::Result<kube::Config> {
+) -> Result<kube::Config, AgentError> {
     let kubeconfig = Kubeconfig {
         clusters: vec![NamedCluster {
             name: "cluster".into(),
@@ -352,125 +502,10 @@ async fn server_config(
     };
     kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
-        .with_context(|| format!("no client configuration for server {server}"))
-}
-
-/// Joins the pool from outside the cluster: with the join token (in
-/// `token_file`), registers the Machine stamped with the token's id, then waits
-/// for olm-operator to issue the machine's own credentials (Secret
-/// `<machine>-credentials`, key `token`) and keeps them in the state directory.
-/// Returns the join token's id. The join token is not used again.
-///
-/// A token that was used or replaced is refused, by the API server (401) or by
-/// olm-operator (the Machine's `Ready` condition says `JoinTokenUsed`): the
-/// agent stops with that message, since only a new token helps.
-async fn join(
-    token_file: &Path,
-    state: &StateDir,
-    identity: &Identity,
-    base: &kube::Config,
-) -> anyhow::Result<String> {
-    let token = std::fs::read_to_string(token_file)
-        .with_context(|| format!("cannot read the join token from {}", token_file.display()))?;
-    let id = token_claims(&token).map(|claims| claims.id).with_context(|| {
-        format!(
-            "{} holds no join token (a ServiceAccount token with an id)",
-            token_file.display()
-        )
-    })?;
-    let mut config = base.clone();
-    config.auth_info = AuthInfo {
-        token_file: Some(token_file.display().to_string()),
-        ..Default::default()
-    };
-    let client = Client::try_from(config).context("cannot build a client with the join token")?;
-    let machines: Api<Machine> = Api::namespaced(client.clone(), &identity.namespace);
-    let joining = Identity {
-        join_token_id: Some(id.clone()),
-        ..identity.clone()
-    };
-    let refused = |error: kube::Error| {
-        let cause = match &error {
-            kube::Error::Api(status) if status.code == 401 => {
-                "the API server no longer accepts this join token: it was used, replaced or has expired; ask for the pool's current token".to_owned()
-            }
-            kube::Error::Api(status) => status.message.clone(),
-            other => other.to_string(),
-        };
-        anyhow::anyhow!(
-            "cannot join Machine {}/{} with the join token from {}: {cause}",
-            identity.namespace,
-            identity.machine,
-            token_file.display()
-        )
-    };
-    // Registered already by an earlier run of this agent with this token (it
-    // stopped before its credentials came): wait for them, do not register again.
-    let existing = machines.get_opt(&identity.machine).await.map_err(refused)?;
-    match existing {
-        Some(machine) if machine.annotations().get(JOIN_TOKEN_ID) == Some(&id) => {}
-        Some(_) => anyhow::bail!(
-            "cannot join Machine {}/{}: it exists, registered by another machine or another join; delete it to join again",
-            identity.namespace,
-            identity.machine
-        ),
-        None => {
-            machine::register(&machines, &joining).await.map_err(refused)?;
-        }
-    }
-    let secrets: Api<Secret> = Api::namespaced(client, &identity.namespace);
-    let secret_name = credentials_secret(&identity.machine);
-    tracing::info!(
-        machine = identity.machine,
-        secret = secret_name,
-        "joined: waiting for the machine's credentials"
-    );
-    for _ in 0..120 {
-        match secrets.get_opt(&secret_name).await {
-            Ok(Some(secret)) => {
-                if let Some(token) = secret.data.as_ref().and_then(|d| d.get(CREDENTIALS_TOKEN_KEY)) {
-                    state::write_file(&state.token_file(), &token.0)?;
-                    tracing::info!(
-                        machine = identity.machine,
-                        "credentials received and kept in the state directory"
-                    );
-                    return Ok(id);
-                }
-            }
-            Err(kube::Error::Api(status)) if status.code == 401 => {
-                return Err(refused(kube::Error::Api(status)));
-            }
-            // Not readable until olm-operator admits the machine.
-            Ok(None) | Err(_) => {}
-        }
-        if let Ok(Some(machine)) = machines.get_opt(&identity.machine).await
-            && let Some(refusal) = join_refusal(&machine)
-        {
-            anyhow::bail!(
-                "olm-operator refused Machine {}/{}: {refusal}",
-                identity.namespace,
-                identity.machine
-            );
-        }
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-    anyhow::bail!(
-        "Machine {}/{} registered, but Secret {secret_name} with its credentials did not appear within 2 minutes: is olm-operator running?",
-        identity.namespace,
-        identity.machine
-    )
-}
-
-/// Why olm-operator refused `machine`'s join, if it did.
-fn join_refusal(machine: &Machine) -> Option<String> {
-    machine
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == MACHINE_READY && c.reason == REASON_JOIN_TOKEN_USED)
-        .map(|c| c.message.clone())
+        .map_err(|source| AgentError::Server {
+            server: server.to_owned(),
+            source,
+        })
 }
 
 /// The host of an endpoint URL, to find the address the machine reaches it from.
@@ -658,6 +693,17 @@ struct UnitHandle {
 }
 
 impl Planner {
+    fn new(units: Arc<Units>, watches: &Watches, shutdown: Shutdown) -> Self {
+        Planner {
+            units,
+            csvs: watches.csvs.store(),
+            csvs_synced: watches.csvs.synced(),
+            config_maps: watches.config_maps.store(),
+            config_maps_synced: watches.config_maps.synced(),
+            shutdown,
+        }
+    }
+
     async fn run(self, mut triggers: impl futures::Stream<Item = ()> + Unpin) {
         let mut handles: BTreeMap<String, UnitHandle> = BTreeMap::new();
         let mut known: BTreeMap<String, String> = BTreeMap::new();

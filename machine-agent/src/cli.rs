@@ -1,10 +1,15 @@
-//! The agent's command line: `machine-agent run` and the hook tool.
+//! The agent's command line: `machine-agent run` and the hook tool, and running them.
 
-use std::{net::SocketAddr, path::PathBuf};
+use std::{net::SocketAddr, path::PathBuf, process::ExitCode};
 
 use clap::{Parser, Subcommand};
 use olm_api::substrate::WorkloadState;
 use olm_runtime::{admin::AdminArgs, telemetry::TelemetryArgs};
+
+use crate::{
+    agent::{self, AgentError},
+    hook_tool::{self, CallError},
+};
 
 /// The olm-rs machine agent.
 #[derive(Parser, Debug)]
@@ -120,6 +125,63 @@ impl RunArgs {
     }
 }
 
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// The async runtime of `machine-agent run` could not start.
+    #[error("cannot start the async runtime")]
+    AsyncRuntime(#[source] std::io::Error),
+    /// The agent could not start, or failed.
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+    /// The hook tool's call failed.
+    #[error(transparent)]
+    Hook(#[from] CallError),
+}
+
+impl Cli {
+    /// Runs the command; a failure is printed with its causes and exits 1.
+    pub fn main(self) -> ExitCode {
+        match self.run() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("machine-agent: {}", error_chain(&error));
+                ExitCode::FAILURE
+            }
+        }
+    }
+
+    /// Runs the command: the agent on its own async runtime, or one call of the hook tool.
+    pub fn run(self) -> Result<(), CommandError> {
+        match self.command {
+            Command::Run(args) => tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .map_err(CommandError::AsyncRuntime)?
+                .block_on(agent::run(*args))?,
+            Command::Hook(HookCommand::StatusSet { state, message }) => {
+                hook_tool::call(hook_tool::Command::StatusSet { state, message })?;
+            }
+            Command::Hook(HookCommand::Log { message }) => {
+                hook_tool::call(hook_tool::Command::Log { message })?
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `error` and its sources, joined by `: `.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -182,5 +244,17 @@ mod tests {
         if std::env::var_os(olm_api::substrate::AGENT_ADMIN_ADDR_ENV).is_none() {
             assert_eq!(run.admin_addr.to_string(), "127.0.0.1:9740");
         }
+    }
+
+    #[test]
+    fn an_error_is_printed_with_its_causes() {
+        let error = CommandError::Hook(CallError::NotInHook {
+            variable: hook_tool::SOCKET_ENV,
+            source: std::env::VarError::NotPresent,
+        });
+        assert_eq!(
+            error_chain(&error),
+            "OLM_RS_AGENT_SOCKET is not set: the hook tool works only inside a hook: environment variable not found"
+        );
     }
 }

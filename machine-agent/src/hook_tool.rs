@@ -178,25 +178,73 @@ impl Runs {
     }
 }
 
+/// Why the hook tool could not deliver a call.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The environment of a hook is missing.
+    #[error("{variable} is not set: the hook tool works only inside a hook")]
+    NotInHook {
+        /// The variable.
+        variable: &'static str,
+        /// Why it cannot be read.
+        #[source]
+        source: std::env::VarError,
+    },
+    /// The agent's socket could not be reached.
+    #[error("cannot reach the agent at {socket}")]
+    Unreachable {
+        /// The socket's path.
+        socket: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The call could not be sent, or its answer read.
+    #[error("cannot talk to the agent at {socket}")]
+    Talk {
+        /// The socket's path.
+        socket: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The agent answered something that is not a reply.
+    #[error("the agent's answer is not a reply")]
+    NotAReply(#[source] serde_json::Error),
+    /// The agent refused the call.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// The hook tool's side: sends `command` to the agent named by the environment.
-pub fn call(command: Command) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let socket = std::env::var(SOCKET_ENV)
-        .with_context(|| format!("{SOCKET_ENV} is not set: the hook tool works only inside a hook"))?;
-    let run = std::env::var(RUN_ENV)
-        .with_context(|| format!("{RUN_ENV} is not set: the hook tool works only inside a hook"))?;
-    let mut stream = std::os::unix::net::UnixStream::connect(&socket)
-        .with_context(|| format!("cannot reach the agent at {socket}"))?;
-    let mut line = serde_json::to_vec(&Request { run, command })?;
+pub fn call(command: Command) -> Result<(), CallError> {
+    let variable = |variable: &'static str| {
+        std::env::var(variable).map_err(|source| CallError::NotInHook { variable, source })
+    };
+    let socket = variable(SOCKET_ENV)?;
+    let run = variable(RUN_ENV)?;
+    let stream =
+        std::os::unix::net::UnixStream::connect(&socket).map_err(|source| CallError::Unreachable {
+            socket: socket.clone(),
+            source,
+        })?;
+    let answer =
+        exchange(stream, &Request { run, command }).map_err(|source| CallError::Talk { socket, source })?;
+    let reply: Reply = serde_json::from_str(&answer).map_err(CallError::NotAReply)?;
+    match reply.error {
+        Some(error) => Err(CallError::Refused(error)),
+        None => Ok(()),
+    }
+}
+
+/// Sends `request` as one JSON line and reads the one line of the answer.
+fn exchange(mut stream: std::os::unix::net::UnixStream, request: &Request) -> std::io::Result<String> {
+    let mut line = serde_json::to_vec(request)?;
     line.push(b'\n');
     stream.write_all(&line)?;
     let mut answer = String::new();
     BufReader::new(stream).read_line(&mut answer)?;
-    let reply: Reply = serde_json::from_str(&answer).context("the agent's answer is not a reply")?;
-    match reply.error {
-        Some(error) => anyhow::bail!(error),
-        None => Ok(()),
-    }
+    Ok(answer)
 }
 
 #[cfg(test)]

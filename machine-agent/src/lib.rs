@@ -2,6 +2,7 @@
 //! a cluster node, or a process on a machine joined from outside).
 //!
 //! - [`agent`]: `machine-agent run`, wiring the parts below on the shared runtime.
+//! - [`join`]: joining a pool from outside the cluster with a join token.
 //! - [`machine`]: registering the Machine, its status, the heartbeat Lease.
 //! - [`units`]: the operators' units and their hooks.
 //! - [`hook_tool`]: `machine-agent hook ...`, the hooks' way back to the agent.
@@ -9,7 +10,7 @@
 //! - [`state`]: the state directory.
 //! - [`csv_view`]: what the agent reads of a CSV.
 //! - [`host`]: the host's facts.
-//! - [`cli`]: the command line.
+//! - [`cli`]: the command line, and running it (the binary's `main`).
 
 pub mod agent;
 pub mod cli;
@@ -18,6 +19,7 @@ pub mod endpoints;
 pub mod failover;
 pub mod hook_tool;
 pub mod host;
+pub mod join;
 pub mod machine;
 pub mod state;
 pub mod units;

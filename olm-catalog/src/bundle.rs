@@ -626,6 +626,73 @@ pub(crate) fn split_channels(s: &str) -> Vec<String> {
         .collect()
 }
 
+/// What a bundle's `metadata/` directory gives: the first file with an
+/// `annotations:` map of bundle annotations, the first with `dependencies`, the
+/// first with `properties`.
+#[derive(Default)]
+struct Metadata {
+    annotations: Option<BTreeMap<String, String>>,
+    dependencies: Option<Vec<Dependency>>,
+    properties: Option<Vec<Property>>,
+}
+
+impl Metadata {
+    /// Reads the files of `dir`; a file that does not parse is skipped with a warning.
+    fn read(dir: &Path, warnings: &mut Vec<String>) -> Result<Metadata, LoadError> {
+        let mut metadata = Metadata::default();
+        for file in files_of(dir)? {
+            let text = docs::read_text(&file)?;
+            match docs::parse_first_document(&file, &text) {
+                Ok(Some(doc)) => metadata.take(&file, &doc)?,
+                Ok(None) => {}
+                Err(e) => warnings.push(format!("skipped: {}", crate::error::display_chain(&e))),
+            }
+        }
+        Ok(metadata)
+    }
+
+    /// Takes from `doc` (of `file`) what is not found yet.
+    fn take(&mut self, file: &Path, doc: &Value) -> Result<(), LoadError> {
+        if self.annotations.is_none()
+            && let Some(map) = doc.get("annotations").and_then(Value::as_object)
+        {
+            let map: BTreeMap<String, String> = map
+                .iter()
+                .filter_map(|(k, v)| Some((k.clone(), scalar_string(v)?)))
+                .collect();
+            if map.keys().any(|k| k.starts_with(annotations::BUNDLE_PREFIX)) {
+                self.annotations = Some(map);
+            }
+        }
+        if self.dependencies.is_none()
+            && let Some(items) = doc
+                .get("dependencies")
+                .and_then(Value::as_array)
+                .filter(|a| !a.is_empty())
+        {
+            let deps = items
+                .iter()
+                .enumerate()
+                .map(|(i, d)| {
+                    Dependency::from_value(d.clone()).map_err(|m| format!("dependencies[{i}]: {m}"))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|m| LoadError::invalid(file, Position::default(), m))?;
+            self.dependencies = Some(deps);
+        }
+        if self.properties.is_none()
+            && let Some(items) = doc
+                .get("properties")
+                .filter(|p| p.as_array().is_some_and(|a| !a.is_empty()))
+        {
+            let props = property::parse_list(items.clone())
+                .map_err(|m| LoadError::invalid(file, Position::default(), m))?;
+            self.properties = Some(props);
+        }
+        Ok(())
+    }
+}
+
 /// Loads a bundle directory. `path` may be the bundle root or a version directory with a nested
 /// `bundle/`.
 pub fn load_bundle_dir(path: impl AsRef<Path>) -> Result<BundleDir, LoadError> {
@@ -642,63 +709,15 @@ pub fn load_bundle_dir(path: impl AsRef<Path>) -> Result<BundleDir, LoadError> {
     let mut objects = read_manifests(&root.join("manifests"), &mut warnings)?;
     let csv_index = take_csv(&mut objects, &root.join("manifests"), &mut warnings)?;
 
-    let mut annotations: Option<BTreeMap<String, String>> = None;
-    let mut dependencies: Option<Vec<Dependency>> = None;
-    let mut properties: Option<Vec<Property>> = None;
-    for file in files_of(&root.join("metadata"))? {
-        let text = docs::read_text(&file)?;
-        let doc = match docs::parse_first_document(&file, &text) {
-            Ok(Some(doc)) => doc,
-            Ok(None) => continue,
-            Err(e) => {
-                warnings.push(format!("skipped: {}", crate::error::display_chain(&e)));
-                continue;
-            }
-        };
-        if annotations.is_none()
-            && let Some(map) = doc.get("annotations").and_then(Value::as_object)
-        {
-            let map: BTreeMap<String, String> = map
-                .iter()
-                .filter_map(|(k, v)| Some((k.clone(), scalar_string(v)?)))
-                .collect();
-            if map.keys().any(|k| k.starts_with(annotations::BUNDLE_PREFIX)) {
-                annotations = Some(map);
-            }
-        }
-        if dependencies.is_none()
-            && let Some(items) = doc
-                .get("dependencies")
-                .and_then(Value::as_array)
-                .filter(|a| !a.is_empty())
-        {
-            let deps = items
-                .iter()
-                .enumerate()
-                .map(|(i, d)| {
-                    Dependency::from_value(d.clone()).map_err(|m| format!("dependencies[{i}]: {m}"))
-                })
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|m| LoadError::invalid(&file, Position::default(), m))?;
-            dependencies = Some(deps);
-        }
-        if properties.is_none()
-            && let Some(items) = doc
-                .get("properties")
-                .filter(|p| p.as_array().is_some_and(|a| !a.is_empty()))
-        {
-            let props = property::parse_list(items.clone())
-                .map_err(|m| LoadError::invalid(&file, Position::default(), m))?;
-            properties = Some(props);
-        }
-    }
-    let annotations = annotations.ok_or_else(|| {
+    let metadata = Metadata::read(&root.join("metadata"), &mut warnings)?;
+    let annotations = metadata.annotations.ok_or_else(|| {
         LoadError::invalid(
             root.join("metadata"),
             Position::default(),
             "no annotations file: no metadata file has an `annotations:` map of bundle annotations",
         )
     })?;
+    let (dependencies, properties) = (metadata.dependencies, metadata.properties);
     let package = annotations
         .get(annotations::PACKAGE)
         .filter(|p| !p.is_empty())

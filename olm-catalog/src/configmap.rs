@@ -67,6 +67,70 @@ pub fn load(path: impl AsRef<Path>) -> Result<ConfigMapRender, RenderError> {
     parse_str(path, &docs::read_text(path)?)
 }
 
+/// Data value `key` of a ConfigMap catalog: a YAML list in a string (none when
+/// the key is absent); errors name the key.
+fn data_list(path: &Path, data: &serde_json::Map<String, Value>, key: &str) -> Result<Vec<Value>, LoadError> {
+    let invalid = |m: String| LoadError::invalid(path, Position::document(1), m);
+    let Some(v) = data.get(key) else {
+        return Ok(Vec::new());
+    };
+    let text = v
+        .as_str()
+        .ok_or_else(|| invalid(format!("data.{key} must be a string")))?;
+    let name = PathBuf::from(format!("{}#data.{key}", path.display()));
+    match docs::parse_first_document(&name, text)? {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => Ok(items),
+        Some(_) => Err(invalid(format!("data.{key} must hold a YAML list"))),
+    }
+}
+
+/// The bundle of CSV number `i` of the ConfigMap, with the CRD documents (of
+/// `crds`, found by API in `by_api`) of the versions it owns; or why it is left out.
+fn csv_bundle(
+    path: &Path,
+    i: usize,
+    csv: Value,
+    crds: &[Manifest],
+    by_api: &BTreeMap<Gvk, usize>,
+    options: &RenderOptions,
+) -> Result<CsvBundle, LeftOut> {
+    let file = PathBuf::from(format!("{}#data.clusterServiceVersions[{i}]", path.display()));
+    let csv = Manifest { file, object: csv };
+    let name = csv.name().to_owned();
+    if csv.kind() != CSV_KIND || name.is_empty() {
+        return Err(LeftOut {
+            bundle: format!("data.clusterServiceVersions[{i}]"),
+            reason: "it is not a ClusterServiceVersion with a metadata.name".to_owned(),
+        });
+    }
+    let mut documents: Vec<usize> = Vec::new();
+    for owned in crate::bundle::Csv(&csv.object).owned_crds() {
+        if let Some(&j) = owned.gvk().and_then(|gvk| by_api.get(&gvk))
+            && !documents.contains(&j)
+        {
+            documents.push(j);
+        }
+    }
+    let mut objects = vec![csv];
+    objects.extend(documents.into_iter().map(|j| crds[j].clone()));
+    let bundle = CsvBundle {
+        path: path.to_path_buf(),
+        objects,
+        csv_index: 0,
+    };
+    match bundle.check(options) {
+        Ok(()) => Ok(bundle),
+        Err(e) => Err(LeftOut {
+            bundle: name,
+            reason: match e {
+                RenderError::Bundle { message, .. } => message,
+                other => other.to_string(),
+            },
+        }),
+    }
+}
+
 /// As [`parse_str`], with render options.
 ///
 /// As operator-registry's ConfigMap loader: CRD documents are keyed by group, version and kind
@@ -93,21 +157,7 @@ pub fn parse_str_with(
         .and_then(Value::as_object)
         .ok_or_else(|| invalid("no `data` map".into()))?;
 
-    // Each data value is a YAML list in a string; errors name the key.
-    let list = |key: &str| -> Result<Vec<Value>, LoadError> {
-        let Some(v) = data.get(key) else {
-            return Ok(Vec::new());
-        };
-        let text = v
-            .as_str()
-            .ok_or_else(|| invalid(format!("data.{key} must be a string")))?;
-        let name = PathBuf::from(format!("{}#data.{key}", path.display()));
-        match docs::parse_first_document(&name, text)? {
-            None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(items)) => Ok(items),
-            Some(_) => Err(invalid(format!("data.{key} must hold a YAML list"))),
-        }
-    };
+    let list = |key: &str| data_list(path, data, key);
     let crds = list(keys::CRDS)?;
     let csvs = list(keys::CSVS)?;
     let packages = list(keys::PACKAGES)?
@@ -133,40 +183,9 @@ pub fn parse_str_with(
     let mut left_out = Vec::new();
     let mut bundles = Vec::new();
     for (i, csv) in csvs.into_iter().enumerate() {
-        let file = PathBuf::from(format!("{}#data.clusterServiceVersions[{i}]", path.display()));
-        let csv = Manifest { file, object: csv };
-        let name = csv.name().to_owned();
-        if csv.kind() != CSV_KIND || name.is_empty() {
-            left_out.push(LeftOut {
-                bundle: format!("data.clusterServiceVersions[{i}]"),
-                reason: "it is not a ClusterServiceVersion with a metadata.name".to_owned(),
-            });
-            continue;
-        }
-        let mut documents: Vec<usize> = Vec::new();
-        for owned in crate::bundle::Csv(&csv.object).owned_crds() {
-            if let Some(&j) = owned.gvk().and_then(|gvk| by_api.get(&gvk))
-                && !documents.contains(&j)
-            {
-                documents.push(j);
-            }
-        }
-        let mut objects = vec![csv];
-        objects.extend(documents.into_iter().map(|j| crds[j].clone()));
-        let bundle = CsvBundle {
-            path: path.to_path_buf(),
-            objects,
-            csv_index: 0,
-        };
-        match bundle.check(options) {
-            Ok(()) => bundles.push(bundle),
-            Err(e) => left_out.push(LeftOut {
-                bundle: name,
-                reason: match e {
-                    RenderError::Bundle { message, .. } => message,
-                    other => other.to_string(),
-                },
-            }),
+        match csv_bundle(path, i, csv, &crds, &by_api, options) {
+            Ok(bundle) => bundles.push(bundle),
+            Err(out) => left_out.push(out),
         }
     }
 

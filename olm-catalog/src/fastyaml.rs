@@ -376,42 +376,7 @@ impl<'a> Parser<'a, '_> {
                             escaped_break = true;
                             break;
                         };
-                        let simple = match e {
-                            '0' => Some('\0'),
-                            'a' => Some('\u{7}'),
-                            'b' => Some('\u{8}'),
-                            't' | '\t' => Some('\t'),
-                            'n' => Some('\n'),
-                            'v' => Some('\u{b}'),
-                            'f' => Some('\u{c}'),
-                            'r' => Some('\r'),
-                            'e' => Some('\u{1b}'),
-                            ' ' => Some(' '),
-                            '"' => Some('"'),
-                            '/' => Some('/'),
-                            '\\' => Some('\\'),
-                            'N' => Some('\u{85}'),
-                            '_' => Some('\u{a0}'),
-                            'L' => Some('\u{2028}'),
-                            'P' => Some('\u{2029}'),
-                            _ => None,
-                        };
-                        if let Some(s) = simple {
-                            out.push(s);
-                        } else {
-                            let len = match e {
-                                'x' => 2,
-                                'u' => 4,
-                                'U' => 8,
-                                _ => return None,
-                            };
-                            let mut code = 0u32;
-                            for _ in 0..len {
-                                let (_, h) = chars.next()?;
-                                code = code * 16 + h.to_digit(16)?;
-                            }
-                            out.push(char::from_u32(code)?);
-                        }
+                        out.push(escaped(e, &mut chars)?);
                         keep = out.len();
                     }
                     c => {
@@ -571,6 +536,50 @@ enum Chomp {
     Clip,
     Strip,
     Keep,
+}
+
+/// The character of escape `\e` in a double-quoted scalar, reading the hex digits
+/// of `\x`, `\u` and `\U` from `chars`; `None` for an invalid escape.
+fn escaped(e: char, chars: &mut std::str::CharIndices<'_>) -> Option<char> {
+    if let Some(c) = simple_escape(e) {
+        return Some(c);
+    }
+    let len = match e {
+        'x' => 2,
+        'u' => 4,
+        'U' => 8,
+        _ => return None,
+    };
+    let mut code = 0u32;
+    for _ in 0..len {
+        let (_, h) = chars.next()?;
+        code = code * 16 + h.to_digit(16)?;
+    }
+    char::from_u32(code)
+}
+
+/// The character of a one-letter escape `\e` in a double-quoted scalar.
+fn simple_escape(e: char) -> Option<char> {
+    match e {
+        '0' => Some('\0'),
+        'a' => Some('\u{7}'),
+        'b' => Some('\u{8}'),
+        't' | '\t' => Some('\t'),
+        'n' => Some('\n'),
+        'v' => Some('\u{b}'),
+        'f' => Some('\u{c}'),
+        'r' => Some('\r'),
+        'e' => Some('\u{1b}'),
+        ' ' => Some(' '),
+        '"' => Some('"'),
+        '/' => Some('/'),
+        '\\' => Some('\\'),
+        'N' => Some('\u{85}'),
+        '_' => Some('\u{a0}'),
+        'L' => Some('\u{2028}'),
+        'P' => Some('\u{2029}'),
+        _ => None,
+    }
 }
 
 /// After a closing quote only white space and a comment may follow.

@@ -123,103 +123,10 @@ pub fn parse_blob(value: Value) -> Result<Blob, String> {
         None => return Err("missing `schema`".to_owned()),
     };
     match schema.as_str() {
-        schema::PACKAGE => {
-            let mut f = object(value, "blob")?;
-            let name = f.req_str("name")?;
-            let icon = match f.0.remove("icon") {
-                None | Some(Value::Null) => None,
-                Some(v) => {
-                    let mut i = object(v, "`icon`")?;
-                    Some(Icon {
-                        base64data: i.opt_str("base64data")?.unwrap_or_default(),
-                        mediatype: i.opt_str("mediatype")?.unwrap_or_default(),
-                    })
-                }
-            };
-            Ok(Blob::Package(Package {
-                default_channel: f.opt_str("defaultChannel")?.filter(|s| !s.is_empty()),
-                icon,
-                description: f.opt_str("description")?,
-                properties: f.properties()?,
-                name,
-            }))
-        }
-        schema::CHANNEL => {
-            let mut f = object(value, "blob")?;
-            let name = f.req_str("name")?;
-            let package = f.req_str("package")?;
-            let entries = f
-                .opt_list("entries")?
-                .into_iter()
-                .enumerate()
-                .map(|(i, e)| {
-                    let mut e = object(e, &format!("`entries[{i}]`"))?;
-                    Ok(ChannelEntry {
-                        name: e.req_str("name").map_err(|m| format!("entries[{i}]: {m}"))?,
-                        replaces: e.opt_str("replaces")?.filter(|s| !s.is_empty()),
-                        skips: e
-                            .opt_str_list("skips")
-                            .map_err(|m| format!("entries[{i}]: {m}"))?,
-                        skip_range: e.opt_str("skipRange")?.filter(|s| !s.is_empty()),
-                    })
-                })
-                .collect::<Result<_, String>>()?;
-            Ok(Blob::Channel(Channel {
-                name,
-                package,
-                entries,
-                properties: f.properties()?,
-            }))
-        }
-        schema::BUNDLE => {
-            let mut f = object(value, "blob")?;
-            let name = f.req_str("name")?;
-            let package = f.req_str("package")?;
-            let related_images = f
-                .opt_list("relatedImages")?
-                .into_iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    let mut r = object(r, &format!("`relatedImages[{i}]`"))?;
-                    Ok(RelatedImage {
-                        name: r.opt_str("name")?.unwrap_or_default(),
-                        image: r.opt_str("image")?.unwrap_or_default(),
-                    })
-                })
-                .collect::<Result<_, String>>()?;
-            Ok(Blob::Bundle(Bundle {
-                image: f.opt_str("image")?.unwrap_or_default(),
-                properties: f.properties()?,
-                related_images,
-                name,
-                package,
-            }))
-        }
-        schema::DEPRECATIONS => {
-            let mut f = object(value, "blob")?;
-            let package = f.req_str("package")?;
-            let entries = f
-                .opt_list("entries")?
-                .into_iter()
-                .enumerate()
-                .map(|(i, e)| {
-                    let at = |m: String| format!("entries[{i}]: {m}");
-                    let mut e = object(e, &format!("`entries[{i}]`"))?;
-                    let r =
-                        e.0.remove("reference")
-                            .ok_or_else(|| at("missing `reference`".into()))?;
-                    let mut r = object(r, "`reference`").map_err(at)?;
-                    Ok(DeprecationEntry {
-                        reference: DeprecationReference {
-                            schema: r.req_str("schema").map_err(at)?,
-                            name: r.opt_str("name").map_err(at)?.filter(|s| !s.is_empty()),
-                        },
-                        message: e.req_str("message").map_err(at)?,
-                    })
-                })
-                .collect::<Result<_, String>>()?;
-            Ok(Blob::Deprecation(Deprecation { package, entries }))
-        }
+        schema::PACKAGE => parse_package(object(value, "blob")?).map(Blob::Package),
+        schema::CHANNEL => parse_channel(object(value, "blob")?).map(Blob::Channel),
+        schema::BUNDLE => parse_bundle(object(value, "blob")?).map(Blob::Bundle),
+        schema::DEPRECATIONS => parse_deprecations(object(value, "blob")?).map(Blob::Deprecation),
         _ => {
             let package = value.get("package").and_then(Value::as_str).map(str::to_owned);
             let name = value.get("name").and_then(Value::as_str).map(str::to_owned);
@@ -231,6 +138,107 @@ pub fn parse_blob(value: Value) -> Result<Blob, String> {
             }))
         }
     }
+}
+
+/// An `olm.package` blob.
+fn parse_package(mut f: Fields) -> Result<Package, String> {
+    let name = f.req_str("name")?;
+    let icon = match f.0.remove("icon") {
+        None | Some(Value::Null) => None,
+        Some(v) => {
+            let mut i = object(v, "`icon`")?;
+            Some(Icon {
+                base64data: i.opt_str("base64data")?.unwrap_or_default(),
+                mediatype: i.opt_str("mediatype")?.unwrap_or_default(),
+            })
+        }
+    };
+    Ok(Package {
+        default_channel: f.opt_str("defaultChannel")?.filter(|s| !s.is_empty()),
+        icon,
+        description: f.opt_str("description")?,
+        properties: f.properties()?,
+        name,
+    })
+}
+
+/// An `olm.channel` blob.
+fn parse_channel(mut f: Fields) -> Result<Channel, String> {
+    let name = f.req_str("name")?;
+    let package = f.req_str("package")?;
+    let entries = f
+        .opt_list("entries")?
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let mut e = object(e, &format!("`entries[{i}]`"))?;
+            Ok(ChannelEntry {
+                name: e.req_str("name").map_err(|m| format!("entries[{i}]: {m}"))?,
+                replaces: e.opt_str("replaces")?.filter(|s| !s.is_empty()),
+                skips: e
+                    .opt_str_list("skips")
+                    .map_err(|m| format!("entries[{i}]: {m}"))?,
+                skip_range: e.opt_str("skipRange")?.filter(|s| !s.is_empty()),
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(Channel {
+        name,
+        package,
+        entries,
+        properties: f.properties()?,
+    })
+}
+
+/// An `olm.bundle` blob.
+fn parse_bundle(mut f: Fields) -> Result<Bundle, String> {
+    let name = f.req_str("name")?;
+    let package = f.req_str("package")?;
+    let related_images = f
+        .opt_list("relatedImages")?
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut r = object(r, &format!("`relatedImages[{i}]`"))?;
+            Ok(RelatedImage {
+                name: r.opt_str("name")?.unwrap_or_default(),
+                image: r.opt_str("image")?.unwrap_or_default(),
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(Bundle {
+        image: f.opt_str("image")?.unwrap_or_default(),
+        properties: f.properties()?,
+        related_images,
+        name,
+        package,
+    })
+}
+
+/// An `olm.deprecations` blob.
+fn parse_deprecations(mut f: Fields) -> Result<Deprecation, String> {
+    let package = f.req_str("package")?;
+    let entries = f
+        .opt_list("entries")?
+        .into_iter()
+        .enumerate()
+        .map(|(i, e)| {
+            let at = |m: String| format!("entries[{i}]: {m}");
+            let mut e = object(e, &format!("`entries[{i}]`"))?;
+            let r =
+                e.0.remove("reference")
+                    .ok_or_else(|| at("missing `reference`".into()))?;
+            let mut r = object(r, "`reference`").map_err(at)?;
+            Ok(DeprecationEntry {
+                reference: DeprecationReference {
+                    schema: r.req_str("schema").map_err(at)?,
+                    name: r.opt_str("name").map_err(at)?.filter(|s| !s.is_empty()),
+                },
+                message: e.req_str("message").map_err(at)?,
+            })
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(Deprecation { package, entries })
 }
 
 /// Parses the text of one catalog file; `path` names it in errors.

@@ -115,64 +115,107 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
         release: None,
     }));
     own.extend(csv.annotation_properties().unwrap_or_default());
+    let mut sorted = BundleProperties::default();
+    sorted.add_own(own);
+    sorted.add_dependencies(&dir.dependencies);
+    sorted.add_apis(dir, &fail)?;
+    let mut properties = sorted.into_properties();
+    properties.extend(bundle_objects(dir, options));
 
-    let mut provided: BTreeSet<Gvk> = BTreeSet::new();
-    let mut required: BTreeSet<Gvk> = BTreeSet::new();
-    let mut package: Option<Property> = None;
-    let mut others: Vec<Property> = Vec::new();
-    for p in own {
-        match p {
-            Property::Gvk(g) => {
-                provided.insert(g);
+    let image = options.image.clone().unwrap_or_default();
+    Ok(Bundle {
+        name,
+        package: dir.package.clone(),
+        related_images: related_images(csv, &image),
+        image,
+        properties,
+    })
+}
+
+/// A bundle's properties by kind, in the order `opm render` writes them.
+#[derive(Default)]
+struct BundleProperties {
+    package: Option<Property>,
+    provided: BTreeSet<Gvk>,
+    required: BTreeSet<Gvk>,
+    package_required: Vec<Property>,
+    others: Vec<Property>,
+}
+
+impl BundleProperties {
+    /// The bundle's own properties: the package, provided APIs, and others.
+    fn add_own(&mut self, own: Vec<Property>) {
+        for p in own {
+            match p {
+                Property::Gvk(g) => {
+                    self.provided.insert(g);
+                }
+                p @ Property::Package(_) => self.package = Some(p),
+                p => self.others.push(p),
             }
-            p @ Property::Package(_) => package = Some(p),
-            p => others.push(p),
         }
     }
-    let mut package_required = Vec::new();
-    for d in &dir.dependencies {
-        match d {
-            Dependency::Gvk(g) => {
-                required.insert(g.clone());
+
+    /// The bundle's dependencies: required APIs and packages, and others.
+    fn add_dependencies(&mut self, dependencies: &[Dependency]) {
+        for d in dependencies {
+            match d {
+                Dependency::Gvk(g) => {
+                    self.required.insert(g.clone());
+                }
+                Dependency::Package { .. } => self.package_required.push(d.to_property()),
+                other => self.others.push(other.to_property()),
             }
-            Dependency::Package { .. } => package_required.push(d.to_property()),
-            other => others.push(other.to_property()),
         }
     }
 
-    // Provided APIs: every version of every CRD object, and owned API services.
-    for crd in dir.crds() {
-        provided.extend(crd.crd_apis());
-    }
-    provided.extend(csv.owned_api_services().iter().map(|a| a.gvk()));
-    // opm refuses a bundle whose CSV owns a CRD that the bundle does not ship.
-    for owned in csv.owned_crds() {
-        let gvk = owned
-            .gvk()
-            .ok_or_else(|| fail(format!("owned CRD name {:?} is not <plural>.<group>", owned.name)))?;
-        if !provided.contains(&gvk) {
-            return Err(fail(format!(
-                "the CSV owns {gvk} ({}) but no CRD in the bundle provides it",
-                owned.name
-            )));
+    /// Provided APIs: every version of every CRD object, and owned API services;
+    /// required APIs: the CSV's required CRDs and API services. opm refuses a
+    /// bundle whose CSV owns a CRD that the bundle does not ship.
+    fn add_apis(&mut self, dir: &BundleDir, fail: &dyn Fn(String) -> RenderError) -> Result<(), RenderError> {
+        let csv = dir.csv();
+        for crd in dir.crds() {
+            self.provided.extend(crd.crd_apis());
         }
+        self.provided
+            .extend(csv.owned_api_services().iter().map(|a| a.gvk()));
+        for owned in csv.owned_crds() {
+            let gvk = owned
+                .gvk()
+                .ok_or_else(|| fail(format!("owned CRD name {:?} is not <plural>.<group>", owned.name)))?;
+            if !self.provided.contains(&gvk) {
+                return Err(fail(format!(
+                    "the CSV owns {gvk} ({}) but no CRD in the bundle provides it",
+                    owned.name
+                )));
+            }
+        }
+        for r in csv.required_crds() {
+            let gvk = r
+                .gvk()
+                .ok_or_else(|| fail(format!("required CRD name {:?} is not <plural>.<group>", r.name)))?;
+            self.required.insert(gvk);
+        }
+        self.required
+            .extend(csv.required_api_services().iter().map(|a| a.gvk()));
+        Ok(())
     }
-    // Required APIs: the CSV's required CRDs and API services.
-    for r in csv.required_crds() {
-        let gvk = r
-            .gvk()
-            .ok_or_else(|| fail(format!("required CRD name {:?} is not <plural>.<group>", r.name)))?;
-        required.insert(gvk);
+
+    /// The properties in order, sorted within their kinds.
+    fn into_properties(self) -> Vec<Property> {
+        let mut properties: Vec<Property> = self.package.into_iter().collect();
+        properties.extend(self.provided.into_iter().map(Property::Gvk));
+        properties.extend(self.required.into_iter().map(Property::GvkRequired));
+        properties.extend(self.package_required);
+        properties.extend(self.others);
+        sort_properties(&mut properties);
+        properties
     }
-    required.extend(csv.required_api_services().iter().map(|a| a.gvk()));
+}
 
-    let mut properties: Vec<Property> = package.into_iter().collect();
-    properties.extend(provided.into_iter().map(Property::Gvk));
-    properties.extend(required.into_iter().map(Property::GvkRequired));
-    properties.extend(package_required);
-    properties.extend(others);
-    sort_properties(&mut properties);
-
+/// The bundle's objects (when `options` asks for them) and its CSV's metadata
+/// (when asked), as properties.
+fn bundle_objects(dir: &BundleDir, options: &RenderOptions) -> Vec<Property> {
     let mut objects: Vec<Property> = Vec::new();
     if options.bundle_objects {
         objects.extend(
@@ -183,18 +226,9 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
         sort_properties(&mut objects);
     }
     if options.csv_metadata {
-        objects.push(Property::CsvMetadata(csv_metadata(csv)));
+        objects.push(Property::CsvMetadata(csv_metadata(dir.csv())));
     }
-    properties.extend(objects);
-
-    let image = options.image.clone().unwrap_or_default();
-    Ok(Bundle {
-        name,
-        package: dir.package.clone(),
-        related_images: related_images(csv, &image),
-        image,
-        properties,
-    })
+    objects
 }
 
 /// Sorts by type, then by the value's JSON text, and drops exact duplicates.
@@ -625,7 +659,65 @@ pub fn render_package_dir_with(
     let ci = read_ci(dir)?;
     let template_file = chosen_template(dir, &ci)?;
     let mut warnings = Vec::new();
+    let version_dirs = version_dirs(dir, &mut warnings)?;
+    if version_dirs.is_empty() {
+        return Err(fail("no bundle directories".into()));
+    }
+    let rendered = crate::par::map(&version_dirs, |d| {
+        render_version(d, options, template_file.as_deref())
+    });
+    let mut bundles = Vec::new();
+    let mut summaries = Vec::new();
+    for r in rendered {
+        let (b, s, w) = r?;
+        warnings.extend(w);
+        bundles.push(b);
+        summaries.push(s);
+    }
+    let package = one_package(&bundles, &summaries).map_err(fail)?;
+    let order = version_order(&summaries);
+    let channels = build_channels(&package, &summaries, &order, ci.mode);
+    let template = template_package(template_file.as_deref())?;
+    let declared = declared_default_channel(template.as_ref(), &summaries, &order);
+    let default_channel = default_channel(declared, &channels, &summaries, &order, &mut warnings);
+    let (icon, description) = match template {
+        Some((_, p)) => (p.icon, p.description),
+        None => {
+            let head = order
+                .iter()
+                .rev()
+                .map(|&i| &summaries[i])
+                .find(|s| s.channels.contains(&default_channel));
+            (
+                head.and_then(|h| h.icon.clone()),
+                head.and_then(|h| h.description.clone()),
+            )
+        }
+    };
+    let pkg = Package {
+        name: package,
+        default_channel: Some(default_channel),
+        icon,
+        description,
+        properties: Vec::new(),
+    };
+    let mut catalog = Catalog {
+        packages: vec![pkg],
+        channels,
+        bundles,
+        ..Catalog::default()
+    };
+    catalog.sort();
+    Ok(PackageRender {
+        catalog,
+        mode: ci.mode,
+        warnings,
+    })
+}
 
+/// The version directories of package directory `dir` (those holding a bundle),
+/// sorted; other directories but `catalog-templates/` are skipped with a warning.
+fn version_dirs(dir: &Path, warnings: &mut Vec<String>) -> Result<Vec<PathBuf>, RenderError> {
     let mut version_dirs = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| LoadError::io(dir, e))? {
         let entry = entry.map_err(|e| LoadError::io(dir, e))?;
@@ -639,76 +731,76 @@ pub fn render_package_dir_with(
         }
     }
     version_dirs.sort();
-    if version_dirs.is_empty() {
-        return Err(fail("no bundle directories".into()));
-    }
+    Ok(version_dirs)
+}
 
-    let rendered = crate::par::map(
-        &version_dirs,
-        |d| -> Result<(Bundle, Summary, Vec<String>), RenderError> {
-            let b = bundle::load_bundle_dir(d)?;
-            let bundle = render_bundle(&b, options)?;
-            let csv = b.csv();
-            let mut summary = Summary {
-                dir: b.path.clone(),
-                name: bundle.name.clone(),
-                version: Version::new(csv.version().unwrap_or_default()),
-                channels: b.channels.clone(),
-                default_channel: b.default_channel.clone(),
-                replaces: csv.replaces().map(str::to_owned),
-                skips: csv.skips(),
-                skip_range: csv.skip_range().map(str::to_owned),
-                icon: csv.icon(),
-                description: csv.description().map(str::to_owned),
-            };
-            // Packages built from catalog templates take channels and edges from the release config.
-            if let Some(rc) = release_config(d, template_file.as_deref())? {
-                let strs = |k: &str| -> Vec<String> {
-                    rc.get(k)
-                        .and_then(Value::as_array)
-                        .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
-                        .unwrap_or_default()
-                };
-                let channels = strs("channels");
-                if !channels.is_empty() {
-                    summary.channels = channels;
-                }
-                summary.replaces = rc.get("replaces").and_then(Value::as_str).map(str::to_owned);
-                summary.skips = strs("skips");
-                summary.skip_range = rc.get("skipRange").and_then(Value::as_str).map(str::to_owned);
-            }
-            Ok((bundle, summary, b.warnings))
-        },
-    );
-    let mut bundles = Vec::new();
-    let mut summaries = Vec::new();
-    for r in rendered {
-        let (b, s, w) = r?;
-        warnings.extend(w);
-        bundles.push(b);
-        summaries.push(s);
+/// Loads and renders the bundle of version directory `d`, with what channel
+/// building needs of it and its warnings.
+fn render_version(
+    d: &Path,
+    options: &RenderOptions,
+    template_file: Option<&Path>,
+) -> Result<(Bundle, Summary, Vec<String>), RenderError> {
+    let b = bundle::load_bundle_dir(d)?;
+    let bundle = render_bundle(&b, options)?;
+    let csv = b.csv();
+    let mut summary = Summary {
+        dir: b.path.clone(),
+        name: bundle.name.clone(),
+        version: Version::new(csv.version().unwrap_or_default()),
+        channels: b.channels.clone(),
+        default_channel: b.default_channel.clone(),
+        replaces: csv.replaces().map(str::to_owned),
+        skips: csv.skips(),
+        skip_range: csv.skip_range().map(str::to_owned),
+        icon: csv.icon(),
+        description: csv.description().map(str::to_owned),
+    };
+    // Packages built from catalog templates take channels and edges from the release config.
+    if let Some(rc) = release_config(d, template_file)? {
+        let strs = |k: &str| -> Vec<String> {
+            rc.get(k)
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect())
+                .unwrap_or_default()
+        };
+        let channels = strs("channels");
+        if !channels.is_empty() {
+            summary.channels = channels;
+        }
+        summary.replaces = rc.get("replaces").and_then(Value::as_str).map(str::to_owned);
+        summary.skips = strs("skips");
+        summary.skip_range = rc.get("skipRange").and_then(Value::as_str).map(str::to_owned);
     }
+    Ok((bundle, summary, b.warnings))
+}
 
+/// The one package of `bundles`; `Err` says why there is not exactly one, or
+/// names a bundle in two directories.
+fn one_package(bundles: &[Bundle], summaries: &[Summary]) -> Result<String, String> {
     let package = bundles[0].package.clone();
     if let Some(other) = bundles.iter().find(|b| b.package != package) {
-        return Err(fail(format!(
+        return Err(format!(
             "bundles of two packages: {} and {}",
             package, other.package
-        )));
+        ));
     }
     let mut seen: BTreeMap<&str, &Path> = BTreeMap::new();
-    for s in &summaries {
+    for s in summaries {
         if let Some(first) = seen.insert(&s.name, &s.dir) {
-            return Err(fail(format!(
+            return Err(format!(
                 "bundle {} is in both {} and {}",
                 s.name,
                 first.display(),
                 s.dir.display()
-            )));
+            ));
         }
     }
+    Ok(package)
+}
 
-    // Ascending version order (name breaks ties), the order channels list entries in.
+/// Ascending version order (name breaks ties), the order channels list entries in.
+fn version_order(summaries: &[Summary]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..summaries.len()).collect();
     order.sort_by(|&a, &b| {
         summaries[a]
@@ -716,86 +808,61 @@ pub fn render_package_dir_with(
             .cmp_precedence(&summaries[b].version)
             .then_with(|| summaries[a].name.cmp(&summaries[b].name))
     });
-    let channels = build_channels(&package, &summaries, &order, ci.mode);
+    order
+}
 
-    let template = template_package(template_file.as_deref())?;
-    let exists = |c: &str| channels.iter().any(|ch| ch.name == c);
-    let mut default_channel = None;
-    let mut declared: Option<(String, String)> = None;
-    if let Some((file, p)) = &template
+/// The default channel declared, and by what: the template's, else the
+/// default-channel annotation of the highest version that has one.
+fn declared_default_channel(
+    template: Option<&(PathBuf, Package)>,
+    summaries: &[Summary],
+    order: &[usize],
+) -> Option<(String, String)> {
+    if let Some((file, p)) = template
         && let Some(d) = &p.default_channel
     {
-        declared = Some((d.clone(), format!("template {}", file.display())));
+        return Some((d.clone(), format!("template {}", file.display())));
     }
-    if declared.is_none()
-        && let Some(&i) = order
-            .iter()
-            .rev()
-            .find(|&&i| summaries[i].default_channel.is_some())
-    {
-        let d = summaries[i].default_channel.clone().unwrap_or_default();
-        declared = Some((d, format!("annotations of {}", summaries[i].name)));
-    }
+    let &i = order
+        .iter()
+        .rev()
+        .find(|&&i| summaries[i].default_channel.is_some())?;
+    let d = summaries[i].default_channel.clone().unwrap_or_default();
+    Some((d, format!("annotations of {}", summaries[i].name)))
+}
+
+/// The default channel: the `declared` one when it has a bundle here, else the
+/// only channel, else the channel of the highest version (first by name); a
+/// fallback is warned about unless it is the only channel and none was declared.
+fn default_channel(
+    declared: Option<(String, String)>,
+    channels: &[Channel],
+    summaries: &[Summary],
+    order: &[usize],
+    warnings: &mut Vec<String>,
+) -> String {
     if let Some((d, from)) = &declared {
-        if exists(d) {
-            default_channel = Some(d.clone());
-        } else {
-            warnings.push(format!(
-                "default channel {d:?} (from the {from}) has no bundle in this directory"
-            ));
+        if channels.iter().any(|ch| ch.name == *d) {
+            return d.clone();
         }
+        warnings.push(format!(
+            "default channel {d:?} (from the {from}) has no bundle in this directory"
+        ));
     }
-    if default_channel.is_none() {
-        let only = channels.len() == 1;
-        let fallback = if only {
-            channels[0].name.clone()
-        } else {
-            // The channel of the highest version, first by name.
-            let top = &summaries[order[order.len() - 1]];
-            let mut cs = top.channels.clone();
-            cs.sort();
-            cs.into_iter().next().unwrap_or_default()
-        };
-        if declared.is_some() || !only {
-            warnings.push(format!("default channel set to {fallback:?}"));
-        }
-        default_channel = Some(fallback);
+    let only = channels.len() == 1;
+    let fallback = if only {
+        channels[0].name.clone()
+    } else {
+        // The channel of the highest version, first by name.
+        let top = &summaries[order[order.len() - 1]];
+        let mut cs = top.channels.clone();
+        cs.sort();
+        cs.into_iter().next().unwrap_or_default()
+    };
+    if declared.is_some() || !only {
+        warnings.push(format!("default channel set to {fallback:?}"));
     }
-
-    let (icon, description) = match template {
-        Some((_, p)) => (p.icon, p.description),
-        None => {
-            let head = order
-                .iter()
-                .rev()
-                .map(|&i| &summaries[i])
-                .find(|s| default_channel.as_ref().is_some_and(|d| s.channels.contains(d)));
-            (
-                head.and_then(|h| h.icon.clone()),
-                head.and_then(|h| h.description.clone()),
-            )
-        }
-    };
-    let pkg = Package {
-        name: package,
-        default_channel,
-        icon,
-        description,
-        properties: Vec::new(),
-    };
-
-    let mut catalog = Catalog {
-        packages: vec![pkg],
-        channels,
-        bundles,
-        ..Catalog::default()
-    };
-    catalog.sort();
-    Ok(PackageRender {
-        catalog,
-        mode: ci.mode,
-        warnings,
-    })
+    fallback
 }
 
 fn build_channels(package: &str, summaries: &[Summary], order: &[usize], mode: GraphMode) -> Vec<Channel> {
@@ -1006,5 +1073,65 @@ mod tests {
         assert_eq!(stable.entries[1].skip_range.as_deref(), Some(">=1.0.0 <1.2.0"));
         assert_eq!(c.bundles.len(), 3);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn summary(name: &str, version: &str, channels: &[&str]) -> Summary {
+        Summary {
+            dir: PathBuf::from(name),
+            name: name.to_owned(),
+            version: Version::new(version),
+            channels: channels.iter().map(|c| (*c).to_owned()).collect(),
+            default_channel: None,
+            replaces: None,
+            skips: Vec::new(),
+            skip_range: None,
+            icon: None,
+            description: None,
+        }
+    }
+
+    fn channel(name: &str) -> Channel {
+        Channel {
+            name: name.to_owned(),
+            package: "foo".to_owned(),
+            entries: Vec::new(),
+            properties: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_default_channel_falls_back_to_the_highest_versions_channel_with_a_warning() {
+        let summaries = [
+            summary("foo.v1", "1.0.0", &["stable"]),
+            summary("foo.v2", "2.0.0", &["fast", "stable"]),
+        ];
+        let order = version_order(&summaries);
+        let channels = [channel("fast"), channel("stable")];
+        let mut warnings = Vec::new();
+        let declared = Some(("stable".to_owned(), "annotations of foo.v2".to_owned()));
+        assert_eq!(
+            default_channel(declared, &channels, &summaries, &order, &mut warnings),
+            "stable"
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
+        let declared = Some(("beta".to_owned(), "annotations of foo.v2".to_owned()));
+        assert_eq!(
+            default_channel(declared, &channels, &summaries, &order, &mut warnings),
+            "fast"
+        );
+        assert_eq!(
+            warnings,
+            [
+                "default channel \"beta\" (from the annotations of foo.v2) has no bundle in this directory",
+                "default channel set to \"fast\"",
+            ]
+        );
+        // The only channel, none declared: no warning.
+        let mut warnings = Vec::new();
+        assert_eq!(
+            default_channel(None, &channels[1..], &summaries, &order, &mut warnings),
+            "stable"
+        );
+        assert!(warnings.is_empty(), "{warnings:?}");
     }
 }

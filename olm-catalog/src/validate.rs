@@ -3,13 +3,10 @@
 //! has exactly one valid `olm.package`, and every channel's replaces chain has one head and reaches
 //! all its entries.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    fmt,
-};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::{
-    model::{Catalog, Channel, schema},
+    model::{Bundle, Catalog, Channel, schema},
     property::Property,
 };
 
@@ -23,14 +20,16 @@ pub enum Severity {
 }
 
 /// One problem found in a catalog.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ValidationError {
     /// Two `olm.package` blobs with the same name.
+    #[error("package {package:?} is defined more than once")]
     DuplicatePackage {
         /// Package.
         package: String,
     },
     /// Two channels of a package with the same name.
+    #[error("package {package:?}: channel {channel:?} is defined more than once")]
     DuplicateChannel {
         /// Package.
         package: String,
@@ -38,6 +37,7 @@ pub enum ValidationError {
         channel: String,
     },
     /// Two bundles of a package with the same name.
+    #[error("package {package:?}: bundle {bundle:?} is defined more than once")]
     DuplicateBundle {
         /// Package.
         package: String,
@@ -45,6 +45,7 @@ pub enum ValidationError {
         bundle: String,
     },
     /// A channel or bundle of a package that has no `olm.package` blob.
+    #[error("{schema} {name:?} belongs to package {package:?}, which is not defined")]
     UnknownPackage {
         /// `olm.channel`, `olm.bundle` or `olm.deprecations`.
         schema: &'static str,
@@ -54,16 +55,19 @@ pub enum ValidationError {
         name: String,
     },
     /// A package without channels.
+    #[error("package {package:?} has no channels")]
     NoChannels {
         /// Package.
         package: String,
     },
     /// A package without a default channel.
+    #[error("package {package:?} has no default channel")]
     NoDefaultChannel {
         /// Package.
         package: String,
     },
     /// The default channel is not a channel of the package.
+    #[error("package {package:?}: default channel {channel:?} is not one of its channels")]
     DefaultChannelMissing {
         /// Package.
         package: String,
@@ -71,6 +75,7 @@ pub enum ValidationError {
         channel: String,
     },
     /// A channel without entries.
+    #[error("package {package:?}: channel {channel:?} has no entries")]
     EmptyChannel {
         /// Package.
         package: String,
@@ -78,6 +83,7 @@ pub enum ValidationError {
         channel: String,
     },
     /// A bundle listed twice in one channel.
+    #[error("package {package:?}: channel {channel:?} lists bundle {bundle:?} more than once")]
     DuplicateEntry {
         /// Package.
         package: String,
@@ -87,6 +93,7 @@ pub enum ValidationError {
         bundle: String,
     },
     /// A channel entry names a bundle the package does not have.
+    #[error("package {package:?}: channel {channel:?} lists bundle {bundle:?}, which is not in the catalog")]
     MissingBundle {
         /// Package.
         package: String,
@@ -96,6 +103,7 @@ pub enum ValidationError {
         bundle: String,
     },
     /// An empty name in an entry's `skips`.
+    #[error("package {package:?}: channel {channel:?}: entry {bundle:?} has an empty skip")]
     EmptySkip {
         /// Package.
         package: String,
@@ -105,6 +113,7 @@ pub enum ValidationError {
         bundle: String,
     },
     /// A bundle that no channel lists.
+    #[error("package {package:?}: bundle {bundle:?} is in no channel")]
     BundleInNoChannel {
         /// Package.
         package: String,
@@ -112,6 +121,9 @@ pub enum ValidationError {
         bundle: String,
     },
     /// A bundle with no, or more than one, `olm.package` property.
+    #[error(
+        "package {package:?}: bundle {bundle:?} must have exactly one olm.package property, it has {count}"
+    )]
     PackagePropertyCount {
         /// Package.
         package: String,
@@ -121,6 +133,9 @@ pub enum ValidationError {
         count: usize,
     },
     /// A bundle whose `olm.package` names another package.
+    #[error(
+        "package {package:?}: bundle {bundle:?} has an olm.package property for package {property_package:?}"
+    )]
     PackagePropertyMismatch {
         /// Package of the bundle blob.
         package: String,
@@ -130,6 +145,7 @@ pub enum ValidationError {
         property_package: String,
     },
     /// A bundle version that is not semver.
+    #[error("package {package:?}: bundle {bundle:?} has version {version:?}, which is not semver: {reason}")]
     InvalidVersion {
         /// Package.
         package: String,
@@ -141,6 +157,7 @@ pub enum ValidationError {
         reason: String,
     },
     /// Two bundles of a package with the same version.
+    #[error("package {package:?}: bundles {} have the same version {version:?}", bundles.join(", "))]
     DuplicateVersion {
         /// Package.
         package: String,
@@ -150,6 +167,7 @@ pub enum ValidationError {
         bundles: Vec<String>,
     },
     /// A bundle with neither an image nor bundle objects: nothing to install.
+    #[error("package {package:?}: bundle {bundle:?} has neither an image nor bundle objects")]
     NoImage {
         /// Package.
         package: String,
@@ -158,6 +176,7 @@ pub enum ValidationError {
     },
     /// A deprecation entry pointing at a channel or bundle the package does not have, or of an
     /// unknown schema.
+    #[error("package {package:?}: deprecation of {schema} {name:?} refers to nothing in the package")]
     BadDeprecationReference {
         /// Package.
         package: String,
@@ -167,6 +186,7 @@ pub enum ValidationError {
         name: String,
     },
     /// No entry of the channel is left without an incoming `replaces`/`skips` edge.
+    #[error("package {package:?}: channel {channel:?} has no head (every entry is replaced or skipped)")]
     NoChannelHead {
         /// Package.
         package: String,
@@ -174,6 +194,7 @@ pub enum ValidationError {
         channel: String,
     },
     /// More than one entry has no incoming edge: the channel forks.
+    #[error("package {package:?}: channel {channel:?} has several heads: {}", heads.join(", "))]
     MultipleChannelHeads {
         /// Package.
         package: String,
@@ -183,6 +204,7 @@ pub enum ValidationError {
         heads: Vec<String>,
     },
     /// The replaces chain from the head loops.
+    #[error("package {package:?}: channel {channel:?} has a replaces cycle: {}", chain.join(" -> "))]
     ReplacesCycle {
         /// Package.
         package: String,
@@ -192,6 +214,7 @@ pub enum ValidationError {
         chain: Vec<String>,
     },
     /// Entries the replaces chain from the head never reaches, and no entry skips.
+    #[error("package {package:?}: channel {channel:?}: no upgrade path from the head reaches {}", bundles.join(", "))]
     StrandedBundles {
         /// Package.
         package: String,
@@ -242,219 +265,88 @@ impl ValidationError {
     }
 }
 
-impl fmt::Display for ValidationError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::DuplicatePackage { package } => write!(f, "package {package:?} is defined more than once"),
-            Self::DuplicateChannel { package, channel } => {
-                write!(
-                    f,
-                    "package {package:?}: channel {channel:?} is defined more than once"
-                )
-            }
-            Self::DuplicateBundle { package, bundle } => {
-                write!(
-                    f,
-                    "package {package:?}: bundle {bundle:?} is defined more than once"
-                )
-            }
-            Self::UnknownPackage {
-                schema,
-                package,
-                name,
-            } => {
-                write!(
-                    f,
-                    "{schema} {name:?} belongs to package {package:?}, which is not defined"
-                )
-            }
-            Self::NoChannels { package } => write!(f, "package {package:?} has no channels"),
-            Self::NoDefaultChannel { package } => write!(f, "package {package:?} has no default channel"),
-            Self::DefaultChannelMissing { package, channel } => {
-                write!(
-                    f,
-                    "package {package:?}: default channel {channel:?} is not one of its channels"
-                )
-            }
-            Self::EmptyChannel { package, channel } => {
-                write!(f, "package {package:?}: channel {channel:?} has no entries")
-            }
-            Self::DuplicateEntry {
-                package,
-                channel,
-                bundle,
-            } => {
-                write!(
-                    f,
-                    "package {package:?}: channel {channel:?} lists bundle {bundle:?} more than once"
-                )
-            }
-            Self::MissingBundle {
-                package,
-                channel,
-                bundle,
-            } => write!(
-                f,
-                "package {package:?}: channel {channel:?} lists bundle {bundle:?}, which is not in the catalog"
-            ),
-            Self::EmptySkip {
-                package,
-                channel,
-                bundle,
-            } => {
-                write!(
-                    f,
-                    "package {package:?}: channel {channel:?}: entry {bundle:?} has an empty skip"
-                )
-            }
-            Self::BundleInNoChannel { package, bundle } => {
-                write!(f, "package {package:?}: bundle {bundle:?} is in no channel")
-            }
-            Self::PackagePropertyCount {
-                package,
-                bundle,
-                count,
-            } => write!(
-                f,
-                "package {package:?}: bundle {bundle:?} must have exactly one olm.package property, it has {count}"
-            ),
-            Self::PackagePropertyMismatch {
-                package,
-                bundle,
-                property_package,
-            } => write!(
-                f,
-                "package {package:?}: bundle {bundle:?} has an olm.package property for package {property_package:?}"
-            ),
-            Self::InvalidVersion {
-                package,
-                bundle,
-                version,
-                reason,
-            } => write!(
-                f,
-                "package {package:?}: bundle {bundle:?} has version {version:?}, which is not semver: {reason}"
-            ),
-            Self::DuplicateVersion {
-                package,
-                version,
-                bundles,
-            } => write!(
-                f,
-                "package {package:?}: bundles {} have the same version {version:?}",
-                bundles.join(", ")
-            ),
-            Self::NoImage { package, bundle } => {
-                write!(
-                    f,
-                    "package {package:?}: bundle {bundle:?} has neither an image nor bundle objects"
-                )
-            }
-            Self::BadDeprecationReference {
-                package,
-                schema,
-                name,
-            } => write!(
-                f,
-                "package {package:?}: deprecation of {schema} {name:?} refers to nothing in the package"
-            ),
-            Self::NoChannelHead { package, channel } => write!(
-                f,
-                "package {package:?}: channel {channel:?} has no head (every entry is replaced or skipped)"
-            ),
-            Self::MultipleChannelHeads {
-                package,
-                channel,
-                heads,
-            } => write!(
-                f,
-                "package {package:?}: channel {channel:?} has several heads: {}",
-                heads.join(", ")
-            ),
-            Self::ReplacesCycle {
-                package,
-                channel,
-                chain,
-            } => write!(
-                f,
-                "package {package:?}: channel {channel:?} has a replaces cycle: {}",
-                chain.join(" -> ")
-            ),
-            Self::StrandedBundles {
-                package,
-                channel,
-                bundles,
-            } => write!(
-                f,
-                "package {package:?}: channel {channel:?}: no upgrade path from the head reaches {}",
-                bundles.join(", ")
-            ),
-        }
-    }
-}
-
-impl std::error::Error for ValidationError {}
-
 /// Every problem of `catalog`, errors and warnings (see [`ValidationError::severity`]), in a
 /// deterministic order.
 pub fn validate(catalog: &Catalog) -> Vec<ValidationError> {
     let mut out = Vec::new();
+    let names = Names::of(catalog, &mut out);
+    check_packages(catalog, &names, &mut out);
+    let in_channel = check_channels(catalog, &names, &mut out);
+    check_bundles(catalog, &in_channel, &mut out);
+    check_deprecations(catalog, &names, &mut out);
+    out
+}
 
-    let mut packages: BTreeMap<&str, usize> = BTreeMap::new();
+/// How many times each package, channel and bundle is defined.
+struct Names<'a> {
+    packages: BTreeMap<&'a str, usize>,
+    channels: BTreeMap<(&'a str, &'a str), Vec<&'a Channel>>,
+    bundles: BTreeMap<(&'a str, &'a str), usize>,
+}
+
+impl<'a> Names<'a> {
+    /// Counts the names of `catalog`; reports those defined twice, and channels and
+    /// bundles of packages not defined.
+    fn of(catalog: &'a Catalog, out: &mut Vec<ValidationError>) -> Names<'a> {
+        let mut packages: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in &catalog.packages {
+            *packages.entry(&p.name).or_default() += 1;
+        }
+        for (name, n) in &packages {
+            if *n > 1 {
+                out.push(ValidationError::DuplicatePackage {
+                    package: name.to_string(),
+                });
+            }
+        }
+        let unknown = |schema: &'static str, package: &str, name: &str| ValidationError::UnknownPackage {
+            schema,
+            package: package.to_owned(),
+            name: name.to_owned(),
+        };
+        let mut channels: BTreeMap<(&str, &str), Vec<&Channel>> = BTreeMap::new();
+        for c in &catalog.channels {
+            channels.entry((&c.package, &c.name)).or_default().push(c);
+            if !packages.contains_key(c.package.as_str()) {
+                out.push(unknown(schema::CHANNEL, &c.package, &c.name));
+            }
+        }
+        let mut bundles: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for b in &catalog.bundles {
+            *bundles.entry((&b.package, &b.name)).or_default() += 1;
+            if !packages.contains_key(b.package.as_str()) {
+                out.push(unknown(schema::BUNDLE, &b.package, &b.name));
+            }
+        }
+        for ((package, channel), cs) in &channels {
+            if cs.len() > 1 {
+                out.push(ValidationError::DuplicateChannel {
+                    package: package.to_string(),
+                    channel: channel.to_string(),
+                });
+            }
+        }
+        for ((package, bundle), n) in &bundles {
+            if *n > 1 {
+                out.push(ValidationError::DuplicateBundle {
+                    package: package.to_string(),
+                    bundle: bundle.to_string(),
+                });
+            }
+        }
+        Names {
+            packages,
+            channels,
+            bundles,
+        }
+    }
+}
+
+/// Packages: channels and default channel.
+fn check_packages(catalog: &Catalog, names: &Names<'_>, out: &mut Vec<ValidationError>) {
     for p in &catalog.packages {
-        *packages.entry(&p.name).or_default() += 1;
-    }
-    for (name, n) in &packages {
-        if *n > 1 {
-            out.push(ValidationError::DuplicatePackage {
-                package: name.to_string(),
-            });
-        }
-    }
-
-    let mut channels: BTreeMap<(&str, &str), Vec<&Channel>> = BTreeMap::new();
-    for c in &catalog.channels {
-        channels.entry((&c.package, &c.name)).or_default().push(c);
-        if !packages.contains_key(c.package.as_str()) {
-            out.push(ValidationError::UnknownPackage {
-                schema: schema::CHANNEL,
-                package: c.package.clone(),
-                name: c.name.clone(),
-            });
-        }
-    }
-    let mut bundles: BTreeMap<(&str, &str), usize> = BTreeMap::new();
-    for b in &catalog.bundles {
-        *bundles.entry((&b.package, &b.name)).or_default() += 1;
-        if !packages.contains_key(b.package.as_str()) {
-            out.push(ValidationError::UnknownPackage {
-                schema: schema::BUNDLE,
-                package: b.package.clone(),
-                name: b.name.clone(),
-            });
-        }
-    }
-    for ((package, channel), cs) in &channels {
-        if cs.len() > 1 {
-            out.push(ValidationError::DuplicateChannel {
-                package: package.to_string(),
-                channel: channel.to_string(),
-            });
-        }
-    }
-    for ((package, bundle), n) in &bundles {
-        if *n > 1 {
-            out.push(ValidationError::DuplicateBundle {
-                package: package.to_string(),
-                bundle: bundle.to_string(),
-            });
-        }
-    }
-
-    // Packages: channels and default channel.
-    for p in &catalog.packages {
-        let has = |c: &str| channels.contains_key(&(p.name.as_str(), c));
-        if !channels.keys().any(|(pkg, _)| *pkg == p.name) {
+        let has = |c: &str| names.channels.contains_key(&(p.name.as_str(), c));
+        if !names.channels.keys().any(|(pkg, _)| *pkg == p.name) {
             out.push(ValidationError::NoChannels {
                 package: p.name.clone(),
             });
@@ -470,8 +362,15 @@ pub fn validate(catalog: &Catalog) -> Vec<ValidationError> {
             Some(_) => {}
         }
     }
+}
 
-    // Channels: entries resolve, and the replaces chain.
+/// Channels: entries resolve, and the replaces chain. Returns the (package,
+/// bundle) of every entry.
+fn check_channels<'a>(
+    catalog: &'a Catalog,
+    names: &Names<'_>,
+    out: &mut Vec<ValidationError>,
+) -> BTreeSet<(&'a str, &'a str)> {
     let mut in_channel: BTreeSet<(&str, &str)> = BTreeSet::new();
     for c in &catalog.channels {
         let (package, channel) = (c.package.clone(), c.name.clone());
@@ -479,35 +378,40 @@ pub fn validate(catalog: &Catalog) -> Vec<ValidationError> {
             out.push(ValidationError::EmptyChannel { package, channel });
             continue;
         }
-        let mut names = BTreeSet::new();
+        let mut entry_names = BTreeSet::new();
         for e in &c.entries {
             in_channel.insert((&c.package, &e.name));
-            if !names.insert(e.name.as_str()) {
+            let (package, channel, bundle) = (package.clone(), channel.clone(), e.name.clone());
+            if !entry_names.insert(e.name.as_str()) {
                 out.push(ValidationError::DuplicateEntry {
                     package: package.clone(),
                     channel: channel.clone(),
-                    bundle: e.name.clone(),
+                    bundle: bundle.clone(),
                 });
             }
-            if !bundles.contains_key(&(c.package.as_str(), e.name.as_str())) {
+            if !names.bundles.contains_key(&(c.package.as_str(), e.name.as_str())) {
                 out.push(ValidationError::MissingBundle {
                     package: package.clone(),
                     channel: channel.clone(),
-                    bundle: e.name.clone(),
+                    bundle: bundle.clone(),
                 });
             }
             if e.skips.iter().any(String::is_empty) {
                 out.push(ValidationError::EmptySkip {
-                    package: package.clone(),
-                    channel: channel.clone(),
-                    bundle: e.name.clone(),
+                    package,
+                    channel,
+                    bundle,
                 });
             }
         }
-        check_replaces_chain(c, &mut out);
+        check_replaces_chain(c, out);
     }
+    in_channel
+}
 
-    // Bundles: channel membership, olm.package, version, image.
+/// Bundles: channel membership (`in_channel`), olm.package, version, image; and
+/// versions shared by bundles of a package.
+fn check_bundles(catalog: &Catalog, in_channel: &BTreeSet<(&str, &str)>, out: &mut Vec<ValidationError>) {
     let mut versions: BTreeMap<(&str, &str), BTreeSet<&str>> = BTreeMap::new();
     for b in &catalog.bundles {
         let (package, bundle) = (b.package.clone(), b.name.clone());
@@ -517,43 +421,8 @@ pub fn validate(catalog: &Catalog) -> Vec<ValidationError> {
                 bundle: bundle.clone(),
             });
         }
-        let pkg_props: Vec<_> = b
-            .properties
-            .iter()
-            .filter_map(|p| match p {
-                Property::Package(p) => Some(p),
-                _ => None,
-            })
-            .collect();
-        if pkg_props.len() != 1 {
-            out.push(ValidationError::PackagePropertyCount {
-                package: package.clone(),
-                bundle: bundle.clone(),
-                count: pkg_props.len(),
-            });
-        }
-        if let Some(p) = pkg_props.first() {
-            if p.package_name != b.package {
-                out.push(ValidationError::PackagePropertyMismatch {
-                    package: package.clone(),
-                    bundle: bundle.clone(),
-                    property_package: p.package_name.clone(),
-                });
-            }
-            match p.version.parse_error() {
-                Some(e) => out.push(ValidationError::InvalidVersion {
-                    package: package.clone(),
-                    bundle: bundle.clone(),
-                    version: p.version.to_string(),
-                    reason: e.to_string(),
-                }),
-                None => {
-                    versions
-                        .entry((&b.package, p.version.as_str()))
-                        .or_default()
-                        .insert(&b.name);
-                }
-            }
+        if let Some(version) = check_package_property(b, out) {
+            versions.entry((&b.package, version)).or_default().insert(&b.name);
         }
         if b.image.is_empty()
             && !b
@@ -573,10 +442,54 @@ pub fn validate(catalog: &Catalog) -> Vec<ValidationError> {
             });
         }
     }
+}
 
-    // Deprecations.
+/// A bundle has exactly one `olm.package` property, of its own package, with a
+/// semver version; returns that version when valid.
+fn check_package_property<'a>(b: &'a Bundle, out: &mut Vec<ValidationError>) -> Option<&'a str> {
+    let (package, bundle) = (b.package.clone(), b.name.clone());
+    let pkg_props: Vec<_> = b
+        .properties
+        .iter()
+        .filter_map(|p| match p {
+            Property::Package(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    if pkg_props.len() != 1 {
+        out.push(ValidationError::PackagePropertyCount {
+            package: package.clone(),
+            bundle: bundle.clone(),
+            count: pkg_props.len(),
+        });
+    }
+    let p = pkg_props.first()?;
+    if p.package_name != b.package {
+        out.push(ValidationError::PackagePropertyMismatch {
+            package: package.clone(),
+            bundle: bundle.clone(),
+            property_package: p.package_name.clone(),
+        });
+    }
+    match p.version.parse_error() {
+        Some(e) => {
+            out.push(ValidationError::InvalidVersion {
+                package,
+                bundle,
+                version: p.version.to_string(),
+                reason: e.to_string(),
+            });
+            None
+        }
+        None => Some(p.version.as_str()),
+    }
+}
+
+/// Deprecations: of a defined package, each referring to its package, one of its
+/// channels or one of its bundles.
+fn check_deprecations(catalog: &Catalog, names: &Names<'_>, out: &mut Vec<ValidationError>) {
     for d in &catalog.deprecations {
-        if !packages.contains_key(d.package.as_str()) {
+        if !names.packages.contains_key(d.package.as_str()) {
             out.push(ValidationError::UnknownPackage {
                 schema: schema::DEPRECATIONS,
                 package: d.package.clone(),
@@ -588,8 +501,8 @@ pub fn validate(catalog: &Catalog) -> Vec<ValidationError> {
             let name = e.reference.name.clone().unwrap_or_default();
             let ok = match e.reference.schema.as_str() {
                 schema::PACKAGE => true,
-                schema::CHANNEL => channels.contains_key(&(d.package.as_str(), name.as_str())),
-                schema::BUNDLE => bundles.contains_key(&(d.package.as_str(), name.as_str())),
+                schema::CHANNEL => names.channels.contains_key(&(d.package.as_str(), name.as_str())),
+                schema::BUNDLE => names.bundles.contains_key(&(d.package.as_str(), name.as_str())),
                 _ => false,
             };
             if !ok {
@@ -601,7 +514,6 @@ pub fn validate(catalog: &Catalog) -> Vec<ValidationError> {
             }
         }
     }
-    out
 }
 
 /// One head, no cycle, and every entry either on the replaces chain from the head or skipped; the

@@ -124,6 +124,120 @@ pub struct ChannelGraph {
     warnings: Vec<GraphError>,
 }
 
+/// Each entry's index by its bundle's name; `Err` names a bundle listed twice.
+fn index_by_name(entries: &[ChannelEntry]) -> Result<HashMap<String, usize>, String> {
+    let mut by_name = HashMap::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        if by_name.insert(entry.bundle.clone(), i).is_some() {
+            return Err(entry.bundle.clone());
+        }
+    }
+    Ok(by_name)
+}
+
+/// A channel's `replaces` and `skips` edges, between the indexes of its entries.
+struct Edges {
+    graph: DiGraph<usize, ()>,
+    /// Whether some entry replaces or skips each entry (one that none does is a head).
+    replaced_or_skipped: Vec<bool>,
+    /// Whether another entry skips each entry.
+    skipped: Vec<bool>,
+    /// An entry that replaces or skips itself.
+    self_loop: Option<usize>,
+}
+
+impl Edges {
+    /// The edges of `entries`; names not in the channel are left out.
+    fn of(entries: &[ChannelEntry], by_name: &HashMap<String, usize>) -> Edges {
+        let n = entries.len();
+        let mut graph = DiGraph::<usize, ()>::with_capacity(n, n);
+        let nodes: Vec<_> = (0..n).map(|i| graph.add_node(i)).collect();
+        let mut replaced_or_skipped = vec![false; n];
+        let mut skipped = vec![false; n];
+        let mut self_loop = None;
+        for (i, entry) in entries.iter().enumerate() {
+            let targets = entry
+                .replaces
+                .iter()
+                .map(|r| (r, false))
+                .chain(entry.skips.iter().map(|s| (s, true)));
+            for (target, is_skip) in targets {
+                if let Some(&j) = by_name.get(target) {
+                    if i == j {
+                        self_loop = Some(i);
+                    }
+                    graph.add_edge(nodes[i], nodes[j], ());
+                    replaced_or_skipped[j] = true;
+                    skipped[j] |= is_skip && i != j;
+                }
+            }
+        }
+        Edges {
+            graph,
+            replaced_or_skipped,
+            skipped,
+            self_loop,
+        }
+    }
+
+    /// The bundles of a cycle (sorted), if the edges have one.
+    fn cycle(&self, entries: &[ChannelEntry]) -> Option<Vec<String>> {
+        let members = tarjan_scc(&self.graph)
+            .into_iter()
+            .find(|scc| scc.len() > 1)
+            .map(|scc| scc.into_iter().map(|node| self.graph[node]).collect::<Vec<_>>())
+            .or(self.self_loop.map(|i| vec![i]))?;
+        let mut names: Vec<String> = members.iter().map(|&i| entries[i].bundle.clone()).collect();
+        names.sort();
+        Some(names)
+    }
+}
+
+/// The order of a channel's entries (indexes).
+struct Order {
+    /// The heads, highest version first.
+    heads: Vec<usize>,
+    /// Each head followed by its `replaces` chain, then the stranded entries.
+    chain: Vec<usize>,
+}
+
+impl Order {
+    fn of(
+        entries: &[ChannelEntry],
+        by_name: &HashMap<String, usize>,
+        replaced_or_skipped: &[bool],
+        version_of: &dyn Fn(&str) -> Option<Version>,
+    ) -> Order {
+        let n = entries.len();
+        // Orders entries highest version first; entries without a known version after those,
+        // by name.
+        let highest_version_first = |a: usize, b: usize| {
+            let (va, vb) = (version_of(&entries[a].bundle), version_of(&entries[b].bundle));
+            vb.cmp(&va)
+                .then_with(|| entries[a].bundle.cmp(&entries[b].bundle))
+        };
+        let mut heads: Vec<usize> = (0..n).filter(|&i| !replaced_or_skipped[i]).collect();
+        heads.sort_by(|&a, &b| highest_version_first(a, b));
+        let mut chain = Vec::with_capacity(n);
+        let mut seen = vec![false; n];
+        for &head in &heads {
+            let mut next = Some(head);
+            while let Some(i) = next.filter(|&i| !seen[i]) {
+                seen[i] = true;
+                chain.push(i);
+                next = entries[i].replaces.as_ref().and_then(|r| by_name.get(r).copied());
+            }
+        }
+        // Entries no head reaches through `replaces` (stranded: e.g. the head skips the top of
+        // an older chain) come last, highest version first, so that a CSV installed from them
+        // can still find its upgrade.
+        let mut stranded: Vec<usize> = (0..n).filter(|&i| !seen[i]).collect();
+        stranded.sort_by(|&a, &b| highest_version_first(a, b));
+        chain.extend(stranded);
+        Order { heads, chain }
+    }
+}
+
 impl ChannelGraph {
     /// Validates a channel and computes its order. `catalog` and `package` only name the channel
     /// in errors.
@@ -148,52 +262,17 @@ impl ChannelGraph {
                 channel,
             });
         }
-        let mut by_name = HashMap::with_capacity(channel.entries.len());
-        for (i, entry) in channel.entries.iter().enumerate() {
-            if by_name.insert(entry.bundle.clone(), i).is_some() {
-                let (catalog, package, channel) = at();
-                return Err(GraphError::DuplicateEntry {
-                    catalog,
-                    package,
-                    channel,
-                    bundle: entry.bundle.clone(),
-                });
+        let by_name = index_by_name(&channel.entries).map_err(|bundle| {
+            let (catalog, package, channel) = at();
+            GraphError::DuplicateEntry {
+                catalog,
+                package,
+                channel,
+                bundle,
             }
-        }
-        let n = channel.entries.len();
-        let mut graph = DiGraph::<usize, ()>::with_capacity(n, n);
-        let nodes: Vec<_> = (0..n).map(|i| graph.add_node(i)).collect();
-        let mut replaced_or_skipped = vec![false; n];
-        let mut skipped = vec![false; n];
-        let mut self_loop = None;
-        for (i, entry) in channel.entries.iter().enumerate() {
-            let targets = entry
-                .replaces
-                .iter()
-                .map(|r| (r, false))
-                .chain(entry.skips.iter().map(|s| (s, true)));
-            for (target, is_skip) in targets {
-                if let Some(&j) = by_name.get(target) {
-                    if i == j {
-                        self_loop = Some(i);
-                    }
-                    graph.add_edge(nodes[i], nodes[j], ());
-                    replaced_or_skipped[j] = true;
-                    skipped[j] |= is_skip && i != j;
-                }
-            }
-        }
-        let cycle = tarjan_scc(&graph)
-            .into_iter()
-            .find(|scc| scc.len() > 1)
-            .map(|scc| scc.into_iter().map(|node| graph[node]).collect::<Vec<_>>())
-            .or(self_loop.map(|i| vec![i]));
-        if let Some(members) = cycle {
-            let mut entries: Vec<String> = members
-                .iter()
-                .map(|&i| channel.entries[i].bundle.clone())
-                .collect();
-            entries.sort();
+        })?;
+        let edges = Edges::of(&channel.entries, &by_name);
+        if let Some(entries) = edges.cycle(&channel.entries) {
             let (catalog, package, channel) = at();
             return Err(GraphError::Cycle {
                 catalog,
@@ -202,21 +281,14 @@ impl ChannelGraph {
                 entries,
             });
         }
-        // Orders entries highest version first; entries without a known version after those,
-        // by name.
-        let highest_version_first = |a: usize, b: usize| {
-            let (va, vb) = (
-                version_of(&channel.entries[a].bundle),
-                version_of(&channel.entries[b].bundle),
-            );
-            vb.cmp(&va)
-                .then_with(|| channel.entries[a].bundle.cmp(&channel.entries[b].bundle))
-        };
-        let mut heads: Vec<usize> = (0..n).filter(|&i| !replaced_or_skipped[i]).collect();
-        heads.sort_by(|&a, &b| highest_version_first(a, b));
+        let order = Order::of(&channel.entries, &by_name, &edges.replaced_or_skipped, version_of);
         let mut warnings = Vec::new();
-        if heads.len() > 1 {
-            let mut names: Vec<String> = heads.iter().map(|&i| channel.entries[i].bundle.clone()).collect();
+        if order.heads.len() > 1 {
+            let mut names: Vec<String> = order
+                .heads
+                .iter()
+                .map(|&i| channel.entries[i].bundle.clone())
+                .collect();
             names.sort();
             let (catalog, package, channel) = at();
             warnings.push(GraphError::MultipleHeads {
@@ -226,25 +298,7 @@ impl ChannelGraph {
                 heads: names,
             });
         }
-        let mut chain = Vec::with_capacity(n);
-        let mut seen = vec![false; n];
-        for &head in &heads {
-            let mut next = Some(head);
-            while let Some(i) = next.filter(|&i| !seen[i]) {
-                seen[i] = true;
-                chain.push(i);
-                next = channel.entries[i]
-                    .replaces
-                    .as_ref()
-                    .and_then(|r| by_name.get(r).copied());
-            }
-        }
-        // Entries no head reaches through `replaces` (stranded: e.g. the head skips the top of
-        // an older chain) come last, highest version first, so that a CSV installed from them
-        // can still find its upgrade.
-        let mut stranded: Vec<usize> = (0..n).filter(|&i| !seen[i]).collect();
-        stranded.sort_by(|&a, &b| highest_version_first(a, b));
-        chain.extend(stranded);
+        let (chain, skipped) = (order.chain, edges.skipped);
         let versions = channel.entries.iter().map(|e| version_of(&e.bundle)).collect();
         Ok(ChannelGraph {
             name: channel.name.clone(),

@@ -38,6 +38,32 @@ pub struct CatalogIndex {
     problems: Vec<GraphError>,
 }
 
+/// A channel in a catalog's order of dependency candidates: whether it is not
+/// its package's default channel, the package, and the channel.
+type Slot<'a> = (bool, &'a str, &'a crate::graph::ChannelGraph);
+
+/// OLM's order for dependency candidates within a catalog: default channels first, then by
+/// package and channel name; within a channel, its preference order.
+fn preference_slots(graphs: &HashMap<String, PackageGraph>) -> Vec<Slot<'_>> {
+    let mut package_names: Vec<&String> = graphs.keys().collect();
+    package_names.sort();
+    let mut slots: Vec<Slot<'_>> = package_names
+        .into_iter()
+        .map(|name| &graphs[name])
+        .flat_map(|graph| {
+            graph.channels_in_preference_order().map(move |channel| {
+                (
+                    graph.default_channel() != Some(channel.name()),
+                    graph.name(),
+                    channel,
+                )
+            })
+        })
+        .collect();
+    slots.sort_by(|a, b| (a.0, a.1, a.2.name()).cmp(&(b.0, b.1, b.2.name())));
+    slots
+}
+
 impl CatalogIndex {
     /// Indexes the snapshots. Invalid channels are left out of resolution and reported by
     /// [`CatalogIndex::problems`]; they never make the whole catalog unusable.
@@ -72,20 +98,7 @@ impl CatalogIndex {
             packages,
             bundles,
         } = snapshot;
-        let mut bundle_ids = HashMap::with_capacity(bundles.len());
-        for bundle in bundles {
-            if bundle_ids.contains_key(&bundle.name) {
-                continue;
-            }
-            let number = self.bundles.len() as u32;
-            bundle_ids.insert(bundle.name.clone(), number);
-            self.bundles.push(IndexedBundle {
-                input: bundle,
-                catalog: catalog_number,
-                rank: UNRANKED,
-                channel: None,
-            });
-        }
+        let bundle_ids = self.add_bundles(bundles, catalog_number);
         let version_of = |bundle: &str| {
             bundle_ids
                 .get(bundle)
@@ -95,51 +108,8 @@ impl CatalogIndex {
             .iter()
             .map(|p| (p.name.clone(), PackageGraph::build(&id, p, &version_of)))
             .collect();
-        // OLM's order for dependency candidates within a catalog: default channels first, then by
-        // package and channel name; within a channel, its preference order.
-        let mut slots: Vec<(bool, &str, &crate::graph::ChannelGraph)> = Vec::new();
-        let mut package_names: Vec<&String> = graphs.keys().collect();
-        package_names.sort();
-        for name in package_names {
-            let graph = &graphs[name];
-            self.problems.extend(graph.errors(&id));
-            for channel in graph.channels_in_preference_order() {
-                slots.push((
-                    graph.default_channel() != Some(channel.name()),
-                    graph.name(),
-                    channel,
-                ));
-                for entry in channel.entries() {
-                    let known = bundle_ids
-                        .get(&entry.bundle)
-                        .is_some_and(|&b| self.bundles[b as usize].input.package == *name);
-                    if !known {
-                        self.problems.push(GraphError::UnknownBundle {
-                            catalog: id.clone(),
-                            package: name.clone(),
-                            channel: channel.name().to_owned(),
-                            bundle: entry.bundle.clone(),
-                        });
-                    }
-                }
-            }
-        }
-        slots.sort_by(|a, b| (a.0, a.1, a.2.name()).cmp(&(b.0, b.1, b.2.name())));
-        let mut rank = 0;
-        for (_, package, channel) in slots {
-            for entry in channel.preference_order() {
-                let Some(&number) = bundle_ids.get(&entry.bundle) else {
-                    continue;
-                };
-                let bundle = &mut self.bundles[number as usize];
-                if bundle.input.package != package || bundle.rank != UNRANKED {
-                    continue;
-                }
-                bundle.rank = rank;
-                bundle.channel = Some(channel.name().to_owned());
-                rank += 1;
-            }
-        }
+        self.record_problems(&id, &graphs, &bundle_ids);
+        self.rank(&preference_slots(&graphs), &bundle_ids);
         for &number in bundle_ids.values() {
             let bundle = &self.bundles[number as usize];
             self.by_package
@@ -156,6 +126,77 @@ impl CatalogIndex {
             packages: graphs,
             bundle_ids,
         });
+    }
+
+    /// Adds the bundles of catalog `catalog_number` (the first of each name), unranked;
+    /// returns their numbers by name.
+    fn add_bundles(&mut self, bundles: Vec<BundleInput>, catalog_number: u32) -> HashMap<String, u32> {
+        let mut bundle_ids = HashMap::with_capacity(bundles.len());
+        for bundle in bundles {
+            if bundle_ids.contains_key(&bundle.name) {
+                continue;
+            }
+            let number = self.bundles.len() as u32;
+            bundle_ids.insert(bundle.name.clone(), number);
+            self.bundles.push(IndexedBundle {
+                input: bundle,
+                catalog: catalog_number,
+                rank: UNRANKED,
+                channel: None,
+            });
+        }
+        bundle_ids
+    }
+
+    /// Records the problems of catalog `id`'s packages, by package name: their
+    /// graphs' errors, and channel entries that name no bundle of the package.
+    fn record_problems(
+        &mut self,
+        id: &CatalogId,
+        graphs: &HashMap<String, PackageGraph>,
+        bundle_ids: &HashMap<String, u32>,
+    ) {
+        let mut package_names: Vec<&String> = graphs.keys().collect();
+        package_names.sort();
+        for name in package_names {
+            let graph = &graphs[name];
+            self.problems.extend(graph.errors(id));
+            for channel in graph.channels_in_preference_order() {
+                for entry in channel.entries() {
+                    let known = bundle_ids
+                        .get(&entry.bundle)
+                        .is_some_and(|&b| self.bundles[b as usize].input.package == *name);
+                    if !known {
+                        self.problems.push(GraphError::UnknownBundle {
+                            catalog: id.clone(),
+                            package: name.clone(),
+                            channel: channel.name().to_owned(),
+                            bundle: entry.bundle.clone(),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Ranks the catalog's bundles by `slots` (each bundle in the first channel of
+    /// its package that lists it), in each channel's preference order.
+    fn rank(&mut self, slots: &[Slot<'_>], bundle_ids: &HashMap<String, u32>) {
+        let mut rank = 0;
+        for &(_, package, channel) in slots {
+            for entry in channel.preference_order() {
+                let Some(&number) = bundle_ids.get(&entry.bundle) else {
+                    continue;
+                };
+                let bundle = &mut self.bundles[number as usize];
+                if bundle.input.package != package || bundle.rank != UNRANKED {
+                    continue;
+                }
+                bundle.rank = rank;
+                bundle.channel = Some(channel.name().to_owned());
+                rank += 1;
+            }
+        }
     }
 
     /// Invalid channels, missing default channels and channel entries without a bundle, in

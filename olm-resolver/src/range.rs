@@ -229,7 +229,17 @@ fn parse_comparator(token: &str, range: &str, out: &mut Vec<Comparator>) -> Resu
         out.push(Comparator { op, version });
         return Ok(());
     }
-    // Wildcards: `M.x`, `M.m.x` and (blang's reading) `M.x.x`, which behaves as `M.0.x`.
+    let (floor, ceiling) = wildcard_bounds(version_text, &invalid)?;
+    out.extend(wildcard_comparators(op, floor, ceiling));
+    Ok(())
+}
+
+/// The versions a wildcard spans, from `floor` (included) to `ceiling` (excluded):
+/// `M.x`, `M.m.x` and (blang's reading) `M.x.x`, which behaves as `M.0.x`.
+fn wildcard_bounds(
+    version_text: &str,
+    invalid: &dyn Fn(String) -> RangeError,
+) -> Result<(Version, Version), RangeError> {
     let parts: Vec<&str> = version_text.split('.').collect();
     let number = |part: &str| -> Result<u64, RangeError> {
         if part.is_empty()
@@ -240,64 +250,36 @@ fn parse_comparator(token: &str, range: &str, out: &mut Vec<Comparator>) -> Resu
         }
         part.parse::<u64>().map_err(|e| invalid(e.to_string()))
     };
-    let (floor, ceiling) = match parts.as_slice() {
+    match parts.as_slice() {
         [major, "x"] => {
             let major = number(major)?;
-            (Version::new(major, 0, 0), Version::new(major + 1, 0, 0))
+            Ok((Version::new(major, 0, 0), Version::new(major + 1, 0, 0)))
         }
         [major, "x", "x"] => {
             let major = number(major)?;
-            (Version::new(major, 0, 0), Version::new(major, 1, 0))
+            Ok((Version::new(major, 0, 0), Version::new(major, 1, 0)))
         }
         [major, minor, "x"] => {
             let (major, minor) = (number(major)?, number(minor)?);
-            (Version::new(major, minor, 0), Version::new(major, minor + 1, 0))
+            Ok((Version::new(major, minor, 0), Version::new(major, minor + 1, 0)))
         }
-        _ => {
-            return Err(invalid(
-                "a wildcard 'x' may only stand for the minor or patch number".to_owned(),
-            ));
-        }
-    };
-    match op {
-        Op::Gt => out.push(Comparator {
-            op: Op::Ge,
-            version: ceiling,
-        }),
-        Op::Ge => out.push(Comparator {
-            op: Op::Ge,
-            version: floor,
-        }),
-        Op::Lt => out.push(Comparator {
-            op: Op::Lt,
-            version: floor,
-        }),
-        Op::Le => out.push(Comparator {
-            op: Op::Lt,
-            version: ceiling,
-        }),
-        Op::Eq => {
-            out.push(Comparator {
-                op: Op::Ge,
-                version: floor,
-            });
-            out.push(Comparator {
-                op: Op::Lt,
-                version: ceiling,
-            });
-        }
-        Op::Ne => {
-            out.push(Comparator {
-                op: Op::Lt,
-                version: floor,
-            });
-            out.push(Comparator {
-                op: Op::Ge,
-                version: ceiling,
-            });
-        }
+        _ => Err(invalid(
+            "a wildcard 'x' may only stand for the minor or patch number".to_owned(),
+        )),
     }
-    Ok(())
+}
+
+/// The comparators `op` gives with a wildcard spanning `floor` to `ceiling`.
+fn wildcard_comparators(op: Op, floor: Version, ceiling: Version) -> Vec<Comparator> {
+    let at = |op: Op, version: Version| Comparator { op, version };
+    match op {
+        Op::Gt => vec![at(Op::Ge, ceiling)],
+        Op::Ge => vec![at(Op::Ge, floor)],
+        Op::Lt => vec![at(Op::Lt, floor)],
+        Op::Le => vec![at(Op::Lt, ceiling)],
+        Op::Eq => vec![at(Op::Ge, floor), at(Op::Lt, ceiling)],
+        Op::Ne => vec![at(Op::Lt, floor), at(Op::Ge, ceiling)],
+    }
 }
 
 #[cfg(test)]

@@ -154,7 +154,34 @@ const CSV_STATUS: &str = "clusterserviceversions.operators.coreos.com/status";
 async fn main() {
     let options = Options::parse();
     let client = client().await;
-    install_crds(&client).await;
+    let (home, mut namespaces) = set_up(&client, &options).await;
+    namespaces.push(home.clone());
+    let olm = Process::olm_operator_with("olm-operator-a", "olm-operator", &home, &[]);
+    assert!(
+        olm.wait_ready(Duration::from_secs(120)).await,
+        "olm-operator is ready"
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let empty = Sample::of(&olm);
+    let fan_out = fan_out(&client, &olm, &home, &namespaces, &options).await;
+    let rest = at_rest(&olm, options.idle).await;
+    let (_olm, restart) = restart(olm, &home).await;
+    let weight = metadata_weight(&client).await;
+
+    report_fan_out(&options, &fan_out);
+    report_rest_and_restart(&options, &empty, &fan_out.after, &rest, &restart);
+    println!("  {weight}");
+    if options.keep {
+        println!("  kept: the originals in {home}, the namespaces labelled {NAMESPACE_LABEL}=bench");
+    } else {
+        cleanup(&client, &home, &fan_out.originals, namespaces).await;
+    }
+}
+
+/// The scene: the CRDs, copied CSVs enabled, the operators' namespace and the
+/// `--namespaces` others. Returns the operators' namespace and the others.
+async fn set_up(client: &Client, options: &Options) -> (String, Vec<String>) {
+    install_crds(client).await;
     apply_json(
         &Api::<OLMConfig>::all(client.clone()),
         json!({
@@ -166,62 +193,110 @@ async fn main() {
     .await;
     let run = format!("copies-{:x}", std::process::id());
     let home = format!("{run}-ops");
-    create_namespace(&client, &home, &[(NAMESPACE_LABEL, "bench")]).await;
+    create_namespace(client, &home, &[(NAMESPACE_LABEL, "bench")]).await;
     let started = Instant::now();
-    let mut namespaces = create_namespaces(&client, &run, options.namespaces).await;
+    let namespaces = create_namespaces(client, &run, options.namespaces).await;
     eprintln!(
         "{} namespaces created in {:.1?}",
         namespaces.len(),
         started.elapsed()
     );
-    namespaces.push(home.clone());
+    (home, namespaces)
+}
 
-    let mut olm = Process::olm_operator_with("olm-operator-a", "olm-operator", &home, &[]);
-    assert!(
-        olm.wait_ready(Duration::from_secs(120)).await,
-        "olm-operator is ready"
-    );
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    let empty = Sample::of(&olm);
+/// What the fan-out of the operators' copies did.
+struct FanOut {
+    /// The originals' names.
+    originals: Vec<String>,
+    /// Whether olm-operator stopped writing CSVs within `--timeout-seconds`.
+    settled: bool,
+    /// The last CSV write, after the CSVs were created.
+    last_write: Duration,
+    /// olm-operator's figures before the CSVs were created, and once settled.
+    before: Sample,
+    after: Sample,
+    /// The copies, the phases each original went through, and a spot check of copies.
+    copies: usize,
+    phases: String,
+    spot: String,
+}
 
-    // The operators, all at once; their copies follow their phases.
-    global_operator_group(&Api::<OperatorGroup>::namespaced(client.clone(), &home), "global").await;
+/// Creates the operators all at once in `home` (with a global OperatorGroup);
+/// their copies follow their phases. Waits until olm-operator stops writing CSVs.
+async fn fan_out(
+    client: &Client,
+    olm: &Process,
+    home: &str,
+    namespaces: &[String],
+    options: &Options,
+) -> FanOut {
+    global_operator_group(&Api::<OperatorGroup>::namespaced(client.clone(), home), "global").await;
     let bundles: Vec<PathBuf> = options.packages.iter().map(|p| highest_bundle(p)).collect();
     let mut originals = Vec::new();
     for bundle in &bundles {
-        install_crds_of(&client, bundle).await;
+        install_crds_of(client, bundle).await;
     }
-    let before = Sample::of(&olm);
+    let before = Sample::of(olm);
     let started = Instant::now();
     for bundle in &bundles {
-        originals.push(create_csv_of(&client, bundle, &home).await);
+        originals.push(create_csv_of(client, bundle, home).await);
     }
     eprintln!("created {}", originals.join(", "));
-    let (settled, last_write) = settle(&client, &olm, &home, &originals, started + options.timeout).await;
-    let fanned = Sample::of(&olm);
-    let copies = copy_count(&client).await;
-    let phases = phases_of(&client, &home, &originals).await;
-    let spot = spot_check(&client, &namespaces, &originals).await;
+    let (settled, last_write) = settle(client, olm, home, &originals, started + options.timeout).await;
+    let after = Sample::of(olm);
+    FanOut {
+        copies: copy_count(client).await,
+        phases: phases_of(client, home, &originals).await,
+        spot: spot_check(client, namespaces, &originals).await,
+        originals,
+        settled,
+        last_write,
+        before,
+        after,
+    }
+}
 
-    // At rest.
-    let rest_before = Sample::of(&olm);
-    tokio::time::sleep(options.idle).await;
-    let rest_after = Sample::of(&olm);
+/// olm-operator's figures before and after `idle` at rest.
+async fn at_rest(olm: &Process, idle: Duration) -> (Sample, Sample) {
+    let before = Sample::of(olm);
+    tokio::time::sleep(idle).await;
+    (before, Sample::of(olm))
+}
 
-    // A restart: SIGTERM, then a new process, timed until /readyz.
+/// A restart of olm-operator: how long until `/readyz`, and its figures `SETTLE` later.
+struct Restart {
+    ready_in: Duration,
+    after: Sample,
+}
+
+/// Stops `olm` (SIGTERM) and starts a new process, timed until `/readyz`; returns
+/// the new process.
+async fn restart(mut olm: Process, home: &str) -> (Process, Restart) {
     olm.terminate(Duration::from_secs(30));
     let restarted = Instant::now();
-    olm = Process::olm_operator_with("olm-operator-b", "olm-operator", &home, &[]);
+    let olm = Process::olm_operator_with("olm-operator-b", "olm-operator", home, &[]);
     assert!(
         olm.wait_ready(Duration::from_secs(120)).await,
         "olm-operator is ready again"
     );
     let ready_in = restarted.elapsed();
     tokio::time::sleep(SETTLE).await;
-    let after_restart = Sample::of(&olm);
-    let weight = metadata_weight(&client).await;
+    let after = Sample::of(&olm);
+    (olm, Restart { ready_in, after })
+}
 
-    let minutes = options.idle.as_secs_f64() / 60.0;
+/// Prints the scene, the copies and the writes of the fan-out.
+fn report_fan_out(options: &Options, fan_out: &FanOut) {
+    let FanOut {
+        originals,
+        settled,
+        last_write,
+        before,
+        after,
+        copies,
+        phases,
+        spot,
+    } = fan_out;
     println!(
         "olm-rs copied CSV bench: {} namespaces, {} AllNamespaces operators ({}), olm-operator from {}",
         options.namespaces,
@@ -239,10 +314,10 @@ async fn main() {
         "  fan-out: last CSV write {:.1?} after the CSVs were created",
         last_write
     );
-    let status = fanned.since(&before, "patch", CSV_STATUS);
-    let patches = fanned.since(&before, "patch", CSVS);
-    let creates = fanned.since(&before, "create", CSVS);
-    let per_copy = |n: f64| if copies > 0 { n / copies as f64 } else { 0.0 };
+    let status = after.since(before, "patch", CSV_STATUS);
+    let patches = after.since(before, "patch", CSVS);
+    let creates = after.since(before, "create", CSVS);
+    let per_copy = |n: f64| if *copies > 0 { n / *copies as f64 } else { 0.0 };
     println!(
         "  CSV writes during the fan-out: create {creates}, patch {patches}, status patch {status} \
          ({:.2} patches and {:.2} status patches per copy)",
@@ -250,13 +325,25 @@ async fn main() {
         per_copy(status),
     );
     println!("  requests during the fan-out, by verb (resource):");
-    print_rates(&before, &fanned, 1.0);
+    print_rates(before, after, 1.0);
+}
+
+/// Prints the requests at rest, RSS along the way (`empty`: with the namespaces
+/// only; `fanned`: after the fan-out), and the restart.
+fn report_rest_and_restart(
+    options: &Options,
+    empty: &Sample,
+    fanned: &Sample,
+    (rest_before, rest_after): &(Sample, Sample),
+    restart: &Restart,
+) {
+    let minutes = options.idle.as_secs_f64() / 60.0;
     println!(
         "  requests per minute at rest over {:.0?} ({} CSV reconciles):",
         options.idle,
         rest_after.reconciles - rest_before.reconciles
     );
-    print_rates(&rest_before, &rest_after, minutes);
+    print_rates(rest_before, rest_after, minutes);
     println!(
         "  RSS: with the namespaces, no copies {}; after the fan-out {}; after {:.0?} at rest {} (peak {})",
         mib(empty.rss),
@@ -266,22 +353,16 @@ async fn main() {
         mib(rest_after.peak),
     );
     println!(
-        "  restart: /readyz after {ready_in:.2?}; {SETTLE:?} later RSS {} (peak {})",
-        mib(after_restart.rss),
-        mib(after_restart.peak)
+        "  restart: /readyz after {:.2?}; {SETTLE:?} later RSS {} (peak {})",
+        restart.ready_in,
+        mib(restart.after.rss),
+        mib(restart.after.peak)
     );
     println!(
         "  the restarted process: leader {}, {} CSV reconciles; its requests until {SETTLE:?} after /readyz:",
-        after_restart.leader, after_restart.reconciles
+        restart.after.leader, restart.after.reconciles
     );
-    print_rates(&Sample::default(), &after_restart, 1.0);
-    println!("  {weight}");
-
-    if options.keep {
-        println!("  kept: the originals in {home}, the namespaces labelled {NAMESPACE_LABEL}=bench");
-    } else {
-        cleanup(&client, &home, &originals, namespaces).await;
-    }
+    print_rates(&Sample::default(), &restart.after, 1.0);
 }
 
 /// The manifests directory of the highest version of `package` in the corpus.

@@ -139,7 +139,42 @@ struct Sample {
 async fn main() {
     let options = Options::parse();
     let client = client().await;
-    install_crds(&client).await;
+    let run = format!("scale-{:x}", std::process::id());
+    let home = run.clone();
+    set_up(&client, &options, &home).await;
+    let mut namespaces = vec![home.clone()];
+    let catalogs = Catalogs::serve(&run);
+    let mut operators = Operators::start(&home, "a");
+    operators.wait_ready().await;
+    catalogs.ready(&client, &home).await;
+
+    let (installs, placed) = place(&client, &run, &options, &catalogs.heads).await;
+    namespaces.extend(placed);
+    let installed = install_all(&client, &home, &installs, &operators).await;
+    let rest = at_rest(&client, &operators, options.idle).await;
+    let restarted = restart_both(&mut operators, &home).await;
+
+    // As many namespaces again, empty.
+    let started = Instant::now();
+    let more = create_namespaces(&client, &run, options.namespaces, options.namespaces).await;
+    eprintln!(
+        "{} more namespaces created in {:.1?}",
+        more.len(),
+        started.elapsed()
+    );
+    namespaces.extend(more);
+    tokio::time::sleep(SETTLE).await;
+    let more_rss = operators.rss();
+    let load_end = uptime();
+
+    report_install(&options, &installs, &installed, &rest);
+    report_rest(&options, &rest, &restarted, more_rss, &load_end);
+    cleanup(&client, &run, namespaces).await;
+}
+
+/// The CRDs, copied CSVs as `--disable-copied-csvs` says, and the bench's own namespace `home`.
+async fn set_up(client: &Client, options: &Options, home: &str) {
+    install_crds(client).await;
     // Copied CSVs: said explicitly, so that runs are comparable whatever the cluster had.
     apply_json(
         &Api::<OLMConfig>::all(client.clone()),
@@ -150,55 +185,104 @@ async fn main() {
         }),
     )
     .await;
-    let run = format!("scale-{:x}", std::process::id());
-    let home = run.clone();
-    create_namespace(&client, &home, &[(NAMESPACE_LABEL, "bench")]).await;
-    let mut namespaces = vec![home.clone()];
+    create_namespace(client, home, &[(NAMESPACE_LABEL, "bench")]).await;
+}
 
-    // The catalogs: the corpus's bundle packages, split five ways.
-    let split = split_corpus(&run);
-    let mut registries = Vec::new();
-    let mut heads: BTreeMap<&'static str, (String, String, String)> = BTreeMap::new();
-    for (i, dir) in split.iter().enumerate() {
-        let name = format!("corpus-{i}");
-        let (catalog, _) = catalog_operator::source::load(dir)
-            .unwrap_or_else(|e| panic!("the corpus catalog {} loads: {e}", dir.display()));
-        for package in ALL_NAMESPACES.iter().chain(&OWN_NAMESPACE) {
-            if let Some((channel, csv)) = default_head(&catalog, package) {
-                heads.insert(package, (name.clone(), channel, csv));
+/// The catalogs: the corpus's bundle packages, split five ways, each served by a
+/// registry server of its own.
+struct Catalogs {
+    /// For each package installed: its catalog, default channel and that channel's head.
+    heads: BTreeMap<&'static str, (String, String, String)>,
+    /// The registry servers and their ports.
+    registries: Vec<(Process, u16)>,
+}
+
+impl Catalogs {
+    fn serve(run: &str) -> Catalogs {
+        let split = split_corpus(run);
+        let mut registries = Vec::new();
+        let mut heads = BTreeMap::new();
+        for (i, dir) in split.iter().enumerate() {
+            let name = format!("corpus-{i}");
+            let (catalog, _) = catalog_operator::source::load(dir)
+                .unwrap_or_else(|e| panic!("the corpus catalog {} loads: {e}", dir.display()));
+            for package in ALL_NAMESPACES.iter().chain(&OWN_NAMESPACE) {
+                if let Some((channel, csv)) = default_head(&catalog, package) {
+                    heads.insert(*package, (name.clone(), channel, csv));
+                }
             }
+            let port = free_port();
+            registries.push((Process::registry(&format!("{name}-registry"), dir, port), port));
         }
-        let port = free_port();
-        registries.push((Process::registry(&format!("{name}-registry"), dir, port), port));
+        Catalogs { heads, registries }
     }
 
-    let global_catalogs = ["--global-catalog-namespace", home.as_str()];
-    let mut catalog =
-        Process::catalog_operator_with("catalog-operator-a", "catalog-operator", &home, &global_catalogs);
-    let mut olm = Process::olm_operator_with("olm-operator-a", "olm-operator", &home, &[]);
-    for process in [&catalog, &olm] {
-        assert!(process.wait_ready(STEP).await, "{} is ready", process.label);
+    /// A READY CatalogSource in `home` for each registry server.
+    async fn ready(&self, client: &Client, home: &str) {
+        for (i, (_, port)) in self.registries.iter().enumerate() {
+            ready_catalog_source(client, home, &format!("corpus-{i}"), &format!("127.0.0.1:{port}")).await;
+        }
     }
-    for (i, (_, port)) in registries.iter().enumerate() {
-        ready_catalog_source(
-            &client,
-            &home,
-            &format!("corpus-{i}"),
-            &format!("127.0.0.1:{port}"),
-        )
-        .await;
+}
+
+/// Both binaries, as they ship.
+struct Operators {
+    catalog: Process,
+    olm: Process,
+}
+
+impl Operators {
+    /// Replica `replica` of each, with `home` as the global catalog namespace.
+    fn start(home: &str, replica: &str) -> Operators {
+        Operators {
+            catalog: catalog_operator(home, replica),
+            olm: Process::olm_operator_with(&format!("olm-operator-{replica}"), "olm-operator", home, &[]),
+        }
     }
 
-    // The namespaces, then the operators in some of them.
+    async fn wait_ready(&self) {
+        for process in [&self.catalog, &self.olm] {
+            assert!(process.wait_ready(STEP).await, "{} is ready", process.label);
+        }
+    }
+
+    fn sample(&self) -> (Sample, Sample) {
+        (sample(&self.catalog), sample(&self.olm))
+    }
+
+    fn rss(&self) -> (Option<u64>, Option<u64>) {
+        (self.catalog.rss_kib(), self.olm.rss_kib())
+    }
+}
+
+/// Replica `replica` of catalog-operator, with `home` as the global catalog namespace.
+fn catalog_operator(home: &str, replica: &str) -> Process {
+    Process::catalog_operator_with(
+        &format!("catalog-operator-{replica}"),
+        "catalog-operator",
+        home,
+        &["--global-catalog-namespace", home],
+    )
+}
+
+/// The namespaces, then the operators placed in some of them: the AllNamespaces
+/// ones together in a namespace with a global OperatorGroup, each OwnNamespace
+/// one in a namespace of its own. Returns the installs and the namespaces made.
+async fn place(
+    client: &Client,
+    run: &str,
+    options: &Options,
+    heads: &BTreeMap<&'static str, (String, String, String)>,
+) -> (Vec<Install>, Vec<String>) {
     let started = Instant::now();
-    let created = create_namespaces(&client, &run, 0, options.namespaces).await;
+    let created = create_namespaces(client, run, 0, options.namespaces).await;
     eprintln!(
         "{} namespaces created in {:.1?}",
         created.len(),
         started.elapsed()
     );
     let global = format!("{run}-global");
-    create_namespace(&client, &global, &[(NAMESPACE_LABEL, "bench")]).await;
+    create_namespace(client, &global, &[(NAMESPACE_LABEL, "bench")]).await;
     global_operator_group(
         &Api::<OperatorGroup>::namespaced(client.clone(), &global),
         "global",
@@ -206,22 +290,41 @@ async fn main() {
     .await;
     let mut installs = Vec::new();
     for package in ALL_NAMESPACES {
-        installs.push(install(&heads, package, &global));
+        installs.push(install(heads, package, &global));
     }
     for (package, namespace) in OWN_NAMESPACE.into_iter().zip(&created) {
-        own_namespace_group(&client, namespace).await;
-        installs.push(install(&heads, package, namespace));
+        own_namespace_group(client, namespace).await;
+        installs.push(install(heads, package, namespace));
     }
-    namespaces.push(global.clone());
+    let mut namespaces = vec![global];
     namespaces.extend(created);
-    let install_start = (sample(&catalog), sample(&olm));
+    (installs, namespaces)
+}
+
+/// What the installs did.
+struct Installed {
+    /// The binaries' figures when the Subscriptions were created, and once they stopped writing.
+    start: (Sample, Sample),
+    end: (Sample, Sample),
+    /// The installs whose CSV did not succeed once the writes stopped.
+    failed: Vec<String>,
+    /// Whether (`Some`) the writes stopped within [`QUIET_LIMIT`], and when after the Subscriptions.
+    quiet_after: Option<Duration>,
+    quiet_in: Duration,
+}
+
+/// Subscribes to every install at once, waits for their CSVs, then until both
+/// binaries stop writing (copied CSVs follow their originals' phases), so that
+/// the window at rest is at rest.
+async fn install_all(client: &Client, home: &str, installs: &[Install], operators: &Operators) -> Installed {
+    let start = operators.sample();
     let started = Instant::now();
-    for install in &installs {
+    for install in installs {
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &install.namespace);
         subscribe(
             &subs,
             install.package,
-            (&install.catalog, &home),
+            (&install.catalog, home),
             install.package,
             &install.channel,
             Approval::Automatic,
@@ -229,27 +332,20 @@ async fn main() {
         .await;
     }
     // All at once, so that an install that never succeeds costs one STEP, not one each.
-    let succeeded = futures::future::join_all(installs.iter().map(|i| csv_succeeds(&client, i, STEP))).await;
-    let failed: Vec<String> = installs
-        .iter()
-        .zip(succeeded)
-        .filter(|(_, ok)| !ok)
-        .map(|(install, _)| format!("{} ({} in {})", install.package, install.csv, install.namespace))
-        .collect();
+    let succeeded = futures::future::join_all(installs.iter().map(|i| csv_succeeds(client, i, STEP))).await;
+    let failed = installs.iter().zip(succeeded).filter(|(_, ok)| !ok).count();
     eprintln!(
         "{} of {} operators installed in {:.1?}",
-        installs.len() - failed.len(),
+        installs.len() - failed,
         installs.len(),
         started.elapsed()
     );
-    // Then until both binaries stop writing (copied CSVs follow their
-    // originals' phases), so that the window at rest is at rest.
-    let quiet_after = until_quiet(&[&catalog, &olm], QUIET_LIMIT).await;
+    let quiet_after = until_quiet(&[&operators.catalog, &operators.olm], QUIET_LIMIT).await;
     let quiet_in = started.elapsed();
-    let install_end = (sample(&catalog), sample(&olm));
+    let end = operators.sample();
     let mut failed = Vec::new();
-    for install in &installs {
-        if !csv_succeeds(&client, install, Duration::from_secs(1)).await {
+    for install in installs {
+        if !csv_succeeds(client, install, Duration::from_secs(1)).await {
             failed.push(format!(
                 "{} ({} in {})",
                 install.package, install.csv, install.namespace
@@ -265,74 +361,106 @@ async fn main() {
             None => format!("not within {QUIET_LIMIT:?}"),
         }
     );
+    Installed {
+        start,
+        end,
+        failed,
+        quiet_after,
+        quiet_in,
+    }
+}
 
-    // At rest.
+/// The figures at rest.
+struct Rest {
+    /// RSS `SETTLE` after the installs, and after `--idle-seconds` at rest.
+    idle_rss: (Option<u64>, Option<u64>),
+    rested_rss: (Option<u64>, Option<u64>),
+    /// The copied CSVs once settled.
+    copies: usize,
+    /// The machine's load before and after the rest.
+    load_before: String,
+    load_after: String,
+    /// The binaries' figures before and after the rest.
+    before: (Sample, Sample),
+    after: (Sample, Sample),
+}
+
+/// Leaves the binaries alone `SETTLE`, then measures them over `idle`.
+async fn at_rest(client: &Client, operators: &Operators, idle: Duration) -> Rest {
     tokio::time::sleep(SETTLE).await;
-    let idle_rss = (catalog.rss_kib(), olm.rss_kib());
-    let copies = copied_csvs(&client).await;
+    let idle_rss = operators.rss();
+    let copies = copied_csvs(client).await;
     let load_before = uptime();
-    let before = (sample(&catalog), sample(&olm));
-    eprintln!("measuring {:?} at rest", options.idle);
-    tokio::time::sleep(options.idle).await;
-    let after = (sample(&catalog), sample(&olm));
+    let before = operators.sample();
+    eprintln!("measuring {idle:?} at rest");
+    tokio::time::sleep(idle).await;
+    let after = operators.sample();
     let load_after = uptime();
-    let rested_rss = (catalog.rss_kib(), olm.rss_kib());
+    Rest {
+        idle_rss,
+        rested_rss: operators.rss(),
+        copies,
+        load_before,
+        load_after,
+        before,
+        after,
+    }
+}
 
-    // A restart of each: SIGTERM, then a new process, timed until /readyz.
-    let catalog_ready = restart(&mut catalog, || {
-        Process::catalog_operator_with("catalog-operator-b", "catalog-operator", &home, &global_catalogs)
-    })
-    .await;
-    let olm_ready = restart(&mut olm, || {
-        Process::olm_operator_with("olm-operator-b", "olm-operator", &home, &[])
+/// A restart of each binary: how long until `/readyz`, and RSS `SETTLE` later.
+struct Restarted {
+    catalog_ready: Duration,
+    olm_ready: Duration,
+    rss: (Option<u64>, Option<u64>),
+}
+
+/// A restart of each: SIGTERM, then a new process, timed until /readyz.
+async fn restart_both(operators: &mut Operators, home: &str) -> Restarted {
+    let catalog_ready = restart(&mut operators.catalog, || catalog_operator(home, "b")).await;
+    let olm_ready = restart(&mut operators.olm, || {
+        Process::olm_operator_with("olm-operator-b", "olm-operator", home, &[])
     })
     .await;
     tokio::time::sleep(SETTLE).await;
-    let restarted_rss = (catalog.rss_kib(), olm.rss_kib());
+    Restarted {
+        catalog_ready,
+        olm_ready,
+        rss: operators.rss(),
+    }
+}
 
-    // As many namespaces again, empty.
-    let started = Instant::now();
-    let more = create_namespaces(&client, &run, options.namespaces, options.namespaces).await;
-    eprintln!(
-        "{} more namespaces created in {:.1?}",
-        more.len(),
-        started.elapsed()
-    );
-    namespaces.extend(more);
-    tokio::time::sleep(SETTLE).await;
-    let more_rss = (catalog.rss_kib(), olm.rss_kib());
-    let load_end = uptime();
-
-    let minutes = options.idle.as_secs_f64() / 60.0;
-    let ticks = clock_ticks();
-    let cpu = |b: &Sample, a: &Sample| a.cpu_ticks.saturating_sub(b.cpu_ticks) as f64 / ticks;
-    let n = options.namespaces;
+/// Prints the scene, the installs and their writes, and the copies.
+fn report_install(options: &Options, installs: &[Install], installed: &Installed, rest: &Rest) {
     println!(
-        "olm-rs scale bench ({} build): {n} namespaces, {} CatalogSources (corpus bundles), {} of {} operators installed ({} AllNamespaces in one namespace, {} OwnNamespace)",
+        "olm-rs scale bench ({} build): {} namespaces, {} CatalogSources (corpus bundles), {} of {} operators installed ({} AllNamespaces in one namespace, {} OwnNamespace)",
         if cfg!(debug_assertions) {
             "debug"
         } else {
             "release"
         },
+        options.namespaces,
         CATALOGS,
-        installs.len() - failed.len(),
+        installs.len() - installed.failed.len(),
         installs.len(),
         ALL_NAMESPACES.len(),
         OWN_NAMESPACE.len(),
     );
-    if !failed.is_empty() {
-        println!("  not Succeeded once the writes stopped: {}", failed.join(", "));
+    if !installed.failed.is_empty() {
+        println!(
+            "  not Succeeded once the writes stopped: {}",
+            installed.failed.join(", ")
+        );
     }
     println!(
         "  install: from the Subscriptions until both binaries stopped writing: {}",
-        match quiet_after {
-            Some(_) => format!("{quiet_in:.1?}"),
+        match installed.quiet_after {
+            Some(_) => format!("{:.1?}", installed.quiet_in),
             None => format!("still writing after {QUIET_LIMIT:?}"),
         }
     );
     for (label, b, a) in [
-        ("catalog-operator", &install_start.0, &install_end.0),
-        ("olm-operator", &install_start.1, &install_end.1),
+        ("catalog-operator", &installed.start.0, &installed.end.0),
+        ("olm-operator", &installed.start.1, &installed.end.1),
     ] {
         println!("  {label}: API writes during the install, by verb (resource):");
         let counts = rates(b, a, 1.0);
@@ -348,22 +476,38 @@ async fn main() {
         }
     }
     println!(
-        "  copied CSVs: {} ({copies} once settled)",
+        "  copied CSVs: {} ({} once settled)",
         if options.disable_copies {
             "disabled by the OLMConfig"
         } else {
             "enabled"
-        }
+        },
+        rest.copies
     );
+}
+
+/// Prints the figures at rest, of the restarts, and with `more_rss` as many namespaces again.
+fn report_rest(
+    options: &Options,
+    rest: &Rest,
+    restarted: &Restarted,
+    more_rss: (Option<u64>, Option<u64>),
+    load_end: &str,
+) {
+    let minutes = options.idle.as_secs_f64() / 60.0;
+    let ticks = clock_ticks();
+    let cpu = |b: &Sample, a: &Sample| a.cpu_ticks.saturating_sub(b.cpu_ticks) as f64 / ticks;
+    let (before, after) = (&rest.before, &rest.after);
     println!(
-        "  machine load (uptime): before the rest {load_before}; after it {load_after}; at the end {load_end}"
+        "  machine load (uptime): before the rest {}; after it {}; at the end {load_end}",
+        rest.load_before, rest.load_after
     );
     println!("  {:<34} {:>18} {:>18}", "", "catalog-operator", "olm-operator");
     let row = |what: &str, pair: (String, String)| println!("  {what:<34} {:>18} {:>18}", pair.0, pair.1);
-    row("RSS idle", (mib(idle_rss.0), mib(idle_rss.1)));
+    row("RSS idle", (mib(rest.idle_rss.0), mib(rest.idle_rss.1)));
     row(
         &format!("RSS after {:.0} min at rest", minutes),
-        (mib(rested_rss.0), mib(rested_rss.1)),
+        (mib(rest.rested_rss.0), mib(rest.rested_rss.1)),
     );
     row(
         &format!("CPU seconds over {:.0} min at rest", minutes),
@@ -374,14 +518,17 @@ async fn main() {
     );
     row(
         "restart: time until /readyz",
-        (format!("{catalog_ready:.2?}"), format!("{olm_ready:.2?}")),
+        (
+            format!("{:.2?}", restarted.catalog_ready),
+            format!("{:.2?}", restarted.olm_ready),
+        ),
     );
     row(
         "RSS after the restart",
-        (mib(restarted_rss.0), mib(restarted_rss.1)),
+        (mib(restarted.rss.0), mib(restarted.rss.1)),
     );
     row(
-        &format!("RSS with {n} more namespaces"),
+        &format!("RSS with {} more namespaces", options.namespaces),
         (mib(more_rss.0), mib(more_rss.1)),
     );
     for (label, b, a) in [
@@ -397,7 +544,10 @@ async fn main() {
             println!("    {verb:<8} {total:>7.2}  ({resources})");
         }
     }
+}
 
+/// Deletes the bench's namespaces and its split of the corpus.
+async fn cleanup(client: &Client, run: &str, namespaces: Vec<String>) {
     stream::iter(namespaces)
         .for_each_concurrent(PARALLEL, |ns| {
             let namespaces: Api<Namespace> = Api::all(client.clone());
@@ -406,7 +556,7 @@ async fn main() {
             }
         })
         .await;
-    let _ = std::fs::remove_dir_all(split_root(&run));
+    let _ = std::fs::remove_dir_all(split_root(run));
 }
 
 /// The corpus's bundle packages, split round-robin into [`CATALOGS`]

@@ -18,7 +18,7 @@
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
-use kube::{Api, api::DeleteParams};
+use kube::{Api, Client, api::DeleteParams};
 use olm_api::{
     v1::OperatorGroup,
     v1alpha1::{Approval, ClusterServiceVersion, CsvPhase, Subscription},
@@ -49,13 +49,7 @@ async fn main() {
 
     let port = free_port();
     let _registry = Process::registry("bench-registry", &repo_root().join("catalogs/demo-bundles"), port);
-    let mut catalog = Process::catalog_operator_with(
-        "catalog-operator-a",
-        "catalog-operator",
-        &home,
-        &["--global-catalog-namespace", &home],
-    );
-    let mut olm = Process::olm_operator_with("olm-operator-a", "olm-operator", &home, &[]);
+    let (catalog, olm) = (catalog_operator("a", &home), olm_operator("a", &home));
     for process in [&catalog, &olm] {
         assert!(process.wait_ready(STEP).await, "{} is ready", process.label);
     }
@@ -63,59 +57,89 @@ async fn main() {
     let idle = (catalog.rss_kib(), olm.rss_kib());
 
     ready_catalog_source(&client, &home, "demo", &format!("127.0.0.1:{port}")).await;
-
     let mut times = Vec::new();
     for i in 0..installs {
         let ns = format!("{run}-{i}");
-        create_namespace(&client, &ns, &[(NAMESPACE_LABEL, "bench")]).await;
         namespaces.push(ns.clone());
-        global_operator_group(&Api::<OperatorGroup>::namespaced(client.clone(), &ns), "global").await;
-        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
-        let started = Instant::now();
-        subscribe(
-            &subs,
-            "demo-app",
-            ("demo", &home),
-            "demo-app",
-            "stable",
-            Approval::Automatic,
-        )
-        .await;
-        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
-        for csv in CSVS {
-            wait_for_within(
-                STEP,
-                &csvs,
-                csv,
-                &format!("{ns}: CSV {csv} is Succeeded"),
-                csv_in(CsvPhase::Succeeded),
-            )
-            .await;
-        }
-        times.push(started.elapsed());
-        eprintln!("install {}/{installs}: {:.2?}", i + 1, started.elapsed());
+        let took = install(&client, &ns, &home).await;
+        times.push(took);
+        eprintln!("install {}/{installs}: {took:.2?}", i + 1);
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let loaded = (catalog.rss_kib(), olm.rss_kib());
+    let failovers = failovers(&client, &home, catalog, olm).await;
+    report(installs, times, idle, loaded, &failovers);
 
-    let leases: Api<Lease> = Api::namespaced(client.clone(), &home);
-    let mut catalog_b = Process::catalog_operator_with(
-        "catalog-operator-b",
+    for ns in namespaces {
+        let _ = Api::<Namespace>::all(client.clone())
+            .delete(&ns, &DeleteParams::background())
+            .await;
+    }
+}
+
+/// Replica `replica` of catalog-operator, with `home` as the global catalog namespace.
+fn catalog_operator(replica: &str, home: &str) -> Process {
+    Process::catalog_operator_with(
+        &format!("catalog-operator-{replica}"),
         "catalog-operator",
-        &home,
-        &["--global-catalog-namespace", &home],
-    );
-    let mut olm_b = Process::olm_operator_with("olm-operator-b", "olm-operator", &home, &[]);
+        home,
+        &["--global-catalog-namespace", home],
+    )
+}
+
+/// Replica `replica` of olm-operator.
+fn olm_operator(replica: &str, home: &str) -> Process {
+    Process::olm_operator_with(&format!("olm-operator-{replica}"), "olm-operator", home, &[])
+}
+
+/// Installs demo-app in a new namespace `ns` from the catalog in `home`: the time
+/// from the Subscription to both CSVs Succeeded.
+async fn install(client: &Client, ns: &str, home: &str) -> Duration {
+    create_namespace(client, ns, &[(NAMESPACE_LABEL, "bench")]).await;
+    global_operator_group(&Api::<OperatorGroup>::namespaced(client.clone(), ns), "global").await;
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
+    let started = Instant::now();
+    subscribe(
+        &subs,
+        "demo-app",
+        ("demo", home),
+        "demo-app",
+        "stable",
+        Approval::Automatic,
+    )
+    .await;
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
+    for csv in CSVS {
+        wait_for_within(
+            STEP,
+            &csvs,
+            csv,
+            &format!("{ns}: CSV {csv} is Succeeded"),
+            csv_in(CsvPhase::Succeeded),
+        )
+        .await;
+    }
+    started.elapsed()
+}
+
+/// How long each binary's standby took to lead, after a SIGKILL and a SIGTERM of its leader.
+struct Failovers {
+    catalog_kill: Duration,
+    catalog_term: Duration,
+    olm_kill: Duration,
+    olm_term: Duration,
+}
+
+/// Starts a standby of each binary and stops the leader (catalog-operator by
+/// SIGKILL, olm-operator by SIGTERM); then the other way round, with the first
+/// standbys leading and new ones waiting.
+async fn failovers(client: &Client, home: &str, mut catalog: Process, mut olm: Process) -> Failovers {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), home);
+    let (mut catalog_b, mut olm_b) = (catalog_operator("b", home), olm_operator("b", home));
     let catalog_kill = failover(&leases, "catalog-operator", &mut catalog, &catalog_b, Stop::Kill).await;
     let olm_term = failover(&leases, "olm-operator", &mut olm, &olm_b, Stop::Term).await;
     // And the other way round: the first replicas come back as standbys.
-    let catalog_c = Process::catalog_operator_with(
-        "catalog-operator-c",
-        "catalog-operator",
-        &home,
-        &["--global-catalog-namespace", &home],
-    );
-    let olm_c = Process::olm_operator_with("olm-operator-c", "olm-operator", &home, &[]);
+    let (catalog_c, olm_c) = (catalog_operator("c", home), olm_operator("c", home));
     let catalog_term = failover(
         &leases,
         "catalog-operator",
@@ -125,11 +149,33 @@ async fn main() {
     )
     .await;
     let olm_kill = failover(&leases, "olm-operator", &mut olm_b, &olm_c, Stop::Kill).await;
+    Failovers {
+        catalog_kill,
+        catalog_term,
+        olm_kill,
+        olm_term,
+    }
+}
 
+/// Prints the figures: install times, RSS idle and loaded (catalog-operator,
+/// olm-operator), and the failovers.
+fn report(
+    installs: usize,
+    mut times: Vec<Duration>,
+    idle: (Option<u64>, Option<u64>),
+    loaded: (Option<u64>, Option<u64>),
+    failovers: &Failovers,
+) {
     times.sort();
     let median = times[times.len() / 2];
     let worst = times[times.len() - 1];
     let mib = |kib: Option<u64>| kib.map_or("?".to_owned(), |k| format!("{:.1} MiB", k as f64 / 1024.0));
+    let Failovers {
+        catalog_kill,
+        catalog_term,
+        olm_kill,
+        olm_term,
+    } = failovers;
     println!(
         "olm-rs bench ({} build)",
         if cfg!(debug_assertions) {
@@ -157,12 +203,6 @@ async fn main() {
     println!(
         "  failover after SIGTERM:       catalog-operator {catalog_term:.1?}, olm-operator {olm_term:.1?}"
     );
-
-    for ns in namespaces {
-        let _ = Api::<Namespace>::all(client.clone())
-            .delete(&ns, &DeleteParams::background())
-            .await;
-    }
 }
 
 /// How the leader is stopped.

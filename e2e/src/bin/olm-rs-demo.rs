@@ -35,19 +35,27 @@ async fn main() {
     step("installing the CRDs of olm-rs");
     let crds = install_crds(&client).await;
     done(&format!("{} CRDs Established", crds.len()));
+    prepare_namespace(&client, &namespace, &address).await;
+    let plan_name = subscribe(&client, &namespace).await;
+    show_install_plan(&client, &namespace, &plan_name).await;
+    wait_for_operators(&client, &namespace).await;
+    println!("\nolm-rs installed demo-app and its dependency demo-db from the demo catalog.");
+}
 
+/// The namespace with an OperatorGroup, and the demo CatalogSource at `address`, READY.
+async fn prepare_namespace(client: &Client, namespace: &str, address: &str) {
     step(&format!(
         "namespace {namespace} with an OperatorGroup, and CatalogSource {CATALOG} at {address}"
     ));
     apply(
-        &client,
+        client,
         None,
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
     )
     .await;
-    let ns = Some(namespace.as_str());
+    let ns = Some(namespace);
     apply(
-        &client,
+        client,
         ns,
         json!({
             "apiVersion": "operators.coreos.com/v1", "kind": "OperatorGroup",
@@ -57,7 +65,7 @@ async fn main() {
     )
     .await;
     apply(
-        &client,
+        client,
         ns,
         json!({
             "apiVersion": "operators.coreos.com/v1alpha1", "kind": "CatalogSource",
@@ -67,7 +75,7 @@ async fn main() {
         }),
     )
     .await;
-    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), &namespace);
+    let catalogs: Api<CatalogSource> = Api::namespaced(client.clone(), namespace);
     wait_for_within(
         STEP,
         &catalogs,
@@ -80,11 +88,14 @@ async fn main() {
     )
     .await;
     done("the catalog is READY");
+}
 
+/// Subscribes to demo-app and returns the name of the InstallPlan it resolves to.
+async fn subscribe(client: &Client, namespace: &str) -> String {
     step("subscribing to demo-app (channel stable, automatic approval)");
     apply(
-        &client,
-        ns,
+        client,
+        Some(namespace),
         json!({
             "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
             "metadata": {"name": "demo-app", "namespace": namespace},
@@ -93,7 +104,7 @@ async fn main() {
         }),
     )
     .await;
-    let subscriptions: Api<Subscription> = Api::namespaced(client.clone(), &namespace);
+    let subscriptions: Api<Subscription> = Api::namespaced(client.clone(), namespace);
     let subscription = wait_for_within(
         STEP,
         &subscriptions,
@@ -112,13 +123,17 @@ async fn main() {
         .and_then(|r| r.name)
         .expect("an InstallPlan reference has a name");
     done(&format!("resolved: InstallPlan {plan_name}"));
+    plan_name
+}
 
+/// Waits for InstallPlan `plan_name` to complete, and shows its steps.
+async fn show_install_plan(client: &Client, namespace: &str, plan_name: &str) {
     step(&format!("InstallPlan {plan_name} creates the CRDs and CSVs"));
-    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), &namespace);
+    let plans: Api<InstallPlan> = Api::namespaced(client.clone(), namespace);
     let plan = wait_for_within(
         STEP,
         &plans,
-        &plan_name,
+        plan_name,
         "the InstallPlan is Complete",
         |p: Option<&InstallPlan>| {
             p.and_then(|p| p.status.as_ref())
@@ -134,9 +149,12 @@ async fn main() {
         );
     }
     done("InstallPlan Complete");
+}
 
-    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &namespace);
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
+/// Waits for each CSV to succeed and its Deployment to be available.
+async fn wait_for_operators(client: &Client, namespace: &str) {
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), namespace);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
     for csv in CSVS {
         step(&format!("ClusterServiceVersion {csv} installs its Deployment"));
         wait_for_within(
@@ -160,8 +178,6 @@ async fn main() {
         .await;
         done(&format!("{csv} Succeeded, Deployment {deployment} Available"));
     }
-
-    println!("\nolm-rs installed demo-app and its dependency demo-db from the demo catalog.");
 }
 
 /// Server-side applies one object given as JSON.

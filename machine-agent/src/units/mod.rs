@@ -20,12 +20,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use olm_api::{substrate::UnitStatus, v1alpha1::MachineHook as Hook};
+use olm_api::{
+    substrate::{UnitStatus, WorkloadState},
+    v1alpha1::MachineHook as Hook,
+};
 use olm_runtime::Shutdown;
 use tokio::sync::watch;
 
 use self::{
-    hooks::{HookContext, run_hook_as},
+    hooks::{HookContext, HookError, run_hook_as},
     sequence::{Config, Problem, UnitRecord, Want, next_hook, retry_delay, unit_state},
 };
 use crate::{
@@ -155,14 +158,6 @@ pub async fn run_unit(
 
 /// Runs `hook` of unit `name` and records how it went.
 async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook, input: &UnitInput) {
-    let (csv, version, config) = match &input.want {
-        Want::Run { csv, version, config } => (csv.clone(), version.clone(), config.clone()),
-        Want::Remove => (
-            record.csv.clone(),
-            record.version.clone().unwrap_or_default(),
-            record.config.clone().unwrap_or_default(),
-        ),
-    };
     let script = units.state.hooks_dir(name).join(hook.as_str());
     if !script.is_file() {
         // Only install and start are required (checked before); others are no-ops.
@@ -170,21 +165,11 @@ async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook,
         record.succeeded(hook, &input.want);
         return;
     }
-    let privileged = match &input.want {
-        Want::Run { .. } => input.privileged,
-        Want::Remove => record.privileged,
-    };
-    let ids = match privilege::hook_ids(&units.users, name, privileged) {
-        Ok(ids) => ids,
-        Err(error) => {
-            record.failed(hook, &input.want, format!("{hook} hook cannot run: {error}"));
-            return;
-        }
-    };
-    let prepared = match privilege::prepare(&units.state, &units.users, name, hook, &config, ids) {
+    let subject = HookSubject::of(record, input);
+    let (ids, prepared) = match prepare_run(units, name, hook, &subject) {
         Ok(prepared) => prepared,
-        Err(error) => {
-            record.failed(hook, &input.want, format!("{hook} hook could not start: {error}"));
+        Err(message) => {
+            record.failed(hook, &input.want, message);
             return;
         }
     };
@@ -193,14 +178,14 @@ async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook,
         machine: units.machine.clone(),
         pool: units.pool.clone(),
         namespace: units.namespace.clone(),
-        csv,
-        version,
+        csv: subject.csv,
+        version: subject.version,
         hook,
         config_file: prepared.config_file.clone(),
         socket: units.state.socket_path(),
         run_id: run.id.clone(),
     };
-    let env = hooks::hook_env(&context, &config);
+    let env = hooks::hook_env(&context, &subject.config);
     tracing::info!(
         unit = name,
         csv = context.csv,
@@ -218,11 +203,68 @@ async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook,
         user,
     )
     .await;
+    let set = run.workload.lock().unwrap_or_else(|p| p.into_inner()).take();
+    drop(run);
+    record_run(record, name, hook, input, subject.privileged, result, set);
+}
+
+/// What a hook runs for: the CSV, version and config it is given, and whether it
+/// runs as root. A unit being removed runs its hooks as its record says they last ran.
+#[derive(Debug, PartialEq, Eq)]
+struct HookSubject {
+    csv: String,
+    version: String,
+    config: Config,
+    privileged: bool,
+}
+
+impl HookSubject {
+    fn of(record: &UnitRecord, input: &UnitInput) -> Self {
+        match &input.want {
+            Want::Run { csv, version, config } => HookSubject {
+                csv: csv.clone(),
+                version: version.clone(),
+                config: config.clone(),
+                privileged: input.privileged,
+            },
+            Want::Remove => HookSubject {
+                csv: record.csv.clone(),
+                version: record.version.clone().unwrap_or_default(),
+                config: record.config.clone().unwrap_or_default(),
+                privileged: record.privileged,
+            },
+        }
+    }
+}
+
+/// Who the hook runs as and its prepared files, or why it cannot run.
+fn prepare_run(
+    units: &Units,
+    name: &str,
+    hook: Hook,
+    subject: &HookSubject,
+) -> Result<(privilege::Ids, privilege::Prepared), String> {
+    let ids = privilege::hook_ids(&units.users, name, subject.privileged)
+        .map_err(|error| format!("{hook} hook cannot run: {error}"))?;
+    let prepared = privilege::prepare(&units.state, &units.users, name, hook, &subject.config, ids)
+        .map_err(|error| format!("{hook} hook could not start: {error}"))?;
+    Ok((ids, prepared))
+}
+
+/// Records how a run of `hook` went: what it set of the workload, and its success
+/// or failure.
+fn record_run(
+    record: &mut UnitRecord,
+    name: &str,
+    hook: Hook,
+    input: &UnitInput,
+    privileged: bool,
+    result: Result<(), HookError>,
+    set: Option<SetWorkload>,
+) {
     if matches!(input.want, Want::Run { .. }) {
         record.privileged = privileged;
     }
-    let set = run.workload.lock().unwrap_or_else(|p| p.into_inner()).take();
-    drop(run);
     if let Some(set) = &set {
         record.workload = Some(set.clone());
     }
@@ -232,14 +274,21 @@ async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook,
             record.succeeded(hook, &input.want);
         }
         Err(error) => {
-            // What the hook said of itself, if it did, else how it ended.
-            let message = match set {
-                Some((_, Some(message))) if !message.is_empty() => format!("{hook} hook failed: {message}"),
-                _ => error.to_string(),
-            };
+            let message = failure_message(hook, set.as_ref(), &error);
             tracing::warn!(unit = name, hook = hook.as_str(), message, "hook failed");
             record.failed(hook, &input.want, message);
         }
+    }
+}
+
+/// What a workload status set by a hook holds: its state and message.
+type SetWorkload = (WorkloadState, Option<String>);
+
+/// Why a hook failed: what the hook said of itself, if it did, else how it ended.
+fn failure_message(hook: Hook, set: Option<&SetWorkload>, error: &HookError) -> String {
+    match set {
+        Some((_, Some(message))) if !message.is_empty() => format!("{hook} hook failed: {message}"),
+        _ => error.to_string(),
     }
 }
 
@@ -356,5 +405,61 @@ mod tests {
         data.insert("start".into(), "#!/bin/sh".into());
         data.insert("README".into(), "not a hook".into());
         assert_eq!(read_hooks("demo-hooks", Some(&data)).unwrap().len(), 2);
+    }
+
+    fn input(want: Want, privileged: bool) -> UnitInput {
+        UnitInput {
+            want,
+            hooks: None,
+            problem: None,
+            timeout: Duration::from_secs(1),
+            update_status: Duration::from_secs(1),
+            privileged,
+        }
+    }
+
+    #[test]
+    fn a_unit_being_removed_runs_its_hooks_as_they_last_ran() {
+        let mut record = UnitRecord::new("demo");
+        record.csv = "demo.v1".into();
+        record.version = Some("1.0.0".into());
+        record.privileged = true;
+        let run = Want::Run {
+            csv: "demo.v2".into(),
+            version: "2.0.0".into(),
+            config: Config::from([("port".into(), "80".into())]),
+        };
+        let subject = HookSubject::of(&record, &input(run, false));
+        assert_eq!(
+            (subject.csv.as_str(), subject.version.as_str()),
+            ("demo.v2", "2.0.0")
+        );
+        assert!(!subject.privileged);
+        let subject = HookSubject::of(&record, &input(Want::Remove, false));
+        assert_eq!(
+            (subject.csv.as_str(), subject.version.as_str()),
+            ("demo.v1", "1.0.0")
+        );
+        assert!(subject.privileged);
+        assert!(subject.config.is_empty());
+    }
+
+    #[test]
+    fn a_failed_hook_is_reported_by_what_it_said_else_by_how_it_ended() {
+        let error = HookError::Spawn {
+            hook: Hook::Start,
+            reason: "no such file".into(),
+        };
+        let said = (WorkloadState::Blocked, Some("needs a license".into()));
+        assert_eq!(
+            failure_message(Hook::Start, Some(&said), &error),
+            "start hook failed: needs a license"
+        );
+        let silent = (WorkloadState::Blocked, Some(String::new()));
+        assert_eq!(
+            failure_message(Hook::Start, Some(&silent), &error),
+            error.to_string()
+        );
+        assert_eq!(failure_message(Hook::Start, None, &error), error.to_string());
     }
 }

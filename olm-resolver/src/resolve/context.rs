@@ -186,41 +186,11 @@ impl<'a> Context<'a> {
         core
     }
 
+    /// Explains why the constraints of `core` cannot all hold: each Subscription's
+    /// need and each dependency's need (with why every candidate is excluded), then
+    /// the invariants (one bundle per package, one provider per API) in conflict.
     pub(super) fn explain(&self, core: &[ConstraintId<'a>]) -> Explanation {
-        let view = &self.view;
         let in_core: HashSet<ConstraintId<'a>> = core.iter().copied().collect();
-        let annotate = |id: BundleId| -> Vec<Exclusion> {
-            let mut excluded = Vec::new();
-            for (r, requirement) in view.requirements(id).iter().enumerate() {
-                if in_core.contains(&ConstraintId::Dep(id, r as u16)) {
-                    excluded.push(Exclusion::Requires {
-                        requirement: describe_requirement(requirement),
-                    });
-                }
-            }
-            if let Some(package) = view.package(id)
-                && in_core.contains(&ConstraintId::Package(package))
-            {
-                excluded.push(Exclusion::PackageConflict {
-                    package: package.to_owned(),
-                });
-            }
-            for gvk in view.provides(id) {
-                if in_core.contains(&ConstraintId::Api(gvk)) {
-                    excluded.push(Exclusion::ApiConflict { gvk: gvk.clone() });
-                }
-            }
-            excluded
-        };
-        let candidate = |id: BundleId, excluded: Vec<Exclusion>| Candidate {
-            bundle: view.name(id).to_owned(),
-            version: view.version(id).clone(),
-            catalog: view
-                .catalog(id)
-                .filter(|_| !view.is_installed(id))
-                .map(|c| view.index.catalogs[c as usize].id.clone()),
-            excluded,
-        };
         // Bundles that the core's needs call for, to name them in invariant conflicts.
         let mut called_for: Vec<BundleId> = self.fixed.clone();
         let mut conflicts = Vec::new();
@@ -228,77 +198,144 @@ impl<'a> Context<'a> {
             let ConstraintId::Sub(s) = *c else { continue };
             let setup = &self.subs[s];
             called_for.extend(setup.candidates.iter().map(|c| c.id));
-            conflicts.push(Conflict::Subscription(SubscriptionNeed {
-                subscription: setup.sub.name.clone(),
-                package: setup.sub.package.clone(),
-                channel: setup.channel.map(str::to_owned),
-                catalog: setup.sub.catalog.clone(),
-                installed: setup.current.map(|c| view.name(c).to_owned()),
-                candidates: setup
-                    .candidates
-                    .iter()
-                    .map(|c| candidate(c.id, annotate(c.id)))
-                    .collect(),
-                problem: setup.problem.clone(),
-            }));
+            conflicts.push(Conflict::Subscription(self.subscription_need(setup, &in_core)));
         }
         let mut needs: Vec<DependencyNeed> = Vec::new();
         for c in core {
             let ConstraintId::Dep(id, r) = *c else { continue };
-            let requirement = &view.requirements(id)[r as usize];
-            let matching = &self.deps[&(id, r)];
-            called_for.extend(matching.iter().map(|c| c.id));
-            let (failure_message, unsupported) = match requirement {
-                Requirement::Constraint(constraint) => (
-                    constraint.failure_message.clone(),
-                    first_cel(&constraint.kind).map(|rule| Unsupported::Cel {
-                        rule: rule.to_owned(),
-                    }),
-                ),
-                _ => (None, None),
-            };
-            let range_package = match requirement {
-                Requirement::Package { package, range } => Some((package, Some(range))),
-                Requirement::Constraint(c) => match &c.kind {
-                    ConstraintKind::Package { package, range } => Some((package, range.as_ref())),
-                    _ => None,
-                },
-                Requirement::Gvk { .. } => None,
-            };
-            let candidates = match (range_package, &unsupported) {
-                (Some((package, Some(range))), None) => view
-                    .package_near_misses(id, package)
-                    .into_iter()
-                    .map(|b| {
-                        if view.matches(b, requirement) {
-                            candidate(b, annotate(b))
-                        } else {
-                            candidate(b, vec![Exclusion::OutsideRange { range: range.clone() }])
-                        }
-                    })
-                    .collect(),
-                _ => matching.iter().map(|m| candidate(m.id, annotate(m.id))).collect(),
-            };
-            let need = DependencyNeed {
-                dependents: vec![view.name(id).to_owned()],
-                requirement: describe_requirement(requirement),
-                failure_message,
-                candidates,
-                unsupported,
-            };
+            called_for.extend(self.deps[&(id, r)].iter().map(|c| c.id));
+            let need = self.dependency_need(id, r, &in_core);
             match needs.iter_mut().find(|n| {
                 n.requirement == need.requirement
                     && n.candidates == need.candidates
                     && n.failure_message == need.failure_message
             }) {
-                Some(existing) => existing.dependents.push(view.name(id).to_owned()),
+                Some(existing) => existing.dependents.push(self.view.name(id).to_owned()),
                 None => needs.push(need),
             }
         }
         conflicts.extend(needs.into_iter().map(Conflict::Dependency));
+        conflicts.extend(self.invariant_conflicts(core, &called_for));
+        Explanation { conflicts }
+    }
+
+    /// Why bundle `id` is excluded by the constraints `in_core`: its requirements,
+    /// its package and the APIs it provides that take part.
+    fn exclusions(&self, id: BundleId, in_core: &HashSet<ConstraintId<'a>>) -> Vec<Exclusion> {
+        let view = &self.view;
+        let mut excluded = Vec::new();
+        for (r, requirement) in view.requirements(id).iter().enumerate() {
+            if in_core.contains(&ConstraintId::Dep(id, r as u16)) {
+                excluded.push(Exclusion::Requires {
+                    requirement: describe_requirement(requirement),
+                });
+            }
+        }
+        if let Some(package) = view.package(id)
+            && in_core.contains(&ConstraintId::Package(package))
+        {
+            excluded.push(Exclusion::PackageConflict {
+                package: package.to_owned(),
+            });
+        }
+        for gvk in view.provides(id) {
+            if in_core.contains(&ConstraintId::Api(gvk)) {
+                excluded.push(Exclusion::ApiConflict { gvk: gvk.clone() });
+            }
+        }
+        excluded
+    }
+
+    /// Bundle `id` as a candidate, `excluded` for these reasons.
+    fn candidate(&self, id: BundleId, excluded: Vec<Exclusion>) -> Candidate {
+        let view = &self.view;
+        Candidate {
+            bundle: view.name(id).to_owned(),
+            version: view.version(id).clone(),
+            catalog: view
+                .catalog(id)
+                .filter(|_| !view.is_installed(id))
+                .map(|c| view.index.catalogs[c as usize].id.clone()),
+            excluded,
+        }
+    }
+
+    /// What a Subscription in the core needs, and why each of its candidates is excluded.
+    fn subscription_need(
+        &self,
+        setup: &SubSetup<'a>,
+        in_core: &HashSet<ConstraintId<'a>>,
+    ) -> SubscriptionNeed {
+        SubscriptionNeed {
+            subscription: setup.sub.name.clone(),
+            package: setup.sub.package.clone(),
+            channel: setup.channel.map(str::to_owned),
+            catalog: setup.sub.catalog.clone(),
+            installed: setup.current.map(|c| self.view.name(c).to_owned()),
+            candidates: setup
+                .candidates
+                .iter()
+                .map(|c| self.candidate(c.id, self.exclusions(c.id, in_core)))
+                .collect(),
+            problem: setup.problem.clone(),
+        }
+    }
+
+    /// What requirement `r` of bundle `id` needs, and why each candidate is excluded:
+    /// for a version range, the package's bundles near it, those outside it said so.
+    fn dependency_need(&self, id: BundleId, r: u16, in_core: &HashSet<ConstraintId<'a>>) -> DependencyNeed {
+        let view = &self.view;
+        let requirement = &view.requirements(id)[r as usize];
+        let (failure_message, unsupported) = match requirement {
+            Requirement::Constraint(constraint) => (
+                constraint.failure_message.clone(),
+                first_cel(&constraint.kind).map(|rule| Unsupported::Cel {
+                    rule: rule.to_owned(),
+                }),
+            ),
+            _ => (None, None),
+        };
+        let range_package = match requirement {
+            Requirement::Package { package, range } => Some((package, Some(range))),
+            Requirement::Constraint(c) => match &c.kind {
+                ConstraintKind::Package { package, range } => Some((package, range.as_ref())),
+                _ => None,
+            },
+            Requirement::Gvk { .. } => None,
+        };
+        let candidates = match (range_package, &unsupported) {
+            (Some((package, Some(range))), None) => view
+                .package_near_misses(id, package)
+                .into_iter()
+                .map(|b| {
+                    if view.matches(b, requirement) {
+                        self.candidate(b, self.exclusions(b, in_core))
+                    } else {
+                        self.candidate(b, vec![Exclusion::OutsideRange { range: range.clone() }])
+                    }
+                })
+                .collect(),
+            _ => self.deps[&(id, r)]
+                .iter()
+                .map(|m| self.candidate(m.id, self.exclusions(m.id, in_core)))
+                .collect(),
+        };
+        DependencyNeed {
+            dependents: vec![view.name(id).to_owned()],
+            requirement: describe_requirement(requirement),
+            failure_message,
+            candidates,
+            unsupported,
+        }
+    }
+
+    /// The invariants of the core in conflict, each naming the bundles (among
+    /// `called_for`, in order, once each) it holds apart.
+    fn invariant_conflicts(&self, core: &[ConstraintId<'a>], called_for: &[BundleId]) -> Vec<Conflict> {
+        let view = &self.view;
         let named = |keep: &dyn Fn(BundleId) -> bool| {
             let mut names: Vec<String> = Vec::new();
-            for &id in &called_for {
+            for &id in called_for {
                 let name = view.name(id).to_owned();
                 if keep(id) && !names.contains(&name) {
                     names.push(name);
@@ -306,22 +343,23 @@ impl<'a> Context<'a> {
             }
             names
         };
-        for c in core {
-            match *c {
-                ConstraintId::Package(package) => conflicts.push(Conflict::OneBundlePerPackage {
+        core.iter()
+            .filter_map(|c| match *c {
+                ConstraintId::Package(package) => Some(Conflict::OneBundlePerPackage {
                     package: package.to_owned(),
                     bundles: named(&|id| view.package(id) == Some(package)),
                 }),
-                ConstraintId::Api(gvk) => conflicts.push(Conflict::OneProviderPerApi {
+                ConstraintId::Api(gvk) => Some(Conflict::OneProviderPerApi {
                     gvk: gvk.clone(),
                     bundles: named(&|id| view.provides(id).contains(gvk)),
                 }),
-                ConstraintId::Sub(_) | ConstraintId::Dep(..) => {}
-            }
-        }
-        Explanation { conflicts }
+                ConstraintId::Sub(_) | ConstraintId::Dep(..) => None,
+            })
+            .collect()
     }
 
+    /// The plan of a solved group: what each Subscription gets, and the steps that
+    /// install the chosen bundles not installed yet, dependencies first.
     pub(super) fn plan(&self, members: &[usize], search: &Search<'_, 'a>) -> Plan {
         let view = &self.view;
         let chosen: Vec<&Choice<'a>> = search
@@ -330,12 +368,37 @@ impl<'a> Context<'a> {
             .filter(|c| !matches!(c.origin, Origin::Fixed))
             .collect();
         let chosen_ids: HashSet<BundleId> = chosen.iter().map(|c| c.id).collect();
-        let mut subscriptions = Vec::new();
-        let mut replaces: HashMap<BundleId, &str> = HashMap::new();
         let mut deprecations: Vec<DeprecationNotice> = Vec::new();
+        let (subscriptions, replaces) = self.subscription_results(members, &chosen_ids, &mut deprecations);
+        let mut new: Vec<&Choice<'a>> = chosen.into_iter().filter(|c| !view.is_installed(c.id)).collect();
+        new.sort_by_key(|c| view.name(c.id));
+        let steps: Vec<Step> = self
+            .install_order(&new)
+            .into_iter()
+            .map(|i| self.step(new[i], &replaces, &mut deprecations))
+            .collect();
+        Plan {
+            steps,
+            subscriptions,
+            deprecations,
+        }
+    }
+
+    /// What each Subscription of `members` gets among `chosen`: stay, upgrade or
+    /// install; with the bundles each upgrade replaces. A Subscription that stays
+    /// reports the deprecations of its package and channel.
+    fn subscription_results(
+        &self,
+        members: &[usize],
+        chosen: &HashSet<BundleId>,
+        deprecations: &mut Vec<DeprecationNotice>,
+    ) -> (Vec<SubscriptionResult>, HashMap<BundleId, &'a str>) {
+        let view = &self.view;
+        let mut subscriptions = Vec::new();
+        let mut replaces: HashMap<BundleId, &'a str> = HashMap::new();
         for &s in members {
             let setup = &self.subs[s];
-            let Some(pick) = setup.candidates.iter().find(|c| chosen_ids.contains(&c.id)) else {
+            let Some(pick) = setup.candidates.iter().find(|c| chosen.contains(&c.id)) else {
                 continue;
             };
             let change = match setup.current {
@@ -352,7 +415,7 @@ impl<'a> Context<'a> {
                 && let (Some(catalog), Some(channel)) =
                     (view.index.catalog_number(&setup.sub.catalog), setup.channel)
             {
-                self.deprecations(catalog, &setup.sub.package, channel, None, &mut deprecations);
+                self.deprecations(catalog, &setup.sub.package, channel, None, deprecations);
             }
             subscriptions.push(SubscriptionResult {
                 subscription: setup.sub.name.clone(),
@@ -361,11 +424,13 @@ impl<'a> Context<'a> {
                 held_back: None,
             });
         }
-        let new: Vec<&Choice<'a>> = {
-            let mut new: Vec<&Choice<'a>> = chosen.into_iter().filter(|c| !view.is_installed(c.id)).collect();
-            new.sort_by_key(|c| view.name(c.id));
-            new
-        };
+        (subscriptions, replaces)
+    }
+
+    /// The order (indexes into `new`) in which to install `new`: a bundle after
+    /// those that meet its requirements.
+    fn install_order(&self, new: &[&Choice<'a>]) -> Vec<usize> {
+        let view = &self.view;
         let mut graph = DiGraph::<usize, ()>::new();
         let nodes: Vec<_> = (0..new.len()).map(|i| graph.add_node(i)).collect();
         for (i, dependent) in new.iter().enumerate() {
@@ -378,50 +443,49 @@ impl<'a> Context<'a> {
                 }
             }
         }
-        let order = install_order(&graph);
-        let steps: Vec<Step> = order
-            .into_iter()
-            .map(|i| {
-                let choice = new[i];
-                let bundle = &view.index.bundles[choice.id.0 as usize];
-                let reason = match choice.origin {
-                    Origin::Sub(s) => StepReason::Subscription {
-                        name: self.subs[s].sub.name.clone(),
-                    },
-                    Origin::Dep(dependent, r) => StepReason::Dependency {
-                        dependent: view.name(dependent).to_owned(),
-                        requirement: describe_requirement(&view.requirements(dependent)[r as usize]),
-                    },
-                    // Fixed CSVs are installed, so never steps; this arm only completes the match.
-                    Origin::Fixed => StepReason::Subscription { name: String::new() },
-                };
-                let channel = choice
-                    .channel
-                    .or(bundle.channel.as_deref())
-                    .unwrap_or_default()
-                    .to_owned();
-                self.deprecations(
-                    bundle.catalog,
-                    &bundle.input.package,
-                    &channel,
-                    Some(choice.id),
-                    &mut deprecations,
-                );
-                Step {
-                    bundle: bundle.input.name.clone(),
-                    package: bundle.input.package.clone(),
-                    version: bundle.input.version.clone(),
-                    catalog: view.index.catalogs[bundle.catalog as usize].id.clone(),
-                    channel,
-                    reason,
-                    replaces: replaces.get(&choice.id).map(|s| (*s).to_owned()),
-                }
-            })
-            .collect();
-        Plan {
-            steps,
-            subscriptions,
+        install_order(&graph)
+    }
+
+    /// The step that installs `choice`, and why; adds its deprecations.
+    fn step(
+        &self,
+        choice: &Choice<'a>,
+        replaces: &HashMap<BundleId, &'a str>,
+        deprecations: &mut Vec<DeprecationNotice>,
+    ) -> Step {
+        let view = &self.view;
+        let bundle = &view.index.bundles[choice.id.0 as usize];
+        let reason = match choice.origin {
+            Origin::Sub(s) => StepReason::Subscription {
+                name: self.subs[s].sub.name.clone(),
+            },
+            Origin::Dep(dependent, r) => StepReason::Dependency {
+                dependent: view.name(dependent).to_owned(),
+                requirement: describe_requirement(&view.requirements(dependent)[r as usize]),
+            },
+            // Fixed CSVs are installed, so never steps; this arm only completes the match.
+            Origin::Fixed => StepReason::Subscription { name: String::new() },
+        };
+        let channel = choice
+            .channel
+            .or(bundle.channel.as_deref())
+            .unwrap_or_default()
+            .to_owned();
+        self.deprecations(
+            bundle.catalog,
+            &bundle.input.package,
+            &channel,
+            Some(choice.id),
             deprecations,
+        );
+        Step {
+            bundle: bundle.input.name.clone(),
+            package: bundle.input.package.clone(),
+            version: bundle.input.version.clone(),
+            catalog: view.index.catalogs[bundle.catalog as usize].id.clone(),
+            channel,
+            reason,
+            replaces: replaces.get(&choice.id).map(|s| (*s).to_owned()),
         }
     }
 

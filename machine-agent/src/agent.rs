@@ -311,7 +311,7 @@ fn work(
     let (plan_triggers, machine_events) = (watches.plan_triggers(), watches.machine_events());
     log_hook_users(&users);
     let socket_group = users.agent.is_root().then_some(users.hook.gid);
-    let units = Arc::new(shared_units(state, &registered.identity, users));
+    let units = Arc::new(shared_units(state, &registered, users));
     let planner = Planner::new(units.clone(), &watches, shutdown.clone());
     let status = StatusWriter {
         machines: registered.machines.clone(),
@@ -369,9 +369,12 @@ fn log_hook_users(users: &Users) {
     }
 }
 
-/// What every unit task of this machine shares.
-fn shared_units(state: &StateDir, identity: &Identity, users: Users) -> Units {
-    let (statuses, _) = watch::channel(BTreeMap::<String, UnitStatus>::new());
+/// What every unit task of this machine shares; the units' statuses start as
+/// the Machine last reported them ([`machine::last_reported`]).
+fn shared_units(state: &StateDir, registered: &Registered, users: Users) -> Units {
+    let identity = &registered.identity;
+    let reported = machine::last_reported(&registered.machine, &units_on_disk(state));
+    let (statuses, _) = watch::channel(reported);
     Units {
         state: state.clone(),
         machine: identity.machine.clone(),
@@ -381,6 +384,18 @@ fn shared_units(state: &StateDir, identity: &Identity, users: Users) -> Units {
         users,
         statuses,
     }
+}
+
+/// The units whose state is on disk, each with the CSV it runs.
+fn units_on_disk(state: &StateDir) -> BTreeMap<String, String> {
+    let mut known = BTreeMap::new();
+    for unit in state.unit_names().unwrap_or_default() {
+        let record = state::read_json::<units::sequence::UnitRecord>(&state.unit_file(&unit));
+        if let Ok(Some(record)) = record {
+            known.insert(unit, record.csv);
+        }
+    }
+    known
 }
 
 /// Serves the hook tool's socket; a failure is logged, and the agent runs on
@@ -706,13 +721,7 @@ impl Planner {
 
     async fn run(self, mut triggers: impl futures::Stream<Item = ()> + Unpin) {
         let mut handles: BTreeMap<String, UnitHandle> = BTreeMap::new();
-        let mut known: BTreeMap<String, String> = BTreeMap::new();
-        for unit in self.units.state.unit_names().unwrap_or_default() {
-            let record = state::read_json::<units::sequence::UnitRecord>(&self.units.state.unit_file(&unit));
-            if let Ok(Some(record)) = record {
-                known.insert(unit, record.csv);
-            }
-        }
+        let mut known = units_on_disk(&self.units.state);
         loop {
             if self.csvs_synced.get() && self.config_maps_synced.get() {
                 handles.retain(|_, h| !h.task.is_finished());

@@ -147,6 +147,25 @@ pub fn desired_status(
     (!same).then_some(desired)
 }
 
+/// The units' statuses as `machine` last reported them, for the units whose
+/// state is on disk (`on_disk`: unit name to its CSV). A restarted agent starts
+/// from these, so that the Machine keeps reporting its units until each unit's
+/// task reports again: an empty list would tell the cluster they are gone.
+pub fn last_reported(machine: &Machine, on_disk: &BTreeMap<String, String>) -> BTreeMap<String, UnitStatus> {
+    let reported = machine
+        .status
+        .as_ref()
+        .and_then(|s| s.units.as_deref())
+        .unwrap_or_default();
+    on_disk
+        .iter()
+        .filter_map(|(unit, csv)| {
+            let status = reported.iter().find(|status| &status.csv == csv)?;
+            Some((unit.clone(), status.clone()))
+        })
+        .collect()
+}
+
 /// Applies `status` to the Machine.
 pub async fn write_status(
     api: &Api<Machine>,
@@ -283,5 +302,33 @@ mod tests {
         assert_eq!(spec["kind"], "Machine");
         assert_eq!(renew_interval(Duration::from_secs(40)), Duration::from_secs(10));
         assert_eq!(renew_interval(Duration::from_secs(8)), Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_restart_starts_from_the_units_last_reported_that_are_still_on_disk() {
+        let unit = |csv: &str| UnitStatus {
+            csv: csv.into(),
+            version: "2.0.0".into(),
+            state: WorkloadState::Active,
+            message: Some("serving".into()),
+        };
+        let spec = || olm_api::substrate::MachineSpec {
+            pool: "edge".into(),
+            node_name: Some("a".into()),
+            external_id: None,
+        };
+        let mut machine = Machine::new("edge-a", spec());
+        machine.status = Some(MachineStatus {
+            units: Some(vec![unit("demo.v2"), unit("gone.v1")]),
+            ..MachineStatus::default()
+        });
+        // The unit named after its first CSV now runs demo.v2; "new" was never reported.
+        let on_disk = BTreeMap::from([
+            ("demo.v1".to_owned(), "demo.v2".to_owned()),
+            ("new".to_owned(), "new.v1".to_owned()),
+        ]);
+        let seeded = last_reported(&machine, &on_disk);
+        assert_eq!(seeded, BTreeMap::from([("demo.v1".to_owned(), unit("demo.v2"))]));
+        assert!(last_reported(&Machine::new("edge-a", spec()), &on_disk).is_empty());
     }
 }

@@ -120,7 +120,7 @@ where
         &readiness,
     )
     .modify_with_managed_fields(csv::copied::trim);
-    let _ = ctx.copies.set(csv::copied::Caches {
+    let _ = ctx.copies.set(crate::copy_state::Caches {
         csvs: cache(&csvs),
         copies: cache(&copies),
         namespaces: cache(&namespaces),

@@ -40,8 +40,9 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use super::{
     apiservices,
-    build::{Children, operator_label_of, owner_labels, owner_selector, spec_hash},
+    build::{Children, owner_labels, owner_selector},
     certs::{self, Authority, Issued},
+    naming::{operator_label_of, spec_hash},
     validate::{Membership, Requirements},
     webhooks::{self, Registration},
 };

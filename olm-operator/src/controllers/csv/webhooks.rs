@@ -27,7 +27,7 @@ use kube::{
 };
 use olm_api::v1alpha1::{ClusterServiceVersion, InstallModeType, WebhookAdmissionType, WebhookDescription};
 
-use super::{build::generate_name, certs, validate::Targets};
+use super::{certs, naming::generate_name, validate::Targets};
 
 /// The label with the `generateName` of the webhook description.
 pub const DESCRIPTION_LABEL: &str = "olm.webhook-description-generate-name";

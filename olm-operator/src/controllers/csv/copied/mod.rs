@@ -38,8 +38,6 @@
 //!   leaves out `lastUpdateTime`, which moves with every message: copies are
 //!   written when the phase changes, not when only the original's message did.
 
-use std::{collections::HashMap, sync::Mutex};
-
 use k8s_openapi::{
     api::core::v1::Namespace,
     apimachinery::pkg::apis::meta::v1::{Condition, ManagedFieldsEntry, ObjectMeta, Time},
@@ -64,19 +62,15 @@ use super::{
     update_status,
     validate::{Membership, Targets},
 };
-use crate::{context::Context, stores::Cache};
+use crate::{context::Context, copy_state::Caches};
 
 mod desired;
+
+pub use super::copy_hashes::{SPEC_HASH, STATUS_HASH};
 
 pub use desired::{Action, Occupant, Wanted, copy_namespaces, copy_of, plan, prototype, status_hash};
 use desired::{STATUS_SUBRESOURCE, wrote_status};
 
-/// Annotation on a copy: the hash of its metadata and spec as last written.
-pub const SPEC_HASH: &str = "olm.operatorframework.io/nonStatusCopyHash";
-/// Annotation on an original: the hash of the status (see [`status_hash`])
-/// every copy of it was last written with. Never copied, neither to the
-/// copies nor to pod templates.
-pub const STATUS_HASH: &str = "olm-rs.dev/copied-status-hash";
 /// The event reason on the original when its copies are switched off.
 pub const DISABLED_REASON: &str = "DisabledCopiedCSVs";
 
@@ -116,49 +110,6 @@ pub enum Error {
         #[source]
         source: WriteError,
     },
-}
-
-/// The caches copies are kept from: the originals, the copies (trimmed
-/// metadata, see [`trim`]) and the namespaces. Without them the same is read
-/// from the API server; while they fill, [`sync`] waits for them (a list of
-/// every copy of an original, with all its annotations and managed fields,
-/// costs more than the wait).
-#[derive(Clone)]
-pub struct Caches {
-    /// Every CSV that is no copy.
-    pub csvs: Cache<ClusterServiceVersion>,
-    /// Every copy, as trimmed metadata.
-    pub copies: Cache<PartialObjectMeta<ClusterServiceVersion>>,
-    /// Every namespace, as metadata.
-    pub namespaces: Cache<PartialObjectMeta<Namespace>>,
-}
-
-impl Caches {
-    fn synced(&self) -> bool {
-        self.csvs.synced.get() && self.copies.synced.get() && self.namespaces.synced.get()
-    }
-
-    fn same_name(&self, name: &str) -> Vec<Occupant> {
-        let originals = self.csvs.store.state();
-        let copies = self.copies.store.state();
-        originals
-            .iter()
-            .map(|csv| &csv.metadata)
-            .chain(copies.iter().map(|copy| &copy.metadata))
-            .filter(|meta| meta.name.as_deref() == Some(name))
-            .filter_map(Occupant::from_meta)
-            .collect()
-    }
-
-    fn live_namespaces(&self) -> Vec<String> {
-        self.namespaces
-            .store
-            .state()
-            .iter()
-            .filter(|ns| ns.metadata.deletion_timestamp.is_none())
-            .map(|ns| ns.name_any())
-            .collect()
-    }
 }
 
 /// Trims a copy's metadata to what keeping it needs: its name, namespace,
@@ -335,34 +286,6 @@ pub async fn sync(
     Ok(Kept::InLine)
 }
 
-/// The status hashes this process recorded on originals ([`STATUS_HASH`]),
-/// by the original's UID. The reconcile after a fan-out is triggered by the
-/// fan-out's own writes and may start before the cache shows the record;
-/// without this it would write every copy once more. (A hash covers the
-/// phase's `lastTransitionTime`, so an old one never matches a new status.)
-#[derive(Debug, Default)]
-pub struct Recorded(Mutex<HashMap<String, String>>);
-
-impl Recorded {
-    fn get(&self, uid: &str) -> Option<String> {
-        self.lock().get(uid).cloned()
-    }
-
-    fn set(&self, uid: &str, hash: &str) {
-        if !uid.is_empty() {
-            self.lock().insert(uid.to_owned(), hash.to_owned());
-        }
-    }
-
-    fn forget(&self, uid: &str) {
-        self.lock().remove(uid);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
 /// Creates the copy `prototype` in `namespace` with status `status`. Create,
 /// not apply: should a CSV of that name have appeared since it was listed,
 /// the create fails (409) rather than merge the copy into it; the next
@@ -504,11 +427,24 @@ pub fn config_status(
     })
 }
 
+/// Every CSV named `name` in `caches` (originals and copies).
+fn cached_same_name(caches: &Caches, name: &str) -> Vec<Occupant> {
+    let originals = caches.csvs.store.state();
+    let copies = caches.copies.store.state();
+    originals
+        .iter()
+        .map(|csv| &csv.metadata)
+        .chain(copies.iter().map(|copy| &copy.metadata))
+        .filter(|meta| meta.name.as_deref() == Some(name))
+        .filter_map(Occupant::from_meta)
+        .collect()
+}
+
 /// Every CSV named `name` in the cluster (originals and copies): one
 /// metadata-only list selected by name.
 async fn same_name(ctx: &Context, name: &str) -> Result<Vec<Occupant>, kube::Error> {
     if let Some(caches) = caches(ctx) {
-        return Ok(caches.same_name(name));
+        return Ok(cached_same_name(caches, name));
     }
     let params = ListParams::default().fields(&format!("metadata.name={name}"));
     let found = Api::<ClusterServiceVersion>::all(ctx.client.clone())
@@ -646,18 +582,5 @@ mod tests {
                 .expect("an occupant")
                 .has_status
         );
-    }
-
-    #[test]
-    fn records_of_this_process_are_kept_by_uid_until_forgotten() {
-        let recorded = Recorded::default();
-        recorded.set("uid-1", "h1");
-        recorded.set("", "ignored");
-        assert_eq!(recorded.get("uid-1").as_deref(), Some("h1"));
-        assert_eq!(recorded.get(""), None);
-        recorded.set("uid-1", "h2");
-        assert_eq!(recorded.get("uid-1").as_deref(), Some("h2"));
-        recorded.forget("uid-1");
-        assert_eq!(recorded.get("uid-1"), None);
     }
 }

@@ -51,11 +51,10 @@ use olm_api::substrate::{
 use olm_runtime::conditions::{ConditionReason, Status, set_condition};
 
 use super::{
-    Account, Error,
+    account::{Account, apply_account},
     agent::{self, POOL_LABEL},
-    apply_account, read_error,
+    error::{Error, read_error, write_error},
     status::MachineReady,
-    write_error,
 };
 use crate::context::Context;
 

@@ -38,6 +38,8 @@
 //!   leaves out `lastUpdateTime`, which moves with every message: copies are
 //!   written when the phase changes, not when only the original's message did.
 
+use std::collections::BTreeSet;
+
 use k8s_openapi::{
     api::core::v1::Namespace,
     apimachinery::pkg::apis::meta::v1::{Condition, ManagedFieldsEntry, ObjectMeta, Time},
@@ -180,26 +182,12 @@ pub async fn sync(
     let name = csv.name_any();
     let own = csv.namespace().unwrap_or_default();
     let uid = csv.uid().unwrap_or_default();
-    let read = |what| {
-        let csv = name.clone();
-        move |source| Error::Read { what, csv, source }
-    };
-    let (all, disabled) = match membership.targets {
-        Targets::All => {
-            let disabled = copies_disabled(ctx).await.map_err(read("the OLMConfig"))?;
-            let all = if disabled {
-                Vec::new()
-            } else {
-                live_namespaces(ctx).await.map_err(read("the namespaces"))?
-            };
-            (all, disabled)
-        }
-        Targets::Namespaces(_) => (Vec::new(), false),
-    };
-    let namespaces = copy_namespaces(&own, &membership.targets, &all, disabled);
-    let same_name = same_name(ctx, &name)
-        .await
-        .map_err(read("the CSVs of the same name"))?;
+    let (namespaces, disabled) = served_namespaces(ctx, csv, membership).await?;
+    let same_name = same_name(ctx, &name).await.map_err(|source| Error::Read {
+        what: "the CSVs of the same name",
+        csv: name.clone(),
+        source,
+    })?;
     // Every copy is the same but for its namespace, and so are its hashes.
     let (prototype, copy_status) = prototype(csv, membership, status);
     let spec_hash = prototype
@@ -215,75 +203,152 @@ pub async fn sync(
         spec_hash: &spec_hash,
         status_recorded,
     };
+    let fanout = Fanout {
+        ctx,
+        name: &name,
+        own: &own,
+        uid: &uid,
+        membership,
+        prototype: &prototype,
+        status: &copy_status,
+        status_hash: &status_hash,
+    };
     let mut deleted = 0;
     for action in plan(&own, &wanted, &same_name) {
-        let write = |action: &'static str, namespace: &str| {
-            let (csv, namespace) = (name.clone(), namespace.to_owned());
-            move |source| Error::Write {
-                action,
-                csv,
-                namespace,
-                source,
-            }
-        };
+        deleted += usize::from(matches!(action, Action::Delete(..)));
+        fanout.perform(action).await?;
+    }
+    if disabled && deleted > 0 {
+        announce_disabled(ctx, csv, deleted).await;
+    }
+    Ok(Kept::InLine)
+}
+
+/// The namespaces that get a copy of `csv` ([`copy_namespaces`]), and whether
+/// copies are switched off for it. Only an operator of all namespaces reads
+/// the OLMConfig and the namespaces.
+async fn served_namespaces(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    membership: &Membership,
+) -> Result<(BTreeSet<String>, bool), Error> {
+    let read = |what| {
+        let csv = csv.name_any();
+        move |source| Error::Read { what, csv, source }
+    };
+    let (all, disabled) = match membership.targets {
+        Targets::All => {
+            let disabled = copies_disabled(ctx).await.map_err(read("the OLMConfig"))?;
+            let all = if disabled {
+                Vec::new()
+            } else {
+                live_namespaces(ctx).await.map_err(read("the namespaces"))?
+            };
+            (all, disabled)
+        }
+        Targets::Namespaces(_) => (Vec::new(), false),
+    };
+    let own = csv.namespace().unwrap_or_default();
+    Ok((
+        copy_namespaces(&own, &membership.targets, &all, disabled),
+        disabled,
+    ))
+}
+
+/// What the writes of one fan-out share: the original and its copy as it
+/// should be.
+struct Fanout<'a> {
+    ctx: &'a Context,
+    /// The original's name, namespace and UID.
+    name: &'a str,
+    own: &'a str,
+    uid: &'a str,
+    membership: &'a Membership,
+    /// The copy, without namespace and status.
+    prototype: &'a ClusterServiceVersion,
+    /// The copy's status, and its hash.
+    status: &'a ClusterServiceVersionStatus,
+    status_hash: &'a String,
+}
+
+impl Fanout<'_> {
+    /// Performs one action of the [`plan`].
+    async fn perform(&self, action: Action) -> Result<(), Error> {
+        let (ctx, name) = (self.ctx, self.name);
         match action {
             Action::Create(namespace) => {
-                create_copy(ctx, &prototype, &copy_status, &namespace)
+                create_copy(ctx, self.prototype, self.status, &namespace)
                     .await
-                    .map_err(write("create", &namespace))?;
+                    .map_err(self.write_error("create", &namespace))?;
             }
             Action::Update(namespace) => {
                 let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-                let mut copy = prototype.clone();
+                let mut copy = self.prototype.clone();
                 copy.metadata.namespace = Some(namespace.clone());
-                ctx.apply(&api, &copy).await.map_err(write("write", &namespace))?;
+                ctx.apply(&api, &copy)
+                    .await
+                    .map_err(self.write_error("write", &namespace))?;
             }
             Action::UpdateStatus(namespace) => {
                 let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-                ctx.apply_status(&api, &name, &copy_status)
+                ctx.apply_status(&api, name, self.status)
                     .await
-                    .map_err(write("write the status of", &namespace))?;
+                    .map_err(self.write_error("write the status of", &namespace))?;
             }
             Action::Delete(namespace, uid) => {
-                delete_copy(ctx, &name, &namespace, Some(uid)).await?;
-                deleted += 1;
+                delete_copy(ctx, name, &namespace, Some(uid)).await?;
             }
             Action::Replace(namespace, uid) => {
                 tracing::info!(csv = %name, %namespace, "replacing the dangling copy of another original");
-                delete_copy(ctx, &name, &namespace, Some(uid)).await?;
-                create_copy(ctx, &prototype, &copy_status, &namespace)
+                delete_copy(ctx, name, &namespace, Some(uid)).await?;
+                create_copy(ctx, self.prototype, self.status, &namespace)
                     .await
-                    .map_err(write("create", &namespace))?;
+                    .map_err(self.write_error("create", &namespace))?;
             }
             Action::Record => {
-                let annotations = update_status::owned_annotations(membership, Some(&status_hash));
-                ctx.apply_annotations::<ClusterServiceVersion>(&own, &name, annotations)
+                let annotations = update_status::owned_annotations(self.membership, Some(self.status_hash));
+                ctx.apply_annotations::<ClusterServiceVersion>(self.own, name, annotations)
                     .await
                     .map_err(|source| Error::Record {
-                        csv: name.clone(),
+                        csv: name.to_owned(),
                         source,
                     })?;
-                ctx.copies_recorded.set(&uid, &status_hash);
+                ctx.copies_recorded.set(self.uid, self.status_hash);
             }
         }
+        Ok(())
     }
-    if disabled && deleted > 0 {
-        let note = format!(
-            "Copied CSVs are disabled (OLMConfig {OLM_CONFIG_NAME}): removed {deleted} copies of {name}"
-        );
-        ctx.publish(
+
+    /// How a failed `action` on the copy in `namespace` is told.
+    fn write_error(&self, action: &'static str, namespace: &str) -> impl FnOnce(WriteError) -> Error + use<> {
+        let (csv, namespace) = (self.name.to_owned(), namespace.to_owned());
+        move |source| Error::Write {
+            action,
             csv,
-            Event {
-                type_: EventType::Warning,
-                reason: DISABLED_REASON.to_owned(),
-                note: Some(note),
-                action: "DeleteCopies".to_owned(),
-                secondary: None,
-            },
-        )
-        .await;
+            namespace,
+            source,
+        }
     }
-    Ok(Kept::InLine)
+}
+
+/// Tells on the original that its `deleted` copies went because copies are
+/// switched off.
+async fn announce_disabled(ctx: &Context, csv: &ClusterServiceVersion, deleted: usize) {
+    let note = format!(
+        "Copied CSVs are disabled (OLMConfig {OLM_CONFIG_NAME}): removed {deleted} copies of {}",
+        csv.name_any()
+    );
+    ctx.publish(
+        csv,
+        Event {
+            type_: EventType::Warning,
+            reason: DISABLED_REASON.to_owned(),
+            note: Some(note),
+            action: "DeleteCopies".to_owned(),
+            secondary: None,
+        },
+    )
+    .await;
 }
 
 /// Creates the copy `prototype` in `namespace` with status `status`. Create,

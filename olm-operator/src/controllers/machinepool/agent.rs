@@ -264,7 +264,6 @@ fn mount(name: &str, path: &str) -> VolumeMount {
 pub fn daemonset(pool: &MachinePool) -> Option<DaemonSet> {
     let selector = pool.spec.node_selector.clone()?;
     let name = pool.name_any();
-    let namespace = pool.namespace().unwrap_or_default();
     let mut pod_labels = labels(pool);
     pod_labels.insert(
         AGENT_VERSION_LABEL.to_owned(),
@@ -280,7 +279,39 @@ pub fn daemonset(pool: &MachinePool) -> Option<DaemonSet> {
         .as_ref()
         .and_then(|u| u.max_unavailable)
         .unwrap_or(1);
-    let container = Container {
+    let container = container(pool);
+    Some(DaemonSet {
+        metadata: meta(pool, agent_name(&name)),
+        spec: Some(DaemonSetSpec {
+            selector: LabelSelector {
+                match_labels: Some(match_labels),
+                ..LabelSelector::default()
+            },
+            update_strategy: Some(DaemonSetUpdateStrategy {
+                type_: Some("RollingUpdate".to_owned()),
+                rolling_update: Some(RollingUpdateDaemonSet {
+                    max_unavailable: Some(IntOrString::Int(max_unavailable)),
+                    ..RollingUpdateDaemonSet::default()
+                }),
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod_spec(pool, selector, container)),
+            },
+            ..DaemonSetSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// The agent's container: privileged, with the machine's state, its root
+/// and the service account token mounted.
+fn container(pool: &MachinePool) -> Container {
+    let name = pool.name_any();
+    Container {
         name: "agent".to_owned(),
         image: Some(image(pool)),
         command: Some(vec![
@@ -314,52 +345,35 @@ pub fn daemonset(pool: &MachinePool) -> Option<DaemonSet> {
             },
         ]),
         ..Container::default()
-    };
-    Some(DaemonSet {
-        metadata: meta(pool, agent_name(&name)),
-        spec: Some(DaemonSetSpec {
-            selector: LabelSelector {
-                match_labels: Some(match_labels),
-                ..LabelSelector::default()
-            },
-            update_strategy: Some(DaemonSetUpdateStrategy {
-                type_: Some("RollingUpdate".to_owned()),
-                rolling_update: Some(RollingUpdateDaemonSet {
-                    max_unavailable: Some(IntOrString::Int(max_unavailable)),
-                    ..RollingUpdateDaemonSet::default()
-                }),
-            }),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(pod_labels),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    service_account_name: Some(agent_name(&name)),
-                    // Mounted as `token`, readable by root only.
-                    automount_service_account_token: Some(false),
-                    host_network: Some(true),
-                    host_pid: Some(true),
-                    dns_policy: Some("ClusterFirstWithHostNet".to_owned()),
-                    node_selector: Some(selector),
-                    tolerations: pool.spec.tolerations.clone(),
-                    containers: vec![container],
-                    volumes: Some(vec![
-                        host_path(
-                            "state",
-                            format!("{STATE_DIR}/{namespace}/{name}"),
-                            "DirectoryOrCreate",
-                        ),
-                        host_path("host", "/".to_owned(), "Directory"),
-                        token_volume(),
-                    ]),
-                    ..PodSpec::default()
-                }),
-            },
-            ..DaemonSetSpec::default()
-        }),
-        status: None,
-    })
+    }
+}
+
+/// The agent's pod: on the host's network and PID namespace of each node the
+/// pool's `selector` matches.
+fn pod_spec(pool: &MachinePool, selector: BTreeMap<String, String>, container: Container) -> PodSpec {
+    let name = pool.name_any();
+    let namespace = pool.namespace().unwrap_or_default();
+    PodSpec {
+        service_account_name: Some(agent_name(&name)),
+        // Mounted as `token`, readable by root only.
+        automount_service_account_token: Some(false),
+        host_network: Some(true),
+        host_pid: Some(true),
+        dns_policy: Some("ClusterFirstWithHostNet".to_owned()),
+        node_selector: Some(selector),
+        tolerations: pool.spec.tolerations.clone(),
+        containers: vec![container],
+        volumes: Some(vec![
+            host_path(
+                "state",
+                format!("{STATE_DIR}/{namespace}/{name}"),
+                "DirectoryOrCreate",
+            ),
+            host_path("host", "/".to_owned(), "Directory"),
+            token_volume(),
+        ]),
+        ..PodSpec::default()
+    }
 }
 
 /// `value` made a valid label value (63 characters of `[A-Za-z0-9._-]`).

@@ -694,92 +694,71 @@ mod tests {
         }
     }
 
+    /// Two machines desired; `registered` of them registered, `ready` ready,
+    /// `lost` lost.
+    fn tally_of(registered: usize, ready: usize, lost: usize, no_nodes: bool, rolling: bool) -> Tally {
+        Tally {
+            lost: (0..lost).map(|i| format!("edge-{i}")).collect(),
+            desired: 2,
+            registered,
+            ready,
+            no_nodes,
+            rolling,
+            ..Tally::default()
+        }
+    }
+
     #[test]
     fn conditions_follow_their_precedence() {
         use MachinePoolReason as R;
         let refused = BTreeMap::from([("edge-x".to_owned(), "edge-x used a used token".to_owned())]);
         let none = BTreeMap::new();
-        let base = Tally {
-            desired: 2,
-            registered: 2,
-            ready: 2,
-            ..Tally::default()
-        };
-        let no_nodes = Tally {
-            no_nodes: true,
-            lost: vec!["edge-a".to_owned()],
-            ..base.clone()
-        };
-        let lost = Tally {
-            lost: vec!["edge-a".to_owned()],
-            ready: 1,
-            ..base.clone()
-        };
-        let rolling = Tally {
-            rolling: true,
-            registered: 1,
-            ..base.clone()
-        };
-        let registering = Tally {
-            registered: 1,
-            ready: 1,
-            ..base.clone()
-        };
-        // (what, tally, refused, Degraded, Progressing, Ready)
+        // (what, tally, refused, (Degraded, Progressing, Ready))
         let cases = [
             (
                 "all ready",
-                &base,
+                tally_of(2, 2, 0, false, false),
                 &none,
-                R::AsExpected,
-                R::Stable,
-                R::AllMachinesReady,
+                (R::AsExpected, R::Stable, R::AllMachinesReady),
             ),
             (
                 "no nodes",
-                &no_nodes,
+                tally_of(2, 2, 1, true, false),
                 &refused,
-                R::NoMatchingNodes,
-                R::Stable,
-                R::NoMatchingNodes,
+                (R::NoMatchingNodes, R::Stable, R::NoMatchingNodes),
             ),
             (
                 "lost",
-                &lost,
+                tally_of(2, 1, 1, false, false),
                 &refused,
-                R::MachinesLost,
-                R::Stable,
-                R::MachinesNotReady,
+                (R::MachinesLost, R::Stable, R::MachinesNotReady),
             ),
             (
                 "refused",
-                &base,
+                tally_of(2, 2, 0, false, false),
                 &refused,
-                R::JoinTokenUsed,
-                R::Stable,
-                R::AllMachinesReady,
+                (R::JoinTokenUsed, R::Stable, R::AllMachinesReady),
             ),
             (
                 "rolling",
-                &rolling,
+                tally_of(1, 2, 0, false, true),
                 &none,
-                R::AsExpected,
-                R::AgentRollout,
-                R::AllMachinesReady,
+                (R::AsExpected, R::AgentRollout, R::AllMachinesReady),
             ),
             (
                 "registering",
-                &registering,
+                tally_of(1, 1, 0, false, false),
                 &none,
-                R::AsExpected,
-                R::MachinesNotReady,
-                R::MachinesNotReady,
+                (R::AsExpected, R::MachinesNotReady, R::MachinesNotReady),
             ),
         ];
-        for (what, tally, refused, d, p, r) in cases {
-            assert_eq!(degraded(tally, refused).1, d, "{what}: Degraded");
-            assert_eq!(progressing(tally, "0.1.0").1, p, "{what}: Progressing");
-            assert_eq!(ready(tally).1, r, "{what}: Ready");
+        for (what, tally, refused, expected) in cases {
+            let reasons = (
+                degraded(&tally, refused).1,
+                progressing(&tally, "0.1.0").1,
+                ready(&tally).1,
+            );
+            assert_eq!(reasons, expected, "{what}");
         }
     }
 }

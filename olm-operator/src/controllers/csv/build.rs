@@ -356,7 +356,7 @@ mod tests {
     }
 
     #[test]
-    fn a_corpus_csv_for_all_namespaces_gets_roles_cluster_roles_and_its_deployment() {
+    fn a_corpus_csv_for_all_namespaces_gets_its_service_account_and_role() {
         let csv = fixtures::corpus_csv(LIMITADOR);
         let name = "limitador-operator.v0.11.0";
         let details = csv.spec.install.deployment().cloned().expect("details");
@@ -384,7 +384,14 @@ mod tests {
         let subject = &binding.subjects.as_ref().expect("subjects")[0];
         assert_eq!(subject.name, "limitador-operator-controller-manager");
         assert_eq!(subject.namespace.as_deref(), Some(NAMESPACE));
+    }
 
+    #[test]
+    fn a_corpus_csv_for_all_namespaces_gets_cluster_roles() {
+        let csv = fixtures::corpus_csv(LIMITADOR);
+        let name = "limitador-operator.v0.11.0";
+        let details = csv.spec.install.deployment().cloned().expect("details");
+        let children = build_for(&csv, Targets::All);
         // clusterPermissions, plus the permissions cluster-wide (all namespaces).
         assert_eq!(children.cluster_roles.len(), 2);
         assert_eq!(children.cluster_role_bindings.len(), 2);
@@ -412,7 +419,13 @@ mod tests {
             assert_eq!(binding.metadata.name, role.metadata.name);
             assert_eq!(Some(&binding.role_ref.name), role.metadata.name.as_ref());
         }
+    }
 
+    #[test]
+    fn a_corpus_csv_for_all_namespaces_gets_its_deployment() {
+        let csv = fixtures::corpus_csv(LIMITADOR);
+        let name = "limitador-operator.v0.11.0";
+        let children = build_for(&csv, Targets::All);
         assert_eq!(children.deployments.len(), 1);
         let deployment = &children.deployments[0];
         assert!(owned_by_csv(&deployment.metadata) && has_owner_labels(&deployment.metadata, name));

@@ -471,6 +471,20 @@ mod tests {
             .filter_map(|v| v.host_path.as_ref().map(|h| h.path.as_str()))
             .collect();
         assert_eq!(paths, ["/var/lib/olm-rs-agent/ops/edge", "/"]);
+        assert_eq!(
+            spec.template
+                .metadata
+                .and_then(|m| m.labels)
+                .and_then(|l| l.get(AGENT_VERSION_LABEL).cloned()),
+            Some("0.2.0".to_owned())
+        );
+    }
+
+    #[test]
+    fn the_agents_token_is_readable_by_root_only() {
+        let spec = daemonset(&pool()).expect("a DaemonSet").spec.expect("spec");
+        let pod = spec.template.spec.expect("pod");
+        let container = &pod.containers[0];
         // The token, CA and namespace where the agent's client reads them,
         // readable by root only: unprivileged hooks cannot act as the agent.
         assert_eq!(pod.automount_service_account_token, Some(false));
@@ -503,13 +517,6 @@ mod tests {
             .expect("the token is mounted");
         assert_eq!(mount.mount_path, "/var/run/secrets/kubernetes.io/serviceaccount");
         assert_eq!(mount.read_only, Some(true));
-        assert_eq!(
-            spec.template
-                .metadata
-                .and_then(|m| m.labels)
-                .and_then(|l| l.get(AGENT_VERSION_LABEL).cloned()),
-            Some("0.2.0".to_owned())
-        );
     }
 
     #[test]

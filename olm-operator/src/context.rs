@@ -68,9 +68,9 @@ pub struct Context {
     scoped_clients: Mutex<BTreeMap<String, Client>>,
     server_version: OnceCell<semver::Version>,
     /// The caches copied CSVs are kept from, once the watches run.
-    pub copies: std::sync::OnceLock<crate::controllers::csv::copied::Caches>,
+    pub copies: std::sync::OnceLock<crate::copy_state::Caches>,
     /// The status hashes recorded on originals of copies by this process.
-    pub copies_recorded: crate::controllers::csv::copied::Recorded,
+    pub copies_recorded: crate::copy_state::Recorded,
 }
 
 impl Context {

@@ -25,6 +25,7 @@
 
 pub mod context;
 pub mod controllers;
+pub mod copy_state;
 pub mod metrics;
 mod run;
 pub mod stores;

@@ -64,7 +64,11 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     api::DynamicObject,
     core::PartialObjectMeta,
-    runtime::{Controller, WatchStreamExt, reflector::ObjectRef, watcher},
+    runtime::{
+        Controller, WatchStreamExt,
+        reflector::{ObjectRef, Store},
+        watcher,
+    },
 };
 use olm_api::{
     labels,
@@ -82,6 +86,7 @@ use crate::{
         csv::{self, build::OWNER_KIND},
         machinepool, operator, operatorgroup,
     },
+    copy_state::Caches,
     stores::{Cache, Stores},
 };
 
@@ -91,7 +96,7 @@ use crate::{
 /// with 100, 39.5 MiB with 50, 39 MiB with 20 (and a slower start).
 const COPIES_PAGE: u32 = 50;
 
-/// Runs both controllers with `ctx` until `shutdown` is triggered (reconciles in
+/// Runs the controllers with `ctx` until `shutdown` is triggered (reconciles in
 /// flight finish first). `terms` makes, for each controller, a stream that
 /// yields each time this replica starts leading. `readiness` gets one gate per
 /// shared store.
@@ -99,108 +104,202 @@ pub async fn run<T>(ctx: Arc<Context>, readiness: Readiness, terms: impl Fn() ->
 where
     T: Stream<Item = ()> + Send + 'static,
 {
-    let client = ctx.client.clone();
-    let all = watcher::Config::default;
-    // Icons and descriptions are for people: no controller reads them.
-    // Copies in target namespaces stay out of the store: only their originals are reconciled.
-    let not_copies = all().labels(&format!("!{}", labels::COPIED_FROM));
-    let mut csvs = Reflector::<ClusterServiceVersion>::new(Api::all(client.clone()), not_copies, &readiness)
-        .modify(ClusterServiceVersion::drop_presentation);
-    let mut groups = Reflector::<OperatorGroup>::new(Api::all(client.clone()), all(), &readiness);
-    // Names and labels are all a selector reads.
-    let mut namespaces =
-        Reflector::<PartialObjectMeta<Namespace>>::new(Api::all(client.clone()), all(), &readiness)
-            .modify(|namespace| namespace.metadata.annotations = None);
-    // Copies as trimmed metadata: what keeping them needs, nothing more. Listed
-    // 50 at a time: each carries its original's annotations and managed fields,
-    // and the heap a list page needs before `trim` stays with the process.
-    let mut copies = Reflector::<PartialObjectMeta<ClusterServiceVersion>>::new(
-        Api::all(client.clone()),
-        all().labels(labels::COPIED_FROM).page_size(COPIES_PAGE),
-        &readiness,
-    )
-    .modify_with_managed_fields(csv::copied::trim);
-    let _ = ctx.copies.set(csv::copied::Caches {
-        csvs: cache(&csvs),
-        copies: cache(&copies),
-        namespaces: cache(&namespaces),
-    });
-    // The config and CSVs of each Subscription are all the CSV reconcile reads.
-    let subscriptions = Reflector::<Subscription>::new(Api::all(client.clone()), all(), &readiness)
-        .modify(crate::stores::trim_subscription);
-    // One watch of Machines for the CSV and MachinePool controllers.
-    let mut machines = Reflector::<Machine>::new(Api::all(client.clone()), all(), &readiness);
-    let stores = Stores {
-        csvs: cache(&csvs),
-        operator_groups: cache(&groups),
-        namespaces: cache(&namespaces),
-        subscriptions: cache(&subscriptions),
-    };
-
+    let mut shared = Shared::new(&ctx.client, &readiness);
+    let _ = ctx.copies.set(shared.copy_caches());
+    let stores = shared.stores();
     let stopped = || shutdown.signaled();
 
-    // The CSV controller.
-    let csv_store = csvs.store();
-    let (by_group, by_crd, by_csv) = (csv_store.clone(), csv_store.clone(), csv_store.clone());
-    let by_api_service = csv_store.clone();
-    let by_deleted_group = csv_store.clone();
-    let by_condition = csv_store.clone();
-    let by_deleted_csv = csv_store.clone();
-    let (by_machine, by_subscription) = (csv_store.clone(), csv_store.clone());
-    let (by_config, by_namespace, by_copy) = (csv_store.clone(), csv_store.clone(), csv_store.clone());
-    let by_deleted_copy = csv_store.clone();
-    let metrics = ctx.metrics.clone();
-    let csv_controller = Controller::for_shared_stream(csvs.subscribe(), csv_store.clone())
-        .trigger_backoff(TriggerBackoff::default())
-        .owns_stream(csv_children::<Deployment>(&client))
-        .owns_stream(csv_children::<ServiceAccount>(&client))
-        .watches_stream(csv_children::<Role>(&client), |meta| {
-            csv::labelled_owner(&meta.metadata)
-        })
-        .watches_stream(csv_children::<RoleBinding>(&client), |meta| {
-            csv::labelled_owner(&meta.metadata)
-        })
-        .watches_stream(csv_children::<ClusterRole>(&client), |meta| {
-            csv::labelled_owner(&meta.metadata)
-        })
-        .watches_stream(csv_children::<ClusterRoleBinding>(&client), |meta| {
-            csv::labelled_owner(&meta.metadata)
-        })
-        // The certificates, Services and webhooks of serving Deployments.
-        .watches_stream(csv_children::<Secret>(&client), |meta| {
-            csv::labelled_owner(&meta.metadata)
-        })
-        .watches_stream(csv_children::<Service>(&client), |meta| {
-            csv::labelled_owner(&meta.metadata)
-        })
-        .watches_stream(csv_children::<ValidatingWebhookConfiguration>(&client), |meta| {
-            csv::labelled_owner(&meta.metadata)
-        })
-        .watches_stream(csv_children::<MutatingWebhookConfiguration>(&client), |meta| {
-            csv::labelled_owner(&meta.metadata)
-        })
-        .watches_stream(
-            watcher(
-                Api::<PartialObjectMeta<CustomResourceDefinition>>::all(client.clone()),
-                watcher::Config::default(),
-            )
-            .backoff(TriggerBackoff::default())
-            .touched_objects(),
-            move |crd| csv::naming_crd(&by_crd, &crd.name_any()),
+    let csvs = csv_controller(ctx.clone(), &mut shared, stores.clone(), terms(), stopped());
+    let groups = operatorgroup_controller(ctx.clone(), &mut shared, stores, terms(), stopped());
+    let pools = machinepool_controller(
+        ctx.clone(),
+        shared.machines.subscribe(),
+        shared.machines.deleted(),
+        terms(),
+        stopped(),
+    );
+    let operators = operator_controller(ctx.clone(), terms(), stopped());
+    let controllers = async {
+        tokio::join!(csvs, groups, pools, operators);
+    };
+    // The watches never end on their own; they stop with the controllers.
+    let drivers = shared.run();
+    let (controllers, drivers) = (pin!(controllers), pin!(drivers));
+    futures::future::select(controllers, drivers).await;
+}
+
+/// The shared watches, each driven once for every controller that reads it.
+struct Shared {
+    csvs: Reflector<ClusterServiceVersion>,
+    groups: Reflector<OperatorGroup>,
+    namespaces: Reflector<PartialObjectMeta<Namespace>>,
+    copies: Reflector<PartialObjectMeta<ClusterServiceVersion>>,
+    subscriptions: Reflector<Subscription>,
+    machines: Reflector<Machine>,
+}
+
+impl Shared {
+    /// The shared watches, each keeping only what its readers need.
+    fn new(client: &Client, readiness: &Readiness) -> Self {
+        let all = watcher::Config::default;
+        // Icons and descriptions are for people: no controller reads them.
+        // Copies in target namespaces stay out of the store: only their originals are reconciled.
+        let not_copies = all().labels(&format!("!{}", labels::COPIED_FROM));
+        let csvs = Reflector::<ClusterServiceVersion>::new(Api::all(client.clone()), not_copies, readiness)
+            .modify(ClusterServiceVersion::drop_presentation);
+        let groups = Reflector::<OperatorGroup>::new(Api::all(client.clone()), all(), readiness);
+        // Names and labels are all a selector reads.
+        let namespaces =
+            Reflector::<PartialObjectMeta<Namespace>>::new(Api::all(client.clone()), all(), readiness)
+                .modify(|namespace| namespace.metadata.annotations = None);
+        // Copies as trimmed metadata: what keeping them needs, nothing more. Listed
+        // 50 at a time: each carries its original's annotations and managed fields,
+        // and the heap a list page needs before `trim` stays with the process.
+        let copies = Reflector::<PartialObjectMeta<ClusterServiceVersion>>::new(
+            Api::all(client.clone()),
+            all().labels(labels::COPIED_FROM).page_size(COPIES_PAGE),
+            readiness,
         )
-        .watches_shared_stream(subscriptions.subscribe(), move |subscription| {
+        .modify_with_managed_fields(csv::copied::trim);
+        // The config and CSVs of each Subscription are all the CSV reconcile reads.
+        let subscriptions = Reflector::<Subscription>::new(Api::all(client.clone()), all(), readiness)
+            .modify(crate::stores::trim_subscription);
+        // One watch of Machines for the CSV and MachinePool controllers.
+        let machines = Reflector::<Machine>::new(Api::all(client.clone()), all(), readiness);
+        Self {
+            csvs,
+            groups,
+            namespaces,
+            copies,
+            subscriptions,
+            machines,
+        }
+    }
+
+    /// The stores the CSV and OperatorGroup reconciles read.
+    fn stores(&self) -> Stores {
+        Stores {
+            csvs: cache(&self.csvs),
+            operator_groups: cache(&self.groups),
+            namespaces: cache(&self.namespaces),
+            subscriptions: cache(&self.subscriptions),
+        }
+    }
+
+    /// The caches copied CSVs are kept from.
+    fn copy_caches(&self) -> Caches {
+        Caches {
+            csvs: cache(&self.csvs),
+            copies: cache(&self.copies),
+            namespaces: cache(&self.namespaces),
+        }
+    }
+
+    /// Drives every shared watch; never ends on its own.
+    async fn run(self) {
+        futures::future::join(
+            futures::future::join3(self.csvs.run(), self.groups.run(), self.namespaces.run()),
+            futures::future::join3(self.subscriptions.run(), self.machines.run(), self.copies.run()),
+        )
+        .await;
+    }
+}
+
+/// The CSV controller and its watches.
+fn csv_controller(
+    ctx: Arc<Context>,
+    shared: &mut Shared,
+    stores: Stores,
+    terms: impl Stream<Item = ()> + Send + 'static,
+    stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let client = ctx.client.clone();
+    let store = shared.csvs.store();
+    let controller = Controller::for_shared_stream(shared.csvs.subscribe(), store.clone())
+        .trigger_backoff(TriggerBackoff::default());
+    let controller = watch_csv_children(controller, &client);
+    let controller = watch_csv_requirements(controller, &client, &store, shared);
+    let controller = watch_csv_copies(controller, &client, &store, shared);
+    let controller = watch_csv_neighbours(controller, &store, shared);
+    let metrics = ctx.metrics.clone();
+    controller
+        .reconcile_all_on(terms)
+        .graceful_shutdown_on(stopped)
+        .run(
+            move |csv, ctx| csv::reconcile(csv, ctx, stores.clone()),
+            csv::error_policy,
+            ctx,
+        )
+        .for_each(move |result| {
+            metrics
+                .csv_count
+                .set(i64::try_from(store.state().len()).unwrap_or(i64::MAX));
+            if let Ok((object, _)) = result {
+                tracing::debug!(%object, "reconciled");
+            }
+            futures::future::ready(())
+        })
+}
+
+/// The CSV controller watches the objects of its installs: owned Deployments
+/// and ServiceAccounts, and by their `olm.owner` labels the RBAC, and the
+/// certificates, Services and webhooks of serving Deployments.
+fn watch_csv_children(
+    controller: Controller<ClusterServiceVersion>,
+    client: &Client,
+) -> Controller<ClusterServiceVersion> {
+    controller
+        .owns_stream(csv_children::<Deployment>(client))
+        .owns_stream(csv_children::<ServiceAccount>(client))
+        .watches_stream(csv_children::<Role>(client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<RoleBinding>(client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<ClusterRole>(client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<ClusterRoleBinding>(client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<Secret>(client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<Service>(client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<ValidatingWebhookConfiguration>(client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+        .watches_stream(csv_children::<MutatingWebhookConfiguration>(client), |meta| {
+            csv::labelled_owner(&meta.metadata)
+        })
+}
+
+/// The CSV controller watches what a CSV requires or is configured by: the
+/// CRDs it names, its Subscription, its OperatorCondition and the APIServices
+/// it provides.
+fn watch_csv_requirements(
+    controller: Controller<ClusterServiceVersion>,
+    client: &Client,
+    store: &Store<ClusterServiceVersion>,
+    shared: &Shared,
+) -> Controller<ClusterServiceVersion> {
+    let (by_crd, by_subscription) = (store.clone(), store.clone());
+    let (by_condition, by_api_service) = (store.clone(), store.clone());
+    controller
+        .watches_stream(metadata::<CustomResourceDefinition>(client), move |crd| {
+            csv::naming_crd(&by_crd, &crd.name_any())
+        })
+        .watches_shared_stream(shared.subscriptions.subscribe(), move |subscription| {
             let mut csvs = csv::machine::of_subscription(&by_subscription, &subscription);
             csvs.extend(csv::overrides::installed_csv(&subscription));
             csvs.dedup();
             csvs
         })
         .watches_stream(
-            watcher(
-                Api::<OperatorCondition>::all(client.clone()),
-                watcher::Config::default(),
-            )
-            .backoff(TriggerBackoff::default())
-            .touched_objects(),
+            touched(Api::<OperatorCondition>::all(client.clone())),
             move |condition| {
                 csv::operator_condition::concerned_csvs(
                     &by_condition,
@@ -210,140 +309,133 @@ where
             },
         )
         .watches_stream_with(
-            watcher(
-                Api::<PartialObjectMeta<DynamicObject>>::all_with(
-                    client.clone(),
-                    &csv::apiservices::resource(),
-                ),
-                watcher::Config::default(),
-            )
-            .backoff(TriggerBackoff::default())
-            .touched_objects(),
+            touched(Api::<PartialObjectMeta<DynamicObject>>::all_with(
+                client.clone(),
+                &csv::apiservices::resource(),
+            )),
             move |service| csv::apiservices::naming_api_service(&by_api_service, &service.name_any()),
             csv::apiservices::resource(),
         )
-        .watches_shared_stream(copies.subscribe(), move |copy| {
+}
+
+/// The CSV controller watches what decides the copies of a CSV: the copies
+/// themselves (a copy deleted by hand comes back; one deleted with its
+/// original lets another take its place), the OLMConfig and the namespaces.
+fn watch_csv_copies(
+    controller: Controller<ClusterServiceVersion>,
+    client: &Client,
+    store: &Store<ClusterServiceVersion>,
+    shared: &mut Shared,
+) -> Controller<ClusterServiceVersion> {
+    let (by_copy, by_deleted_copy) = (store.clone(), store.clone());
+    let (by_config, by_namespace) = (store.clone(), store.clone());
+    controller
+        .watches_shared_stream(shared.copies.subscribe(), move |copy| {
             csv::copied::originals(&by_copy, &copy.metadata)
         })
-        // A copy deleted by hand comes back; one deleted with its original lets another take its place.
         .reconcile_on(
-            copies
+            shared
+                .copies
                 .deleted()
                 .flat_map(move |copy| stream::iter(csv::copied::originals(&by_deleted_copy, &copy.metadata))),
         )
-        .watches_stream(
-            watcher(Api::<OLMConfig>::all(client.clone()), watcher::Config::default())
-                .backoff(TriggerBackoff::default())
-                .touched_objects(),
-            move |_| csv::copied::serving_all(&by_config),
-        )
-        .watches_shared_stream(namespaces.subscribe(), move |_| {
+        .watches_stream(touched(Api::<OLMConfig>::all(client.clone())), move |_| {
+            csv::copied::serving_all(&by_config)
+        })
+        .watches_shared_stream(shared.namespaces.subscribe(), move |_| {
             csv::copied::serving_all(&by_namespace)
         })
-        .watches_shared_stream(groups.subscribe(), move |group| {
+}
+
+/// The CSV controller watches the objects a CSV's phase depends on beside its
+/// own: the OperatorGroups of its namespace, the Machines of its pool, and the
+/// CSVs it replaces or that replace it, deletions included.
+fn watch_csv_neighbours(
+    controller: Controller<ClusterServiceVersion>,
+    store: &Store<ClusterServiceVersion>,
+    shared: &mut Shared,
+) -> Controller<ClusterServiceVersion> {
+    let (by_group, by_deleted_group) = (store.clone(), store.clone());
+    let (by_csv, by_deleted_csv, by_machine) = (store.clone(), store.clone(), store.clone());
+    controller
+        .watches_shared_stream(shared.groups.subscribe(), move |group| {
             csv::in_namespace(&by_group, &group.namespace().unwrap_or_default())
         })
-        .watches_shared_stream(machines.subscribe(), move |machine| {
+        .watches_shared_stream(shared.machines.subscribe(), move |machine| {
             csv::machine::of_pool(
                 &by_machine,
                 &machine.namespace().unwrap_or_default(),
                 &machine.spec.pool,
             )
         })
-        .watches_shared_stream(csvs.subscribe(), move |other| {
+        .watches_shared_stream(shared.csvs.subscribe(), move |other| {
             csv::upgrade_neighbours(&by_csv, &other)
         })
-        .reconcile_on(groups.deleted().flat_map(move |group| {
+        .reconcile_on(shared.groups.deleted().flat_map(move |group| {
             stream::iter(csv::in_namespace(
                 &by_deleted_group,
                 &group.namespace().unwrap_or_default(),
             ))
         }))
         .reconcile_on(
-            csvs.deleted()
+            shared
+                .csvs
+                .deleted()
                 .flat_map(move |other| stream::iter(csv::upgrade_neighbours(&by_deleted_csv, &other))),
         )
-        .reconcile_all_on(terms())
-        .graceful_shutdown_on(stopped())
-        .run(
-            {
-                let stores = stores.clone();
-                move |csv, ctx| csv::reconcile(csv, ctx, stores.clone())
-            },
-            csv::error_policy,
-            ctx.clone(),
-        )
-        .for_each(move |result| {
-            metrics
-                .csv_count
-                .set(i64::try_from(csv_store.state().len()).unwrap_or(i64::MAX));
-            if let Ok((object, _)) = result {
-                tracing::debug!(%object, "reconciled");
-            }
-            futures::future::ready(())
-        });
+}
 
-    // The OperatorGroup controller.
-    let group_store = groups.store();
-    let (by_namespace, by_csv, by_group) = (group_store.clone(), group_store.clone(), group_store.clone());
+/// The OperatorGroup controller and its watches: the namespaces it may
+/// select, the CSVs and the other groups of its namespace, deletions
+/// included.
+fn operatorgroup_controller(
+    ctx: Arc<Context>,
+    shared: &mut Shared,
+    stores: Stores,
+    terms: impl Stream<Item = ()> + Send + 'static,
+    stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let store = shared.groups.store();
+    let (by_namespace, by_csv, by_group) = (store.clone(), store.clone(), store.clone());
     let (by_deleted_namespace, by_deleted_csv, by_deleted_group) =
-        (group_store.clone(), group_store.clone(), group_store.clone());
-    let group_controller = Controller::for_shared_stream(groups.subscribe(), group_store)
+        (store.clone(), store.clone(), store.clone());
+    Controller::for_shared_stream(shared.groups.subscribe(), store)
         .trigger_backoff(TriggerBackoff::default())
-        .watches_shared_stream(namespaces.subscribe(), move |_| {
+        .watches_shared_stream(shared.namespaces.subscribe(), move |_| {
             operatorgroup::selecting(&by_namespace)
         })
-        .watches_shared_stream(csvs.subscribe(), move |csv| {
+        .watches_shared_stream(shared.csvs.subscribe(), move |csv| {
             operatorgroup::in_namespace(&by_csv, &csv.namespace().unwrap_or_default())
         })
-        .watches_shared_stream(groups.subscribe(), move |group| {
+        .watches_shared_stream(shared.groups.subscribe(), move |group| {
             operatorgroup::in_namespace(&by_group, &group.namespace().unwrap_or_default())
         })
         .reconcile_on(
-            namespaces
+            shared
+                .namespaces
                 .deleted()
                 .flat_map(move |_| stream::iter(operatorgroup::selecting(&by_deleted_namespace))),
         )
-        .reconcile_on(csvs.deleted().flat_map(move |csv| {
+        .reconcile_on(shared.csvs.deleted().flat_map(move |csv| {
             stream::iter(operatorgroup::in_namespace(
                 &by_deleted_csv,
                 &csv.namespace().unwrap_or_default(),
             ))
         }))
-        .reconcile_on(groups.deleted().flat_map(move |group| {
+        .reconcile_on(shared.groups.deleted().flat_map(move |group| {
             stream::iter(operatorgroup::in_namespace(
                 &by_deleted_group,
                 &group.namespace().unwrap_or_default(),
             ))
         }))
-        .reconcile_all_on(terms())
-        .graceful_shutdown_on(stopped())
+        .reconcile_all_on(terms)
+        .graceful_shutdown_on(stopped)
         .run(
             move |group, ctx| operatorgroup::reconcile(group, ctx, stores.clone()),
             operatorgroup::error_policy,
-            ctx.clone(),
+            ctx,
         )
-        .for_each(|_| futures::future::ready(()));
-
-    // The watches, each driven once for every controller.
-    let pool_controller = machinepool_controller(
-        ctx.clone(),
-        machines.subscribe(),
-        machines.deleted(),
-        terms(),
-        stopped(),
-    );
-    let operators = operator_controller(ctx.clone(), terms(), stopped());
-    let drivers = futures::future::join(
-        futures::future::join3(csvs.run(), groups.run(), namespaces.run()),
-        futures::future::join3(subscriptions.run(), machines.run(), copies.run()),
-    );
-    let controllers = async {
-        tokio::join!(csv_controller, group_controller, pool_controller, operators);
-    };
-    // The watches never end on their own; they stop with the controllers.
-    let (controllers, drivers) = (pin!(controllers), pin!(drivers));
-    futures::future::select(controllers, drivers).await;
+        .for_each(|_| futures::future::ready(()))
 }
 
 /// The MachinePool controller and its watches.
@@ -436,6 +528,24 @@ where
     watcher(Api::<PartialObjectMeta<K>>::all(client.clone()), config)
         .backoff(TriggerBackoff::default())
         .touched_objects()
+}
+
+/// Every change of the objects `api` reaches, retried with backoff.
+fn touched<K>(api: Api<K>) -> impl Stream<Item = watcher::Result<K>> + Send + 'static
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    watcher(api, watcher::Config::default())
+        .backoff(TriggerBackoff::default())
+        .touched_objects()
+}
+
+/// Every change of the objects of kind `K`, as metadata.
+fn metadata<K>(client: &Client) -> impl Stream<Item = watcher::Result<PartialObjectMeta<K>>> + Send + 'static
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    touched(Api::<PartialObjectMeta<K>>::all(client.clone()))
 }
 
 /// The store of `reflector` and whether it has synced, for the reconciles.

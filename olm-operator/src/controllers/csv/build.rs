@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::{
     api::{
-        apps::v1::{Deployment, DeploymentSpec},
+        apps::v1::Deployment,
         core::v1::{EnvVar, ServiceAccount},
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding, RoleRef, Subject},
     },
@@ -30,22 +30,19 @@ use olm_api::{
     v1alpha1::{ClusterServiceVersion, StrategyDeploymentPermissions},
 };
 
-use super::validate::{Membership, NamedDeployment, Strategy, Targets};
+use super::{
+    copy_hashes::STATUS_HASH,
+    naming::{generate_name, operator_label_of, spec_hash},
+    validate::{Membership, NamedDeployment, Strategy, Targets},
+};
 
 /// The kind that `olm.owner.kind` names.
 pub const OWNER_KIND: &str = "ClusterServiceVersion";
 
-/// The longest name a generated object gets (a label value's limit, so that
-/// names stay usable as label values too).
-const MAX_NAME: usize = 63;
-
 /// Annotations of the CSV that are not copied onto pod templates (the record
 /// of its copies changes with every phase: on a template it would roll the
 /// Deployment).
-const NOT_COPIED: &[&str] = &[
-    "kubectl.kubernetes.io/last-applied-configuration",
-    super::copied::STATUS_HASH,
-];
+const NOT_COPIED: &[&str] = &["kubectl.kubernetes.io/last-applied-configuration", STATUS_HASH];
 
 /// The objects of one CSV's install.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -165,55 +162,6 @@ pub fn owner_selector(name: &str, namespace: &str) -> String {
         .join(",")
 }
 
-/// The label `operators.coreos.com/<package>.<namespace>` (empty value) that
-/// ties the objects of `csv`'s install to its `Operator`, when its package is
-/// known ([`package_of`]).
-pub fn operator_label_of(csv: &ClusterServiceVersion) -> Option<(String, String)> {
-    let namespace = csv.namespace()?;
-    package_of(csv).map(|package| (labels::operator_label(&package, &namespace), String::new()))
-}
-
-/// The package of a CSV, when something says it: a label
-/// `operators.coreos.com/<package>.<namespace>` on the CSV, or an `olm.package`
-/// property in its `operatorframework.io/properties` or `olm.properties` annotation.
-pub fn package_of(csv: &ClusterServiceVersion) -> Option<String> {
-    let namespace = csv.namespace().unwrap_or_default();
-    let suffix = format!(".{namespace}");
-    let from_label = csv.labels().keys().find_map(|key| {
-        key.strip_prefix("operators.coreos.com/")
-            .and_then(|rest| rest.strip_suffix(&suffix))
-            .filter(|package| !package.is_empty())
-            .map(str::to_owned)
-    });
-    if from_label.is_some() {
-        return from_label;
-    }
-    let annotations = csv.annotations();
-    let installed = annotations
-        .get(labels::INSTALLED_PROPERTIES)
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok())
-        .and_then(|value| value.get("properties").cloned());
-    let declared = annotations
-        .get(labels::PROPERTIES)
-        .and_then(|text| serde_json::from_str::<serde_json::Value>(text).ok());
-    [installed, declared]
-        .into_iter()
-        .flatten()
-        .find_map(|properties| {
-            properties.as_array()?.iter().find_map(|property| {
-                (property.get("type")?.as_str()? == "olm.package")
-                    .then(|| {
-                        property
-                            .get("value")?
-                            .get("packageName")?
-                            .as_str()
-                            .map(str::to_owned)
-                    })
-                    .flatten()
-            })
-        })
-}
-
 /// The annotations OLM puts on a CSV and its pods to name its OperatorGroup.
 pub fn operator_group_annotations(membership: &Membership) -> BTreeMap<String, String> {
     BTreeMap::from([
@@ -243,40 +191,6 @@ fn pod_annotations(csv: &ClusterServiceVersion, membership: &Membership) -> BTre
         .collect();
     annotations.extend(operator_group_annotations(membership));
     annotations
-}
-
-/// The hash of a Deployment spec, as the `olm.deployment-spec-hash` label
-/// carries it. The OperatorGroup annotations are left out, so that a change of
-/// targets alone does not count as a new spec.
-pub fn spec_hash(spec: &DeploymentSpec) -> String {
-    let mut value = serde_json::to_value(spec).unwrap_or_default();
-    if let Some(annotations) = value
-        .pointer_mut("/template/metadata/annotations")
-        .and_then(|a| a.as_object_mut())
-    {
-        annotations.remove(labels::OPERATOR_GROUP);
-        annotations.remove(labels::OPERATOR_NAMESPACE);
-        annotations.remove(labels::TARGET_NAMESPACES);
-    }
-    format!("{:08x}", fnv1a(value.to_string().as_bytes()))
-}
-
-/// A name of at most 63 characters: `base` (shortened if needed), a dash and
-/// a hash of `parts`.
-pub fn generate_name(base: &str, parts: &[&str]) -> String {
-    let hash = format!("{:08x}", fnv1a(parts.join("\u{0}").as_bytes()));
-    let room = MAX_NAME - hash.len() - 1;
-    let mut base: String = base.chars().take(room).collect();
-    while base.ends_with(['-', '.']) {
-        base.pop();
-    }
-    format!("{base}-{hash}")
-}
-
-fn fnv1a(bytes: &[u8]) -> u32 {
-    bytes.iter().fold(0x811c_9dc5_u32, |hash, byte| {
-        (hash ^ u32::from(*byte)).wrapping_mul(0x0100_0193)
-    })
 }
 
 fn rules_key(permission: &StrategyDeploymentPermissions) -> String {
@@ -412,6 +326,7 @@ mod tests {
     use super::*;
     use crate::controllers::csv::{
         fixtures::{self, NAMESPACE, modes},
+        naming::package_of,
         validate::{self, Targets},
     };
 
@@ -441,7 +356,7 @@ mod tests {
     }
 
     #[test]
-    fn a_corpus_csv_for_all_namespaces_gets_roles_cluster_roles_and_its_deployment() {
+    fn a_corpus_csv_for_all_namespaces_gets_its_service_account_and_role() {
         let csv = fixtures::corpus_csv(LIMITADOR);
         let name = "limitador-operator.v0.11.0";
         let details = csv.spec.install.deployment().cloned().expect("details");
@@ -469,7 +384,14 @@ mod tests {
         let subject = &binding.subjects.as_ref().expect("subjects")[0];
         assert_eq!(subject.name, "limitador-operator-controller-manager");
         assert_eq!(subject.namespace.as_deref(), Some(NAMESPACE));
+    }
 
+    #[test]
+    fn a_corpus_csv_for_all_namespaces_gets_cluster_roles() {
+        let csv = fixtures::corpus_csv(LIMITADOR);
+        let name = "limitador-operator.v0.11.0";
+        let details = csv.spec.install.deployment().cloned().expect("details");
+        let children = build_for(&csv, Targets::All);
         // clusterPermissions, plus the permissions cluster-wide (all namespaces).
         assert_eq!(children.cluster_roles.len(), 2);
         assert_eq!(children.cluster_role_bindings.len(), 2);
@@ -497,7 +419,13 @@ mod tests {
             assert_eq!(binding.metadata.name, role.metadata.name);
             assert_eq!(Some(&binding.role_ref.name), role.metadata.name.as_ref());
         }
+    }
 
+    #[test]
+    fn a_corpus_csv_for_all_namespaces_gets_its_deployment() {
+        let csv = fixtures::corpus_csv(LIMITADOR);
+        let name = "limitador-operator.v0.11.0";
+        let children = build_for(&csv, Targets::All);
         assert_eq!(children.deployments.len(), 1);
         let deployment = &children.deployments[0];
         assert!(owned_by_csv(&deployment.metadata) && has_owner_labels(&deployment.metadata, name));
@@ -618,7 +546,7 @@ mod tests {
     fn the_record_of_the_copies_stays_off_pod_templates() {
         let mut csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
         let annotations = csv.metadata.annotations.get_or_insert_with(BTreeMap::new);
-        annotations.insert(super::super::copied::STATUS_HASH.to_owned(), "h".to_owned());
+        annotations.insert(STATUS_HASH.to_owned(), "h".to_owned());
         annotations.insert("own".to_owned(), "from the csv".to_owned());
         let children = build_for(&csv, Targets::Namespaces(vec![NAMESPACE.to_owned()]));
         let template = children.deployments[0]
@@ -627,7 +555,7 @@ mod tests {
             .and_then(|s| s.template.metadata.as_ref())
             .and_then(|m| m.annotations.clone())
             .expect("annotations");
-        assert!(!template.contains_key(super::super::copied::STATUS_HASH));
+        assert!(!template.contains_key(STATUS_HASH));
         assert!(
             template.contains_key("own"),
             "the CSV's other annotations are there"

@@ -25,9 +25,11 @@ pub mod build;
 pub mod certs;
 pub mod cleanup;
 pub mod copied;
+pub mod copy_hashes;
 pub mod crd_summary;
 pub mod dereference;
 pub mod machine;
+pub mod naming;
 pub mod operator_condition;
 pub mod overrides;
 pub mod phase;
@@ -42,6 +44,7 @@ mod fixtures;
 use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
 use kube::{
     Api, ResourceExt,
     runtime::{
@@ -50,7 +53,10 @@ use kube::{
         reflector::{ObjectRef, Store},
     },
 };
-use olm_api::{labels, v1alpha1::ClusterServiceVersion};
+use olm_api::{
+    labels,
+    v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, RequirementStatus},
+};
 use olm_runtime::{ErrorClass, ReconcileError, classify};
 
 use self::{
@@ -200,13 +206,69 @@ pub async fn reconcile(
     }
 }
 
-/// The steps for a CSV that is not being deleted.
+/// The steps for a CSV that is not being deleted: read and validate, decide
+/// the phase, perform the decision, then write the status it leads to.
 async fn install(
     ctx: &Context,
     stores: &Stores,
     api: &Api<ClusterServiceVersion>,
     csv: &ClusterServiceVersion,
 ) -> Result<Action, Error> {
+    let (found, validation) = read_and_validate(ctx, stores, csv).await?;
+    let status = csv.status.clone().unwrap_or_default();
+    let facts = Facts {
+        validation: &validation,
+        replacement: found.replacement.as_ref(),
+        replaced: found.replaced.as_ref(),
+        upgrade_hold: found.upgrade_hold.as_deref(),
+    };
+    let now = crate::context::now();
+    let outcome = match phase::decide(&status, &facts) {
+        Decision::DeleteSelf => {
+            tracing::info!(csv = %csv.name_any(), "deleting a replaced ClusterServiceVersion");
+            ctx.delete(api, &csv.name_any())
+                .await
+                .map_err(Error::DeleteReplaced)?;
+            return Ok(Action::await_change());
+        }
+        Decision::Settle(transition) => Outcome {
+            transition,
+            ..Outcome::default()
+        },
+        Decision::Install if csv.spec.install.machine().is_some() => {
+            install_on_machines(ctx, csv, &found, &status, now).await?
+        }
+        Decision::Install => {
+            let Some(outcome) = install_deployments(ctx, csv, &found, &validation, &status, now).await?
+            else {
+                // decide() installs only with a membership and a valid strategy.
+                return Ok(Action::await_change());
+            };
+            outcome
+        }
+    };
+    record(ctx, api, csv, &status, &validation, outcome, now).await
+}
+
+/// What performing a decision led to.
+#[derive(Default)]
+struct Outcome {
+    /// The phase transition to make, if any.
+    transition: Option<phase::Transition>,
+    /// When to look again even without an event.
+    recheck_in: Option<Duration>,
+    /// The serving certificates written, to stamp on the status.
+    served: Option<serving::Serving>,
+}
+
+/// Reads what the CSV refers to and validates it: the OperatorCondition is
+/// kept, the APIServices and machine hooks it requires are added to its
+/// requirements, and its OperatorGroup annotations are written.
+async fn read_and_validate(
+    ctx: &Context,
+    stores: &Stores,
+    csv: &ClusterServiceVersion,
+) -> Result<(dereference::Dereferenced, validate::Validation), Error> {
     let found = dereference::dereference(ctx, stores, csv)
         .await
         .map_err(Error::Dereference)?;
@@ -231,82 +293,93 @@ async fn install(
             .await
             .map_err(Error::UpdateStatus)?;
     }
+    Ok((found, validation))
+}
 
-    let status = csv.status.clone().unwrap_or_default();
-    let facts = Facts {
-        validation: &validation,
-        replacement: found.replacement.as_ref(),
-        replaced: found.replaced.as_ref(),
-        upgrade_hold: found.upgrade_hold.as_deref(),
-    };
-    let now = crate::context::now();
-    let mut served = None;
-    let (transition, recheck_in) = match phase::decide(&status, &facts) {
-        Decision::DeleteSelf => {
-            tracing::info!(csv = %csv.name_any(), "deleting a replaced ClusterServiceVersion");
-            ctx.delete(api, &csv.name_any())
-                .await
-                .map_err(Error::DeleteReplaced)?;
-            return Ok(Action::await_change());
-        }
-        Decision::Settle(transition) => (transition, None),
-        Decision::Install if csv.spec.install.machine().is_some() => {
-            let details = csv.spec.install.machine().expect("a machine strategy");
-            let replacement = found.replacement.as_ref().map(|next| next.name.as_str());
-            let health = machine::install(ctx, csv, details, replacement)
-                .await
-                .map_err(Error::Machine)?;
-            let outcome = InstallOutcome::Applied(health.clone());
-            let after = phase::after_install(&status, &outcome, now, ctx.settings.install_timeout);
-            (
-                machine::explain_timeout(after.transition, &health),
-                after.recheck_in,
-            )
-        }
-        Decision::Install => {
-            let (Ok(membership), Ok(strategy)) = (&validation.membership, &validation.strategy) else {
-                // decide() installs only with a membership and a valid strategy.
-                return Ok(Action::await_change());
-            };
-            let deployments: Vec<String> = strategy.deployments.iter().map(|d| d.name.clone()).collect();
-            if let Err(invalid) = webhooks::check(csv, &deployments) {
-                // OLM fails such a CSV before installing anything.
-                let failed = phase::Transition {
-                    phase: olm_api::v1alpha1::CsvPhase::Failed,
-                    reason: olm_api::v1alpha1::CsvReason::InvalidWebhookDescription,
-                    message: invalid.to_string(),
-                };
-                (Some(failed), None)
-            } else {
-                let mut children = build::build(csv, membership, strategy).map_err(Error::Build)?;
-                // OLM's order: the Subscription's config first, then the serving certificates.
-                overrides::apply(&mut children.deployments, found.subscription_config.as_ref());
-                let outcome;
-                (outcome, served) = apply_install(ctx, csv, membership, children, &found, now).await?;
-                let after = phase::after_install(&status, &outcome, now, ctx.settings.install_timeout);
-                (after.transition, after.recheck_in)
-            }
-        }
-    };
+/// Installs a CSV with the `machine` strategy on its machines.
+async fn install_on_machines(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    found: &dereference::Dereferenced,
+    status: &ClusterServiceVersionStatus,
+    now: Timestamp,
+) -> Result<Outcome, Error> {
+    let details = csv.spec.install.machine().expect("a machine strategy");
+    let replacement = found.replacement.as_ref().map(|next| next.name.as_str());
+    let health = machine::install(ctx, csv, details, replacement)
+        .await
+        .map_err(Error::Machine)?;
+    let outcome = InstallOutcome::Applied(health.clone());
+    let after = phase::after_install(status, &outcome, now, ctx.settings.install_timeout);
+    Ok(Outcome {
+        transition: machine::explain_timeout(after.transition, &health),
+        recheck_in: after.recheck_in,
+        served: None,
+    })
+}
 
-    // Requirements are not re-checked while a CSV steps aside for its replacement.
-    let requirements = (!matches!(
-        status.phase,
-        Some(olm_api::v1alpha1::CsvPhase::Replacing | olm_api::v1alpha1::CsvPhase::Deleting)
-    ))
-    .then_some(validation.requirements.statuses.as_slice());
-    let mut next = phase::next_status(&status, transition.as_ref(), requirements, now);
-    // Nothing watches every ConfigMap: a machine CSV waiting for its hooks looks again soon.
-    let recheck_in = match csv.spec.install.machine() {
-        Some(_) if !validation.requirements.met => Some(machine::REQUIREMENTS_RECHECK),
-        _ => recheck_in,
+/// Installs a CSV's Deployments: fails it at once for invalid webhooks, as
+/// OLM does, else builds, configures and applies its objects. `None` without
+/// a membership or a valid strategy.
+async fn install_deployments(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    found: &dereference::Dereferenced,
+    validation: &validate::Validation,
+    status: &ClusterServiceVersionStatus,
+    now: Timestamp,
+) -> Result<Option<Outcome>, Error> {
+    let (Ok(membership), Ok(strategy)) = (&validation.membership, &validation.strategy) else {
+        return Ok(None);
     };
-    let mut requeue = recheck_in.unwrap_or(ctx.settings.resync);
-    if let Some(served) = &served {
-        served.stamp(&mut next, now);
-        // A second more, so that renewal is surely due.
-        requeue = requeue.min(served.due_in(now) + Duration::from_secs(1));
+    let deployments: Vec<String> = strategy.deployments.iter().map(|d| d.name.clone()).collect();
+    if let Err(invalid) = webhooks::check(csv, &deployments) {
+        let failed = phase::Transition {
+            phase: CsvPhase::Failed,
+            reason: olm_api::v1alpha1::CsvReason::InvalidWebhookDescription,
+            message: invalid.to_string(),
+        };
+        return Ok(Some(Outcome {
+            transition: Some(failed),
+            ..Outcome::default()
+        }));
     }
+    let mut children = build::build(csv, membership, strategy).map_err(Error::Build)?;
+    // OLM's order: the Subscription's config first, then the serving certificates.
+    overrides::apply(&mut children.deployments, found.subscription_config.as_ref());
+    let (outcome, served) = apply_install(ctx, csv, membership, children, found, now).await?;
+    let after = phase::after_install(status, &outcome, now, ctx.settings.install_timeout);
+    Ok(Some(Outcome {
+        transition: after.transition,
+        recheck_in: after.recheck_in,
+        served,
+    }))
+}
+
+/// Writes the status `outcome` leads to, keeps the copies in line with it,
+/// and says when to look again.
+async fn record(
+    ctx: &Context,
+    api: &Api<ClusterServiceVersion>,
+    csv: &ClusterServiceVersion,
+    status: &ClusterServiceVersionStatus,
+    validation: &validate::Validation,
+    outcome: Outcome,
+    now: Timestamp,
+) -> Result<Action, Error> {
+    let requirements = shown_requirements(status.phase, &validation.requirements.statuses);
+    let mut next = phase::next_status(status, outcome.transition.as_ref(), requirements, now);
+    if let Some(served) = &outcome.served {
+        served.stamp(&mut next, now);
+    }
+    let waits_for_hooks = csv.spec.install.machine().is_some() && !validation.requirements.met;
+    let renewal_in = outcome.served.as_ref().map(|served| served.due_in(now));
+    let mut requeue = requeue_after(
+        outcome.recheck_in,
+        waits_for_hooks,
+        renewal_in,
+        ctx.settings.resync,
+    );
     let copied_status = next.clone();
     update_status::write(ctx, api, csv, next)
         .await
@@ -322,6 +395,35 @@ async fn install(
     Ok(Action::requeue(requeue))
 }
 
+/// The requirement statuses the status shows: none while the CSV steps aside
+/// for its replacement, where requirements are not checked again.
+fn shown_requirements(
+    phase: Option<CsvPhase>,
+    statuses: &[RequirementStatus],
+) -> Option<&[RequirementStatus]> {
+    (!matches!(phase, Some(CsvPhase::Replacing | CsvPhase::Deleting))).then_some(statuses)
+}
+
+/// When to look at a CSV again without an event: when the install step asked
+/// (`recheck_in`), else after `resync`; soon for a machine CSV waiting for its
+/// hooks (nothing watches every ConfigMap); and no later than a second after
+/// its serving certificates are due for renewal (`renewal_in`), so that
+/// renewal is surely due.
+fn requeue_after(
+    recheck_in: Option<Duration>,
+    waits_for_hooks: bool,
+    renewal_in: Option<Duration>,
+    resync: Duration,
+) -> Duration {
+    let recheck_in = if waits_for_hooks {
+        Some(machine::REQUIREMENTS_RECHECK)
+    } else {
+        recheck_in
+    };
+    let requeue = recheck_in.unwrap_or(resync);
+    renewal_in.map_or(requeue, |due| requeue.min(due + Duration::from_secs(1)))
+}
+
 /// Applies the install: the serving certificates and Services
 /// ([`serving::prepare`]), the objects of `children` ([`apply`]), then the
 /// webhooks and APIServices ([`serving::register`]). Refusals become the
@@ -332,7 +434,7 @@ async fn apply_install(
     membership: &validate::Membership,
     mut children: build::Children,
     found: &dereference::Dereferenced,
-    now: k8s_openapi::jiff::Timestamp,
+    now: Timestamp,
 ) -> Result<(InstallOutcome, Option<serving::Serving>), Error> {
     let refused = |detail: String, serving: Option<serving::Serving>| {
         tracing::warn!(csv = %csv.name_any(), error = %detail, "the install was refused");
@@ -431,4 +533,67 @@ pub fn upgrade_neighbours(
         related.push(ObjectRef::new(replaces).within(&namespace));
     }
     related
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_csv_is_looked_at_again_when_the_first_reason_comes() {
+        let s = Duration::from_secs;
+        let hooks = machine::REQUIREMENTS_RECHECK;
+        // (what, recheck_in, waits_for_hooks, renewal_in, resync, expected)
+        let cases = [
+            ("nothing asked: the resync", None, false, None, s(600), s(600)),
+            ("the install asked", Some(s(30)), false, None, s(600), s(30)),
+            (
+                "the install asked later than the resync",
+                Some(s(900)),
+                false,
+                None,
+                s(600),
+                s(900),
+            ),
+            ("hooks awaited", Some(s(30)), true, None, s(600), hooks),
+            ("renewal first", Some(s(30)), false, Some(s(4)), s(600), s(5)),
+            ("renewal later", None, false, Some(s(3600)), s(600), s(600)),
+        ];
+        for (what, recheck_in, waits, renewal_in, resync, expected) in cases {
+            assert_eq!(
+                requeue_after(recheck_in, waits, renewal_in, resync),
+                expected,
+                "{what}"
+            );
+        }
+    }
+
+    #[test]
+    fn requirements_are_shown_except_while_stepping_aside() {
+        let statuses = vec![RequirementStatus {
+            group: "apiextensions.k8s.io".to_owned(),
+            version: "v1".to_owned(),
+            kind: "CustomResourceDefinition".to_owned(),
+            name: "demos.example.com".to_owned(),
+            status: olm_api::v1alpha1::StatusReason::Present,
+            message: "CRD is present and Established condition is true".to_owned(),
+            uuid: None,
+            dependents: None,
+        }];
+        for phase in [
+            None,
+            Some(CsvPhase::Pending),
+            Some(CsvPhase::Succeeded),
+            Some(CsvPhase::Failed),
+        ] {
+            assert_eq!(
+                shown_requirements(phase, &statuses).map(<[_]>::len),
+                Some(1),
+                "{phase:?}"
+            );
+        }
+        for phase in [CsvPhase::Replacing, CsvPhase::Deleting] {
+            assert_eq!(shown_requirements(Some(phase), &statuses), None, "{phase:?}");
+        }
+    }
 }

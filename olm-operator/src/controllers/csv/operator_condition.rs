@@ -112,7 +112,7 @@ pub fn desired(csv: &ClusterServiceVersion) -> Result<OperatorCondition, Error> 
     );
     condition.metadata.namespace = csv.metadata.namespace.clone();
     condition.metadata.owner_references = Some(vec![reference]);
-    condition.metadata.labels = super::build::operator_label_of(csv).map(|label| BTreeMap::from([label]));
+    condition.metadata.labels = super::naming::operator_label_of(csv).map(|label| BTreeMap::from([label]));
     Ok(condition)
 }
 

@@ -39,7 +39,7 @@ use olm_api::{
     v1alpha1::{Subscription, SubscriptionConfig},
 };
 
-use super::build::spec_hash;
+use super::naming::spec_hash;
 
 /// The config of the Subscription among `subscriptions` that installed the
 /// CSV named `csv`: the one whose `status.installedCSV` names it, as OLM finds

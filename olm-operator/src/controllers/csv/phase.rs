@@ -108,73 +108,99 @@ pub fn decide(status: &ClusterServiceVersionStatus, facts: &Facts<'_>) -> Decisi
         return Decision::Settle(Some(to(Failed, InvalidStrategy, invalid.to_string())));
     }
 
-    let requirements = &facts.validation.requirements;
     match phase {
         None | Some(Unknown) => Decision::Settle(Some(to(
             Pending,
             RequirementsUnknown,
             "requirements not yet checked",
         ))),
-        Some(Pending) => {
-            if let Some(hold) = facts.upgrade_hold.filter(|_| facts.replaced.is_some()) {
-                let message = super::operator_condition::pending_message(hold);
-                Decision::Settle(Some(to(Pending, OperatorConditionNotUpgradeable, message)))
-            } else if !requirements.met {
-                let message = format!(
-                    "one or more requirements couldn't be found: {}",
-                    requirements.unmet().join(", ")
-                );
-                Decision::Settle(Some(to(Pending, RequirementsNotMet, message)))
-            } else if let Some(conflict) = &facts.validation.owner_conflict {
-                Decision::Settle(Some(to(Failed, OwnerConflict, conflict.to_string())))
-            } else if facts
-                .replaced
-                .is_some_and(|previous| previous.phase != Some(Replacing))
-            {
-                // The CSV being replaced must step aside first (it goes Replacing
-                // as soon as it sees this one), so that both never fight over
-                // shared objects.
-                Decision::Settle(None)
-            } else {
-                Decision::Settle(Some(to(
-                    InstallReady,
-                    RequirementsMet,
-                    "all requirements found, attempting install",
-                )))
-            }
-        }
+        Some(Pending) => from_pending(facts),
         Some(InstallReady) | Some(Installing) => Decision::Install,
-        Some(Succeeded) => {
-            if let Some(next) = facts.replacement {
-                Decision::Settle(Some(being_replaced(next)))
-            } else if !requirements.met {
-                Decision::Settle(Some(to(Failed, RequirementsNotMet, "requirements no longer met")))
-            } else {
-                Decision::Install
-            }
-        }
-        Some(Failed) => {
-            if let Some(next) = facts.replacement.filter(|_| membership.fail_forward) {
-                return Decision::Settle(Some(being_replaced(next)));
-            }
-            if !requirements.met {
-                return Decision::Settle(Some(to(Pending, RequirementsNotMet, "requirements not met")));
-            }
-            match status.reason {
-                Some(OwnerConflict) if facts.validation.owner_conflict.is_none() => Decision::Settle(Some(
-                    to(Pending, RequirementsUnknown, "the conflicting CRD owner is gone"),
-                )),
-                Some(OwnerConflict) => Decision::Settle(None),
-                Some(InvalidStrategy) => Decision::Settle(Some(to(
-                    Pending,
-                    RequirementsUnknown,
-                    "the install strategy is valid again",
-                ))),
-                Some(ComponentFailedNoRetry) => Decision::Settle(None),
-                _ => Decision::Install,
-            }
-        }
+        Some(Succeeded) => from_succeeded(facts),
+        Some(Failed) => from_failed(status, facts, membership.fail_forward),
         Some(Replacing) | Some(Deleting) => Decision::Settle(None),
+    }
+}
+
+/// Pending: waits for an upgrade hold, the requirements and the CSV being
+/// replaced; fails on a CRD owner conflict; else is ready to install.
+fn from_pending(facts: &Facts<'_>) -> Decision {
+    use CsvPhase::*;
+    use CsvReason::*;
+
+    let requirements = &facts.validation.requirements;
+    if let Some(hold) = facts.upgrade_hold.filter(|_| facts.replaced.is_some()) {
+        let message = super::operator_condition::pending_message(hold);
+        Decision::Settle(Some(to(Pending, OperatorConditionNotUpgradeable, message)))
+    } else if !requirements.met {
+        let message = format!(
+            "one or more requirements couldn't be found: {}",
+            requirements.unmet().join(", ")
+        );
+        Decision::Settle(Some(to(Pending, RequirementsNotMet, message)))
+    } else if let Some(conflict) = &facts.validation.owner_conflict {
+        Decision::Settle(Some(to(Failed, OwnerConflict, conflict.to_string())))
+    } else if facts
+        .replaced
+        .is_some_and(|previous| previous.phase != Some(Replacing))
+    {
+        // The CSV being replaced must step aside first (it goes Replacing
+        // as soon as it sees this one), so that both never fight over
+        // shared objects.
+        Decision::Settle(None)
+    } else {
+        Decision::Settle(Some(to(
+            InstallReady,
+            RequirementsMet,
+            "all requirements found, attempting install",
+        )))
+    }
+}
+
+/// Succeeded: steps aside for a replacement, fails when requirements go,
+/// else keeps the install applied.
+fn from_succeeded(facts: &Facts<'_>) -> Decision {
+    use CsvPhase::*;
+    use CsvReason::*;
+
+    let requirements = &facts.validation.requirements;
+    if let Some(next) = facts.replacement {
+        Decision::Settle(Some(being_replaced(next)))
+    } else if !requirements.met {
+        Decision::Settle(Some(to(Failed, RequirementsNotMet, "requirements no longer met")))
+    } else {
+        Decision::Install
+    }
+}
+
+/// Failed: steps aside for a replacement when failing forward, waits for
+/// requirements, recovers when its cause is gone, else installs again (but
+/// for failures that say not to retry).
+fn from_failed(status: &ClusterServiceVersionStatus, facts: &Facts<'_>, fail_forward: bool) -> Decision {
+    use CsvPhase::*;
+    use CsvReason::*;
+
+    let requirements = &facts.validation.requirements;
+    if let Some(next) = facts.replacement.filter(|_| fail_forward) {
+        return Decision::Settle(Some(being_replaced(next)));
+    }
+    if !requirements.met {
+        return Decision::Settle(Some(to(Pending, RequirementsNotMet, "requirements not met")));
+    }
+    match status.reason {
+        Some(OwnerConflict) if facts.validation.owner_conflict.is_none() => Decision::Settle(Some(to(
+            Pending,
+            RequirementsUnknown,
+            "the conflicting CRD owner is gone",
+        ))),
+        Some(OwnerConflict) => Decision::Settle(None),
+        Some(InvalidStrategy) => Decision::Settle(Some(to(
+            Pending,
+            RequirementsUnknown,
+            "the install strategy is valid again",
+        ))),
+        Some(ComponentFailedNoRetry) => Decision::Settle(None),
+        _ => Decision::Install,
     }
 }
 
@@ -318,30 +344,7 @@ pub fn after_install(
             InstallCheckFailed,
             format!("install failed: {message}"),
         ))),
-        (Some(Installing), Health::Waiting(message)) => {
-            let last_progress = status
-                .last_update_time
-                .as_ref()
-                .or(status.last_transition_time.as_ref())
-                .map_or(now, |time| time.0);
-            let stalled_for = now.duration_since(last_progress);
-            let timeout_signed = SignedDuration::try_from(timeout).unwrap_or(SignedDuration::MAX);
-            if stalled_for >= timeout_signed {
-                return settle(Some(to(Failed, InstallCheckFailed, "install timeout")));
-            }
-            let waiting = to(Installing, Waiting, format!("installing: {message}"));
-            let progressed = status.message.as_deref() != Some(waiting.message.as_str());
-            let remaining = if progressed {
-                timeout
-            } else {
-                Duration::try_from(timeout_signed - stalled_for).unwrap_or(timeout)
-            };
-            AfterInstall {
-                transition: Some(waiting),
-                // A second more, so that the deadline has surely passed.
-                recheck_in: Some(remaining + Duration::from_secs(1)),
-            }
-        }
+        (Some(Installing), Health::Waiting(message)) => installing(status, message, now, timeout),
         (Some(Succeeded), Health::Ready) => settle(None),
         (Some(Succeeded), Health::Waiting(message) | Health::Failed(message)) => settle(Some(to(
             Failed,
@@ -353,6 +356,45 @@ pub fn after_install(
             settle(Some(to(Installing, Waiting, format!("installing: {message}"))))
         }
         _ => settle(None),
+    }
+}
+
+/// Installing and still waiting for the Deployments: fails once no progress
+/// was made for `timeout`, else waits and looks again when the timeout would
+/// pass (the full timeout again when the message shows progress).
+fn installing(
+    status: &ClusterServiceVersionStatus,
+    message: &str,
+    now: Timestamp,
+    timeout: Duration,
+) -> AfterInstall {
+    use CsvPhase::*;
+    use CsvReason::*;
+
+    let last_progress = status
+        .last_update_time
+        .as_ref()
+        .or(status.last_transition_time.as_ref())
+        .map_or(now, |time| time.0);
+    let stalled_for = now.duration_since(last_progress);
+    let timeout_signed = SignedDuration::try_from(timeout).unwrap_or(SignedDuration::MAX);
+    if stalled_for >= timeout_signed {
+        return AfterInstall {
+            transition: Some(to(Failed, InstallCheckFailed, "install timeout")),
+            recheck_in: None,
+        };
+    }
+    let waiting = to(Installing, Waiting, format!("installing: {message}"));
+    let progressed = status.message.as_deref() != Some(waiting.message.as_str());
+    let remaining = if progressed {
+        timeout
+    } else {
+        Duration::try_from(timeout_signed - stalled_for).unwrap_or(timeout)
+    };
+    AfterInstall {
+        transition: Some(waiting),
+        // A second more, so that the deadline has surely passed.
+        recheck_in: Some(remaining + Duration::from_secs(1)),
     }
 }
 

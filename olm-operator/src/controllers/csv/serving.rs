@@ -40,8 +40,9 @@ use serde::{Serialize, de::DeserializeOwned};
 
 use super::{
     apiservices,
-    build::{Children, operator_label_of, owner_labels, owner_selector, spec_hash},
+    build::{Children, owner_labels, owner_selector},
     certs::{self, Authority, Issued},
+    naming::{operator_label_of, spec_hash},
     validate::{Membership, Requirements},
     webhooks::{self, Registration},
 };
@@ -182,9 +183,8 @@ pub async fn prepare(
     now: Timestamp,
 ) -> Result<Option<Prepared>, Error> {
     let served = certs::served(csv);
-    let status = csv.status.clone().unwrap_or_default();
     if served.is_empty() {
-        if status.certs_rotate_at.is_some() {
+        if csv.status.as_ref().is_some_and(|s| s.certs_rotate_at.is_some()) {
             // It served before (the CSV changed): remove what is left.
             cleanup(ctx, csv).await?;
         }
@@ -194,23 +194,81 @@ pub async fn prepare(
     webhooks::check(csv, &deployments)?;
 
     let owner = Owner::of(csv);
-    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &owner.namespace);
     let lifetimes = ctx.settings.cert_lifetimes;
+    let found = stored_secrets(ctx, &owner, &served).await?;
+    let (issued, serving) = match keep_stored(&served, &found, &owner.namespace, now, lifetimes) {
+        Some((stored, due)) => (
+            stored,
+            Serving {
+                rotated: false,
+                rotate_at: due,
+            },
+        ),
+        None => {
+            let issued = issue(&served, &owner.namespace, now, lifetimes)?;
+            tracing::info!(csv = %csv.name_any(), namespace = %owner.namespace, "issued new serving certificates");
+            let rotate_at = lifetimes.rotate_at(now);
+            (
+                issued,
+                Serving {
+                    rotated: true,
+                    rotate_at,
+                },
+            )
+        }
+    };
 
-    // Keep the stored certificates only if every one is fresh and says when it is due.
-    let mut stored = BTreeMap::new();
-    let mut due: Option<Timestamp> = None;
+    let mut ca_bundles = BTreeMap::new();
     for one in &served {
-        let service = certs::service_name(&one.deployment);
-        let name = certs::secret_name(&service);
-        let found = secrets.get_opt(&name).await.map_err(|source| Error::Get {
+        let Some(certificate) = issued.get(&one.deployment) else {
+            continue;
+        };
+        if serve_deployment(ctx, &owner, one, certificate, serving.rotate_at, children).await? {
+            ca_bundles.insert(one.deployment.clone(), certificate.ca_pem.clone());
+        }
+    }
+    Ok(Some(Prepared { serving, ca_bundles }))
+}
+
+/// The certificate Secrets stored for the served Deployments, by Deployment.
+async fn stored_secrets(
+    ctx: &Context,
+    owner: &Owner,
+    served: &[certs::Served],
+) -> Result<BTreeMap<String, Secret>, Error> {
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &owner.namespace);
+    let mut found = BTreeMap::new();
+    for one in served {
+        let name = certs::secret_name(&certs::service_name(&one.deployment));
+        let secret = secrets.get_opt(&name).await.map_err(|source| Error::Get {
             kind: "Secret",
             name: format!("{}/{name}", owner.namespace),
             source,
         })?;
-        let hosts = certs::hosts(&service, &owner.namespace);
-        let rotate_at = found
-            .as_ref()
+        if let Some(secret) = secret {
+            found.insert(one.deployment.clone(), secret);
+        }
+    }
+    Ok(found)
+}
+
+/// The stored certificates (`found`, by Deployment) to keep, with when they
+/// are due: only when every served Deployment has one that is fresh for its
+/// Service's hosts in `namespace` and says a renewal time still ahead of
+/// `now`. `None`: issue them all again.
+fn keep_stored(
+    served: &[certs::Served],
+    found: &BTreeMap<String, Secret>,
+    namespace: &str,
+    now: Timestamp,
+    lifetimes: certs::Lifetimes,
+) -> Option<(BTreeMap<String, Issued>, Timestamp)> {
+    let mut stored = BTreeMap::new();
+    let mut due: Option<Timestamp> = None;
+    for one in served {
+        let secret = found.get(&one.deployment);
+        let hosts = certs::hosts(&certs::service_name(&one.deployment), namespace);
+        let rotate_at = secret
             .and_then(|s| s.metadata.annotations.as_ref())
             .and_then(|a| a.get(certs::ROTATE_AT_ANNOTATION))
             .and_then(|text| text.parse::<Timestamp>().ok());
@@ -218,7 +276,7 @@ pub async fn prepare(
             continue;
         };
         due = Some(due.map_or(rotate_at, |due| due.min(rotate_at)));
-        let fresh = found.as_ref().and_then(|s| s.data.as_ref()).and_then(|data| {
+        let fresh = secret.and_then(|s| s.data.as_ref()).and_then(|data| {
             certs::check_fresh(data, &hosts, now, lifetimes.min_fresh).ok()?;
             Some(Issued {
                 ca_pem: text(data, certs::CA_KEY),
@@ -230,89 +288,97 @@ pub async fn prepare(
             stored.insert(one.deployment.clone(), issued);
         }
     }
-    let keep = stored.len() == served.len() && due.is_some_and(|due| now < due);
-    let (issued, serving) = if let (true, Some(due)) = (keep, due) {
-        (
-            stored,
-            Serving {
-                rotated: false,
-                rotate_at: due,
-            },
-        )
-    } else {
-        let authority = Authority::new(now, lifetimes.valid_for)?;
-        let mut issued = BTreeMap::new();
-        for one in &served {
-            let service = certs::service_name(&one.deployment);
-            let hosts = certs::hosts(&service, &owner.namespace);
-            issued.insert(one.deployment.clone(), authority.serving(&hosts)?);
-        }
-        tracing::info!(csv = %csv.name_any(), namespace = %owner.namespace, "issued new serving certificates");
-        (
-            issued,
-            Serving {
-                rotated: true,
-                rotate_at: lifetimes.rotate_at(now),
-            },
-        )
-    };
+    let due = due.filter(|due| now < *due)?;
+    (stored.len() == served.len()).then_some((stored, due))
+}
 
-    let services = Api::<Service>::namespaced(ctx.client.clone(), &owner.namespace);
-    let mut ca_bundles = BTreeMap::new();
-    for one in &served {
-        let Some(certificate) = issued.get(&one.deployment) else {
-            continue;
-        };
-        let Some(deployment) = children
-            .deployments
-            .iter_mut()
-            .find(|d| d.name_any() == one.deployment)
-        else {
-            continue;
-        };
-        let Some(spec) = deployment.spec.as_mut() else {
-            continue;
-        };
-        let service_name = certs::service_name(&one.deployment);
-        let secret_name = certs::secret_name(&service_name);
-        let hash = certs::ca_hash(certificate.ca_pem.as_bytes());
-
-        let mut service = certs::service(&service_name, &one.ports, spec);
-        service.metadata = owner.namespaced(&service_name);
-        apply(ctx, &services, &service, "Service").await?;
-
-        let mut secret = Secret {
-            metadata: owner.namespaced(&secret_name),
-            data: Some(certs::secret_data(certificate)),
-            type_: Some("kubernetes.io/tls".to_owned()),
-            ..Secret::default()
-        };
-        secret.metadata.annotations = Some(BTreeMap::from([
-            (certs::CA_HASH_ANNOTATION.to_owned(), hash.clone()),
-            (
-                certs::ROTATE_AT_ANNOTATION.to_owned(),
-                serving.rotate_at.to_string(),
-            ),
-        ]));
-        apply(ctx, &secrets, &secret, "Secret").await?;
-
-        certs::mount(spec, &secret_name, &hash);
-        let new_hash = spec_hash(spec);
-        let account = spec
-            .template
-            .spec
-            .as_ref()
-            .and_then(|p| p.service_account_name.clone())
-            .unwrap_or_else(|| "default".to_owned());
-        deployment
-            .metadata
-            .labels
-            .get_or_insert_with(BTreeMap::new)
-            .insert(labels::DEPLOYMENT_SPEC_HASH.to_owned(), new_hash);
-        owner.push_rbac(children, &service_name, &secret_name, &account);
-        ca_bundles.insert(one.deployment.clone(), certificate.ca_pem.clone());
+/// New certificates for every served Deployment, from one new CA.
+fn issue(
+    served: &[certs::Served],
+    namespace: &str,
+    now: Timestamp,
+    lifetimes: certs::Lifetimes,
+) -> Result<BTreeMap<String, Issued>, Error> {
+    let authority = Authority::new(now, lifetimes.valid_for)?;
+    let mut issued = BTreeMap::new();
+    for one in served {
+        let hosts = certs::hosts(&certs::service_name(&one.deployment), namespace);
+        issued.insert(one.deployment.clone(), authority.serving(&hosts)?);
     }
-    Ok(Some(Prepared { serving, ca_bundles }))
+    Ok(issued)
+}
+
+/// Serves `certificate` from the Deployment `one` names in `children`: writes
+/// its Service and certificate Secret, mounts the certificate, stamps the new
+/// spec hash and adds OLM's RBAC for it. Whether the Deployment is there to
+/// serve from.
+async fn serve_deployment(
+    ctx: &Context,
+    owner: &Owner,
+    one: &certs::Served,
+    certificate: &Issued,
+    rotate_at: Timestamp,
+    children: &mut Children,
+) -> Result<bool, Error> {
+    let Some(deployment) = children
+        .deployments
+        .iter_mut()
+        .find(|d| d.name_any() == one.deployment)
+    else {
+        return Ok(false);
+    };
+    let Some(spec) = deployment.spec.as_mut() else {
+        return Ok(false);
+    };
+    let service_name = certs::service_name(&one.deployment);
+    let secret_name = certs::secret_name(&service_name);
+    let hash = certs::ca_hash(certificate.ca_pem.as_bytes());
+
+    let mut service = certs::service(&service_name, &one.ports, spec);
+    service.metadata = owner.namespaced(&service_name);
+    let services = Api::<Service>::namespaced(ctx.client.clone(), &owner.namespace);
+    apply(ctx, &services, &service, "Service").await?;
+    let secret = certificate_secret(owner, &secret_name, certificate, &hash, rotate_at);
+    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &owner.namespace);
+    apply(ctx, &secrets, &secret, "Secret").await?;
+
+    certs::mount(spec, &secret_name, &hash);
+    let new_hash = spec_hash(spec);
+    let account = spec
+        .template
+        .spec
+        .as_ref()
+        .and_then(|p| p.service_account_name.clone())
+        .unwrap_or_else(|| "default".to_owned());
+    deployment
+        .metadata
+        .labels
+        .get_or_insert_with(BTreeMap::new)
+        .insert(labels::DEPLOYMENT_SPEC_HASH.to_owned(), new_hash);
+    owner.push_rbac(children, &service_name, &secret_name, &account);
+    Ok(true)
+}
+
+/// The TLS Secret `name` holding `certificate`, annotated with its CA's hash
+/// and when it is due for renewal.
+fn certificate_secret(
+    owner: &Owner,
+    name: &str,
+    certificate: &Issued,
+    ca_hash: &str,
+    rotate_at: Timestamp,
+) -> Secret {
+    let mut secret = Secret {
+        metadata: owner.namespaced(name),
+        data: Some(certs::secret_data(certificate)),
+        type_: Some("kubernetes.io/tls".to_owned()),
+        ..Secret::default()
+    };
+    secret.metadata.annotations = Some(BTreeMap::from([
+        (certs::CA_HASH_ANNOTATION.to_owned(), ca_hash.to_owned()),
+        (certs::ROTATE_AT_ANNOTATION.to_owned(), rotate_at.to_string()),
+    ]));
+    secret
 }
 
 /// After the install's Deployments are applied (as OLM orders it): registers
@@ -738,5 +804,80 @@ mod tests {
         );
         assert_eq!(kept.due_in(at(40)), std::time::Duration::from_secs(60));
         assert_eq!(kept.due_in(at(140)), std::time::Duration::ZERO);
+    }
+
+    fn served(deployment: &str) -> certs::Served {
+        certs::Served {
+            deployment: deployment.to_owned(),
+            ports: Vec::new(),
+        }
+    }
+
+    fn stored(issued: &Issued, rotate_at: Option<Timestamp>) -> Secret {
+        Secret {
+            metadata: ObjectMeta {
+                annotations: rotate_at
+                    .map(|due| BTreeMap::from([(certs::ROTATE_AT_ANNOTATION.to_owned(), due.to_string())])),
+                ..ObjectMeta::default()
+            },
+            data: Some(certs::secret_data(issued)),
+            ..Secret::default()
+        }
+    }
+
+    /// What a case is called, the certificate and renewal time stored per
+    /// Deployment, now, and until when the certificates are kept.
+    type Case<'a> = (
+        &'a str,
+        [Option<(&'a Issued, Option<Timestamp>)>; 2],
+        i64,
+        Option<Timestamp>,
+    );
+
+    #[test]
+    fn stored_certificates_are_kept_only_when_every_one_is_fresh_and_not_due() {
+        let lifetimes = certs::Lifetimes::default();
+        let served = [served("api"), served("hooks")];
+        let authority = Authority::new(at(0), lifetimes.valid_for).expect("a CA");
+        let issue = |deployment: &str, namespace: &str| {
+            let hosts = certs::hosts(&certs::service_name(deployment), namespace);
+            authority.serving(&hosts).expect("a certificate")
+        };
+        let (api, hooks) = (issue("api", "ops"), issue("hooks", "ops"));
+        let elsewhere = issue("hooks", "other");
+        let (soon, later) = (Some(at(100)), Some(at(200)));
+        let cases: [Case<'_>; 6] = [
+            ("all fresh", [Some((&api, later)), Some((&hooks, soon))], 10, soon),
+            ("one missing", [Some((&api, later)), None], 10, None),
+            (
+                "one without renewal time",
+                [Some((&api, later)), Some((&hooks, None))],
+                10,
+                None,
+            ),
+            ("one due", [Some((&api, later)), Some((&hooks, soon))], 100, None),
+            (
+                "one for other hosts",
+                [Some((&api, later)), Some((&elsewhere, soon))],
+                10,
+                None,
+            ),
+            ("none", [None, None], 10, None),
+        ];
+        for (what, secrets, now, expected) in cases {
+            let found: BTreeMap<String, Secret> = served
+                .iter()
+                .zip(secrets)
+                .filter_map(|(one, secret)| {
+                    secret.map(|(issued, due)| (one.deployment.clone(), stored(issued, due)))
+                })
+                .collect();
+            let kept = keep_stored(&served, &found, "ops", at(now), lifetimes);
+            assert_eq!(kept.as_ref().map(|(_, due)| *due), expected, "{what}");
+            if let Some((certificates, _)) = kept {
+                assert_eq!(certificates.get("api"), Some(&api), "{what}");
+                assert_eq!(certificates.get("hooks"), Some(&hooks), "{what}");
+            }
+        }
     }
 }

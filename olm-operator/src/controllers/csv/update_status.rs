@@ -12,7 +12,7 @@ use olm_api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvP
 
 use olm_runtime::apply::WriteError;
 
-use super::{build::operator_group_annotations, copied, validate::Membership};
+use super::{build::operator_group_annotations, copy_hashes::STATUS_HASH, validate::Membership};
 use crate::{context::Context, metrics::enum_string};
 
 /// Why a write failed.
@@ -40,7 +40,7 @@ pub enum Error {
 
 /// The annotations olm-operator applies to a CSV: `olm.operatorGroup`,
 /// `olm.operatorNamespace` and `olm.targetNamespaces` as OLM does, and the
-/// status its copies were written with ([`copied::STATUS_HASH`]) when there is
+/// status its copies were written with ([`STATUS_HASH`]) when there is
 /// one. Every apply of the CSV's annotations names them all: with one field
 /// manager, server-side apply removes those an apply leaves out.
 pub fn owned_annotations(
@@ -49,7 +49,7 @@ pub fn owned_annotations(
 ) -> BTreeMap<String, String> {
     let mut annotations = operator_group_annotations(membership);
     if let Some(hash) = copied_status {
-        annotations.insert(copied::STATUS_HASH.to_owned(), hash.clone());
+        annotations.insert(STATUS_HASH.to_owned(), hash.clone());
     }
     annotations
 }
@@ -62,7 +62,7 @@ pub async fn annotate(
     csv: &ClusterServiceVersion,
     membership: &Membership,
 ) -> Result<(), Error> {
-    let wanted = owned_annotations(membership, csv.annotations().get(copied::STATUS_HASH));
+    let wanted = owned_annotations(membership, csv.annotations().get(STATUS_HASH));
     let current = csv.annotations();
     if wanted.iter().all(|(k, v)| current.get(k) == Some(v)) {
         return Ok(());
@@ -160,7 +160,7 @@ mod tests {
         );
         let record = "0123456789abcdef".to_owned();
         let with = owned_annotations(&membership, Some(&record));
-        assert_eq!(with.get(copied::STATUS_HASH), Some(&record));
+        assert_eq!(with.get(STATUS_HASH), Some(&record));
         assert!(without.iter().all(|(k, v)| with.get(k) == Some(v)));
     }
 }

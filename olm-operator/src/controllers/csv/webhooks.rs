@@ -27,7 +27,7 @@ use kube::{
 };
 use olm_api::v1alpha1::{ClusterServiceVersion, InstallModeType, WebhookAdmissionType, WebhookDescription};
 
-use super::{build::generate_name, certs, validate::Targets};
+use super::{certs, naming::generate_name, validate::Targets};
 
 /// The label with the `generateName` of the webhook description.
 pub const DESCRIPTION_LABEL: &str = "olm.webhook-description-generate-name";
@@ -204,6 +204,49 @@ pub fn configuration_name(desc: &WebhookDescription, csv_name: &str, namespace: 
     generate_name(&desc.generate_name, &[namespace, csv_name, &desc.generate_name])
 }
 
+/// The validating webhook `desc` describes.
+fn validating(
+    desc: &WebhookDescription,
+    namespace_selector: Option<LabelSelector>,
+    client_config: WebhookClientConfig,
+) -> ValidatingWebhook {
+    ValidatingWebhook {
+        name: desc.generate_name.clone(),
+        rules: desc.rules.clone(),
+        failure_policy: desc.failure_policy.clone(),
+        match_policy: desc.match_policy.clone(),
+        namespace_selector,
+        object_selector: desc.object_selector.clone(),
+        side_effects: desc.side_effects.clone().unwrap_or_default(),
+        timeout_seconds: desc.timeout_seconds,
+        admission_review_versions: desc.admission_review_versions.clone().unwrap_or_default(),
+        client_config,
+        match_conditions: None,
+    }
+}
+
+/// The mutating webhook `desc` describes.
+fn mutating(
+    desc: &WebhookDescription,
+    namespace_selector: Option<LabelSelector>,
+    client_config: WebhookClientConfig,
+) -> MutatingWebhook {
+    MutatingWebhook {
+        name: desc.generate_name.clone(),
+        rules: desc.rules.clone(),
+        failure_policy: desc.failure_policy.clone(),
+        match_policy: desc.match_policy.clone(),
+        namespace_selector,
+        object_selector: desc.object_selector.clone(),
+        side_effects: desc.side_effects.clone().unwrap_or_default(),
+        timeout_seconds: desc.timeout_seconds,
+        admission_review_versions: desc.admission_review_versions.clone().unwrap_or_default(),
+        client_config,
+        reinvocation_policy: desc.reinvocation_policy.clone(),
+        match_conditions: None,
+    }
+}
+
 /// A hash of a webhook description (the `olm.webhook-description-hash` label).
 pub fn description_hash(desc: &WebhookDescription) -> String {
     let text = serde_json::to_string(desc).unwrap_or_default();
@@ -245,59 +288,21 @@ impl Registration<'_> {
         for desc in csv.spec.webhook_definitions.iter().flatten() {
             let deployment = desc.deployment_name.clone().unwrap_or_default();
             let ca = self.ca_bundles.get(&deployment).cloned().unwrap_or_default();
-            let client_config = WebhookClientConfig {
-                ca_bundle: Some(ByteString(ca.clone().into_bytes())),
-                service: Some(ServiceReference {
-                    name: certs::service_name(&deployment),
-                    namespace: self.namespace.to_owned(),
-                    path: desc.webhook_path.clone(),
-                    port: Some(port(desc.container_port)),
-                }),
-                url: None,
-            };
-            let metadata = self.metadata(desc);
             match desc.type_ {
                 WebhookAdmissionType::ValidatingAdmissionWebhook => {
+                    let client_config = self.client_config(desc, &deployment, &ca);
+                    let webhook = validating(desc, selector.clone(), client_config);
                     out.validating.push(ValidatingWebhookConfiguration {
-                        metadata,
-                        webhooks: Some(vec![ValidatingWebhook {
-                            name: desc.generate_name.clone(),
-                            rules: desc.rules.clone(),
-                            failure_policy: desc.failure_policy.clone(),
-                            match_policy: desc.match_policy.clone(),
-                            namespace_selector: selector.clone(),
-                            object_selector: desc.object_selector.clone(),
-                            side_effects: desc.side_effects.clone().unwrap_or_default(),
-                            timeout_seconds: desc.timeout_seconds,
-                            admission_review_versions: desc
-                                .admission_review_versions
-                                .clone()
-                                .unwrap_or_default(),
-                            client_config,
-                            match_conditions: None,
-                        }]),
+                        metadata: self.metadata(desc),
+                        webhooks: Some(vec![webhook]),
                     });
                 }
                 WebhookAdmissionType::MutatingAdmissionWebhook => {
+                    let client_config = self.client_config(desc, &deployment, &ca);
+                    let webhook = mutating(desc, selector.clone(), client_config);
                     out.mutating.push(MutatingWebhookConfiguration {
-                        metadata,
-                        webhooks: Some(vec![MutatingWebhook {
-                            name: desc.generate_name.clone(),
-                            rules: desc.rules.clone(),
-                            failure_policy: desc.failure_policy.clone(),
-                            match_policy: desc.match_policy.clone(),
-                            namespace_selector: selector.clone(),
-                            object_selector: desc.object_selector.clone(),
-                            side_effects: desc.side_effects.clone().unwrap_or_default(),
-                            timeout_seconds: desc.timeout_seconds,
-                            admission_review_versions: desc
-                                .admission_review_versions
-                                .clone()
-                                .unwrap_or_default(),
-                            client_config,
-                            reinvocation_policy: desc.reinvocation_policy.clone(),
-                            match_conditions: None,
-                        }]),
+                        metadata: self.metadata(desc),
+                        webhooks: Some(vec![webhook]),
                     });
                 }
                 WebhookAdmissionType::ConversionWebhook => {
@@ -315,6 +320,29 @@ impl Registration<'_> {
                 }
             }
         }
+        out.conversions.extend(self.conversion_definitions(csv));
+        out
+    }
+
+    /// How the API server reaches the webhook of `desc`: the Service of
+    /// `deployment`, trusting `ca`.
+    fn client_config(&self, desc: &WebhookDescription, deployment: &str, ca: &str) -> WebhookClientConfig {
+        WebhookClientConfig {
+            ca_bundle: Some(ByteString(ca.as_bytes().to_vec())),
+            service: Some(ServiceReference {
+                name: certs::service_name(deployment),
+                namespace: self.namespace.to_owned(),
+                path: desc.webhook_path.clone(),
+                port: Some(port(desc.container_port)),
+            }),
+            url: None,
+        }
+    }
+
+    /// The CRDs pointed at the conversion webhooks of the CSV's
+    /// `conversionWebhookDefinitions`.
+    fn conversion_definitions(&self, csv: &ClusterServiceVersion) -> Vec<DynamicObject> {
+        let mut conversions = Vec::new();
         for desc in csv.spec.conversion_webhook_definitions.iter().flatten() {
             let ca = self
                 .ca_bundles
@@ -322,7 +350,7 @@ impl Registration<'_> {
                 .cloned()
                 .unwrap_or_default();
             for crd in &desc.conversion_crds {
-                out.conversions.push(conversion(
+                conversions.push(conversion(
                     crd,
                     self.namespace,
                     &desc.deployment_name,
@@ -333,7 +361,7 @@ impl Registration<'_> {
                 ));
             }
         }
-        out
+        conversions
     }
 
     fn metadata(&self, desc: &WebhookDescription) -> ObjectMeta {

@@ -264,7 +264,6 @@ fn mount(name: &str, path: &str) -> VolumeMount {
 pub fn daemonset(pool: &MachinePool) -> Option<DaemonSet> {
     let selector = pool.spec.node_selector.clone()?;
     let name = pool.name_any();
-    let namespace = pool.namespace().unwrap_or_default();
     let mut pod_labels = labels(pool);
     pod_labels.insert(
         AGENT_VERSION_LABEL.to_owned(),
@@ -280,7 +279,39 @@ pub fn daemonset(pool: &MachinePool) -> Option<DaemonSet> {
         .as_ref()
         .and_then(|u| u.max_unavailable)
         .unwrap_or(1);
-    let container = Container {
+    let container = container(pool);
+    Some(DaemonSet {
+        metadata: meta(pool, agent_name(&name)),
+        spec: Some(DaemonSetSpec {
+            selector: LabelSelector {
+                match_labels: Some(match_labels),
+                ..LabelSelector::default()
+            },
+            update_strategy: Some(DaemonSetUpdateStrategy {
+                type_: Some("RollingUpdate".to_owned()),
+                rolling_update: Some(RollingUpdateDaemonSet {
+                    max_unavailable: Some(IntOrString::Int(max_unavailable)),
+                    ..RollingUpdateDaemonSet::default()
+                }),
+            }),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    labels: Some(pod_labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod_spec(pool, selector, container)),
+            },
+            ..DaemonSetSpec::default()
+        }),
+        status: None,
+    })
+}
+
+/// The agent's container: privileged, with the machine's state, its root
+/// and the service account token mounted.
+fn container(pool: &MachinePool) -> Container {
+    let name = pool.name_any();
+    Container {
         name: "agent".to_owned(),
         image: Some(image(pool)),
         command: Some(vec![
@@ -314,52 +345,35 @@ pub fn daemonset(pool: &MachinePool) -> Option<DaemonSet> {
             },
         ]),
         ..Container::default()
-    };
-    Some(DaemonSet {
-        metadata: meta(pool, agent_name(&name)),
-        spec: Some(DaemonSetSpec {
-            selector: LabelSelector {
-                match_labels: Some(match_labels),
-                ..LabelSelector::default()
-            },
-            update_strategy: Some(DaemonSetUpdateStrategy {
-                type_: Some("RollingUpdate".to_owned()),
-                rolling_update: Some(RollingUpdateDaemonSet {
-                    max_unavailable: Some(IntOrString::Int(max_unavailable)),
-                    ..RollingUpdateDaemonSet::default()
-                }),
-            }),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(pod_labels),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(PodSpec {
-                    service_account_name: Some(agent_name(&name)),
-                    // Mounted as `token`, readable by root only.
-                    automount_service_account_token: Some(false),
-                    host_network: Some(true),
-                    host_pid: Some(true),
-                    dns_policy: Some("ClusterFirstWithHostNet".to_owned()),
-                    node_selector: Some(selector),
-                    tolerations: pool.spec.tolerations.clone(),
-                    containers: vec![container],
-                    volumes: Some(vec![
-                        host_path(
-                            "state",
-                            format!("{STATE_DIR}/{namespace}/{name}"),
-                            "DirectoryOrCreate",
-                        ),
-                        host_path("host", "/".to_owned(), "Directory"),
-                        token_volume(),
-                    ]),
-                    ..PodSpec::default()
-                }),
-            },
-            ..DaemonSetSpec::default()
-        }),
-        status: None,
-    })
+    }
+}
+
+/// The agent's pod: on the host's network and PID namespace of each node the
+/// pool's `selector` matches.
+fn pod_spec(pool: &MachinePool, selector: BTreeMap<String, String>, container: Container) -> PodSpec {
+    let name = pool.name_any();
+    let namespace = pool.namespace().unwrap_or_default();
+    PodSpec {
+        service_account_name: Some(agent_name(&name)),
+        // Mounted as `token`, readable by root only.
+        automount_service_account_token: Some(false),
+        host_network: Some(true),
+        host_pid: Some(true),
+        dns_policy: Some("ClusterFirstWithHostNet".to_owned()),
+        node_selector: Some(selector),
+        tolerations: pool.spec.tolerations.clone(),
+        containers: vec![container],
+        volumes: Some(vec![
+            host_path(
+                "state",
+                format!("{STATE_DIR}/{namespace}/{name}"),
+                "DirectoryOrCreate",
+            ),
+            host_path("host", "/".to_owned(), "Directory"),
+            token_volume(),
+        ]),
+        ..PodSpec::default()
+    }
 }
 
 /// `value` made a valid label value (63 characters of `[A-Za-z0-9._-]`).
@@ -457,6 +471,20 @@ mod tests {
             .filter_map(|v| v.host_path.as_ref().map(|h| h.path.as_str()))
             .collect();
         assert_eq!(paths, ["/var/lib/olm-rs-agent/ops/edge", "/"]);
+        assert_eq!(
+            spec.template
+                .metadata
+                .and_then(|m| m.labels)
+                .and_then(|l| l.get(AGENT_VERSION_LABEL).cloned()),
+            Some("0.2.0".to_owned())
+        );
+    }
+
+    #[test]
+    fn the_agents_token_is_readable_by_root_only() {
+        let spec = daemonset(&pool()).expect("a DaemonSet").spec.expect("spec");
+        let pod = spec.template.spec.expect("pod");
+        let container = &pod.containers[0];
         // The token, CA and namespace where the agent's client reads them,
         // readable by root only: unprivileged hooks cannot act as the agent.
         assert_eq!(pod.automount_service_account_token, Some(false));
@@ -489,13 +517,6 @@ mod tests {
             .expect("the token is mounted");
         assert_eq!(mount.mount_path, "/var/run/secrets/kubernetes.io/serviceaccount");
         assert_eq!(mount.read_only, Some(true));
-        assert_eq!(
-            spec.template
-                .metadata
-                .and_then(|m| m.labels)
-                .and_then(|l| l.get(AGENT_VERSION_LABEL).cloned()),
-            Some("0.2.0".to_owned())
-        );
     }
 
     #[test]

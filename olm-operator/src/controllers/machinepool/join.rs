@@ -51,11 +51,10 @@ use olm_api::substrate::{
 use olm_runtime::conditions::{ConditionReason, Status, set_condition};
 
 use super::{
-    Account, Error,
+    account::{Account, apply_account},
     agent::{self, POOL_LABEL},
-    apply_account, read_error,
+    error::{Error, read_error, write_error},
     status::MachineReady,
-    write_error,
 };
 use crate::context::Context;
 
@@ -392,37 +391,10 @@ pub async fn reconcile(
     let Some(external) = pool.spec.external.as_ref() else {
         return Ok(Outcome::default());
     };
-    let namespace = pool.namespace().unwrap_or_default();
-    let name = pool.name_any();
-    let read = |what: &str| read_error(&name, what);
-    let write = |what: &str| write_error(&name, what);
-    let client = ctx.client.clone();
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
     let secret_name = &external.token_secret_name;
-
-    let join_secret = secrets
-        .get_opt(secret_name)
-        .await
-        .map_err(read("its join token Secret"))?;
-    // A Secret of that name that olm-operator did not make is not ours to replace.
-    if let Some(secret) = &join_secret
-        && secret.type_.as_deref() != Some(JOIN_TOKEN_SECRET_TYPE)
-    {
-        return Err(Error::ForeignJoinSecret {
-            pool: name,
-            secret: secret_name.clone(),
-        });
-    }
+    let join_secret = join_secret(ctx, pool, secret_name).await?;
     let issued = join_secret.as_ref().and_then(Issued::from_secret);
-    let credentials: BTreeSet<String> =
-        Api::<PartialObjectMeta<Secret>>::namespaced(client.clone(), &namespace)
-            .list_metadata(&ListParams::default().labels(&format!("{POOL_LABEL}={name},{MACHINE_LABEL}")))
-            .await
-            .map_err(read("the credentials of its joined machines"))?
-            .items
-            .iter()
-            .map(ResourceExt::name_any)
-            .collect();
+    let credentials = credentials(ctx, pool).await?;
     let joined: Vec<Joined> = machines
         .iter()
         .filter_map(|m| Joined::of(m, &credentials, leases))
@@ -430,63 +402,136 @@ pub async fn reconcile(
     let now = Timestamp::now();
     let plan = plan(secret_name, issued.as_ref(), &joined, now);
 
-    // The admitted machine's credentials, owned by its Machine.
     if let Some(admitted) = plan.admit.as_deref()
         && let Some(machine) = machines.iter().find(|m| m.name_any() == admitted)
     {
-        let (account, secret) = machine_objects(pool, machine);
-        apply_account(ctx, &name, &account, &format!("joined machine {admitted}")).await?;
-        ctx.apply(&secrets, &secret)
-            .await
-            .map_err(write("a joined machine's credentials Secret"))?;
-        if plan.mark_used
-            && let (Some(issued), Some(token)) = (&issued, join_secret.as_ref().and_then(token_of))
-        {
-            let used = Issued {
-                used_by: Some(admitted.to_owned()),
-                used_at: Some(now),
-                ..issued.clone()
-            };
-            ctx.apply(&secrets, &join_secret_body(pool, secret_name, &token, &used))
-                .await
-                .map_err(write("the join token's use"))?;
-            tracing::info!(pool = %name, %namespace, machine = admitted, "join token used: machine admitted");
+        admit(ctx, pool, machine).await?;
+        if plan.mark_used {
+            mark_used(ctx, pool, admitted, secret_name, join_secret.as_ref(), now).await?;
         }
     }
 
     // The joining account may read the admitted machine's credentials until the token goes.
-    apply_account(
-        ctx,
-        &name,
-        &joiner_objects(pool, plan.readable.as_deref()),
-        "joining",
-    )
-    .await?;
+    let joiner = joiner_objects(pool, plan.readable.as_deref());
+    apply_account(ctx, &pool.name_any(), &joiner, "joining").await?;
 
     if let Some(renewal) = plan.renew {
         renew(ctx, pool, secret_name, join_secret.as_ref(), renewal).await?;
     }
-
-    // Refused machines: only their Ready condition, as for lost ones.
-    for (machine_name, message) in &plan.refused {
-        let Some(machine) = machines.iter().find(|m| &m.name_any() == machine_name) else {
-            continue;
-        };
-        if let Some(condition) = refused_condition(machine, message, &olm_runtime::conditions::now()) {
-            ctx.apply_status(
-                &Api::<Machine>::namespaced(client.clone(), &namespace),
-                machine_name,
-                &serde_json::json!({ "conditions": [condition] }),
-            )
-            .await
-            .map_err(write(&format!("the refusal of Machine {machine_name}")))?;
-            tracing::warn!(pool = %name, %namespace, machine = %machine_name, "{message}");
-        }
-    }
+    refuse(ctx, pool, machines, &plan.refused).await?;
     Ok(Outcome {
         admitting: plan.readable.is_some(),
         refused: plan.refused,
     })
+}
+
+/// The pool's join token Secret `secret_name`, if there is one; an error if
+/// a Secret of that name that olm-operator did not make stands there (it is
+/// not ours to replace).
+async fn join_secret(ctx: &Context, pool: &MachinePool, secret_name: &str) -> Result<Option<Secret>, Error> {
+    let name = pool.name_any();
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &pool.namespace().unwrap_or_default());
+    let join_secret = secrets
+        .get_opt(secret_name)
+        .await
+        .map_err(read_error(&name, "its join token Secret"))?;
+    if let Some(secret) = &join_secret
+        && secret.type_.as_deref() != Some(JOIN_TOKEN_SECRET_TYPE)
+    {
+        return Err(Error::ForeignJoinSecret {
+            pool: name,
+            secret: secret_name.to_owned(),
+        });
+    }
+    Ok(join_secret)
+}
+
+/// The names of the credentials Secrets of the pool's joined machines.
+async fn credentials(ctx: &Context, pool: &MachinePool) -> Result<BTreeSet<String>, Error> {
+    let name = pool.name_any();
+    let selector = format!("{POOL_LABEL}={name},{MACHINE_LABEL}");
+    let found = Api::<PartialObjectMeta<Secret>>::namespaced(
+        ctx.client.clone(),
+        &pool.namespace().unwrap_or_default(),
+    )
+    .list_metadata(&ListParams::default().labels(&selector))
+    .await
+    .map_err(read_error(&name, "the credentials of its joined machines"))?;
+    Ok(found.items.iter().map(ResourceExt::name_any).collect())
+}
+
+/// Gives the admitted `machine` its account and credentials Secret, owned by
+/// its Machine.
+async fn admit(ctx: &Context, pool: &MachinePool, machine: &Machine) -> Result<(), Error> {
+    let name = pool.name_any();
+    let (account, secret) = machine_objects(pool, machine);
+    let whose = format!("joined machine {}", machine.name_any());
+    apply_account(ctx, &name, &account, &whose).await?;
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &pool.namespace().unwrap_or_default());
+    ctx.apply(&secrets, &secret)
+        .await
+        .map_err(write_error(&name, "a joined machine's credentials Secret"))?;
+    Ok(())
+}
+
+/// Marks the join token used by `admitted`, at `now`.
+async fn mark_used(
+    ctx: &Context,
+    pool: &MachinePool,
+    admitted: &str,
+    secret_name: &str,
+    join_secret: Option<&Secret>,
+    now: Timestamp,
+) -> Result<(), Error> {
+    let (Some(issued), Some(token)) = (
+        join_secret.and_then(Issued::from_secret),
+        join_secret.and_then(token_of),
+    ) else {
+        return Ok(());
+    };
+    let used = Issued {
+        used_by: Some(admitted.to_owned()),
+        used_at: Some(now),
+        ..issued
+    };
+    let (name, namespace) = (pool.name_any(), pool.namespace().unwrap_or_default());
+    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+    ctx.apply(&secrets, &join_secret_body(pool, secret_name, &token, &used))
+        .await
+        .map_err(write_error(&name, "the join token's use"))?;
+    tracing::info!(pool = %name, %namespace, machine = admitted, "join token used: machine admitted");
+    Ok(())
+}
+
+/// Marks the refused machines: only their Ready condition, as for lost ones.
+async fn refuse(
+    ctx: &Context,
+    pool: &MachinePool,
+    machines: &[&Machine],
+    refused: &BTreeMap<String, String>,
+) -> Result<(), Error> {
+    let (name, namespace) = (pool.name_any(), pool.namespace().unwrap_or_default());
+    let api = Api::<Machine>::namespaced(ctx.client.clone(), &namespace);
+    for (machine_name, message) in refused {
+        let Some(machine) = machines.iter().find(|m| &m.name_any() == machine_name) else {
+            continue;
+        };
+        let Some(condition) = refused_condition(machine, message, &olm_runtime::conditions::now()) else {
+            continue;
+        };
+        ctx.apply_status(
+            &api,
+            machine_name,
+            &serde_json::json!({ "conditions": [condition] }),
+        )
+        .await
+        .map_err(write_error(
+            &name,
+            &format!("the refusal of Machine {machine_name}"),
+        ))?;
+        tracing::warn!(pool = %name, %namespace, machine = %machine_name, "{message}");
+    }
+    Ok(())
 }
 
 /// Replaces the join token: deletes the Secret (revoking the token bound to

@@ -18,101 +18,38 @@
 //! that registered with a used token is refused and named in the pool's
 //! status, and counted nowhere else.
 
+pub mod account;
 pub mod agent;
 pub mod endpoints;
+pub mod error;
 pub mod join;
 pub mod status;
 
-use std::{collections::BTreeMap, sync::Arc, time::Duration};
+use std::{collections::BTreeMap, sync::Arc};
 
-use k8s_openapi::{
-    api::{
-        coordination::v1::Lease,
-        core::v1::{Node, ServiceAccount},
-        rbac::v1::{Role, RoleBinding},
-    },
-    jiff::Timestamp,
-};
+use k8s_openapi::api::{apps::v1::DaemonSet, coordination::v1::Lease, core::v1::Node};
 use kube::{
-    Api, Resource, ResourceExt,
+    Api, Client, Resource, ResourceExt,
     api::ListParams,
     core::PartialObjectMeta,
     runtime::{controller::Action, reflector::ObjectRef},
 };
 use olm_api::substrate::{Machine, MachinePool};
-use olm_runtime::{ErrorClass, ReconcileError, apply::WriteError, classify};
 
+pub use self::error::Error;
+use self::{
+    account::apply_account,
+    error::{read_error, write_error},
+    status::Observed,
+};
 use crate::context::Context;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "machinepool";
 
-/// Why a reconcile failed.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The MachinePool has no namespace (it always should).
-    #[error("the MachinePool has no namespace")]
-    NoNamespace,
-    /// Reading something the status is computed from failed.
-    #[error("failed to read {what} for MachinePool {pool}")]
-    Read {
-        /// The pool.
-        pool: String,
-        /// What was read.
-        what: String,
-        /// The cause.
-        #[source]
-        source: kube::Error,
-    },
-    /// The join token Secret the pool names exists and was not made by olm-operator.
-    #[error(
-        "MachinePool {pool} names join token Secret {secret}, which exists and is no join token Secret (type substrate.olm-rs.dev/join-token): name another Secret, or delete it so that olm-operator makes it"
-    )]
-    ForeignJoinSecret {
-        /// The pool.
-        pool: String,
-        /// The Secret.
-        secret: String,
-    },
-    /// The API server issued a join token that is no JWT with an id and expiry.
-    #[error("the join token issued for MachinePool {pool} carries no id (jti) and expiry (exp)")]
-    UnreadableToken {
-        /// The pool.
-        pool: String,
-    },
-    /// Writing an agent object, a lost machine's condition or the status failed.
-    #[error("failed to write {what} for MachinePool {pool}")]
-    Write {
-        /// The pool.
-        pool: String,
-        /// What was written.
-        what: String,
-        /// The cause.
-        #[source]
-        source: WriteError,
-    },
-}
-
-impl ReconcileError for Error {
-    fn category(&self) -> &'static str {
-        match self {
-            Error::NoNamespace | Error::ForeignJoinSecret { .. } => "invalid",
-            Error::UnreadableToken { .. } | Error::Read { .. } => "dereference",
-            Error::Write { .. } => "apply",
-        }
-    }
-
-    fn class(&self) -> ErrorClass {
-        match self {
-            Error::NoNamespace | Error::ForeignJoinSecret { .. } => ErrorClass::Terminal,
-            Error::UnreadableToken { .. } => ErrorClass::Transient,
-            Error::Read { source, .. } => classify(source),
-            Error::Write { source, .. } => source.class(),
-        }
-    }
-}
-
-/// Reconciles one MachinePool.
+/// Reconciles one MachinePool: applies its agent, reads its machines, marks
+/// the lost ones, writes its status and looks again when the next machine
+/// would turn lost.
 pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
     if !ctx.is_leader() {
@@ -121,43 +58,12 @@ pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Acti
     let namespace = pool.namespace().ok_or(Error::NoNamespace)?;
     let name = pool.name_any();
     let read = |what: &str| read_error(&name, what);
-    let write = |what: &str| write_error(&name, what);
     let client = ctx.client.clone();
 
-    // The agent's workload, for pools of cluster nodes.
-    let daemonset = match agent::daemonset(&pool) {
-        Some(daemonset) => {
-            let account = (
-                agent::service_account(&pool),
-                agent::role(&pool),
-                agent::role_binding(&pool),
-            );
-            apply_account(&ctx, &name, &account, "agent").await?;
-            Some(
-                ctx.apply(&Api::namespaced(client.clone(), &namespace), &daemonset)
-                    .await
-                    .map_err(write("the agent DaemonSet"))?,
-            )
-        }
-        None => None,
-    };
-
-    // What the status is computed from.
-    let matching_nodes = match pool.spec.node_selector.as_ref() {
-        Some(selector) => {
-            let labels = selector
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(",");
-            let nodes = Api::<PartialObjectMeta<Node>>::all(client.clone())
-                .list_metadata(&ListParams::default().labels(&labels))
-                .await
-                .map_err(read("the nodes its selector matches"))?;
-            Some(nodes.items.iter().map(ResourceExt::name_any).collect())
-        }
-        None => None,
-    };
+    let daemonset = apply_agent(&ctx, &pool, &namespace).await?;
+    let matching_nodes = matching_nodes(&client, &pool)
+        .await
+        .map_err(read("the nodes its selector matches"))?;
     let machines = Api::<Machine>::namespaced(client.clone(), &namespace)
         .list(&ListParams::default())
         .await
@@ -177,92 +83,108 @@ pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Acti
         .filter(|m| !joins.refused.contains_key(&m.name_any()))
         .collect();
 
-    let endpoints = endpoints::discover(&client, &ctx.settings.apiserver_endpoints).await;
-    let observed = status::Observed {
+    let observed = Observed {
         matching_nodes,
         machines,
         refused: joins.refused,
         leases,
         daemonset: daemonset.as_ref(),
-        endpoints,
+        endpoints: endpoints::discover(&client, &ctx.settings.apiserver_endpoints).await,
     };
-
-    // Lost machines: only the Ready condition, forced, as the contract allows.
     let now = olm_runtime::conditions::now();
-    for machine in &observed.machines {
-        let lease = observed.leases.get(&machine.name_any()).copied();
-        if status::is_lost(machine, lease, now.0) && !status::marked_lost(machine) {
-            let condition = status::lost_condition(machine, status::heartbeat_deadline(machine, lease), &now);
-            let body = serde_json::json!({ "conditions": [condition] });
-            ctx.apply_status(
-                &Api::<Machine>::namespaced(client.clone(), &namespace),
-                &machine.name_any(),
-                &body,
-            )
-            .await
-            .map_err(write(&format!(
-                "the lost condition of Machine {}",
-                machine.name_any()
-            )))?;
-            tracing::warn!(pool = %name, %namespace, machine = %machine.name_any(), "machine lost: its Lease expired");
-        }
-    }
+    mark_lost(&ctx, &pool, &observed, &now).await?;
+    write_status(&ctx, &pool, &status::compute(&pool, &observed, &now)).await?;
 
-    // The status, written only when it changed.
-    let next = status::compute(&pool, &observed, &now);
-    if pool.status.as_ref() != Some(&next) {
-        ctx.apply_status(&Api::<MachinePool>::namespaced(client, &namespace), &name, &next)
-            .await
-            .map_err(write("its status"))?;
-        tracing::info!(pool = %name, %namespace, ready = ?next.ready_machines, lost = ?next.lost_machines, "MachinePool status updated");
-    }
-
-    // Look again when the next live machine would turn lost.
     let resync = if joins.admitting {
         join::ADMITTING_RECHECK
     } else {
         ctx.settings.resync
     };
-    let again = status::next_expiry(&observed, now.0)
-        .map(|deadline| until(now.0, deadline) + Duration::from_secs(1))
-        .map_or(resync, |d| d.min(resync));
-    Ok(Action::requeue(again))
+    Ok(Action::requeue(status::requeue_after(&observed, now.0, resync)))
 }
 
-/// A ServiceAccount with its Role and RoleBinding, all in one namespace.
-pub type Account = (ServiceAccount, Role, RoleBinding);
+/// Applies the agent's account and DaemonSet, for pools of cluster nodes
+/// (those with a node selector); returns the DaemonSet as applied.
+async fn apply_agent(ctx: &Context, pool: &MachinePool, namespace: &str) -> Result<Option<DaemonSet>, Error> {
+    let Some(daemonset) = agent::daemonset(pool) else {
+        return Ok(None);
+    };
+    let name = pool.name_any();
+    let account = (
+        agent::service_account(pool),
+        agent::role(pool),
+        agent::role_binding(pool),
+    );
+    apply_account(ctx, &name, &account, "agent").await?;
+    let applied = ctx
+        .apply(&Api::namespaced(ctx.client.clone(), namespace), &daemonset)
+        .await
+        .map_err(write_error(&name, "the agent DaemonSet"))?;
+    Ok(Some(applied))
+}
 
-/// Applies `account` for pool `pool`; `whose` names it in errors ("agent").
-async fn apply_account(ctx: &Context, pool: &str, account: &Account, whose: &str) -> Result<(), Error> {
-    let (service_account, role, binding) = account;
-    let namespace = service_account.namespace().unwrap_or_default();
-    let write = |what: &str| write_error(pool, &format!("the {whose} {what}"));
-    ctx.apply(&Api::namespaced(ctx.client.clone(), &namespace), service_account)
-        .await
-        .map_err(write("ServiceAccount"))?;
-    ctx.apply(&Api::namespaced(ctx.client.clone(), &namespace), role)
-        .await
-        .map_err(write("Role"))?;
-    ctx.apply(&Api::namespaced(ctx.client.clone(), &namespace), binding)
-        .await
-        .map_err(write("RoleBinding"))?;
+/// The names of the nodes the pool's node selector matches; `None` without a
+/// selector.
+async fn matching_nodes(
+    client: &Client,
+    pool: &MachinePool,
+) -> Result<Option<std::collections::BTreeSet<String>>, kube::Error> {
+    let Some(selector) = pool.spec.node_selector.as_ref() else {
+        return Ok(None);
+    };
+    let labels = selector
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let nodes = Api::<PartialObjectMeta<Node>>::all(client.clone())
+        .list_metadata(&ListParams::default().labels(&labels))
+        .await?;
+    Ok(Some(nodes.items.iter().map(ResourceExt::name_any).collect()))
+}
+
+/// Marks the machines lost whose Lease expired: only their `Ready`
+/// condition, forced, as the contract allows.
+async fn mark_lost(
+    ctx: &Context,
+    pool: &MachinePool,
+    observed: &Observed<'_>,
+    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
+) -> Result<(), Error> {
+    let (name, namespace) = (pool.name_any(), pool.namespace().unwrap_or_default());
+    let api = Api::<Machine>::namespaced(ctx.client.clone(), &namespace);
+    for (machine, condition) in status::newly_lost(observed, now) {
+        let body = serde_json::json!({ "conditions": [condition] });
+        ctx.apply_status(&api, &machine.name_any(), &body)
+            .await
+            .map_err(write_error(
+                &name,
+                &format!("the lost condition of Machine {}", machine.name_any()),
+            ))?;
+        tracing::warn!(pool = %name, %namespace, machine = %machine.name_any(), "machine lost: its Lease expired");
+    }
     Ok(())
 }
 
-/// How a failed read of `what` for pool `pool` is told.
-fn read_error(pool: &str, what: &str) -> impl FnOnce(kube::Error) -> Error + use<> {
-    let (pool, what) = (pool.to_owned(), what.to_owned());
-    move |source| Error::Read { pool, what, source }
-}
-
-/// How a failed write of `what` for pool `pool` is told.
-fn write_error(pool: &str, what: &str) -> impl FnOnce(WriteError) -> Error + use<> {
-    let (pool, what) = (pool.to_owned(), what.to_owned());
-    move |source| Error::Write { pool, what, source }
-}
-
-fn until(now: Timestamp, then: Timestamp) -> Duration {
-    Duration::try_from(then.duration_since(now)).unwrap_or_default()
+/// Writes the pool's status `next`, only when it changed.
+async fn write_status(
+    ctx: &Context,
+    pool: &MachinePool,
+    next: &olm_api::substrate::MachinePoolStatus,
+) -> Result<(), Error> {
+    if pool.status.as_ref() == Some(next) {
+        return Ok(());
+    }
+    let (name, namespace) = (pool.name_any(), pool.namespace().unwrap_or_default());
+    ctx.apply_status(
+        &Api::<MachinePool>::namespaced(ctx.client.clone(), &namespace),
+        &name,
+        next,
+    )
+    .await
+    .map_err(write_error(&name, "its status"))?;
+    tracing::info!(pool = %name, %namespace, ready = ?next.ready_machines, lost = ?next.lost_machines, "MachinePool status updated");
+    Ok(())
 }
 
 /// What to do after a failed reconcile.

@@ -18,7 +18,10 @@
 //!   machines are lost; True (`JoinTokenUsed`) while machines that registered
 //!   with a used join token stand; False (`AsExpected`) otherwise.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    time::Duration,
+};
 
 use k8s_openapi::{
     api::{apps::v1::DaemonSet, coordination::v1::Lease},
@@ -175,20 +178,36 @@ pub fn lost_machines(observed: &Observed<'_>, now: Timestamp) -> Vec<String> {
         .collect()
 }
 
-/// The status of `pool` given `observed`, at `now`.
-pub fn compute(pool: &MachinePool, observed: &Observed<'_>, now: &Time) -> MachinePoolStatus {
-    use MachinePoolConditionType as T;
-    use MachinePoolReason as R;
+/// What the pool's conditions and counts are made of.
+#[derive(Clone, Debug, Default, PartialEq)]
+struct Tally {
+    /// The lost machines, by name.
+    lost: Vec<String>,
+    /// Machines wanted: one per matching node and one per machine joined
+    /// from outside.
+    desired: usize,
+    /// Machines registered.
+    registered: usize,
+    /// Machines neither lost nor reporting anything but Ready.
+    ready: usize,
+    /// Machines by agent version.
+    versions: BTreeMap<String, i32>,
+    /// The selector matches no node and no machine joined from outside.
+    no_nodes: bool,
+    /// The agent DaemonSet is rolling out.
+    rolling: bool,
+    /// The pool's node selector, as `key=value,...`.
+    selector: String,
+}
 
-    let generation = pool.metadata.generation;
-    let lost = lost_machines(observed, now.0);
+/// Counts the machines of `observed` at `now`.
+fn tally(pool: &MachinePool, observed: &Observed<'_>, now: Timestamp) -> Tally {
+    let lost = lost_machines(observed, now);
     let external = observed
         .machines
         .iter()
         .filter(|m| m.spec.node_name.is_none())
         .count();
-    let desired = observed.matching_nodes.as_ref().map_or(0, BTreeSet::len) + external;
-    let registered = observed.machines.len();
     let ready = observed
         .machines
         .iter()
@@ -200,8 +219,6 @@ pub fn compute(pool: &MachinePool, observed: &Observed<'_>, now: &Time) -> Machi
             *versions.entry(version).or_default() += 1;
         }
     }
-
-    let no_nodes = observed.matching_nodes.as_ref().is_some_and(BTreeSet::is_empty) && external == 0;
     let selector = pool
         .spec
         .node_selector
@@ -213,91 +230,108 @@ pub fn compute(pool: &MachinePool, observed: &Observed<'_>, now: &Time) -> Machi
                 .join(",")
         })
         .unwrap_or_default();
-    let rolling = observed.daemonset.is_some_and(rolling_out);
+    Tally {
+        lost,
+        desired: observed.matching_nodes.as_ref().map_or(0, BTreeSet::len) + external,
+        registered: observed.machines.len(),
+        ready,
+        versions,
+        no_nodes: observed.matching_nodes.as_ref().is_some_and(BTreeSet::is_empty) && external == 0,
+        rolling: observed.daemonset.is_some_and(rolling_out),
+        selector,
+    }
+}
 
+/// One condition's status, reason and message.
+type Verdict = (Status, MachinePoolReason, String);
+
+/// `Degraded`: no matching node, then lost machines, then refused joins.
+fn degraded(tally: &Tally, refused: &BTreeMap<String, String>) -> Verdict {
+    use MachinePoolReason as R;
+    if tally.no_nodes {
+        let message = format!(
+            "the node selector {} matches no node, and no machine joined from outside",
+            tally.selector
+        );
+        (Status::True, R::NoMatchingNodes, message)
+    } else if !tally.lost.is_empty() {
+        let message = format!("lost machines (Lease expired): {}", tally.lost.join(", "));
+        (Status::True, R::MachinesLost, message)
+    } else if !refused.is_empty() {
+        let refusals: Vec<&str> = refused.values().map(String::as_str).collect();
+        (Status::True, R::JoinTokenUsed, refusals.join("; "))
+    } else {
+        (Status::False, R::AsExpected, String::new())
+    }
+}
+
+/// `Progressing`: the agent rolling out, then machines yet to register.
+fn progressing(tally: &Tally, agent_version: &str) -> Verdict {
+    use MachinePoolReason as R;
+    if tally.rolling {
+        let message = format!("rolling out agent version {agent_version}");
+        (Status::True, R::AgentRollout, message)
+    } else if tally.registered < tally.desired {
+        let message = format!("{} of {} machines registered", tally.registered, tally.desired);
+        (Status::True, R::MachinesNotReady, message)
+    } else {
+        (Status::False, R::Stable, String::new())
+    }
+}
+
+/// `Ready`: every desired machine ready and none lost.
+fn ready(tally: &Tally) -> Verdict {
+    use MachinePoolReason as R;
+    let (ready, desired) = (tally.ready, tally.desired);
+    if tally.no_nodes {
+        let message = format!("the node selector {} matches no node", tally.selector);
+        (Status::False, R::NoMatchingNodes, message)
+    } else if desired > 0 && ready >= desired && tally.lost.is_empty() {
+        let message = format!("{ready} of {desired} machines ready");
+        (Status::True, R::AllMachinesReady, message)
+    } else {
+        let message = format!("{ready} of {desired} machines ready, {} lost", tally.lost.len());
+        (Status::False, R::MachinesNotReady, message)
+    }
+}
+
+/// The status of `pool` given `observed`, at `now`.
+pub fn compute(pool: &MachinePool, observed: &Observed<'_>, now: &Time) -> MachinePoolStatus {
+    use MachinePoolConditionType as T;
+
+    let generation = pool.metadata.generation;
+    let tally = tally(pool, observed, now.0);
     let mut conditions = pool
         .status
         .as_ref()
         .and_then(|s| s.conditions.clone())
         .unwrap_or_default();
-    let mut set = |type_: T, status: Status, reason: R, message: &str| {
+    let verdicts = [
+        (T::Degraded, degraded(&tally, &observed.refused)),
+        (T::Progressing, progressing(&tally, &pool.spec.agent.version)),
+        (T::Ready, ready(&tally)),
+    ];
+    for (type_, (status, reason, message)) in verdicts {
         set_condition(
             &mut conditions,
             PoolCondition(type_),
             status,
             PoolReason(reason),
-            message,
+            &message,
             generation,
             now,
-        );
-    };
-
-    // Degraded.
-    if no_nodes {
-        set(
-            T::Degraded,
-            Status::True,
-            R::NoMatchingNodes,
-            &format!("the node selector {selector} matches no node, and no machine joined from outside"),
-        );
-    } else if !lost.is_empty() {
-        set(
-            T::Degraded,
-            Status::True,
-            R::MachinesLost,
-            &format!("lost machines (Lease expired): {}", lost.join(", ")),
-        );
-    } else if !observed.refused.is_empty() {
-        let refusals: Vec<&str> = observed.refused.values().map(String::as_str).collect();
-        set(T::Degraded, Status::True, R::JoinTokenUsed, &refusals.join("; "));
-    } else {
-        set(T::Degraded, Status::False, R::AsExpected, "");
-    }
-
-    // Progressing.
-    if rolling {
-        set(
-            T::Progressing,
-            Status::True,
-            R::AgentRollout,
-            &format!("rolling out agent version {}", pool.spec.agent.version),
-        );
-    } else if registered < desired {
-        set(
-            T::Progressing,
-            Status::True,
-            R::MachinesNotReady,
-            &format!("{registered} of {desired} machines registered"),
-        );
-    } else {
-        set(T::Progressing, Status::False, R::Stable, "");
-    }
-
-    // Ready.
-    if no_nodes {
-        set(
-            T::Ready,
-            Status::False,
-            R::NoMatchingNodes,
-            &format!("the node selector {selector} matches no node"),
-        );
-    } else if desired > 0 && ready >= desired && lost.is_empty() {
-        set(
-            T::Ready,
-            Status::True,
-            R::AllMachinesReady,
-            &format!("{ready} of {desired} machines ready"),
-        );
-    } else {
-        set(
-            T::Ready,
-            Status::False,
-            R::MachinesNotReady,
-            &format!("{ready} of {desired} machines ready, {} lost", lost.len()),
         );
     }
 
     let count = |n: usize| Some(i32::try_from(n).unwrap_or(i32::MAX));
+    let Tally {
+        lost,
+        desired,
+        registered,
+        ready,
+        versions,
+        ..
+    } = tally;
     MachinePoolStatus {
         observed_generation: generation,
         desired_machines: count(desired),
@@ -335,6 +369,36 @@ pub fn next_expiry(observed: &Observed<'_>, now: Timestamp) -> Option<Timestamp>
         .filter_map(|m| heartbeat_deadline(m, observed.leases.get(&m.name_any()).copied()))
         .filter(|deadline| *deadline >= now)
         .min()
+}
+
+/// The machines of `observed` to mark lost now (lost at `now`, not marked
+/// yet), each with the `Ready` condition it gets.
+pub fn newly_lost<'a>(observed: &Observed<'a>, now: &Time) -> Vec<(&'a Machine, Condition)> {
+    observed
+        .machines
+        .iter()
+        .filter_map(|machine| {
+            let lease = observed.leases.get(&machine.name_any()).copied();
+            (is_lost(machine, lease, now.0) && !marked_lost(machine)).then(|| {
+                (
+                    *machine,
+                    lost_condition(machine, heartbeat_deadline(machine, lease), now),
+                )
+            })
+        })
+        .collect()
+}
+
+/// How long until the pool is looked at again: a second after the next live
+/// machine would turn lost, and at the latest after `resync`.
+pub fn requeue_after(observed: &Observed<'_>, now: Timestamp, resync: Duration) -> Duration {
+    next_expiry(observed, now)
+        .map(|deadline| until(now, deadline) + Duration::from_secs(1))
+        .map_or(resync, |d| d.min(resync))
+}
+
+fn until(now: Timestamp, then: Timestamp) -> Duration {
+    Duration::try_from(then.duration_since(now)).unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -567,5 +631,134 @@ mod tests {
             assert!(is_valid_reason(reason.as_str()));
         }
         assert!(is_valid_reason(AGENT_LOST));
+    }
+
+    #[test]
+    fn only_machines_lost_and_not_yet_marked_are_marked() {
+        let (live, lost) = (machine("a", true), machine("b", true));
+        let mut marked = machine("c", true);
+        let (la, lb, lc) = (lease("edge-a", 100), lease("edge-b", 50), lease("edge-c", 50));
+        let now = Time(at(110));
+        let condition = lost_condition(&marked, heartbeat_deadline(&marked, Some(&lc)), &now);
+        marked.status.as_mut().expect("a status").conditions = Some(vec![condition]);
+        let observed = Observed {
+            machines: vec![&live, &lost, &marked],
+            leases: BTreeMap::from([
+                ("edge-a".to_owned(), &la),
+                ("edge-b".to_owned(), &lb),
+                ("edge-c".to_owned(), &lc),
+            ]),
+            ..Observed::default()
+        };
+        let marks = newly_lost(&observed, &now);
+        let names: Vec<String> = marks.iter().map(|(m, _)| m.name_any()).collect();
+        assert_eq!(names, vec!["edge-b".to_owned()]);
+        assert_eq!(
+            (marks[0].1.status.as_str(), marks[0].1.reason.as_str()),
+            ("Unknown", AGENT_LOST)
+        );
+    }
+
+    #[test]
+    fn the_pool_is_looked_at_again_after_the_next_expiry_or_the_resync() {
+        let a = machine("a", true);
+        let la = lease("edge-a", 100);
+        let with_lease = Observed {
+            machines: vec![&a],
+            leases: BTreeMap::from([("edge-a".to_owned(), &la)]),
+            ..Observed::default()
+        };
+        let no_machine = Observed::default();
+        let minute = Duration::from_secs(60);
+        // (what, observed, now, resync, expected); a's Lease expires at 140.
+        let cases: [(&str, &Observed<'_>, i64, Duration, Duration); 4] = [
+            (
+                "next expiry first",
+                &with_lease,
+                110,
+                minute,
+                Duration::from_secs(31),
+            ),
+            (
+                "resync first",
+                &with_lease,
+                110,
+                Duration::from_secs(5),
+                Duration::from_secs(5),
+            ),
+            ("expired already", &with_lease, 150, minute, minute),
+            ("no machine", &no_machine, 110, minute, minute),
+        ];
+        for (what, observed, now, resync, expected) in cases {
+            assert_eq!(requeue_after(observed, at(now), resync), expected, "{what}");
+        }
+    }
+
+    /// Two machines desired; `registered` of them registered, `ready` ready,
+    /// `lost` lost.
+    fn tally_of(registered: usize, ready: usize, lost: usize, no_nodes: bool, rolling: bool) -> Tally {
+        Tally {
+            lost: (0..lost).map(|i| format!("edge-{i}")).collect(),
+            desired: 2,
+            registered,
+            ready,
+            no_nodes,
+            rolling,
+            ..Tally::default()
+        }
+    }
+
+    #[test]
+    fn conditions_follow_their_precedence() {
+        use MachinePoolReason as R;
+        let refused = BTreeMap::from([("edge-x".to_owned(), "edge-x used a used token".to_owned())]);
+        let none = BTreeMap::new();
+        // (what, tally, refused, (Degraded, Progressing, Ready))
+        let cases = [
+            (
+                "all ready",
+                tally_of(2, 2, 0, false, false),
+                &none,
+                (R::AsExpected, R::Stable, R::AllMachinesReady),
+            ),
+            (
+                "no nodes",
+                tally_of(2, 2, 1, true, false),
+                &refused,
+                (R::NoMatchingNodes, R::Stable, R::NoMatchingNodes),
+            ),
+            (
+                "lost",
+                tally_of(2, 1, 1, false, false),
+                &refused,
+                (R::MachinesLost, R::Stable, R::MachinesNotReady),
+            ),
+            (
+                "refused",
+                tally_of(2, 2, 0, false, false),
+                &refused,
+                (R::JoinTokenUsed, R::Stable, R::AllMachinesReady),
+            ),
+            (
+                "rolling",
+                tally_of(1, 2, 0, false, true),
+                &none,
+                (R::AsExpected, R::AgentRollout, R::AllMachinesReady),
+            ),
+            (
+                "registering",
+                tally_of(1, 1, 0, false, false),
+                &none,
+                (R::AsExpected, R::MachinesNotReady, R::MachinesNotReady),
+            ),
+        ];
+        for (what, tally, refused, expected) in cases {
+            let reasons = (
+                degraded(&tally, refused).1,
+                progressing(&tally, "0.1.0").1,
+                ready(&tally).1,
+            );
+            assert_eq!(reasons, expected, "{what}");
+        }
     }
 }

@@ -11,9 +11,9 @@ use olm_api::{
     v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvReason},
 };
 
-use super::{SPEC_HASH, STATUS_HASH};
 use crate::controllers::csv::{
     build::operator_group_annotations,
+    copy_hashes::{SPEC_HASH, STATUS_HASH},
     validate::{Membership, Targets},
 };
 

@@ -38,7 +38,7 @@
 //!   leaves out `lastUpdateTime`, which moves with every message: copies are
 //!   written when the phase changes, not when only the original's message did.
 
-use std::{collections::HashMap, sync::Mutex};
+use std::collections::BTreeSet;
 
 use k8s_openapi::{
     api::core::v1::Namespace,
@@ -64,19 +64,15 @@ use super::{
     update_status,
     validate::{Membership, Targets},
 };
-use crate::{context::Context, stores::Cache};
+use crate::{context::Context, copy_state::Caches};
 
 mod desired;
+
+pub use super::copy_hashes::{SPEC_HASH, STATUS_HASH};
 
 pub use desired::{Action, Occupant, Wanted, copy_namespaces, copy_of, plan, prototype, status_hash};
 use desired::{STATUS_SUBRESOURCE, wrote_status};
 
-/// Annotation on a copy: the hash of its metadata and spec as last written.
-pub const SPEC_HASH: &str = "olm.operatorframework.io/nonStatusCopyHash";
-/// Annotation on an original: the hash of the status (see [`status_hash`])
-/// every copy of it was last written with. Never copied, neither to the
-/// copies nor to pod templates.
-pub const STATUS_HASH: &str = "olm-rs.dev/copied-status-hash";
 /// The event reason on the original when its copies are switched off.
 pub const DISABLED_REASON: &str = "DisabledCopiedCSVs";
 
@@ -116,49 +112,6 @@ pub enum Error {
         #[source]
         source: WriteError,
     },
-}
-
-/// The caches copies are kept from: the originals, the copies (trimmed
-/// metadata, see [`trim`]) and the namespaces. Without them the same is read
-/// from the API server; while they fill, [`sync`] waits for them (a list of
-/// every copy of an original, with all its annotations and managed fields,
-/// costs more than the wait).
-#[derive(Clone)]
-pub struct Caches {
-    /// Every CSV that is no copy.
-    pub csvs: Cache<ClusterServiceVersion>,
-    /// Every copy, as trimmed metadata.
-    pub copies: Cache<PartialObjectMeta<ClusterServiceVersion>>,
-    /// Every namespace, as metadata.
-    pub namespaces: Cache<PartialObjectMeta<Namespace>>,
-}
-
-impl Caches {
-    fn synced(&self) -> bool {
-        self.csvs.synced.get() && self.copies.synced.get() && self.namespaces.synced.get()
-    }
-
-    fn same_name(&self, name: &str) -> Vec<Occupant> {
-        let originals = self.csvs.store.state();
-        let copies = self.copies.store.state();
-        originals
-            .iter()
-            .map(|csv| &csv.metadata)
-            .chain(copies.iter().map(|copy| &copy.metadata))
-            .filter(|meta| meta.name.as_deref() == Some(name))
-            .filter_map(Occupant::from_meta)
-            .collect()
-    }
-
-    fn live_namespaces(&self) -> Vec<String> {
-        self.namespaces
-            .store
-            .state()
-            .iter()
-            .filter(|ns| ns.metadata.deletion_timestamp.is_none())
-            .map(|ns| ns.name_any())
-            .collect()
-    }
 }
 
 /// Trims a copy's metadata to what keeping it needs: its name, namespace,
@@ -229,26 +182,12 @@ pub async fn sync(
     let name = csv.name_any();
     let own = csv.namespace().unwrap_or_default();
     let uid = csv.uid().unwrap_or_default();
-    let read = |what| {
-        let csv = name.clone();
-        move |source| Error::Read { what, csv, source }
-    };
-    let (all, disabled) = match membership.targets {
-        Targets::All => {
-            let disabled = copies_disabled(ctx).await.map_err(read("the OLMConfig"))?;
-            let all = if disabled {
-                Vec::new()
-            } else {
-                live_namespaces(ctx).await.map_err(read("the namespaces"))?
-            };
-            (all, disabled)
-        }
-        Targets::Namespaces(_) => (Vec::new(), false),
-    };
-    let namespaces = copy_namespaces(&own, &membership.targets, &all, disabled);
-    let same_name = same_name(ctx, &name)
-        .await
-        .map_err(read("the CSVs of the same name"))?;
+    let (namespaces, disabled) = served_namespaces(ctx, csv, membership).await?;
+    let same_name = same_name(ctx, &name).await.map_err(|source| Error::Read {
+        what: "the CSVs of the same name",
+        csv: name.clone(),
+        source,
+    })?;
     // Every copy is the same but for its namespace, and so are its hashes.
     let (prototype, copy_status) = prototype(csv, membership, status);
     let spec_hash = prototype
@@ -264,103 +203,152 @@ pub async fn sync(
         spec_hash: &spec_hash,
         status_recorded,
     };
+    let fanout = Fanout {
+        ctx,
+        name: &name,
+        own: &own,
+        uid: &uid,
+        membership,
+        prototype: &prototype,
+        status: &copy_status,
+        status_hash: &status_hash,
+    };
     let mut deleted = 0;
     for action in plan(&own, &wanted, &same_name) {
-        let write = |action: &'static str, namespace: &str| {
-            let (csv, namespace) = (name.clone(), namespace.to_owned());
-            move |source| Error::Write {
-                action,
-                csv,
-                namespace,
-                source,
-            }
-        };
-        match action {
-            Action::Create(namespace) => {
-                create_copy(ctx, &prototype, &copy_status, &namespace)
-                    .await
-                    .map_err(write("create", &namespace))?;
-            }
-            Action::Update(namespace) => {
-                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-                let mut copy = prototype.clone();
-                copy.metadata.namespace = Some(namespace.clone());
-                ctx.apply(&api, &copy).await.map_err(write("write", &namespace))?;
-            }
-            Action::UpdateStatus(namespace) => {
-                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-                ctx.apply_status(&api, &name, &copy_status)
-                    .await
-                    .map_err(write("write the status of", &namespace))?;
-            }
-            Action::Delete(namespace, uid) => {
-                delete_copy(ctx, &name, &namespace, Some(uid)).await?;
-                deleted += 1;
-            }
-            Action::Replace(namespace, uid) => {
-                tracing::info!(csv = %name, %namespace, "replacing the dangling copy of another original");
-                delete_copy(ctx, &name, &namespace, Some(uid)).await?;
-                create_copy(ctx, &prototype, &copy_status, &namespace)
-                    .await
-                    .map_err(write("create", &namespace))?;
-            }
-            Action::Record => {
-                let annotations = update_status::owned_annotations(membership, Some(&status_hash));
-                ctx.apply_annotations::<ClusterServiceVersion>(&own, &name, annotations)
-                    .await
-                    .map_err(|source| Error::Record {
-                        csv: name.clone(),
-                        source,
-                    })?;
-                ctx.copies_recorded.set(&uid, &status_hash);
-            }
-        }
+        deleted += usize::from(matches!(action, Action::Delete(..)));
+        fanout.perform(action).await?;
     }
     if disabled && deleted > 0 {
-        let note = format!(
-            "Copied CSVs are disabled (OLMConfig {OLM_CONFIG_NAME}): removed {deleted} copies of {name}"
-        );
-        ctx.publish(
-            csv,
-            Event {
-                type_: EventType::Warning,
-                reason: DISABLED_REASON.to_owned(),
-                note: Some(note),
-                action: "DeleteCopies".to_owned(),
-                secondary: None,
-            },
-        )
-        .await;
+        announce_disabled(ctx, csv, deleted).await;
     }
     Ok(Kept::InLine)
 }
 
-/// The status hashes this process recorded on originals ([`STATUS_HASH`]),
-/// by the original's UID. The reconcile after a fan-out is triggered by the
-/// fan-out's own writes and may start before the cache shows the record;
-/// without this it would write every copy once more. (A hash covers the
-/// phase's `lastTransitionTime`, so an old one never matches a new status.)
-#[derive(Debug, Default)]
-pub struct Recorded(Mutex<HashMap<String, String>>);
+/// The namespaces that get a copy of `csv` ([`copy_namespaces`]), and whether
+/// copies are switched off for it. Only an operator of all namespaces reads
+/// the OLMConfig and the namespaces.
+async fn served_namespaces(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    membership: &Membership,
+) -> Result<(BTreeSet<String>, bool), Error> {
+    let read = |what| {
+        let csv = csv.name_any();
+        move |source| Error::Read { what, csv, source }
+    };
+    let (all, disabled) = match membership.targets {
+        Targets::All => {
+            let disabled = copies_disabled(ctx).await.map_err(read("the OLMConfig"))?;
+            let all = if disabled {
+                Vec::new()
+            } else {
+                live_namespaces(ctx).await.map_err(read("the namespaces"))?
+            };
+            (all, disabled)
+        }
+        Targets::Namespaces(_) => (Vec::new(), false),
+    };
+    let own = csv.namespace().unwrap_or_default();
+    Ok((
+        copy_namespaces(&own, &membership.targets, &all, disabled),
+        disabled,
+    ))
+}
 
-impl Recorded {
-    fn get(&self, uid: &str) -> Option<String> {
-        self.lock().get(uid).cloned()
+/// What the writes of one fan-out share: the original and its copy as it
+/// should be.
+struct Fanout<'a> {
+    ctx: &'a Context,
+    /// The original's name, namespace and UID.
+    name: &'a str,
+    own: &'a str,
+    uid: &'a str,
+    membership: &'a Membership,
+    /// The copy, without namespace and status.
+    prototype: &'a ClusterServiceVersion,
+    /// The copy's status, and its hash.
+    status: &'a ClusterServiceVersionStatus,
+    status_hash: &'a String,
+}
+
+impl Fanout<'_> {
+    /// Performs one action of the [`plan`].
+    async fn perform(&self, action: Action) -> Result<(), Error> {
+        let (ctx, name) = (self.ctx, self.name);
+        match action {
+            Action::Create(namespace) => {
+                create_copy(ctx, self.prototype, self.status, &namespace)
+                    .await
+                    .map_err(self.write_error("create", &namespace))?;
+            }
+            Action::Update(namespace) => {
+                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+                let mut copy = self.prototype.clone();
+                copy.metadata.namespace = Some(namespace.clone());
+                ctx.apply(&api, &copy)
+                    .await
+                    .map_err(self.write_error("write", &namespace))?;
+            }
+            Action::UpdateStatus(namespace) => {
+                let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
+                ctx.apply_status(&api, name, self.status)
+                    .await
+                    .map_err(self.write_error("write the status of", &namespace))?;
+            }
+            Action::Delete(namespace, uid) => {
+                delete_copy(ctx, name, &namespace, Some(uid)).await?;
+            }
+            Action::Replace(namespace, uid) => {
+                tracing::info!(csv = %name, %namespace, "replacing the dangling copy of another original");
+                delete_copy(ctx, name, &namespace, Some(uid)).await?;
+                create_copy(ctx, self.prototype, self.status, &namespace)
+                    .await
+                    .map_err(self.write_error("create", &namespace))?;
+            }
+            Action::Record => {
+                let annotations = update_status::owned_annotations(self.membership, Some(self.status_hash));
+                ctx.apply_annotations::<ClusterServiceVersion>(self.own, name, annotations)
+                    .await
+                    .map_err(|source| Error::Record {
+                        csv: name.to_owned(),
+                        source,
+                    })?;
+                ctx.copies_recorded.set(self.uid, self.status_hash);
+            }
+        }
+        Ok(())
     }
 
-    fn set(&self, uid: &str, hash: &str) {
-        if !uid.is_empty() {
-            self.lock().insert(uid.to_owned(), hash.to_owned());
+    /// How a failed `action` on the copy in `namespace` is told.
+    fn write_error(&self, action: &'static str, namespace: &str) -> impl FnOnce(WriteError) -> Error + use<> {
+        let (csv, namespace) = (self.name.to_owned(), namespace.to_owned());
+        move |source| Error::Write {
+            action,
+            csv,
+            namespace,
+            source,
         }
     }
+}
 
-    fn forget(&self, uid: &str) {
-        self.lock().remove(uid);
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
+/// Tells on the original that its `deleted` copies went because copies are
+/// switched off.
+async fn announce_disabled(ctx: &Context, csv: &ClusterServiceVersion, deleted: usize) {
+    let note = format!(
+        "Copied CSVs are disabled (OLMConfig {OLM_CONFIG_NAME}): removed {deleted} copies of {}",
+        csv.name_any()
+    );
+    ctx.publish(
+        csv,
+        Event {
+            type_: EventType::Warning,
+            reason: DISABLED_REASON.to_owned(),
+            note: Some(note),
+            action: "DeleteCopies".to_owned(),
+            secondary: None,
+        },
+    )
+    .await;
 }
 
 /// Creates the copy `prototype` in `namespace` with status `status`. Create,
@@ -504,11 +492,24 @@ pub fn config_status(
     })
 }
 
+/// Every CSV named `name` in `caches` (originals and copies).
+fn cached_same_name(caches: &Caches, name: &str) -> Vec<Occupant> {
+    let originals = caches.csvs.store.state();
+    let copies = caches.copies.store.state();
+    originals
+        .iter()
+        .map(|csv| &csv.metadata)
+        .chain(copies.iter().map(|copy| &copy.metadata))
+        .filter(|meta| meta.name.as_deref() == Some(name))
+        .filter_map(Occupant::from_meta)
+        .collect()
+}
+
 /// Every CSV named `name` in the cluster (originals and copies): one
 /// metadata-only list selected by name.
 async fn same_name(ctx: &Context, name: &str) -> Result<Vec<Occupant>, kube::Error> {
     if let Some(caches) = caches(ctx) {
-        return Ok(caches.same_name(name));
+        return Ok(cached_same_name(caches, name));
     }
     let params = ListParams::default().fields(&format!("metadata.name={name}"));
     let found = Api::<ClusterServiceVersion>::all(ctx.client.clone())
@@ -646,18 +647,5 @@ mod tests {
                 .expect("an occupant")
                 .has_status
         );
-    }
-
-    #[test]
-    fn records_of_this_process_are_kept_by_uid_until_forgotten() {
-        let recorded = Recorded::default();
-        recorded.set("uid-1", "h1");
-        recorded.set("", "ignored");
-        assert_eq!(recorded.get("uid-1").as_deref(), Some("h1"));
-        assert_eq!(recorded.get(""), None);
-        recorded.set("uid-1", "h2");
-        assert_eq!(recorded.get("uid-1").as_deref(), Some("h2"));
-        recorded.forget("uid-1");
-        assert_eq!(recorded.get("uid-1"), None);
     }
 }

@@ -23,9 +23,12 @@ use olm_resolver::model::CatalogId;
 use tokio::time::Instant;
 
 use super::{
-    CatalogSourceContext, Error, SourceSpec,
-    read::{Observed, chain},
+    context::{CatalogSourceContext, ImagePath, ImageState},
+    error::{Error, chain},
+    observed::Observed,
+    registry_pod,
     status::{Serving, ServingReason},
+    validate::SourceSpec,
 };
 use crate::{
     bundle_images::BundleImages,
@@ -38,25 +41,6 @@ use crate::{
 /// How soon a catalog served by a Pod because its image could not be pulled
 /// tries in process again.
 pub const PULL_RETRY: Duration = Duration::from_secs(60);
-
-/// How one catalog image is served, as last decided.
-#[derive(Clone, Debug)]
-pub(crate) struct ImageState {
-    /// The image (`spec.image`) the decision is for.
-    image: String,
-    /// The path chosen.
-    path: ImagePath,
-    /// When the image was last pulled or its digest checked.
-    checked_at: Instant,
-}
-
-#[derive(Clone, Debug)]
-enum ImagePath {
-    /// Served from memory; the content is of this digest.
-    Memory { digest: String, message: String },
-    /// Served by a registry Pod, for this reason.
-    Pod { reason: ServingReason, message: String },
-}
 
 /// Reads the catalog image `image` of `source`: from memory when it holds a
 /// file-based catalog, else through a registry Pod. Returns what was found, when
@@ -113,7 +97,7 @@ pub(super) async fn read(
         }) if !(reason == ServingReason::PullFailed
             && checked_at.elapsed() >= PULL_RETRY.min(spec.poll_interval)) =>
         {
-            let (observed, polled) = super::registry_pod::read(ctx, source, id, image, spec, now).await?;
+            let (observed, polled) = registry_pod::read(ctx, source, id, image, spec, now).await?;
             Ok((observed, polled, Serving::pod(reason, message)))
         }
         _ => pull_and_serve(ctx, source, id, image, spec, now, false).await,
@@ -261,7 +245,7 @@ async fn pull_and_serve(
         checked_at: Instant::now(),
     });
     ctx.clients.put(id, runtime);
-    let (observed, pod_polled) = super::registry_pod::read(ctx, source, id, image, spec, now).await?;
+    let (observed, pod_polled) = registry_pod::read(ctx, source, id, image, spec, now).await?;
     Ok((observed, pod_polled.or(polled), Serving::pod(reason, message)))
 }
 

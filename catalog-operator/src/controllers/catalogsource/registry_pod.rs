@@ -37,8 +37,8 @@ use olm_api::{
 use olm_resolver::model::CatalogId;
 
 use super::{
-    CatalogSourceContext, Error, SourceSpec,
-    read::{Observed, read_registry},
+    context::CatalogSourceContext, error::Error, grpc::read_registry, observed::Observed,
+    validate::SourceSpec,
 };
 
 /// The port registry servers listen on.

@@ -8,7 +8,7 @@ use olm_runtime::conditions::{
     ConditionReason, ConditionType, Outcome, Status, remove_condition, set_condition, set_kstatus_conditions,
 };
 
-use super::{SourceSpec, read::Observed};
+use super::{observed::Observed, validate::SourceSpec};
 
 /// Why a CatalogSource's kstatus conditions have their status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -48,7 +48,7 @@ mod tests {
     use crate::{
         bundles::{BundleSource, FetchError},
         catalogs::{CatalogContent, CatalogStore},
-        packageserver::describe::Describe,
+        channel_heads::Describe,
     };
 
     use super::{

@@ -14,7 +14,7 @@ use olm_api::{
 use olm_catalog::{Bundle, Property};
 use serde_json::{Map, Value, json};
 
-use super::{ResolvedStep, crd_v1};
+use super::{crd_v1, resolved_step::ResolvedStep};
 
 /// A resolved bundle with its content.
 #[derive(Clone, Debug)]

@@ -33,7 +33,7 @@ use olm_resolver::{
 };
 
 use super::{
-    NamespaceInputs,
+    inputs::NamespaceInputs,
     plans::{UnpackState, WrittenPlans},
     resolve::{Decision, GroupDecision, Target},
 };

@@ -28,6 +28,7 @@ use olm_catalog::Catalog;
 use olm_resolver::model::CatalogId;
 use serde::Serialize;
 
+use super::output;
 use crate::{
     catalogs::{CatalogContent, CatalogStore},
     controllers::subscription::resolve::{Decision, GroupDecision, NamespaceView, decide, installed_csvs},
@@ -389,7 +390,7 @@ fn group_report(group: &GroupDecision) -> GroupReport {
 impl ResolveArgs {
     /// Runs the command.
     pub fn run(&self) -> ExitCode {
-        super::output::run(|out, err| self.write(out, err))
+        output::run(|out, err| self.write(out, err))
     }
 
     /// Writes the report to `out` in the chosen format, errors to `err`;
@@ -397,7 +398,7 @@ impl ResolveArgs {
     pub fn write(&self, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<ExitCode> {
         let report = match self.report() {
             Ok(report) => report,
-            Err(e) => return super::bad_input(err, &e),
+            Err(e) => return output::bad_input(err, &e),
         };
         let text = match self.output {
             Format::Json => serde_json::to_string_pretty(&report)
@@ -409,7 +410,7 @@ impl ResolveArgs {
             Ok(text) => out.write_all(text.as_bytes())?,
             Err(e) => {
                 writeln!(err, "error: cannot print the result: {e}")?;
-                return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+                return Ok(ExitCode::from(output::EXIT_BAD_INPUT));
             }
         }
         Ok(if report.all_resolved() {

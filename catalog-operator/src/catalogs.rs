@@ -26,10 +26,7 @@ use tokio::sync::watch;
 
 use crate::{
     bundles::{self, BundleCache, BundleSource, FetchError},
-    packageserver::{
-        self,
-        describe::{Describe, HeadCsvs},
-    },
+    channel_heads::{self, Describe, HeadCsvs},
     snapshot,
 };
 
@@ -112,7 +109,7 @@ impl CatalogContent {
                 properties: vec![Property::BundleObject(BundleObject::from_json(&csv))],
                 related_images: Vec::new(),
             };
-            if let Some(head) = packageserver::describe::head_csv(&bundle, self.catalog.package(&package)) {
+            if let Some(head) = channel_heads::head_csv(&bundle, self.catalog.package(&package)) {
                 self.heads.entry((package, name)).or_insert(head);
             }
         }

@@ -6,6 +6,7 @@
 //! - [`snapshot`]: catalog content → the resolver's input.
 //! - [`registry`]: the operator-registry gRPC API (server, client).
 //! - [`catalogs`]: the shared in-memory store of catalog snapshots.
+//! - [`channel_heads`]: the channel heads' CSV descriptions and icons kept with a catalog.
 //! - [`controllers`]: the CatalogSource, Subscription and InstallPlan controllers.
 //! - [`metrics`]: OLM's catalog-operator metrics.
 //! - [`unpack_jobs`]: unpacking bundle images in a Job, OLM's way.
@@ -17,6 +18,7 @@ pub mod bundle_images;
 pub mod bundles;
 pub mod catalog_images;
 pub mod catalogs;
+pub mod channel_heads;
 pub mod cli;
 pub mod controllers;
 pub mod image_args;

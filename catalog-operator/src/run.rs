@@ -17,7 +17,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{StreamExt, stream};
+use futures::{FutureExt, StreamExt, stream};
 use k8s_openapi::{
     api::core::v1::{Pod, Service},
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -36,7 +36,7 @@ use kube::{
 use olm_api::v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
 use olm_runtime::{
     Parts, Runtime, RuntimeArgs, RuntimeError, apply::FIELD_MANAGER_CATALOG, backoff::TriggerBackoff,
-    leader::parse_duration,
+    leader::parse_duration, reflector::Reflector,
 };
 
 use crate::{
@@ -170,6 +170,65 @@ fn one_per_namespace(
     chosen.values().map(|s| ObjectRef::from_obj(s.as_ref())).collect()
 }
 
+/// The shared watches of the three controllers.
+struct Watches {
+    catalog_sources: Reflector<CatalogSource>,
+    subscriptions: Reflector<Subscription>,
+    install_plans: Reflector<InstallPlan>,
+    csvs: Reflector<ClusterServiceVersion>,
+    pods: Reflector<Pod>,
+    services: Reflector<Service>,
+}
+
+impl Watches {
+    /// The watches of `namespace` (all namespaces when `None`).
+    fn new(parts: &Parts, namespace: Option<&str>) -> Self {
+        let client = &parts.client;
+        let all = watcher::Config::default;
+        // Only the registry Pods and Services of image catalogs, never every Pod.
+        let registry_objects = || watcher::Config::default().labels(olm_api::labels::CATALOG_SOURCE);
+        // Copies in target namespaces (olm.copiedFrom) are no installed operators: kept out.
+        let not_copies = watcher::Config::default().labels(&format!("!{}", olm_api::labels::COPIED_FROM));
+        Watches {
+            catalog_sources: parts.reflector(api(client, namespace), all()),
+            subscriptions: parts.reflector(api(client, namespace), all()),
+            install_plans: parts
+                .reflector(api(client, namespace), all())
+                .modify(trim::install_plan),
+            csvs: parts
+                .reflector(api(client, namespace), not_copies)
+                .modify(trim::csv),
+            pods: parts.reflector(api(client, namespace), registry_objects()),
+            services: parts.reflector(api(client, namespace), registry_objects()),
+        }
+    }
+
+    /// The stores the controllers read.
+    fn stores(&self) -> Stores {
+        Stores {
+            subscriptions: self.subscriptions.store(),
+            install_plans: self.install_plans.store(),
+            csvs: self.csvs.store(),
+            catalog_sources: self.catalog_sources.store(),
+            pods: self.pods.store(),
+            services: self.services.store(),
+        }
+    }
+
+    /// The watches, run until the process ends.
+    fn run(self) -> impl Future<Output = ()> + Send + 'static + use<> {
+        futures::future::join_all([
+            self.catalog_sources.run(),
+            self.subscriptions.run(),
+            self.install_plans.run(),
+            self.csvs.run(),
+            self.pods.run(),
+            self.services.run(),
+        ])
+        .map(drop)
+    }
+}
+
 /// The three controllers and their watches, as one future that ends once they
 /// have drained after `parts.shutdown`. Writes go through `parts.writer`; each
 /// store has a readiness gate in `parts.readiness`.
@@ -178,79 +237,104 @@ pub fn controllers(
     options: Options,
 ) -> Result<impl Future<Output = ()> + Send + 'static, prometheus::Error> {
     let catalog_metrics = CatalogMetrics::register(parts.metrics.registry())?;
-    let client = &parts.client;
-    let namespace = options.namespace.clone();
-    let ns = namespace.as_deref();
     let catalogs = CatalogStore::new();
-
-    let all = watcher::Config::default;
-    // Only the registry Pods and Services of image catalogs, never every Pod.
-    let registry_objects = || watcher::Config::default().labels(olm_api::labels::CATALOG_SOURCE);
-    let mut catalog_sources = parts.reflector::<CatalogSource>(api(client, ns), all());
+    let mut watches = Watches::new(parts, options.namespace.as_deref());
     // Deleted CatalogSources are forgotten (their content, clients and metrics).
-    let deleted_sources = catalog_sources.deleted();
-    let subscriptions = parts.reflector::<Subscription>(api(client, ns), all());
-    let mut install_plans = parts
-        .reflector::<InstallPlan>(api(client, ns), all())
-        .modify(trim::install_plan);
+    let deleted_sources = watches.catalog_sources.deleted();
     // A deleted InstallPlan changes the status of the Subscriptions that refer to
     // it (InstallPlanMissing).
-    let deleted_plans = install_plans.deleted();
-    // Copies in target namespaces (olm.copiedFrom) are no installed operators: kept out.
-    let not_copies = watcher::Config::default().labels(&format!("!{}", olm_api::labels::COPIED_FROM));
-    let csvs = parts
-        .reflector::<ClusterServiceVersion>(api(client, ns), not_copies)
-        .modify(trim::csv);
-    let pods = parts.reflector::<Pod>(api(client, ns), registry_objects());
-    let services = parts.reflector::<Service>(api(client, ns), registry_objects());
-
+    let deleted_plans = watches.install_plans.deleted();
     let ctx = Arc::new(Context::new(
-        client.clone(),
+        parts.client.clone(),
         parts.writer.clone(),
         catalogs.clone(),
-        Stores {
-            subscriptions: subscriptions.store(),
-            install_plans: install_plans.store(),
-            csvs: csvs.store(),
-            catalog_sources: catalog_sources.store(),
-            pods: pods.store(),
-            services: services.store(),
-        },
+        watches.stores(),
         options.clone(),
         catalog_metrics,
         parts.metrics.reconcile.clone(),
     ));
     let catalog_ctx = Arc::new(catalogsource::CatalogSourceContext::new(ctx.clone()));
-    let subscription_ctx = Arc::new(subscription::SubscriptionContext::new(ctx.clone()));
-    let forget_deleted = {
-        let catalog_ctx = catalog_ctx.clone();
-        deleted_sources.for_each(move |source| {
-            if let Some(namespace) = source.namespace() {
-                catalogsource::forget(&catalog_ctx, &namespace, &source.name_any());
-            }
-            std::future::ready(())
-        })
+    let forget_deleted = forget_deleted_sources(deleted_sources, catalog_ctx.clone());
+    let catalog_controller = catalog_source_controller(parts, &watches, catalog_ctx);
+    let subscription_controller = subscription_controller(parts, &watches, &ctx, deleted_plans);
+    let install_plan_controller = install_plan_controller(parts, &watches, ctx);
+
+    tracing::info!(
+        namespace = options.namespace.as_deref().unwrap_or("(all)"),
+        global_catalog_namespace = %options.global_catalog_namespace,
+        "catalog-operator controllers starting"
+    );
+    // The watches and the deletion relay never end; the controllers end on shutdown.
+    // The PackageManifest API is served by every replica (it only reads).
+    let package_server = package_server(&parts.client, &options, &catalogs, &watches);
+    let background = futures::future::join3(watches.run(), forget_deleted, package_server);
+    let controllers = async {
+        tokio::join!(
+            catalog_controller,
+            subscription_controller,
+            install_plan_controller
+        );
     };
+    Ok(async move {
+        futures::future::select(Box::pin(controllers), Box::pin(background)).await;
+        tracing::info!("catalog-operator controllers stopped");
+    })
+}
 
-    let config = ControllerConfig::default().concurrency(8);
-    let terms = || parts.leadership().terms();
-    let stopped = || parts.shutdown.signaled();
+/// How every controller is configured.
+fn controller_config() -> ControllerConfig {
+    ControllerConfig::default().concurrency(8)
+}
 
-    let catalog_controller =
-        Controller::for_shared_stream(catalog_sources.subscribe(), catalog_sources.store())
-            .with_config(config.clone())
-            .owns_shared_stream(pods.subscribe())
-            .owns_shared_stream(services.subscribe())
-            .reconcile_all_on(terms())
-            .graceful_shutdown_on(stopped())
-            .run(catalogsource::reconcile, catalogsource::error_policy, catalog_ctx)
-            .for_each(|_| std::future::ready(()));
+/// Forgets each deleted CatalogSource (its content, clients and metrics) as soon as it goes.
+fn forget_deleted_sources<S>(
+    deleted: S,
+    catalog_ctx: Arc<catalogsource::CatalogSourceContext>,
+) -> impl Future<Output = ()> + Send + 'static + use<S>
+where
+    S: futures::Stream<Item = Arc<CatalogSource>> + Send + 'static,
+{
+    deleted.for_each(move |source| {
+        if let Some(namespace) = source.namespace() {
+            catalogsource::forget(&catalog_ctx, &namespace, &source.name_any());
+        }
+        std::future::ready(())
+    })
+}
 
-    let subscription_store = subscriptions.store();
+/// The CatalogSource controller, woken by its registry Pods and Services too.
+fn catalog_source_controller(
+    parts: &Parts,
+    watches: &Watches,
+    catalog_ctx: Arc<catalogsource::CatalogSourceContext>,
+) -> impl Future<Output = ()> + Send + 'static + use<> {
+    let sources = &watches.catalog_sources;
+    Controller::for_shared_stream(sources.subscribe(), sources.store())
+        .with_config(controller_config())
+        .owns_shared_stream(watches.pods.subscribe())
+        .owns_shared_stream(watches.services.subscribe())
+        .reconcile_all_on(parts.leadership().terms())
+        .graceful_shutdown_on(parts.shutdown.signaled())
+        .run(catalogsource::reconcile, catalogsource::error_policy, catalog_ctx)
+        .for_each(|_| std::future::ready(()))
+}
+
+/// The Subscription controller: one reconcile syncs a namespace, woken by its
+/// Subscriptions, InstallPlans and CSVs, by catalog changes and by deleted plans.
+fn subscription_controller<S>(
+    parts: &Parts,
+    watches: &Watches,
+    ctx: &Arc<Context>,
+    deleted_plans: S,
+) -> impl Future<Output = ()> + Send + 'static + use<S>
+where
+    S: futures::Stream<Item = Arc<InstallPlan>> + Send + 'static,
+{
+    let subscription_store = watches.subscriptions.store();
+    let namespace = ctx.options.namespace.clone();
     let catalog_changes = {
         let subscriptions = subscription_store.clone();
-        let namespace = namespace.clone();
-        let rx = catalogs.subscribe();
+        let rx = ctx.catalogs.subscribe();
         stream::unfold(rx, |mut rx| async move {
             rx.changed().await.ok()?;
             Some(((), rx))
@@ -272,50 +356,58 @@ pub fn controllers(
                 .filter(move |r| r.namespace == namespace)
         }
     };
-    let subscription_controller =
-        Controller::for_shared_stream(subscriptions.subscribe(), subscription_store)
-            .with_config(config.clone())
-            .owns_shared_stream(install_plans.subscribe())
-            .watches_shared_stream(csvs.subscribe(), csv_mapper)
-            .reconcile_on(stream::select(catalog_changes, plan_deletions))
-            .reconcile_all_on(terms())
-            .graceful_shutdown_on(stopped())
-            .run(
-                subscription::reconcile,
-                subscription::error_policy,
-                subscription_ctx,
-            )
-            .for_each(|_| std::future::ready(()));
+    let subscription_ctx = Arc::new(subscription::SubscriptionContext::new(ctx.clone()));
+    Controller::for_shared_stream(watches.subscriptions.subscribe(), subscription_store)
+        .with_config(controller_config())
+        .owns_shared_stream(watches.install_plans.subscribe())
+        .watches_shared_stream(watches.csvs.subscribe(), csv_mapper)
+        .reconcile_on(stream::select(catalog_changes, plan_deletions))
+        .reconcile_all_on(parts.leadership().terms())
+        .graceful_shutdown_on(parts.shutdown.signaled())
+        .run(
+            subscription::reconcile,
+            subscription::error_policy,
+            subscription_ctx,
+        )
+        .for_each(|_| std::future::ready(()))
+}
 
-    // A plan waiting for an API looks again when a CRD or an APIService changes
-    // (one is created, or becomes Established or Available), not on a timer.
+/// The InstallPlan controller. A plan waiting for an API looks again when a CRD
+/// or an APIService changes (one is created, or becomes Established or
+/// Available), not on a timer.
+fn install_plan_controller(
+    parts: &Parts,
+    watches: &Watches,
+    ctx: Arc<Context>,
+) -> impl Future<Output = ()> + Send + 'static + use<> {
     let api_changes = stream::select(
-        api_changes::<CustomResourceDefinition>(client),
-        api_changes::<APIService>(client),
+        api_changes::<CustomResourceDefinition>(&parts.client),
+        api_changes::<APIService>(&parts.client),
     );
-    let waiting_plans = installplan::wake_on_api_changes(api_changes, install_plans.store());
-    let install_plan_controller =
-        Controller::for_shared_stream(install_plans.subscribe(), install_plans.store())
-            .with_config(config)
-            .reconcile_on(waiting_plans)
-            .reconcile_all_on(terms())
-            .graceful_shutdown_on(stopped())
-            .run(installplan::reconcile, installplan::error_policy, ctx)
-            .for_each(|_| std::future::ready(()));
+    let plans = &watches.install_plans;
+    let waiting_plans = installplan::wake_on_api_changes(api_changes, plans.store());
+    Controller::for_shared_stream(plans.subscribe(), plans.store())
+        .with_config(controller_config())
+        .reconcile_on(waiting_plans)
+        .reconcile_all_on(parts.leadership().terms())
+        .graceful_shutdown_on(parts.shutdown.signaled())
+        .run(installplan::reconcile, installplan::error_policy, ctx)
+        .for_each(|_| std::future::ready(()))
+}
 
-    tracing::info!(
-        namespace = namespace.as_deref().unwrap_or("(all)"),
-        global_catalog_namespace = %options.global_catalog_namespace,
-        "catalog-operator controllers starting"
-    );
-    // The watches and the deletion relay never end; the controllers end on shutdown.
-    // The PackageManifest API is served by every replica (it only reads).
-    let package_server = options.package_server.clone().map(|config| {
+/// The PackageManifest API server when it is enabled; never ends.
+fn package_server(
+    client: &Client,
+    options: &Options,
+    catalogs: &CatalogStore,
+    watches: &Watches,
+) -> impl Future<Output = ()> + Send + 'static + use<> {
+    let server = options.package_server.clone().map(|config| {
         let stores = crate::packageserver::Sources {
             catalogs: catalogs.clone(),
-            sources: catalog_sources.store(),
-            subscriptions: subscriptions.store(),
-            csvs: csvs.store(),
+            sources: watches.catalog_sources.store(),
+            subscriptions: watches.subscriptions.store(),
+            csvs: watches.csvs.store(),
         };
         crate::packageserver::run(
             client.clone(),
@@ -324,32 +416,10 @@ pub fn controllers(
             options.global_catalog_namespace.clone(),
         )
     });
-    let background = futures::future::join3(
-        futures::future::join_all([
-            catalog_sources.run(),
-            subscriptions.run(),
-            install_plans.run(),
-            csvs.run(),
-            pods.run(),
-            services.run(),
-        ]),
-        forget_deleted,
-        async move {
-            match package_server {
-                Some(server) => server.await,
-                None => futures::future::pending().await,
-            }
-        },
-    );
-    let controllers = async {
-        tokio::join!(
-            catalog_controller,
-            subscription_controller,
-            install_plan_controller
-        );
-    };
-    Ok(async move {
-        futures::future::select(Box::pin(controllers), Box::pin(background)).await;
-        tracing::info!("catalog-operator controllers stopped");
-    })
+    async move {
+        match server {
+            Some(server) => server.await,
+            None => futures::future::pending().await,
+        }
+    }
 }

@@ -3,22 +3,13 @@
 //! no cluster. They write through [`output::run`], so they end quietly when
 //! the reader of their output goes away (`| head`).
 
+mod load;
 mod output;
 mod render;
 mod resolve;
 mod serve;
 mod unpack;
 mod validate;
-
-use std::{
-    io::{self, Write},
-    path::PathBuf,
-    process::ExitCode,
-};
-
-use olm_catalog::{Catalog, bundle, render::RenderOptions};
-
-use crate::source::{self, SourceError};
 
 pub use render::RenderArgs;
 pub use resolve::ResolveArgs;
@@ -30,52 +21,14 @@ pub use serve::{ServeArgs, ServeCommandError};
 pub use unpack::{UnpackArgs, UnpackStep, UnpackStepError, copy_bundle};
 pub use validate::ValidateArgs;
 
-/// Exit code of a command whose input could not be read, or whose output
-/// could not be written.
-pub const EXIT_BAD_INPUT: u8 = 2;
-
-/// Writes `error` with its chain of causes to `err` and returns exit code 2.
-fn bad_input(err: &mut dyn Write, error: &dyn std::error::Error) -> io::Result<ExitCode> {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(": ");
-        message.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    writeln!(err, "error: {message}")?;
-    Ok(ExitCode::from(EXIT_BAD_INPUT))
-}
-
-/// The catalog content of `paths`, merged and sorted, with the warnings about
-/// it (choices made for incomplete input, files skipped). A path is a bundle
-/// directory, rendered into one bundle, or anything [`source::load`] reads.
-/// `render` and `validate` both read through here, so that they report the
-/// same warnings for the same input.
-fn load(paths: &[PathBuf]) -> Result<(Catalog, Vec<String>), SourceError> {
-    let mut catalog = Catalog::default();
-    let mut warnings = Vec::new();
-    for path in paths {
-        if bundle::bundle_root(path).is_some() {
-            let dir = bundle::load_bundle_dir(path)?;
-            catalog.bundles.push(olm_catalog::render::render_bundle(
-                &dir,
-                &RenderOptions::default(),
-            )?);
-            warnings.extend(dir.warnings);
-            continue;
-        }
-        let (content, more) = source::load(path)?;
-        catalog.extend(content);
-        warnings.extend(more);
-    }
-    catalog.sort();
-    Ok((catalog, warnings))
-}
+pub use output::EXIT_BAD_INPUT;
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
+    use std::{
+        path::{Path, PathBuf},
+        process::ExitCode,
+    };
 
     use super::*;
 

@@ -6,6 +6,23 @@ use std::{
     process::ExitCode,
 };
 
+/// Exit code of a command whose input could not be read, or whose output
+/// could not be written.
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+/// Writes `error` with its chain of causes to `err` and returns exit code 2.
+pub(super) fn bad_input(err: &mut dyn Write, error: &dyn std::error::Error) -> io::Result<ExitCode> {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        message.push_str(": ");
+        message.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    writeln!(err, "error: {message}")?;
+    Ok(ExitCode::from(EXIT_BAD_INPUT))
+}
+
 /// A writer whose reader may stop reading early, as `head` does. The first
 /// write that finds the pipe closed ends the output: it and every later write
 /// are discarded instead of failing, so the command runs to its own end and
@@ -56,7 +73,7 @@ impl<W: Write> Write for EndsWhenClosed<W> {
 /// standard error as `err`, and returns its exit code. A closed standard
 /// output or standard error ends that stream quietly; any other failure to
 /// write is reported on standard error with exit code
-/// [`EXIT_BAD_INPUT`](super::EXIT_BAD_INPUT).
+/// [`EXIT_BAD_INPUT`](EXIT_BAD_INPUT).
 pub fn run(command: impl FnOnce(&mut dyn Write, &mut dyn Write) -> io::Result<ExitCode>) -> ExitCode {
     let mut out = EndsWhenClosed::new(BufWriter::new(io::stdout().lock()));
     let mut err = EndsWhenClosed::new(io::stderr().lock());
@@ -66,7 +83,7 @@ pub fn run(command: impl FnOnce(&mut dyn Write, &mut dyn Write) -> io::Result<Ex
         Err(e) => {
             // Nowhere is left to report a failure to write this.
             let _ = writeln!(err, "error: cannot write the output: {e}");
-            ExitCode::from(super::EXIT_BAD_INPUT)
+            ExitCode::from(EXIT_BAD_INPUT)
         }
     }
 }

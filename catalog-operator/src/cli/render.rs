@@ -9,6 +9,8 @@ use std::{
 
 use olm_catalog::fbc;
 
+use super::{load, output};
+
 /// Arguments of `render`.
 #[derive(clap::Args, Debug)]
 pub struct RenderArgs {
@@ -21,15 +23,15 @@ pub struct RenderArgs {
 impl RenderArgs {
     /// Renders every path into one catalog and prints it as a JSON stream, sorted.
     pub fn run(&self) -> ExitCode {
-        super::output::run(|out, err| self.write(out, err))
+        output::run(|out, err| self.write(out, err))
     }
 
     /// Writes the catalog of every path to `out` as a JSON stream, sorted, and
     /// the warnings about the input to `err`; returns the exit code.
     pub fn write(&self, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<ExitCode> {
-        let (catalog, warnings) = match super::load(&self.paths) {
+        let (catalog, warnings) = match load::load(&self.paths) {
             Ok(loaded) => loaded,
-            Err(e) => return super::bad_input(err, &e),
+            Err(e) => return output::bad_input(err, &e),
         };
         for warning in &warnings {
             writeln!(err, "warning: {warning}")?;

@@ -28,6 +28,7 @@ use olm_catalog::Catalog;
 use olm_resolver::model::CatalogId;
 use serde::Serialize;
 
+use super::output;
 use crate::{
     catalogs::{CatalogContent, CatalogStore},
     controllers::subscription::resolve::{Decision, GroupDecision, NamespaceView, decide, installed_csvs},
@@ -389,7 +390,7 @@ fn group_report(group: &GroupDecision) -> GroupReport {
 impl ResolveArgs {
     /// Runs the command.
     pub fn run(&self) -> ExitCode {
-        super::output::run(|out, err| self.write(out, err))
+        output::run(|out, err| self.write(out, err))
     }
 
     /// Writes the report to `out` in the chosen format, errors to `err`;
@@ -397,7 +398,7 @@ impl ResolveArgs {
     pub fn write(&self, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<ExitCode> {
         let report = match self.report() {
             Ok(report) => report,
-            Err(e) => return super::bad_input(err, &e),
+            Err(e) => return output::bad_input(err, &e),
         };
         let text = match self.output {
             Format::Json => serde_json::to_string_pretty(&report)
@@ -409,7 +410,7 @@ impl ResolveArgs {
             Ok(text) => out.write_all(text.as_bytes())?,
             Err(e) => {
                 writeln!(err, "error: cannot print the result: {e}")?;
-                return Ok(ExitCode::from(super::EXIT_BAD_INPUT));
+                return Ok(ExitCode::from(output::EXIT_BAD_INPUT));
             }
         }
         Ok(if report.all_resolved() {
@@ -511,53 +512,35 @@ mod tests {
         .expect("a CSV")
     }
 
-    /// The same Subscriptions and installed CSVs, given to `resolve` as
-    /// arguments and to the Subscription controller's resolution as the objects
-    /// it reads from the cluster, get the same answer: which bundles each group
-    /// installs (and what they replace), or why it cannot.
-    #[test]
-    fn the_offline_answer_is_the_controllers() {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalogs/demo-bundles");
-        let catalog = source::load(&path).expect("the demo catalog loads").0;
-        let id = CatalogId::new("demo", "olm");
-        let catalogs = OfflineCatalogs::new(vec![(id.clone(), catalog.clone())]);
-        let args: Vec<SubscriptionArg> = ["demo-db/stable", "demo-app/stable", "demo-broken"]
+    /// Subscriptions in namespace `team` to `(package, channel)` of catalog olm/demo.
+    fn subscription_objects(packages: &[(&str, Option<&str>)]) -> Vec<Arc<Subscription>> {
+        packages
             .iter()
-            .map(|a| SubscriptionArg::parse(a).expect("valid"))
-            .collect();
-        // An installed db with its installed properties, the CSV it replaced
-        // (on its way out), and an operator whose version is not semver.
-        let installed = vec![
-            csv("demo-db.v1.0.0", "1.0.0", Some("demo-db.v0.9.0"), Some("demo-db")),
-            csv("demo-db.v0.9.0", "0.9.0", None, None),
-            csv("legacy-operator", "latest", None, None),
-        ];
-        let offline = resolve(&catalogs, &id, "team", &args, &installed);
+            .map(|(package, channel)| {
+                Arc::new(
+                    serde_json::from_value(json!({
+                        "apiVersion": "operators.coreos.com/v1alpha1",
+                        "kind": "Subscription",
+                        "metadata": {"name": package, "namespace": "team"},
+                        "spec": {"source": "demo", "sourceNamespace": "olm", "name": package, "channel": channel},
+                    }))
+                    .expect("a Subscription"),
+                )
+            })
+            .collect()
+    }
 
-        // In the cluster: the objects as a user applies them, read by the controller.
-        let subscriptions: Vec<Arc<Subscription>> = [
-            ("demo-db", Some("stable")),
-            ("demo-app", Some("stable")),
-            ("demo-broken", None),
-        ]
-        .into_iter()
-        .map(|(package, channel)| {
-            Arc::new(
-                serde_json::from_value(json!({
-                    "apiVersion": "operators.coreos.com/v1alpha1",
-                    "kind": "Subscription",
-                    "metadata": {"name": package, "namespace": "team"},
-                    "spec": {"source": "demo", "sourceNamespace": "olm", "name": package, "channel": channel},
-                }))
-                .expect("a Subscription"),
-            )
-        })
-        .collect();
-        let csvs: Vec<Arc<ClusterServiceVersion>> = installed.into_iter().map(Arc::new).collect();
+    /// What the Subscription controller decides for namespace `team` with catalog `id`.
+    fn controller_decisions(
+        id: &CatalogId,
+        catalog: Catalog,
+        subscriptions: &[Arc<Subscription>],
+        csvs: &[Arc<ClusterServiceVersion>],
+    ) -> Vec<GroupDecision> {
         let store = CatalogStore::new();
         let now = olm_runtime::conditions::now();
         store.set_loaded(
-            &id,
+            id,
             0,
             CatalogContent::new(
                 id.clone(),
@@ -569,18 +552,24 @@ mod tests {
         );
         let visible = store.visible(&["team", "olm"], &[]);
         let index = store.index(&visible);
-        let decisions = decide(
+        decide(
             &index,
             &NamespaceView {
                 namespace: "team",
-                subscriptions: &subscriptions,
-                csvs: &csvs,
+                subscriptions,
+                csvs,
                 catalogs: &visible,
             },
-        );
+        )
+    }
 
-        type Answer = (Vec<String>, Vec<(String, String, Option<String>)>, Option<String>);
-        let mut in_cluster: Vec<Answer> = decisions
+    /// One group's answer: its Subscriptions, the bundles it installs (with their catalog and what
+    /// they replace), and why it cannot.
+    type Answer = (Vec<String>, Vec<(String, String, Option<String>)>, Option<String>);
+
+    /// The controller's answers, sorted.
+    fn in_cluster_answers(decisions: &[GroupDecision]) -> Vec<Answer> {
+        let mut answers: Vec<Answer> = decisions
             .iter()
             .map(|group| {
                 let mut names = group.subscriptions.clone();
@@ -605,8 +594,13 @@ mod tests {
                 }
             })
             .collect();
-        in_cluster.sort();
-        let offline_answer: Vec<Answer> = offline
+        answers.sort();
+        answers
+    }
+
+    /// The offline report's answers.
+    fn offline_answers(report: &Report) -> Vec<Answer> {
+        report
             .groups
             .iter()
             .map(|g| {
@@ -619,8 +613,41 @@ mod tests {
                     g.explanation.clone(),
                 )
             })
+            .collect()
+    }
+
+    /// The same Subscriptions and installed CSVs, given to `resolve` as
+    /// arguments and to the Subscription controller's resolution as the objects
+    /// it reads from the cluster, get the same answer: which bundles each group
+    /// installs (and what they replace), or why it cannot.
+    #[test]
+    fn the_offline_answer_is_the_controllers() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalogs/demo-bundles");
+        let catalog = source::load(&path).expect("the demo catalog loads").0;
+        let id = CatalogId::new("demo", "olm");
+        let catalogs = OfflineCatalogs::new(vec![(id.clone(), catalog.clone())]);
+        let args: Vec<SubscriptionArg> = ["demo-db/stable", "demo-app/stable", "demo-broken"]
+            .iter()
+            .map(|a| SubscriptionArg::parse(a).expect("valid"))
             .collect();
-        assert_eq!(offline_answer, in_cluster);
+        // An installed db with its installed properties, the CSV it replaced
+        // (on its way out), and an operator whose version is not semver.
+        let installed = vec![
+            csv("demo-db.v1.0.0", "1.0.0", Some("demo-db.v0.9.0"), Some("demo-db")),
+            csv("demo-db.v0.9.0", "0.9.0", None, None),
+            csv("legacy-operator", "latest", None, None),
+        ];
+        let offline = resolve(&catalogs, &id, "team", &args, &installed);
+
+        // In the cluster: the objects as a user applies them, read by the controller.
+        let subscriptions = subscription_objects(&[
+            ("demo-db", Some("stable")),
+            ("demo-app", Some("stable")),
+            ("demo-broken", None),
+        ]);
+        let csvs: Vec<Arc<ClusterServiceVersion>> = installed.into_iter().map(Arc::new).collect();
+        let decisions = controller_decisions(&id, catalog, &subscriptions, &csvs);
+        assert_eq!(offline_answers(&offline), in_cluster_answers(&decisions));
 
         // And the answer is the one the installed CSVs call for.
         let db_group = offline

@@ -9,6 +9,8 @@ use std::{
 
 use olm_catalog::validate::{self, Severity};
 
+use super::{load, output};
+
 /// Arguments of `validate`.
 #[derive(clap::Args, Debug)]
 pub struct ValidateArgs {
@@ -20,16 +22,16 @@ pub struct ValidateArgs {
 impl ValidateArgs {
     /// Prints every problem, errors first; exit 1 with errors, 0 without, 2 when unreadable.
     pub fn run(&self) -> ExitCode {
-        super::output::run(|out, err| self.write(out, err))
+        output::run(|out, err| self.write(out, err))
     }
 
     /// Writes every problem to `out`, one a line, errors first, then the
     /// warnings about the input that `render` prints for it too; a summary goes
     /// to `err`. Returns exit code 1 with errors, 0 without, 2 when unreadable.
     pub fn write(&self, out: &mut dyn Write, err: &mut dyn Write) -> io::Result<ExitCode> {
-        let (catalog, load_warnings) = match super::load(std::slice::from_ref(&self.path)) {
+        let (catalog, load_warnings) = match load::load(std::slice::from_ref(&self.path)) {
             Ok(loaded) => loaded,
-            Err(e) => return super::bad_input(err, &e),
+            Err(e) => return output::bad_input(err, &e),
         };
         let mut problems = validate::validate(&catalog);
         problems.sort_by_key(|p| {

@@ -81,8 +81,8 @@ impl Default for Options {
 impl Options {
     /// What catalog content keeps for the PackageManifest API: the channel
     /// heads' descriptions while the package server runs, nothing otherwise.
-    pub fn describe(&self) -> crate::packageserver::describe::Describe {
-        crate::packageserver::describe::Describe::when_serving(self.package_server.is_some())
+    pub fn describe(&self) -> crate::channel_heads::Describe {
+        crate::channel_heads::Describe::when_serving(self.package_server.is_some())
     }
 }
 

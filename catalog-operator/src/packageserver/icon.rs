@@ -12,7 +12,7 @@
 
 use bytes::Bytes;
 
-use super::describe::HeadIcon;
+use crate::channel_heads::HeadIcon;
 
 /// What a console is shown for a package whose default channel head has no
 /// icon: a plain grey box, drawn for olm-rs.

@@ -21,7 +21,7 @@ use olm_api::{
 };
 use olm_catalog::{Catalog, Package, Property};
 
-use super::describe::{HeadCsv, HeadCsvs, channel_head};
+use crate::channel_heads::{HeadCsv, HeadCsvs, channel_head};
 
 /// What a PackageManifest shows of its CatalogSource.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -11,8 +11,9 @@
 //! through a Secret and renewed before it expires; its CA bundle is the
 //! APIService's `caBundle`, which every replica applies (identically).
 //!
-//! - [`describe`]: the channel heads' CSV descriptions and icons, kept with catalog
-//!   content only while this API is served.
+//! - [`describe`] ([`crate::channel_heads`]): the channel heads' CSV descriptions
+//!   and icons, kept with catalog content only while this API is served.
+//! - [`config`]: the flags and settings; [`registration`]: the APIService.
 //! - [`manifest`]: catalog content → PackageManifests (pure).
 //! - [`view`]: the PackageManifests of a namespace, from the store.
 //! - [`selector`]: label and field selectors.
@@ -25,10 +26,11 @@
 //! - [`server`]: HTTPS, authentication, watch streams.
 
 pub mod api;
-pub mod describe;
+mod config;
 pub mod icon;
 pub mod manifest;
 pub mod plan;
+mod registration;
 pub mod renewal;
 pub mod selector;
 pub mod server;
@@ -36,148 +38,18 @@ pub mod serving;
 pub mod tls;
 pub mod view;
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
-use k8s_openapi::{
-    ByteString,
-    kube_aggregator::pkg::apis::apiregistration::v1::{APIService, APIServiceSpec, ServiceReference},
-};
-use kube::{
-    Api, Client,
-    api::{ObjectMeta, Patch, PatchParams},
-    runtime::reflector::Store,
-};
-use olm_api::{
-    packages,
-    v1alpha1::{CatalogSource, ClusterServiceVersion, Subscription},
-};
-use olm_runtime::apply::FIELD_MANAGER_CATALOG;
+pub use config::{Config, PackageServerArgs};
+use kube::{Client, runtime::reflector::Store};
+use olm_api::v1alpha1::{CatalogSource, ClusterServiceVersion, Subscription};
+use registration::register;
+pub use registration::{StartError, api_service};
 use serving::{Current, Serving};
 
 use crate::catalogs::CatalogStore;
-
-/// How the package server is run (`catalog-operator run --package-server-address ...`).
-#[derive(clap::Args, Debug, Clone, PartialEq, Eq)]
-pub struct PackageServerArgs {
-    /// Serve the PackageManifest API on this address (e.g. `0.0.0.0:5443`);
-    /// not served when unset.
-    #[arg(long, env = "OLM_PACKAGE_SERVER_ADDRESS")]
-    pub package_server_address: Option<SocketAddr>,
-    /// The Service the APIService names (its DNS names are in the certificate).
-    #[arg(long, default_value = "packageserver")]
-    pub package_server_service: String,
-    /// The namespace of that Service and of the certificate's Secret.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "olm")]
-    pub package_server_namespace: String,
-    /// The Service port the APIService names [default: the port served on].
-    #[arg(long)]
-    pub package_server_service_port: Option<u16>,
-    /// The Secret holding the serving certificate (made when absent).
-    #[arg(long, default_value = "packageserver-serving-cert")]
-    pub package_server_secret: String,
-    /// Apply the APIService `v1.packages.operators.coreos.com` with the certificate's CA.
-    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-    pub package_server_register: bool,
-    /// How long a serving certificate is valid (renewed at two thirds of it;
-    /// its CA lives ten times longer). Short values are for tests.
-    #[arg(long, default_value = "8760h", value_parser = olm_runtime::leader::parse_duration, hide = true)]
-    pub package_server_cert_lifetime: Duration,
-}
-
-/// The package server's settings, once enabled.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Config {
-    /// Where to serve.
-    pub address: SocketAddr,
-    /// The Service the APIService names.
-    pub service: String,
-    /// Its namespace, and the Secret's.
-    pub namespace: String,
-    /// The Service's port.
-    pub service_port: u16,
-    /// The certificate's Secret.
-    pub secret: String,
-    /// Whether to apply the APIService.
-    pub register: bool,
-    /// How long a serving certificate is valid.
-    pub cert_lifetime: Duration,
-}
-
-impl PackageServerArgs {
-    /// The settings, when the server is enabled.
-    pub fn config(&self) -> Option<Config> {
-        let address = self.package_server_address?;
-        Some(Config {
-            address,
-            service: self.package_server_service.clone(),
-            namespace: self.package_server_namespace.clone(),
-            service_port: self.package_server_service_port.unwrap_or(address.port()),
-            secret: self.package_server_secret.clone(),
-            register: self.package_server_register,
-            cert_lifetime: self.package_server_cert_lifetime,
-        })
-    }
-}
-
-/// Why the server could not start (it tries again).
-#[derive(Debug, thiserror::Error)]
-pub enum StartError {
-    /// TLS could not be set up.
-    #[error(transparent)]
-    Tls(#[from] tls::TlsError),
-    /// The APIService could not be applied.
-    #[error(
-        "cannot apply APIService {}: check catalog-operator's RBAC",
-        packages::API_SERVICE
-    )]
-    Register(#[source] kube::Error),
-    /// The address is taken.
-    #[error("cannot listen on {address}")]
-    Bind {
-        /// The address.
-        address: SocketAddr,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-}
-
-/// The APIService that registers the API, with `ca_pem` as its `caBundle`.
-pub fn api_service(config: &Config, ca_pem: &str) -> APIService {
-    APIService {
-        metadata: ObjectMeta {
-            name: Some(packages::API_SERVICE.to_owned()),
-            ..ObjectMeta::default()
-        },
-        spec: Some(APIServiceSpec {
-            group: Some(packages::GROUP.to_owned()),
-            version: Some(packages::VERSION.to_owned()),
-            group_priority_minimum: 2000,
-            version_priority: 15,
-            service: Some(ServiceReference {
-                name: Some(config.service.clone()),
-                namespace: Some(config.namespace.clone()),
-                port: Some(i32::from(config.service_port)),
-            }),
-            ca_bundle: Some(ByteString(ca_pem.as_bytes().to_vec())),
-            insecure_skip_tls_verify: None,
-        }),
-        status: None,
-    }
-}
-
-/// Applies the APIService with `ca_pem` as its `caBundle`.
-async fn register(client: &Client, config: &Config, ca_pem: &str) -> Result<(), StartError> {
-    Api::<APIService>::all(client.clone())
-        .patch(
-            packages::API_SERVICE,
-            &PatchParams::apply(FIELD_MANAGER_CATALOG).force(),
-            &Patch::Apply(&api_service(config, ca_pem)),
-        )
-        .await
-        .map_err(StartError::Register)?;
-    Ok(())
-}
+/// The channel heads' descriptions, under the name this API's users know.
+pub use crate::channel_heads as describe;
 
 async fn start(
     client: &Client,

@@ -28,7 +28,8 @@ use time::OffsetDateTime;
 use tokio::{sync::watch, time::Instant};
 
 use super::{
-    Config, StartError, register,
+    config::Config,
+    registration::{StartError, register},
     renewal::{self, Renewal},
     tls::{self, FrontProxy, ServingCert, TlsError},
 };

@@ -12,7 +12,7 @@ use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 
-use crate::packageserver::describe::Describe;
+use crate::channel_heads::Describe;
 
 use super::{
     MAX_MESSAGE_BYTES,

@@ -190,44 +190,14 @@ pub(crate) fn catalog_from_api(
 ) -> (Catalog, Vec<String>) {
     let mut catalog = Catalog::default();
     let mut problems = Vec::new();
-    let mut deprecations: HashMap<String, Vec<DeprecationEntry>> = HashMap::new();
-    let mut deprecate = |package: &str, schema: &str, name: Option<&str>, message: String| {
-        deprecations
-            .entry(package.to_owned())
-            .or_default()
-            .push(DeprecationEntry {
-                reference: DeprecationReference {
-                    schema: schema.to_owned(),
-                    name: name.map(str::to_owned),
-                },
-                message,
-            });
-    };
+    let mut deprecations = Deprecations::default();
     for package in &packages {
-        catalog.packages.push(Package {
-            name: package.name.clone(),
-            default_channel: non_empty(&package.default_channel_name),
-            icon: None,
-            description: None,
-            properties: Vec::new(),
-        });
-        if let Some(d) = &package.deprecation {
-            deprecate(&package.name, schema::PACKAGE, None, d.message.clone());
-        }
-        for channel in &package.channels {
-            if let Some(d) = &channel.deprecation {
-                deprecate(
-                    &package.name,
-                    schema::CHANNEL,
-                    Some(&channel.name),
-                    d.message.clone(),
-                );
-            }
-        }
+        catalog
+            .packages
+            .push(package_from_api(package, &mut deprecations));
     }
     let known: HashSet<&str> = packages.iter().map(|p| p.name.as_str()).collect();
-    let mut channels: Vec<Channel> = Vec::new();
-    let mut channel_index: HashMap<(String, String), usize> = HashMap::new();
+    let mut channels = Channels::default();
     let mut seen_bundles: HashSet<(String, String)> = HashSet::new();
     let mut deprecated_bundles: HashSet<(String, String)> = HashSet::new();
     for message in bundles {
@@ -238,29 +208,12 @@ pub(crate) fn catalog_from_api(
             ));
             continue;
         }
-        if !message.channel_name.is_empty() {
-            let key = (message.package_name.clone(), message.channel_name.clone());
-            let index = *channel_index.entry(key).or_insert_with(|| {
-                channels.push(Channel {
-                    name: message.channel_name.clone(),
-                    package: message.package_name.clone(),
-                    entries: Vec::new(),
-                    properties: Vec::new(),
-                });
-                channels.len() - 1
-            });
-            channels[index].entries.push(ChannelEntry {
-                name: message.csv_name.clone(),
-                replaces: non_empty(&message.replaces),
-                skips: message.skips.clone(),
-                skip_range: non_empty(&message.skip_range),
-            });
-        }
+        channels.add(&message);
         let key = (message.package_name.clone(), message.csv_name.clone());
         if let Some(d) = &message.deprecation
             && deprecated_bundles.insert(key.clone())
         {
-            deprecate(
+            deprecations.add(
                 &message.package_name,
                 schema::BUNDLE,
                 Some(&message.csv_name),
@@ -274,15 +227,98 @@ pub(crate) fn catalog_from_api(
         problems.append(&mut more);
         catalog.bundles.push(bundle);
     }
-    catalog.channels = channels;
-    let mut deprecations: Vec<Deprecation> = deprecations
-        .into_iter()
-        .map(|(package, entries)| Deprecation { package, entries })
-        .collect();
-    deprecations.sort_by(|a, b| a.package.cmp(&b.package));
-    catalog.deprecations = deprecations;
+    catalog.channels = channels.channels;
+    catalog.deprecations = deprecations.sorted();
     catalog.sort();
     (catalog, problems)
+}
+
+/// A package from its `GetPackage` answer; its deprecation and its channels' go to `deprecations`.
+fn package_from_api(package: &api::Package, deprecations: &mut Deprecations) -> Package {
+    if let Some(d) = &package.deprecation {
+        deprecations.add(&package.name, schema::PACKAGE, None, d.message.clone());
+    }
+    for channel in &package.channels {
+        if let Some(d) = &channel.deprecation {
+            deprecations.add(
+                &package.name,
+                schema::CHANNEL,
+                Some(&channel.name),
+                d.message.clone(),
+            );
+        }
+    }
+    Package {
+        name: package.name.clone(),
+        default_channel: non_empty(&package.default_channel_name),
+        icon: None,
+        description: None,
+        properties: Vec::new(),
+    }
+}
+
+/// The deprecations a registry sent, gathered by package.
+#[derive(Default)]
+struct Deprecations(HashMap<String, Vec<DeprecationEntry>>);
+
+impl Deprecations {
+    /// Deprecates the package, channel or bundle `name` (of `schema`) of `package`.
+    fn add(&mut self, package: &str, schema: &str, name: Option<&str>, message: String) {
+        self.0
+            .entry(package.to_owned())
+            .or_default()
+            .push(DeprecationEntry {
+                reference: DeprecationReference {
+                    schema: schema.to_owned(),
+                    name: name.map(str::to_owned),
+                },
+                message,
+            });
+    }
+
+    /// One `olm.deprecations` per package, by package name.
+    fn sorted(self) -> Vec<Deprecation> {
+        let mut deprecations: Vec<Deprecation> = self
+            .0
+            .into_iter()
+            .map(|(package, entries)| Deprecation { package, entries })
+            .collect();
+        deprecations.sort_by(|a, b| a.package.cmp(&b.package));
+        deprecations
+    }
+}
+
+/// The channels rebuilt from bundle messages, in the order first seen.
+#[derive(Default)]
+struct Channels {
+    channels: Vec<Channel>,
+    index: HashMap<(String, String), usize>,
+}
+
+impl Channels {
+    /// Adds the message's bundle as an entry of its channel (none when it names no channel).
+    fn add(&mut self, message: &api::Bundle) {
+        if message.channel_name.is_empty() {
+            return;
+        }
+        let key = (message.package_name.clone(), message.channel_name.clone());
+        let channels = &mut self.channels;
+        let index = *self.index.entry(key).or_insert_with(|| {
+            channels.push(Channel {
+                name: message.channel_name.clone(),
+                package: message.package_name.clone(),
+                entries: Vec::new(),
+                properties: Vec::new(),
+            });
+            channels.len() - 1
+        });
+        self.channels[index].entries.push(ChannelEntry {
+            name: message.csv_name.clone(),
+            replaces: non_empty(&message.replaces),
+            skips: message.skips.clone(),
+            skip_range: non_empty(&message.skip_range),
+        });
+    }
 }
 
 /// One bundle from its message. Properties that do not parse are left out and

@@ -48,7 +48,7 @@ mod tests {
     use crate::{
         bundles::{BundleSource, FetchError},
         catalogs::{CatalogContent, CatalogStore},
-        packageserver::describe::Describe,
+        channel_heads::Describe,
     };
 
     use super::{
@@ -266,6 +266,65 @@ mod tests {
         assert!(matches!(error, FetchError::Registry(_)), "{error:?}");
     }
 
+    /// The provider and replacement queries of `queries_answer_as_opm_does`.
+    async fn assert_provider_queries(
+        stub: &mut api::registry_client::RegistryClient<tonic::transport::Channel>,
+    ) {
+        let provide = |kind: &str| api::GetAllProvidersRequest {
+            group: "demo.olm-rs.dev".into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            plural: String::new(),
+        };
+        let entries: Vec<api::ChannelEntry> = futures::TryStreamExt::try_collect(
+            stub.get_channel_entries_that_provide(provide("Database"))
+                .await
+                .unwrap()
+                .into_inner(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(entries.len(), 4, "{entries:?}");
+        let latest: Vec<api::ChannelEntry> = futures::TryStreamExt::try_collect(
+            stub.get_latest_channel_entries_that_provide(api::GetLatestProvidersRequest {
+                group: "demo.olm-rs.dev".into(),
+                version: "v1".into(),
+                kind: "Database".into(),
+                plural: String::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner(),
+        )
+        .await
+        .unwrap();
+        let mut latest: Vec<_> = latest.iter().map(|e| e.bundle_name.as_str()).collect();
+        latest.sort();
+        assert_eq!(latest, ["demo-db.v1.1.0", "demo-db.v1.2.0"]);
+        let default = stub
+            .get_default_bundle_that_provides(api::GetDefaultProviderRequest {
+                group: "demo.olm-rs.dev".into(),
+                version: "v1".into(),
+                kind: "WebApp".into(),
+                plural: String::new(),
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(default.csv_name, "demo-app.v0.2.0");
+        let replacing: Vec<api::ChannelEntry> = futures::TryStreamExt::try_collect(
+            stub.get_channel_entries_that_replace(api::GetAllReplacementsRequest {
+                csv_name: "demo-db.v1.0.0".into(),
+            })
+            .await
+            .unwrap()
+            .into_inner(),
+        )
+        .await
+        .unwrap();
+        assert_eq!(replacing.len(), 2, "{replacing:?}");
+    }
+
     #[tokio::test]
     async fn queries_answer_as_opm_does() {
         let (address, stop, task) = start(demo()).await;
@@ -332,59 +391,7 @@ mod tests {
                 .any(|d| d.r#type == "olm.package" && d.value.contains("demo-db"))
         );
 
-        let provide = |kind: &str| api::GetAllProvidersRequest {
-            group: "demo.olm-rs.dev".into(),
-            version: "v1".into(),
-            kind: kind.into(),
-            plural: String::new(),
-        };
-        let entries: Vec<api::ChannelEntry> = futures::TryStreamExt::try_collect(
-            stub.get_channel_entries_that_provide(provide("Database"))
-                .await
-                .unwrap()
-                .into_inner(),
-        )
-        .await
-        .unwrap();
-        assert_eq!(entries.len(), 4, "{entries:?}");
-        let latest: Vec<api::ChannelEntry> = futures::TryStreamExt::try_collect(
-            stub.get_latest_channel_entries_that_provide(api::GetLatestProvidersRequest {
-                group: "demo.olm-rs.dev".into(),
-                version: "v1".into(),
-                kind: "Database".into(),
-                plural: String::new(),
-            })
-            .await
-            .unwrap()
-            .into_inner(),
-        )
-        .await
-        .unwrap();
-        let mut latest: Vec<_> = latest.iter().map(|e| e.bundle_name.as_str()).collect();
-        latest.sort();
-        assert_eq!(latest, ["demo-db.v1.1.0", "demo-db.v1.2.0"]);
-        let default = stub
-            .get_default_bundle_that_provides(api::GetDefaultProviderRequest {
-                group: "demo.olm-rs.dev".into(),
-                version: "v1".into(),
-                kind: "WebApp".into(),
-                plural: String::new(),
-            })
-            .await
-            .unwrap()
-            .into_inner();
-        assert_eq!(default.csv_name, "demo-app.v0.2.0");
-        let replacing: Vec<api::ChannelEntry> = futures::TryStreamExt::try_collect(
-            stub.get_channel_entries_that_replace(api::GetAllReplacementsRequest {
-                csv_name: "demo-db.v1.0.0".into(),
-            })
-            .await
-            .unwrap()
-            .into_inner(),
-        )
-        .await
-        .unwrap();
-        assert_eq!(replacing.len(), 2, "{replacing:?}");
+        assert_provider_queries(stub).await;
 
         let missing = stub
             .get_package(api::GetPackageRequest { name: "nope".into() })

@@ -110,11 +110,6 @@ fn owner_of<K: Resource<DynamicType = ()>>(object: &K) -> Owner {
     }
 }
 
-/// The time since `time` (zero for a time ahead of this clock).
-fn elapsed(time: &Time) -> Duration {
-    Duration::try_from(Timestamp::now().duration_since(time.0)).unwrap_or_default()
-}
-
 /// The condition of type `kind` of `job`, when True.
 fn condition<'a>(job: &'a Job, kind: &str) -> Option<&'a k8s_openapi::api::batch::v1::JobCondition> {
     job.status
@@ -248,18 +243,8 @@ pub async fn unpack(
         timeout: Some(settings.timeout),
     };
     let name = request.name.as_str();
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &namespace);
-    let existing = config_maps.get_opt(name).await.map_err(cluster_error(
-        image,
-        format!("reading ConfigMap {namespace}/{name}"),
-    ))?;
     // Unpacked before (by this replica or another): no Job needed.
-    if let Some(bundle) = existing
-        .as_ref()
-        .map(|cm| bundle_in(cm, image))
-        .transpose()?
-        .flatten()
-    {
+    if let Some(bundle) = read_bundle(client, &request, false).await? {
         return Ok(JobState::Unpacked(bundle));
     }
     if !writer.leadership().is_leader() {
@@ -275,88 +260,145 @@ pub async fn unpack(
             image,
             format!("listing the unpack Jobs in {namespace}"),
         ))?;
-    let Some(job) = latest(&listed.items) else {
-        let owner = ensure_objects(client, writer, source, &request).await?;
-        let created = writer
-            .create(&jobs, &objects::job(&request, &owner))
-            .await
-            .map_err(write_error(image))?;
-        return Ok(JobState::Pending(format!(
-            "unpacking bundle image {image} in Job {namespace}/{}",
-            created.name_any()
-        )));
-    };
-    let job_name = job.name_any();
-    // A failed Job, or one that completed without writing the bundle within the
-    // timeout: (reason, message, how long ago it failed).
-    let failure = match (condition(job, "Failed"), condition(job, "Complete")) {
-        (Some(failed), _) => Some((
-            failed.reason.clone().unwrap_or_default(),
-            failed.message.clone().unwrap_or_default(),
-            failed
-                .last_transition_time
-                .as_ref()
-                .map(elapsed)
-                .unwrap_or_default(),
-        )),
-        // Its bundle is not in the ConfigMap read above.
-        (None, Some(_)) => {
-            let age = job
-                .metadata
-                .creation_timestamp
-                .as_ref()
-                .map(elapsed)
-                .unwrap_or_default();
-            if age <= settings.timeout {
-                return Ok(JobState::Pending(format!(
-                    "unpack Job {namespace}/{job_name} completed; waiting for bundle image {image} in ConfigMap {namespace}/{name}"
-                )));
-            }
-            // Before giving up: the Job may have written it since that read.
-            let fresh = config_maps.get(name).await.map_err(cluster_error(
-                image,
-                format!("reading ConfigMap {namespace}/{name}"),
-            ))?;
-            if let Some(bundle) = bundle_in(&fresh, image)? {
-                return Ok(JobState::Unpacked(bundle));
-            }
-            Some((
-                "NoBundle".to_owned(),
-                format!(
-                    "the Job completed but wrote no bundle into ConfigMap {namespace}/{name} within the unpack timeout of {:?}",
-                    settings.timeout
-                ),
-                age - settings.timeout,
-            ))
+    let job = latest(&listed.items);
+    let mut step = next_step(job, settings, Timestamp::now());
+    if let JobStep::RecheckBundle { overdue } = step {
+        // Before giving up: the Job may have written the bundle since the first read.
+        if let Some(bundle) = read_bundle(client, &request, true).await? {
+            return Ok(JobState::Unpacked(bundle));
         }
-        (None, None) => None,
-    };
-    if let Some((reason, message, failed_for)) = failure {
-        if settings.min_retry.is_some_and(|interval| failed_for >= interval) {
+        let message = format!(
+            "the Job completed but wrote no bundle into ConfigMap {namespace}/{name} within the unpack timeout of {:?}",
+            settings.timeout
+        );
+        step = after_failure("NoBundle".to_owned(), message, overdue, settings.min_retry);
+    }
+    let job_name = job.map(ResourceExt::name_any).unwrap_or_default();
+    match step {
+        JobStep::Create | JobStep::Retry => {
             let owner = ensure_objects(client, writer, source, &request).await?;
-            let created = writer
-                .create(&jobs, &objects::retry_job(&request, &owner))
-                .await
-                .map_err(write_error(image))?;
-            return Ok(JobState::Pending(format!(
-                "unpacking bundle image {image} again in Job {namespace}/{}",
+            let (job, again) = match step {
+                JobStep::Retry => (objects::retry_job(&request, &owner), " again"),
+                _ => (objects::job(&request, &owner), ""),
+            };
+            let created = writer.create(&jobs, &job).await.map_err(write_error(image))?;
+            Ok(JobState::Pending(format!(
+                "unpacking bundle image {image}{again} in Job {namespace}/{}",
                 created.name_any()
-            )));
+            )))
         }
-        return Err(UnpackError::JobFailed {
+        JobStep::WaitForBundle => Ok(JobState::Pending(format!(
+            "unpack Job {namespace}/{job_name} completed; waiting for bundle image {image} in ConfigMap {namespace}/{name}"
+        ))),
+        JobStep::Fail { reason, message } => Err(UnpackError::JobFailed {
             image: image.to_owned(),
             namespace: namespace.clone(),
             job: job_name,
             reason,
             message,
-        });
+        }),
+        JobStep::Wait | JobStep::RecheckBundle { .. } => {
+            let waits = match job {
+                Some(job) => pod_waits(client, job).await,
+                None => String::new(),
+            };
+            Ok(JobState::Pending(if waits.is_empty() {
+                format!("unpacking bundle image {image} in Job {namespace}/{job_name}")
+            } else {
+                format!("unpacking bundle image {image} in Job {namespace}/{job_name}: {waits}")
+            }))
+        }
     }
-    let waits = pod_waits(client, job).await;
-    Ok(JobState::Pending(if waits.is_empty() {
-        format!("unpacking bundle image {image} in Job {namespace}/{job_name}")
+}
+
+/// Reads the unpack's ConfigMap and the bundle of its image in it, when it is
+/// there. `must_exist`: a missing ConfigMap is an error, not "not yet".
+async fn read_bundle(
+    client: &Client,
+    request: &Unpack,
+    must_exist: bool,
+) -> Result<Option<Bundle>, UnpackError> {
+    let (namespace, name, image) = (&request.namespace, &request.name, &request.image);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let read_error = || cluster_error(image, format!("reading ConfigMap {namespace}/{name}"));
+    let found = if must_exist {
+        Some(config_maps.get(name).await.map_err(read_error())?)
     } else {
-        format!("unpacking bundle image {image} in Job {namespace}/{job_name}: {waits}")
-    }))
+        config_maps.get_opt(name).await.map_err(read_error())?
+    };
+    Ok(found.map(|cm| bundle_in(&cm, image)).transpose()?.flatten())
+}
+
+/// What to do about an unpack whose bundle is not in its ConfigMap yet.
+#[derive(Debug, PartialEq)]
+enum JobStep {
+    /// No Job yet: create one.
+    Create,
+    /// The Job runs: wait for it.
+    Wait,
+    /// The Job completed within the timeout: wait for its bundle in the ConfigMap.
+    WaitForBundle,
+    /// The Job completed longer ago than the timeout, this much longer: read the
+    /// ConfigMap again before calling it a failure.
+    RecheckBundle {
+        /// How long past the timeout.
+        overdue: Duration,
+    },
+    /// The Job failed long enough ago: start a new one.
+    Retry,
+    /// The Job failed: report it.
+    Fail {
+        /// The Job's reason.
+        reason: String,
+        /// The Job's message.
+        message: String,
+    },
+}
+
+/// The next step for the latest unpack Job `job`, at `now` (pure).
+fn next_step(job: Option<&Job>, settings: &JobSettings, now: Timestamp) -> JobStep {
+    let Some(job) = job else {
+        return JobStep::Create;
+    };
+    let since = |time: Option<&Time>| {
+        time.map(|t| Duration::try_from(now.duration_since(t.0)).unwrap_or_default())
+            .unwrap_or_default()
+    };
+    match (condition(job, "Failed"), condition(job, "Complete")) {
+        (Some(failed), _) => after_failure(
+            failed.reason.clone().unwrap_or_default(),
+            failed.message.clone().unwrap_or_default(),
+            since(failed.last_transition_time.as_ref()),
+            settings.min_retry,
+        ),
+        // Its bundle is not in the ConfigMap read before.
+        (None, Some(_)) => {
+            let age = since(job.metadata.creation_timestamp.as_ref());
+            if age <= settings.timeout {
+                JobStep::WaitForBundle
+            } else {
+                JobStep::RecheckBundle {
+                    overdue: age - settings.timeout,
+                }
+            }
+        }
+        (None, None) => JobStep::Wait,
+    }
+}
+
+/// After a failure `failed_for` ago: a new attempt once `min_retry` has passed
+/// (never without one), else the failure.
+fn after_failure(
+    reason: String,
+    message: String,
+    failed_for: Duration,
+    min_retry: Option<Duration>,
+) -> JobStep {
+    if min_retry.is_some_and(|interval| failed_for >= interval) {
+        JobStep::Retry
+    } else {
+        JobStep::Fail { reason, message }
+    }
 }
 
 #[cfg(test)]
@@ -384,6 +426,82 @@ mod tests {
             }),
             ..Job::default()
         }
+    }
+
+    /// What to do next, by what the latest Job says and how long ago (table).
+    #[test]
+    fn the_next_step_follows_the_latest_job() {
+        let settings = |min_retry: Option<u64>| JobSettings {
+            extractor_image: "catalog-operator".into(),
+            timeout: Duration::from_secs(600),
+            min_retry: min_retry.map(Duration::from_secs),
+        };
+        let completed = |created: i64| {
+            let mut job = job("j", created, None);
+            job.status = Some(JobStatus {
+                conditions: Some(vec![JobCondition {
+                    type_: "Complete".to_owned(),
+                    status: "True".to_owned(),
+                    ..JobCondition::default()
+                }]),
+                ..JobStatus::default()
+            });
+            job
+        };
+        let fail = || JobStep::Fail {
+            reason: String::new(),
+            message: String::new(),
+        };
+        let now = Timestamp::from_second(10_000).unwrap();
+        let cases: Vec<(&str, Option<Job>, Option<u64>, JobStep)> = vec![
+            ("no job", None, None, JobStep::Create),
+            ("running", Some(job("j", 9_000, None)), None, JobStep::Wait),
+            ("failed, no retries", Some(job("j", 1, Some(2))), None, fail()),
+            (
+                "failed recently",
+                Some(job("j", 1, Some(9_990))),
+                Some(60),
+                fail(),
+            ),
+            (
+                "failed long ago",
+                Some(job("j", 1, Some(9_000))),
+                Some(60),
+                JobStep::Retry,
+            ),
+            (
+                "completed recently",
+                Some(completed(9_500)),
+                None,
+                JobStep::WaitForBundle,
+            ),
+            (
+                "completed past the timeout",
+                Some(completed(9_000)),
+                None,
+                JobStep::RecheckBundle {
+                    overdue: Duration::from_secs(400),
+                },
+            ),
+        ];
+        for (case, job, min_retry, want) in cases {
+            assert_eq!(next_step(job.as_ref(), &settings(min_retry), now), want, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_bundle_missing_past_the_timeout_is_retried_or_reported() {
+        let step = |min_retry: Option<u64>, overdue: u64| {
+            after_failure(
+                "NoBundle".into(),
+                "no bundle".into(),
+                Duration::from_secs(overdue),
+                min_retry.map(Duration::from_secs),
+            )
+        };
+        assert_eq!(step(Some(60), 61), JobStep::Retry);
+        assert!(matches!(step(Some(60), 59), JobStep::Fail { reason, .. } if reason == "NoBundle"));
+        assert!(matches!(step(None, 1_000), JobStep::Fail { .. }));
     }
 
     #[test]

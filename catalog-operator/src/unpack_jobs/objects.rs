@@ -224,6 +224,70 @@ pub fn job(unpack: &Unpack, config_map: &Owner) -> Job {
         (OLM_MANAGED.to_owned(), "true".to_owned()),
         (unpack::REF.to_owned(), unpack.name.clone()),
     ]);
+    Job {
+        metadata: ObjectMeta {
+            labels: Some(labels.clone()),
+            ..meta(unpack, config_map)
+        },
+        spec: Some(JobSpec {
+            backoff_limit: Some(BACKOFF_LIMIT),
+            active_deadline_seconds: unpack.timeout.map(|t| t.as_secs().max(1) as i64),
+            ttl_seconds_after_finished: Some(TTL_SECONDS_AFTER_FINISHED),
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    name: Some(unpack.name.clone()),
+                    labels: Some(labels),
+                    ..ObjectMeta::default()
+                }),
+                spec: Some(pod_spec(unpack)),
+            },
+            ..JobSpec::default()
+        }),
+        ..Job::default()
+    }
+}
+
+/// The unpack Pod: `util` copies catalog-operator into a shared volume, `pull`
+/// (the bundle image) copies the bundle out with it, `extract` writes the
+/// bundle into the ConfigMap.
+fn pod_spec(unpack: &Unpack) -> PodSpec {
+    let empty = |name: &str| Volume {
+        name: name.to_owned(),
+        empty_dir: Some(EmptyDirVolumeSource::default()),
+        ..Volume::default()
+    };
+    let (util, pull, extract) = containers(unpack);
+    PodSpec {
+        restart_policy: Some("Never".to_owned()),
+        service_account_name: Some(unpack.name.clone()),
+        image_pull_secrets: (!unpack.pull_secrets.is_empty()).then(|| {
+            unpack
+                .pull_secrets
+                .iter()
+                .map(|name| LocalObjectReference { name: name.clone() })
+                .collect()
+        }),
+        security_context: Some(PodSecurityContext {
+            seccomp_profile: Some(SeccompProfile {
+                type_: "RuntimeDefault".to_owned(),
+                ..SeccompProfile::default()
+            }),
+            ..PodSecurityContext::default()
+        }),
+        init_containers: Some(vec![util, pull]),
+        containers: vec![extract],
+        volumes: Some(vec![empty("bundle"), empty("util")]),
+        node_selector: Some(BTreeMap::from([(
+            "kubernetes.io/os".to_owned(),
+            "linux".to_owned(),
+        )])),
+        tolerations: Some(tolerations()),
+        ..PodSpec::default()
+    }
+}
+
+/// The unpack Pod's containers: `util` and `pull` (init containers), `extract`.
+fn containers(unpack: &Unpack) -> (Container, Container, Container) {
     let extractor = format!("{UTIL_DIR}/catalog-operator");
     let util = container(
         "util",
@@ -274,11 +338,12 @@ pub fn job(unpack: &Unpack, config_map: &Owner) -> Job {
             vec![mount("bundle", BUNDLE_DIR)],
         )
     };
-    let empty = |name: &str| Volume {
-        name: name.to_owned(),
-        empty_dir: Some(EmptyDirVolumeSource::default()),
-        ..Volume::default()
-    };
+    (util, pull, extract)
+}
+
+/// OLM's tolerations for unpack Pods: every architecture, control-plane nodes,
+/// and two minutes on unreachable or not-ready nodes.
+fn tolerations() -> Vec<Toleration> {
     let mut tolerations: Vec<Toleration> = ["amd64", "arm64", "ppc64le", "s390x"]
         .iter()
         .map(|arch| toleration("kubernetes.io/arch", "Equal", Some(arch), None, None))
@@ -306,54 +371,7 @@ pub fn job(unpack: &Unpack, config_map: &Owner) -> Job {
             Some(120),
         ),
     ]);
-    let pod = PodSpec {
-        restart_policy: Some("Never".to_owned()),
-        service_account_name: Some(unpack.name.clone()),
-        image_pull_secrets: (!unpack.pull_secrets.is_empty()).then(|| {
-            unpack
-                .pull_secrets
-                .iter()
-                .map(|name| LocalObjectReference { name: name.clone() })
-                .collect()
-        }),
-        security_context: Some(PodSecurityContext {
-            seccomp_profile: Some(SeccompProfile {
-                type_: "RuntimeDefault".to_owned(),
-                ..SeccompProfile::default()
-            }),
-            ..PodSecurityContext::default()
-        }),
-        init_containers: Some(vec![util, pull]),
-        containers: vec![extract],
-        volumes: Some(vec![empty("bundle"), empty("util")]),
-        node_selector: Some(BTreeMap::from([(
-            "kubernetes.io/os".to_owned(),
-            "linux".to_owned(),
-        )])),
-        tolerations: Some(tolerations),
-        ..PodSpec::default()
-    };
-    Job {
-        metadata: ObjectMeta {
-            labels: Some(labels.clone()),
-            ..meta(unpack, config_map)
-        },
-        spec: Some(JobSpec {
-            backoff_limit: Some(BACKOFF_LIMIT),
-            active_deadline_seconds: unpack.timeout.map(|t| t.as_secs().max(1) as i64),
-            ttl_seconds_after_finished: Some(TTL_SECONDS_AFTER_FINISHED),
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    name: Some(unpack.name.clone()),
-                    labels: Some(labels),
-                    ..ObjectMeta::default()
-                }),
-                spec: Some(pod),
-            },
-            ..JobSpec::default()
-        }),
-        ..Job::default()
-    }
+    tolerations
 }
 
 /// A Job for a new attempt after a failed one: the same, with a generated name

@@ -19,13 +19,17 @@ use k8s_openapi::{
 };
 use kube::{Api, ResourceExt, api::DeleteParams};
 use olm_api::{labels, v1alpha1::CatalogSource};
+use olm_catalog::Catalog;
 use olm_resolver::model::CatalogId;
 use tokio::time::Instant;
 
 use super::{
-    CatalogSourceContext, Error, SourceSpec,
-    read::{Observed, chain},
+    context::{CatalogSourceContext, ImagePath, ImageState},
+    error::{Error, chain},
+    observed::Observed,
+    registry_pod,
     status::{Serving, ServingReason},
+    validate::SourceSpec,
 };
 use crate::{
     bundle_images::BundleImages,
@@ -38,25 +42,6 @@ use crate::{
 /// How soon a catalog served by a Pod because its image could not be pulled
 /// tries in process again.
 pub const PULL_RETRY: Duration = Duration::from_secs(60);
-
-/// How one catalog image is served, as last decided.
-#[derive(Clone, Debug)]
-pub(crate) struct ImageState {
-    /// The image (`spec.image`) the decision is for.
-    image: String,
-    /// The path chosen.
-    path: ImagePath,
-    /// When the image was last pulled or its digest checked.
-    checked_at: Instant,
-}
-
-#[derive(Clone, Debug)]
-enum ImagePath {
-    /// Served from memory; the content is of this digest.
-    Memory { digest: String, message: String },
-    /// Served by a registry Pod, for this reason.
-    Pod { reason: ServingReason, message: String },
-}
 
 /// Reads the catalog image `image` of `source`: from memory when it holds a
 /// file-based catalog, else through a registry Pod. Returns what was found, when
@@ -113,7 +98,7 @@ pub(super) async fn read(
         }) if !(reason == ServingReason::PullFailed
             && checked_at.elapsed() >= PULL_RETRY.min(spec.poll_interval)) =>
         {
-            let (observed, polled) = super::registry_pod::read(ctx, source, id, image, spec, now).await?;
+            let (observed, polled) = registry_pod::read(ctx, source, id, image, spec, now).await?;
             Ok((observed, polled, Serving::pod(reason, message)))
         }
         _ => pull_and_serve(ctx, source, id, image, spec, now, false).await,
@@ -158,7 +143,6 @@ async fn pull_and_serve(
     now: &Time,
     polled: bool,
 ) -> Result<(Observed, Option<Time>, Serving), Error> {
-    let priority = source.spec.priority.unwrap_or(0);
     let secrets = secrets_of(ctx, source, id).await;
     let started = Instant::now();
     let pulled = BundleImages::global()
@@ -166,103 +150,165 @@ async fn pull_and_serve(
         .pull_selected(image, &secrets, &|labels| vec![configs_dir(labels)])
         .await;
     let polled = polled.then(|| now.clone());
-    let (reason, message) = match pulled {
-        Ok(pulled) => match catalog_from_image(&pulled, image) {
-            Ok(catalog) => {
-                let (packages, bundles) = (catalog.packages.len(), catalog.bundles.len());
-                let content = CatalogContent::described(
-                    id.clone(),
-                    catalog,
-                    Vec::new(),
-                    BundleSource::Memory,
-                    ctx.shared.options.describe(),
-                );
-                let changed = ctx.shared.catalogs.set_loaded(id, priority, content, now);
-                tracing::info!(
-                    catalog = %id,
-                    image,
-                    digest = %pulled.digest,
-                    packages,
-                    bundles,
-                    bytes = pulled.files.total_bytes(),
-                    elapsed_ms = started.elapsed().as_millis() as u64,
-                    "catalog image loaded into memory"
-                );
-                let message = format!(
-                    "image {image} (digest {}) holds a file-based catalog under /{}: catalog-operator serves it \
-                     from memory, with no registry Pod",
-                    pulled.digest,
-                    configs_dir(&pulled.labels).display()
-                );
-                let mut runtime = ctx.clients.get(id);
-                runtime.image = Some(ImageState {
-                    image: image.to_owned(),
-                    path: ImagePath::Memory {
-                        digest: pulled.digest.clone(),
-                        message: message.clone(),
-                    },
-                    checked_at: Instant::now(),
-                });
-                ctx.clients.put(id, runtime);
-                remove_registry_pods(ctx, source, id).await?;
-                return Ok((ready(changed), polled, Serving::memory(message)));
-            }
-            Err(error @ CatalogImageError::NoFileBasedCatalog { .. }) => (
-                ServingReason::NoFileBasedCatalog,
-                format!("{error}: a registry Pod serves it"),
-            ),
-            Err(error @ CatalogImageError::Invalid { .. }) => {
-                // A broken catalog is reported, not handed to a Pod that would fail the same way.
-                let message = chain(&error);
-                let changed = ctx
-                    .shared
-                    .catalogs
-                    .set_unhealthy(id, priority, message.clone(), now);
-                let mut runtime = ctx.clients.get(id);
-                runtime.image = None;
-                ctx.clients.put(id, runtime);
-                let observed = Observed::Unreachable {
-                    address: None,
-                    config_map: None,
-                    registry_service: None,
-                    reason: olm_api::v1alpha1::CatalogSourceReason::RegistryServer,
+    match serving_path(pulled, image) {
+        PullOutcome::Memory {
+            catalog,
+            image: pulled,
+        } => {
+            let (packages, bundles) = (catalog.packages.len(), catalog.bundles.len());
+            tracing::info!(
+                catalog = %id,
+                image,
+                digest = %pulled.digest,
+                packages,
+                bundles,
+                bytes = pulled.files.total_bytes(),
+                elapsed_ms = started.elapsed().as_millis() as u64,
+                "catalog image loaded into memory"
+            );
+            let (observed, serving) =
+                serve_from_memory(ctx, source, id, image, *catalog, &pulled, now).await?;
+            Ok((observed, polled, serving))
+        }
+        PullOutcome::Invalid { message } => {
+            // A broken catalog is reported, not handed to a Pod that would fail the same way.
+            let priority = source.spec.priority.unwrap_or(0);
+            let changed = ctx
+                .shared
+                .catalogs
+                .set_unhealthy(id, priority, message.clone(), now);
+            let mut runtime = ctx.clients.get(id);
+            runtime.image = None;
+            ctx.clients.put(id, runtime);
+            let observed = Observed::Unreachable {
+                address: None,
+                config_map: None,
+                registry_service: None,
+                reason: olm_api::v1alpha1::CatalogSourceReason::RegistryServer,
+                message: message.clone(),
+                changed,
+            };
+            Ok((
+                observed,
+                polled,
+                Serving::failed(ServingReason::InvalidCatalog, message),
+            ))
+        }
+        PullOutcome::Pod { reason, message } => {
+            tracing::info!(catalog = %id, image, reason = ?reason, "{message}");
+            remember(
+                ctx,
+                id,
+                image,
+                ImagePath::Pod {
+                    reason,
                     message: message.clone(),
-                    changed,
-                };
-                return Ok((
-                    observed,
-                    polled,
-                    Serving::failed(ServingReason::InvalidCatalog, message),
-                ));
-            }
-        },
+                },
+            );
+            let (observed, pod_polled) = registry_pod::read(ctx, source, id, image, spec, now).await?;
+            Ok((observed, pod_polled.or(polled), Serving::pod(reason, message)))
+        }
+    }
+}
+
+/// How a pulled catalog image is served.
+#[derive(Debug)]
+enum PullOutcome {
+    /// From memory: the image holds a file-based catalog.
+    Memory {
+        /// The catalog in it.
+        catalog: Box<Catalog>,
+        /// The image pulled.
+        image: Box<olm_oci::Image>,
+    },
+    /// Not at all: the image's catalog is invalid.
+    Invalid {
+        /// Why, in words.
+        message: String,
+    },
+    /// By a registry Pod, for this reason.
+    Pod {
+        /// Why not from memory.
+        reason: ServingReason,
+        /// Why, in words.
+        message: String,
+    },
+}
+
+/// How to serve catalog image `image`, from what pulling it gave (pure).
+fn serving_path(pulled: Result<olm_oci::Image, olm_oci::PullError>, image: &str) -> PullOutcome {
+    let pulled = match pulled {
+        Ok(pulled) => pulled,
         Err(error) => {
             let reason = match &error {
                 olm_oci::PullError::Content { .. } => ServingReason::ImageTooLarge,
                 _ => ServingReason::PullFailed,
             };
-            (
-                reason,
-                format!(
-                    "catalog-operator could not read image {image} in process ({}): a registry Pod serves it",
-                    chain(&error)
-                ),
-            )
+            let message = format!(
+                "catalog-operator could not read image {image} in process ({}): a registry Pod serves it",
+                chain(&error)
+            );
+            return PullOutcome::Pod { reason, message };
         }
     };
-    tracing::info!(catalog = %id, image, reason = ?reason, "{message}");
+    match catalog_from_image(&pulled, image) {
+        Ok(catalog) => PullOutcome::Memory {
+            catalog: Box::new(catalog),
+            image: Box::new(pulled),
+        },
+        Err(error @ CatalogImageError::NoFileBasedCatalog { .. }) => PullOutcome::Pod {
+            reason: ServingReason::NoFileBasedCatalog,
+            message: format!("{error}: a registry Pod serves it"),
+        },
+        Err(error @ CatalogImageError::Invalid { .. }) => PullOutcome::Invalid {
+            message: chain(&error),
+        },
+    }
+}
+
+/// Puts the catalog of `pulled` in the store, to be served from memory, and
+/// removes the registry Pods that served it before.
+async fn serve_from_memory(
+    ctx: &CatalogSourceContext,
+    source: &CatalogSource,
+    id: &CatalogId,
+    image: &str,
+    catalog: Catalog,
+    pulled: &olm_oci::Image,
+    now: &Time,
+) -> Result<(Observed, Serving), Error> {
+    let priority = source.spec.priority.unwrap_or(0);
+    let describe = ctx.shared.options.describe();
+    let content = CatalogContent::described(id.clone(), catalog, Vec::new(), BundleSource::Memory, describe);
+    let changed = ctx.shared.catalogs.set_loaded(id, priority, content, now);
+    let message = format!(
+        "image {image} (digest {}) holds a file-based catalog under /{}: catalog-operator serves it \
+         from memory, with no registry Pod",
+        pulled.digest,
+        configs_dir(&pulled.labels).display()
+    );
+    remember(
+        ctx,
+        id,
+        image,
+        ImagePath::Memory {
+            digest: pulled.digest.clone(),
+            message: message.clone(),
+        },
+    );
+    remove_registry_pods(ctx, source, id).await?;
+    Ok((ready(changed), Serving::memory(message)))
+}
+
+/// Remembers how `image` is served now.
+fn remember(ctx: &CatalogSourceContext, id: &CatalogId, image: &str, path: ImagePath) {
     let mut runtime = ctx.clients.get(id);
     runtime.image = Some(ImageState {
         image: image.to_owned(),
-        path: ImagePath::Pod {
-            reason,
-            message: message.clone(),
-        },
+        path,
         checked_at: Instant::now(),
     });
     ctx.clients.put(id, runtime);
-    let (observed, pod_polled) = super::registry_pod::read(ctx, source, id, image, spec, now).await?;
-    Ok((observed, pod_polled.or(polled), Serving::pod(reason, message)))
 }
 
 /// Deletes the registry Pods and Service of a catalog now served from memory
@@ -314,4 +360,76 @@ async fn remove_registry_pods(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use olm_oci::{Files, Limits, PullError};
+
+    use super::*;
+
+    fn image(files: &[(&str, &str)]) -> olm_oci::Image {
+        let owned: Vec<(PathBuf, Vec<u8>)> = files
+            .iter()
+            .map(|(p, c)| (PathBuf::from(p), c.as_bytes().to_vec()))
+            .collect();
+        let (layer, _) = olm_oci::tar_gz_layer(&owned).unwrap();
+        let mut all = Files::keeping(vec![PathBuf::from("configs")]);
+        all.add_layer(&layer, &Limits::default()).unwrap();
+        olm_oci::Image {
+            pulled_from: "r/catalog:1".into(),
+            digest: "sha256:0".into(),
+            labels: Default::default(),
+            files: all,
+        }
+    }
+
+    /// What a pull gives decides the path: memory for a file-based catalog, a
+    /// Pod for an image without one or one that could not be read, nothing for
+    /// a broken catalog (table).
+    #[test]
+    fn the_pull_decides_how_the_catalog_is_served() {
+        let package = r#"{"schema": "olm.package", "name": "demo", "defaultChannel": "stable"}"#;
+        let refused = || PullError::Refused {
+            image: "r/catalog:1".into(),
+            message: "unauthorized".into(),
+        };
+        let cases: Vec<(&str, Result<olm_oci::Image, PullError>, &str)> = vec![
+            (
+                "file-based",
+                Ok(image(&[("configs/demo/index.json", package)])),
+                "memory",
+            ),
+            (
+                "sqlite",
+                Ok(image(&[("database/index.db", "SQLite format 3")])),
+                "pod NoFileBasedCatalog",
+            ),
+            (
+                "broken",
+                Ok(image(&[("configs/demo/index.json", "{not json")])),
+                "invalid",
+            ),
+            ("refused", Err(refused()), "pod PullFailed"),
+        ];
+        for (case, pulled, want) in cases {
+            let got = match serving_path(pulled, "r/catalog:1") {
+                PullOutcome::Memory { catalog, .. } => {
+                    assert_eq!(catalog.packages.len(), 1, "{case}");
+                    "memory".to_owned()
+                }
+                PullOutcome::Invalid { message } => {
+                    assert!(message.contains("r/catalog:1"), "{case}: {message}");
+                    "invalid".to_owned()
+                }
+                PullOutcome::Pod { reason, message } => {
+                    assert!(message.ends_with("a registry Pod serves it"), "{case}: {message}");
+                    format!("pod {reason:?}")
+                }
+            };
+            assert_eq!(got, want, "{case}");
+        }
+    }
 }

@@ -2,7 +2,9 @@
 //! reports how the connection to it stands.
 //!
 //! Pipeline per reconcile: [`validate`] the spec (pure) → read the catalog
-//! ([`read`]: a gRPC health check and, when due, a full load; or the ConfigMap) →
+//! ([`read`]: a gRPC health check and, when due, a full load ([`grpc`]); the
+//! image in memory or through a registry Pod ([`image`], [`registry_pod`]); or
+//! the ConfigMap ([`config_map`])) →
 //! record the result in the store → [`status::compute`] (pure) → write the status
 //! when it changed. A reachable catalog is checked again every
 //! `catalog_health_interval`; its content is reloaded every
@@ -10,158 +12,32 @@
 //! outage. An unreachable or malformed catalog only marks itself unhealthy: the
 //! store keeps its last content and every other catalog is untouched.
 
+mod config_map;
+mod context;
+mod error;
+mod grpc;
 mod image;
+mod observed;
 mod read;
 mod registry_pod;
 pub mod status;
 mod validate;
 
-use std::{
-    collections::HashMap,
-    sync::{Arc, Mutex, MutexGuard},
-    time::Duration,
-};
+use std::{sync::Arc, time::Duration};
 
 use kube::{Api, ResourceExt, runtime::controller::Action};
 use olm_api::v1alpha1::CatalogSource;
 use olm_resolver::model::CatalogId;
-use olm_runtime::{ErrorClass, ReconcileError, apply::WriteError, classify};
-use tokio::time::Instant;
 
+pub use context::CatalogSourceContext;
+pub use error::Error;
+use observed::Observed;
 pub use validate::{SourceSpec, parse_go_duration, validate};
 
 use super::Context;
-use crate::registry::client::RegistryClient;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "catalogsource";
-
-/// Errors of the CatalogSource controller. Problems of the catalog itself (down,
-/// malformed, invalid spec) are not errors: they are reported in its status.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The CatalogSource has no namespace or name (never from the API server).
-    #[error("the CatalogSource has no namespace")]
-    NoNamespace,
-    /// The status could not be written.
-    #[error("failed to write the status of CatalogSource {namespace}/{name}")]
-    WriteStatus {
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-        /// Why.
-        #[source]
-        source: WriteError,
-    },
-    /// Reading the registry Pod, Service or ConfigMap failed.
-    #[error("failed to read {what} for CatalogSource {namespace}/{name}")]
-    Read {
-        /// What was read.
-        what: String,
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-        /// Why.
-        #[source]
-        source: kube::Error,
-    },
-    /// Creating the registry Pod or Service failed.
-    #[error("failed to create the registry {what} for CatalogSource {namespace}/{name}")]
-    Registry {
-        /// What was written.
-        what: &'static str,
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-        /// Why.
-        #[source]
-        source: WriteError,
-    },
-}
-
-impl ReconcileError for Error {
-    fn category(&self) -> &'static str {
-        match self {
-            Error::NoNamespace => "invalid",
-            Error::WriteStatus { .. } | Error::Registry { .. } | Error::Read { .. } => "api",
-        }
-    }
-
-    fn class(&self) -> ErrorClass {
-        match self {
-            Error::NoNamespace => ErrorClass::Terminal,
-            Error::WriteStatus { source, .. } | Error::Registry { source, .. } => source.class(),
-            Error::Read { source, .. } => classify(source),
-        }
-    }
-}
-
-/// What the controller remembers of one catalog between reconciles.
-#[derive(Clone)]
-pub(crate) struct Runtime {
-    /// The client of the catalog's registry, for its current address.
-    client: Option<RegistryClient>,
-    /// When the content was last loaded.
-    loaded_at: Option<Instant>,
-    /// The resourceVersion of the ConfigMap last loaded.
-    config_map_version: Option<String>,
-    /// The bundles that load of that ConfigMap left out, in words.
-    config_map_left_out: Option<String>,
-    /// How the catalog image is served, for image catalogs.
-    image: Option<image::ImageState>,
-}
-
-/// Per-catalog state kept between reconciles (registry clients, load times).
-#[derive(Default)]
-struct Clients {
-    inner: Mutex<HashMap<CatalogId, Runtime>>,
-}
-
-impl Clients {
-    fn lock(&self) -> MutexGuard<'_, HashMap<CatalogId, Runtime>> {
-        self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    fn get(&self, id: &CatalogId) -> Runtime {
-        self.lock().get(id).cloned().unwrap_or(Runtime {
-            client: None,
-            loaded_at: None,
-            config_map_version: None,
-            config_map_left_out: None,
-            image: None,
-        })
-    }
-
-    fn put(&self, id: &CatalogId, runtime: Runtime) {
-        self.lock().insert(id.clone(), runtime);
-    }
-
-    /// Forgets the catalogs for which `keep` is false.
-    fn retain(&self, mut keep: impl FnMut(&CatalogId) -> bool) {
-        self.lock().retain(|id, _| keep(id));
-    }
-}
-
-/// What the controller's reconciles get: the context every controller shares,
-/// and this controller's own state (a registry client and load times per catalog).
-pub struct CatalogSourceContext {
-    /// What every controller shares.
-    pub shared: Arc<Context>,
-    clients: Clients,
-}
-
-impl CatalogSourceContext {
-    /// The controller's context over `shared`, with fresh state.
-    pub fn new(shared: Arc<Context>) -> Self {
-        CatalogSourceContext {
-            shared,
-            clients: Clients::default(),
-        }
-    }
-}
 
 /// Reconciles one CatalogSource.
 pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<CatalogSourceContext>) -> Result<Action, Error> {
@@ -208,13 +84,13 @@ pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<CatalogSourceContext
 }
 
 /// How soon to look at the catalog again.
-fn requeue_after(ctx: &Context, spec: &SourceSpec, observed: &read::Observed) -> Action {
+fn requeue_after(ctx: &Context, spec: &SourceSpec, observed: &Observed) -> Action {
     match observed {
-        read::Observed::Invalid { .. } => Action::await_change(),
-        read::Observed::Ready { .. } => {
+        Observed::Invalid { .. } => Action::await_change(),
+        Observed::Ready { .. } => {
             Action::requeue(ctx.options.catalog_health_interval.min(spec.poll_interval))
         }
-        read::Observed::Unreachable { .. } | read::Observed::Starting { .. } => {
+        Observed::Unreachable { .. } | Observed::Starting { .. } => {
             Action::requeue(ctx.options.catalog_health_interval.min(Duration::from_secs(10)))
         }
     }

@@ -32,13 +32,14 @@ use k8s_openapi::{
 use kube::{Api, Resource, ResourceExt, api::DeleteParams};
 use olm_api::{
     labels,
-    v1alpha1::{CatalogSource, GrpcPodConfig, RegistryServiceStatus, SecurityConfig},
+    v1alpha1::{CatalogSource, ExtractContentConfig, GrpcPodConfig, RegistryServiceStatus, SecurityConfig},
 };
 use olm_resolver::model::CatalogId;
+use olm_runtime::apply::WriteError;
 
 use super::{
-    CatalogSourceContext, Error, SourceSpec,
-    read::{Observed, read_registry},
+    context::CatalogSourceContext, error::Error, grpc::read_registry, observed::Observed,
+    validate::SourceSpec,
 };
 
 /// The port registry servers listen on.
@@ -125,10 +126,36 @@ fn grpc_probe(period: i32, failures: i32) -> Probe {
 }
 
 /// The registry Pod of `source` for `image`. `restricted` says which security
-/// settings apply when `grpcPodConfig.securityContextConfig` is not set.
+/// settings apply when `grpcPodConfig.securityContextConfig` is not set. The Pod
+/// is labelled with a hash of its spec, so a changed spec makes a new Pod.
 pub fn pod(source: &CatalogSource, image: &str, restricted_by_default: bool) -> Pod {
     let name = source.name_any();
-    let config = source.spec.grpc_pod_config.clone().unwrap_or_default();
+    let spec = pod_spec(source, image, restricted_by_default);
+    let hash = format!(
+        "{:016x}",
+        fnv1a(serde_json::to_string(&spec).unwrap_or_default().as_bytes())
+    );
+    let short = &hash[..10];
+    // Room for the five random characters the API server appends.
+    let prefix: String = name.chars().take(57).collect();
+    Pod {
+        metadata: ObjectMeta {
+            generate_name: Some(format!("{}-", prefix.trim_end_matches('-'))),
+            namespace: source.namespace(),
+            labels: Some(BTreeMap::from([
+                (labels::CATALOG_SOURCE.to_owned(), name),
+                (POD_SPEC_HASH.to_owned(), short.to_owned()),
+            ])),
+            owner_references: source.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        status: None,
+    }
+}
+
+/// The registry Pod's spec, as `grpcPodConfig` asks: scheduling, security, memory.
+fn pod_spec(source: &CatalogSource, image: &str, restricted_by_default: bool) -> PodSpec {
     let GrpcPodConfig {
         node_selector,
         tolerations,
@@ -137,61 +164,14 @@ pub fn pod(source: &CatalogSource, image: &str, restricted_by_default: bool) -> 
         security_context_config,
         memory_target,
         extract_content,
-    } = config;
+    } = source.spec.grpc_pod_config.clone().unwrap_or_default();
     let restricted = match security_context_config {
         Some(SecurityConfig::Restricted) => true,
         Some(SecurityConfig::Legacy) => false,
         None => restricted_by_default,
     };
-    let mut requests = BTreeMap::from([
-        ("cpu".to_owned(), Quantity("10m".to_owned())),
-        ("memory".to_owned(), Quantity("50Mi".to_owned())),
-    ]);
-    let mut env = Vec::new();
-    if let Some(target) = &memory_target {
-        requests.insert("memory".to_owned(), target.clone());
-        if let Some(bytes) = quantity_bytes(target) {
-            env.push(EnvVar {
-                name: "GOMEMLIMIT".to_owned(),
-                value: Some(bytes.to_string()),
-                value_from: None,
-            });
-        }
-    }
-    let command = extract_content.map(|extract| {
-        let mut command = vec![
-            "/bin/opm".to_owned(),
-            "serve".to_owned(),
-            extract.config_dir.unwrap_or_else(|| "/configs".to_owned()),
-        ];
-        if let Some(cache) = extract.cache_dir {
-            command.push("--cache-dir".to_owned());
-            command.push(cache);
-        }
-        command
-    });
-    let pinned = image.contains('@');
     let container = Container {
-        name: CONTAINER.to_owned(),
-        image: Some(image.to_owned()),
-        image_pull_policy: Some(if pinned { "IfNotPresent" } else { "Always" }.to_owned()),
-        command,
-        ports: Some(vec![ContainerPort {
-            name: Some("grpc".to_owned()),
-            container_port: REGISTRY_PORT,
-            protocol: Some("TCP".to_owned()),
-            ..ContainerPort::default()
-        }]),
-        env: (!env.is_empty()).then_some(env),
-        resources: Some(ResourceRequirements {
-            requests: Some(requests),
-            ..ResourceRequirements::default()
-        }),
-        readiness_probe: Some(grpc_probe(10, 3)),
-        liveness_probe: Some(grpc_probe(10, 3)),
-        // Up to ten minutes to start: big catalogs build their cache first.
-        startup_probe: Some(grpc_probe(10, 60)),
-        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        command: extract_content.map(serve_command),
         security_context: restricted.then(|| SecurityContext {
             allow_privilege_escalation: Some(false),
             capabilities: Some(Capabilities {
@@ -200,9 +180,9 @@ pub fn pod(source: &CatalogSource, image: &str, restricted_by_default: bool) -> 
             }),
             ..SecurityContext::default()
         }),
-        ..Container::default()
+        ..registry_container(image, memory_target.as_ref())
     };
-    let spec = PodSpec {
+    PodSpec {
         containers: vec![container],
         node_selector: Some(
             node_selector
@@ -226,27 +206,64 @@ pub fn pod(source: &CatalogSource, image: &str, restricted_by_default: bool) -> 
             ..PodSecurityContext::default()
         }),
         ..PodSpec::default()
-    };
-    let hash = format!(
-        "{:016x}",
-        fnv1a(serde_json::to_string(&spec).unwrap_or_default().as_bytes())
-    );
-    let short = &hash[..10];
-    // Room for the five random characters the API server appends.
-    let prefix: String = name.chars().take(57).collect();
-    Pod {
-        metadata: ObjectMeta {
-            generate_name: Some(format!("{}-", prefix.trim_end_matches('-'))),
-            namespace: source.namespace(),
-            labels: Some(BTreeMap::from([
-                (labels::CATALOG_SOURCE.to_owned(), name),
-                (POD_SPEC_HASH.to_owned(), short.to_owned()),
-            ])),
-            owner_references: source.controller_owner_ref(&()).map(|o| vec![o]),
-            ..ObjectMeta::default()
-        },
-        spec: Some(spec),
-        status: None,
+    }
+}
+
+/// `extractContent`: the image's own `opm` serves the given directories.
+fn serve_command(extract: ExtractContentConfig) -> Vec<String> {
+    let mut command = vec![
+        "/bin/opm".to_owned(),
+        "serve".to_owned(),
+        extract.config_dir.unwrap_or_else(|| "/configs".to_owned()),
+    ];
+    if let Some(cache) = extract.cache_dir {
+        command.push("--cache-dir".to_owned());
+        command.push(cache);
+    }
+    command
+}
+
+/// The registry container, without the command and security settings:
+/// its port, probes, and resources (`memoryTarget` as the memory request and
+/// `GOMEMLIMIT`).
+fn registry_container(image: &str, memory_target: Option<&Quantity>) -> Container {
+    let mut requests = BTreeMap::from([
+        ("cpu".to_owned(), Quantity("10m".to_owned())),
+        ("memory".to_owned(), Quantity("50Mi".to_owned())),
+    ]);
+    let mut env = Vec::new();
+    if let Some(target) = memory_target {
+        requests.insert("memory".to_owned(), target.clone());
+        if let Some(bytes) = quantity_bytes(target) {
+            env.push(EnvVar {
+                name: "GOMEMLIMIT".to_owned(),
+                value: Some(bytes.to_string()),
+                value_from: None,
+            });
+        }
+    }
+    let pinned = image.contains('@');
+    Container {
+        name: CONTAINER.to_owned(),
+        image: Some(image.to_owned()),
+        image_pull_policy: Some(if pinned { "IfNotPresent" } else { "Always" }.to_owned()),
+        ports: Some(vec![ContainerPort {
+            name: Some("grpc".to_owned()),
+            container_port: REGISTRY_PORT,
+            protocol: Some("TCP".to_owned()),
+            ..ContainerPort::default()
+        }]),
+        env: (!env.is_empty()).then_some(env),
+        resources: Some(ResourceRequirements {
+            requests: Some(requests),
+            ..ResourceRequirements::default()
+        }),
+        readiness_probe: Some(grpc_probe(10, 3)),
+        liveness_probe: Some(grpc_probe(10, 3)),
+        // Up to ten minutes to start: big catalogs build their cache first.
+        startup_probe: Some(grpc_probe(10, 60)),
+        termination_message_policy: Some("FallbackToLogsOnError".to_owned()),
+        ..Container::default()
     }
 }
 
@@ -288,51 +305,8 @@ pub(super) async fn read(
     now: &Time,
 ) -> Result<(Observed, Option<Time>), Error> {
     let namespace = &id.namespace;
-    let registry_error = |what: &'static str| {
-        let (namespace, name) = (id.namespace.clone(), id.name.clone());
-        move |source| Error::Registry {
-            what,
-            namespace,
-            name,
-            source,
-        }
-    };
-
-    let services: Api<Service> = Api::namespaced(ctx.shared.client.clone(), namespace);
-    let wanted_service = service(source);
-    let current_service = ctx
-        .shared
-        .stores
-        .services
-        .state()
-        .into_iter()
-        .find(|s| s.namespace().as_deref() == Some(namespace) && s.name_any() == id.name);
-    let service_ok = current_service.as_ref().is_some_and(|s| {
-        s.spec.as_ref().and_then(|s| s.selector.clone())
-            == wanted_service.spec.as_ref().and_then(|s| s.selector.clone())
-    });
     let leading = ctx.shared.writer.leadership().is_leader();
-    let created_at = match current_service.filter(|_| service_ok || !leading) {
-        Some(s) => s.metadata.creation_timestamp.clone(),
-        None if !leading => None,
-        None => {
-            ctx.shared
-                .writer
-                .apply(&services, &id.name, &wanted_service)
-                .await
-                .map_err(registry_error("Service"))?
-                .metadata
-                .creation_timestamp
-        }
-    };
-    let registry_service = RegistryServiceStatus {
-        protocol: Some("grpc".to_owned()),
-        service_name: Some(id.name.clone()),
-        service_namespace: Some(namespace.clone()),
-        port: Some(REGISTRY_PORT.to_string()),
-        created_at,
-    };
-
+    let registry_service = ensure_service(ctx, source, id, leading).await?;
     let restricted = match source
         .spec
         .grpc_pod_config
@@ -344,93 +318,162 @@ pub(super) async fn read(
     };
     let wanted = pod(source, image, restricted);
     let hash = wanted.labels().get(POD_SPEC_HASH).cloned().unwrap_or_default();
-    let pods: Vec<Arc<Pod>> = ctx
+    let pods = owned_pods(ctx, source, id);
+    let plan = plan_pods(&pods, &hash, poll_due(source, spec, image, &pods, &hash, now));
+    let plan = if leading { plan } else { as_standby(plan, &pods) };
+    let address = format!("{}.{namespace}.svc:{REGISTRY_PORT}", id.name);
+    let starting = |message: String| Observed::Starting {
+        address: Some(address.clone()),
+        registry_service: Some(registry_service.clone()),
+        message,
+    };
+    let Some((current, polled)) = apply_plan(ctx, id, image, plan, &wanted, leading, now).await? else {
+        return Ok((
+            starting("the leader has not started the registry pod yet".to_owned()),
+            None,
+        ));
+    };
+    if !is_ready(&current) {
+        // Not readable yet: say so in the store, so that resolution does not wait for it.
+        let message = format!("registry pod {} is not ready yet", current.name_any());
+        ctx.shared
+            .catalogs
+            .set_unhealthy(id, source.spec.priority.unwrap_or(0), message.clone(), now);
+        return Ok((starting(message), polled));
+    }
+    let priority = source.spec.priority.unwrap_or(0);
+    let observed = read_registry(ctx, id, priority, &address, spec, Some(registry_service), now).await;
+    Ok((observed, polled))
+}
+
+/// The error of writing the registry `what` of catalog `id`.
+fn registry_error(id: &CatalogId, what: &'static str) -> impl FnOnce(WriteError) -> Error + use<> {
+    let (namespace, name) = (id.namespace.clone(), id.name.clone());
+    move |source| Error::Registry {
+        what,
+        namespace,
+        name,
+        source,
+    }
+}
+
+/// The registry Service of the catalog, applied by the leader when it is
+/// missing or selects other Pods; how it stands, for the status.
+async fn ensure_service(
+    ctx: &CatalogSourceContext,
+    source: &CatalogSource,
+    id: &CatalogId,
+    leading: bool,
+) -> Result<RegistryServiceStatus, Error> {
+    let namespace = &id.namespace;
+    let wanted = service(source);
+    let current = ctx
         .shared
+        .stores
+        .services
+        .state()
+        .into_iter()
+        .find(|s| s.namespace().as_deref() == Some(namespace) && s.name_any() == id.name);
+    let selector = |s: &Service| s.spec.as_ref().and_then(|s| s.selector.clone());
+    let service_ok = current.as_ref().is_some_and(|s| selector(s) == selector(&wanted));
+    let created_at = match current.filter(|_| service_ok || !leading) {
+        Some(s) => s.metadata.creation_timestamp.clone(),
+        None if !leading => None,
+        None => {
+            let services: Api<Service> = Api::namespaced(ctx.shared.client.clone(), namespace);
+            ctx.shared
+                .writer
+                .apply(&services, &id.name, &wanted)
+                .await
+                .map_err(registry_error(id, "Service"))?
+                .metadata
+                .creation_timestamp
+        }
+    };
+    Ok(RegistryServiceStatus {
+        protocol: Some("grpc".to_owned()),
+        service_name: Some(id.name.clone()),
+        service_namespace: Some(namespace.clone()),
+        port: Some(REGISTRY_PORT.to_string()),
+        created_at,
+    })
+}
+
+/// The registry Pods of the catalog in the store, not being deleted.
+fn owned_pods(ctx: &CatalogSourceContext, source: &CatalogSource, id: &CatalogId) -> Vec<Arc<Pod>> {
+    ctx.shared
         .stores
         .pods
         .state()
         .into_iter()
         .filter(|p| {
-            p.namespace().as_deref() == Some(namespace)
+            p.namespace().as_deref() == Some(&id.namespace)
                 && p.metadata.deletion_timestamp.is_none()
                 && p.labels().get(labels::CATALOG_SOURCE) == Some(&id.name)
                 && p.owner_references()
                     .iter()
                     .any(|o| Some(&o.uid) == source.uid().as_ref())
         })
-        .collect();
-    let mut plan = plan_pods(&pods, &hash, poll_due(source, spec, image, &pods, &hash, now));
-    if !leading {
-        // Only the leader manages registry Pods; a standby reads through what is there.
-        plan.delete.clear();
-        plan.start_update = false;
-        if plan.serve.is_none() {
-            plan.serve = pods.first().cloned();
-        }
+        .collect()
+}
+
+/// The plan of a standby: only the leader manages registry Pods, so it deletes
+/// and starts nothing and reads through what is there.
+fn as_standby(mut plan: PodPlan, pods: &[Arc<Pod>]) -> PodPlan {
+    plan.delete.clear();
+    plan.start_update = false;
+    if plan.serve.is_none() {
+        plan.serve = pods.first().cloned();
     }
-    let api: Api<Pod> = Api::namespaced(ctx.shared.client.clone(), namespace);
+    plan
+}
+
+/// Carries out `plan`: deletes Pods, starts an update Pod or the first Pod of
+/// `wanted`. Returns the Pod to read through and when the image was polled
+/// now; `None` when there is none yet and this replica may not start one.
+async fn apply_plan(
+    ctx: &CatalogSourceContext,
+    id: &CatalogId,
+    image: &str,
+    plan: PodPlan,
+    wanted: &Pod,
+    leading: bool,
+    now: &Time,
+) -> Result<Option<(Arc<Pod>, Option<Time>)>, Error> {
+    let api: Api<Pod> = Api::namespaced(ctx.shared.client.clone(), &id.namespace);
     for name in &plan.delete {
         ctx.shared
             .writer
             .delete(&api, name, &DeleteParams::background())
             .await
-            .map_err(registry_error("Pod"))?;
+            .map_err(registry_error(id, "Pod"))?;
     }
-    let mut polled = None;
-    let current = match plan.serve {
+    match plan.serve {
         Some(pod) => {
+            let mut polled = None;
             if plan.start_update {
                 tracing::info!(catalog = %id, image, "polling the catalog image with an update pod");
                 ctx.shared
                     .writer
-                    .create(&api, &wanted)
+                    .create(&api, wanted)
                     .await
-                    .map_err(registry_error("Pod"))?;
+                    .map_err(registry_error(id, "Pod"))?;
                 polled = Some(now.clone());
             }
-            pod
+            Ok(Some((pod, polled)))
         }
-        None if !leading => {
-            return Ok((
-                Observed::Starting {
-                    address: Some(format!("{}.{namespace}.svc:{REGISTRY_PORT}", id.name)),
-                    registry_service: Some(registry_service),
-                    message: "the leader has not started the registry pod yet".to_owned(),
-                },
-                None,
-            ));
-        }
+        None if !leading => Ok(None),
         None => {
             tracing::info!(catalog = %id, image, "starting the registry pod");
-            Arc::new(
-                ctx.shared
-                    .writer
-                    .create(&api, &wanted)
-                    .await
-                    .map_err(registry_error("Pod"))?,
-            )
+            let created = ctx
+                .shared
+                .writer
+                .create(&api, wanted)
+                .await
+                .map_err(registry_error(id, "Pod"))?;
+            Ok(Some((Arc::new(created), None)))
         }
-    };
-    let pod_name = current.name_any();
-    let address = format!("{}.{namespace}.svc:{REGISTRY_PORT}", id.name);
-    if !is_ready(&current) {
-        // Not readable yet: say so in the store, so that resolution does not wait for it.
-        let message = format!("registry pod {pod_name} is not ready yet");
-        ctx.shared
-            .catalogs
-            .set_unhealthy(id, source.spec.priority.unwrap_or(0), message.clone(), now);
-        return Ok((
-            Observed::Starting {
-                address: Some(address),
-                registry_service: Some(registry_service),
-                message,
-            },
-            polled,
-        ));
     }
-    let priority = source.spec.priority.unwrap_or(0);
-    let observed = read_registry(ctx, id, priority, &address, spec, Some(registry_service), now).await;
-    Ok((observed, polled))
 }
 
 /// What to do with the registry Pods of a catalog.
@@ -672,6 +715,25 @@ mod tests {
                 ..PodStatus::default()
             }),
         })
+    }
+
+    /// A standby deletes and starts nothing and reads through a Pod that is
+    /// there, even one of another spec.
+    #[test]
+    fn a_standby_only_reads() {
+        let old = running("a", "h1", 1, true, "sha256:1");
+        let ready = running("b", "h2", 2, true, "sha256:2");
+        let leader = plan_pods(&[old.clone(), ready.clone()], "h2", true);
+        assert_eq!(leader.delete, ["a"]);
+        let standby = as_standby(leader, &[old.clone(), ready.clone()]);
+        assert_eq!(standby.serve, Some(ready));
+        assert!(standby.delete.is_empty() && !standby.start_update);
+
+        let leader = plan_pods(std::slice::from_ref(&old), "h2", false);
+        assert_eq!(leader.serve, None, "the leader starts a Pod of the new spec");
+        let standby = as_standby(leader, std::slice::from_ref(&old));
+        assert_eq!(standby.serve, Some(old));
+        assert_eq!(as_standby(plan_pods(&[], "h2", true), &[]).serve, None);
     }
 
     #[test]

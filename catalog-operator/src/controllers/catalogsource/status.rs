@@ -2,13 +2,14 @@
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use olm_api::v1alpha1::{
-    CatalogSource, CatalogSourceReason, CatalogSourceStatus, ConnectivityState, GrpcConnectionState,
+    CatalogSource, CatalogSourceReason, CatalogSourceStatus, ConfigMapResourceReference, ConnectivityState,
+    GrpcConnectionState,
 };
 use olm_runtime::conditions::{
     ConditionReason, ConditionType, Outcome, Status, remove_condition, set_condition, set_kstatus_conditions,
 };
 
-use super::{SourceSpec, read::Observed};
+use super::{observed::Observed, validate::SourceSpec};
 
 /// Why a CatalogSource's kstatus conditions have their status.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -179,17 +180,7 @@ pub fn compute(
     let old = source.status.clone().unwrap_or_default();
     let generation = source.metadata.generation;
     let connection = |address: &Option<String>, state: ConnectivityState, changed: bool| {
-        let old_state = old.connection_state.as_ref();
-        let same = old_state.is_some_and(|c| c.last_observed_state == state && c.address == *address);
-        Some(GrpcConnectionState {
-            address: address.clone(),
-            last_observed_state: state,
-            last_connect_time: if same && !changed {
-                old_state.and_then(|c| c.last_connect_time.clone())
-            } else {
-                Some(now.clone())
-            },
-        })
+        connection_state(&old, address, state, changed, now)
     };
     let mut status = CatalogSourceStatus {
         observed_generation: generation,
@@ -205,35 +196,8 @@ pub fn compute(
             left_out,
         } => {
             status.connection_state = connection(address, ConnectivityState::Ready, *changed);
-            status.config_map_resource = config_map.clone().map(|mut c| {
-                if c.last_update_time.is_none() {
-                    c.last_update_time = old
-                        .config_map_resource
-                        .as_ref()
-                        .and_then(|o| o.last_update_time.clone());
-                }
-                c
-            });
             status.registry_service = registry_service.clone();
-            let mut notes: Vec<&str> = Vec::new();
-            if let Some(left_out) = left_out {
-                status.reason = Some(CatalogSourceReason::ConfigMap);
-                notes.push(left_out);
-            }
-            if let Some(error) = &spec.interval_error {
-                status.reason = Some(CatalogSourceReason::InvalidInterval);
-                notes.push(error);
-            }
-            if !notes.is_empty() {
-                status.message = Some(notes.join("; "));
-            }
-            match left_out {
-                Some(left_out) => Outcome::done(
-                    CatalogReason::Serving,
-                    format!("the catalog is serving without what is invalid: {left_out}"),
-                ),
-                None => Outcome::done(CatalogReason::Serving, "the catalog is serving"),
-            }
+            set_ready(&mut status, &old, spec, config_map.as_ref(), left_out.as_deref())
         }
         Observed::Starting {
             address,
@@ -269,6 +233,68 @@ pub fn compute(
     set_kstatus_conditions(&mut conditions, &outcome, generation, now);
     status.conditions = Some(conditions);
     status
+}
+
+/// The connection state for `state` at `address`; its time is kept while
+/// neither the state, the address nor the content changed.
+fn connection_state(
+    old: &CatalogSourceStatus,
+    address: &Option<String>,
+    state: ConnectivityState,
+    changed: bool,
+    now: &Time,
+) -> Option<GrpcConnectionState> {
+    let old_state = old.connection_state.as_ref();
+    let same = old_state.is_some_and(|c| c.last_observed_state == state && c.address == *address);
+    Some(GrpcConnectionState {
+        address: address.clone(),
+        last_observed_state: state,
+        last_connect_time: if same && !changed {
+            old_state.and_then(|c| c.last_connect_time.clone())
+        } else {
+            Some(now.clone())
+        },
+    })
+}
+
+/// A catalog that is serving: the ConfigMap read (its update time kept when it
+/// was not reloaded), and the reason and message for what it serves without or
+/// an invalid poll interval.
+fn set_ready(
+    status: &mut CatalogSourceStatus,
+    old: &CatalogSourceStatus,
+    spec: &SourceSpec,
+    config_map: Option<&ConfigMapResourceReference>,
+    left_out: Option<&str>,
+) -> Outcome<CatalogReason> {
+    status.config_map_resource = config_map.cloned().map(|mut c| {
+        if c.last_update_time.is_none() {
+            c.last_update_time = old
+                .config_map_resource
+                .as_ref()
+                .and_then(|o| o.last_update_time.clone());
+        }
+        c
+    });
+    let mut notes: Vec<&str> = Vec::new();
+    if let Some(left_out) = left_out {
+        status.reason = Some(CatalogSourceReason::ConfigMap);
+        notes.push(left_out);
+    }
+    if let Some(error) = &spec.interval_error {
+        status.reason = Some(CatalogSourceReason::InvalidInterval);
+        notes.push(error);
+    }
+    if !notes.is_empty() {
+        status.message = Some(notes.join("; "));
+    }
+    match left_out {
+        Some(left_out) => Outcome::done(
+            CatalogReason::Serving,
+            format!("the catalog is serving without what is invalid: {left_out}"),
+        ),
+        None => Outcome::done(CatalogReason::Serving, "the catalog is serving"),
+    }
 }
 
 #[cfg(test)]

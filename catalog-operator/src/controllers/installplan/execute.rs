@@ -167,27 +167,13 @@ impl<'a> Executor<'a> {
     /// Applies one step; returns Created (new) or Present (it existed).
     pub async fn apply(&mut self, step: &Step) -> Result<StepStatus, StepFailure> {
         let r = &step.resource;
-        if !is_supported(&r.group, &r.kind) {
-            return Err(StepFailure::invalid(format!(
-                "{}: an install plan may not create objects of this kind",
-                describe(step)
-            )));
-        }
         let manifest = r
             .manifest
             .as_deref()
             .ok_or_else(|| StepFailure::invalid(format!("{}: the step has no manifest", describe(step))))?;
-        let mut object: DynamicObject = serde_json::from_str(manifest).map_err(|e| {
-            StepFailure::invalid(format!(
-                "{}: the manifest is not a Kubernetes object: {e}",
-                describe(step)
-            ))
-        })?;
+        let mut object = step_object(step)?;
         let is_csv = r.group == OPERATORS_GROUP && r.kind == "ClusterServiceVersion";
         let is_subscription = r.group == OPERATORS_GROUP && r.kind == "Subscription";
-        if is_csv {
-            object = prune_csv(step, object)?;
-        }
         let (resource, capabilities) = self.resource(step).await?;
         let namespaced = capabilities.scope == Scope::Namespaced;
         let api: Api<DynamicObject> = if namespaced {
@@ -199,14 +185,7 @@ impl<'a> Executor<'a> {
         };
         if namespaced && !is_csv && !is_subscription {
             let uid = self.csv_uid(&step.resolving).await?;
-            object.metadata.owner_references = Some(vec![OwnerReference {
-                api_version: format!("{OPERATORS_GROUP}/v1alpha1"),
-                kind: "ClusterServiceVersion".to_owned(),
-                name: step.resolving.clone(),
-                uid,
-                controller: Some(false),
-                block_owner_deletion: Some(false),
-            }]);
+            object.metadata.owner_references = Some(vec![csv_owner(&step.resolving, uid)]);
         }
         let mut existing = api
             .get_opt(&r.name)
@@ -250,6 +229,46 @@ impl<'a> Executor<'a> {
         } else {
             StepStatus::Created
         })
+    }
+}
+
+/// The object a step applies, from its manifest (pure): refused when a plan may
+/// not create its kind or the manifest is no Kubernetes object; a CSV loses the
+/// fields its schema does not declare.
+fn step_object(step: &Step) -> Result<DynamicObject, StepFailure> {
+    let r = &step.resource;
+    if !is_supported(&r.group, &r.kind) {
+        return Err(StepFailure::invalid(format!(
+            "{}: an install plan may not create objects of this kind",
+            describe(step)
+        )));
+    }
+    let manifest = r
+        .manifest
+        .as_deref()
+        .ok_or_else(|| StepFailure::invalid(format!("{}: the step has no manifest", describe(step))))?;
+    let object: DynamicObject = serde_json::from_str(manifest).map_err(|e| {
+        StepFailure::invalid(format!(
+            "{}: the manifest is not a Kubernetes object: {e}",
+            describe(step)
+        ))
+    })?;
+    if r.group == OPERATORS_GROUP && r.kind == "ClusterServiceVersion" {
+        return prune_csv(step, object);
+    }
+    Ok(object)
+}
+
+/// The owner reference to CSV `name` that the namespaced objects of its bundle
+/// carry (not a controller: deleting the CSV collects them).
+fn csv_owner(name: &str, uid: String) -> OwnerReference {
+    OwnerReference {
+        api_version: format!("{OPERATORS_GROUP}/v1alpha1"),
+        kind: "ClusterServiceVersion".to_owned(),
+        name: name.to_owned(),
+        uid,
+        controller: Some(false),
+        block_owner_deletion: Some(false),
     }
 }
 
@@ -363,6 +382,49 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    /// A step whose kind a plan may not create, with no manifest, or whose
+    /// manifest is no object, is refused as invalid, naming the object (table).
+    #[test]
+    fn a_step_that_cannot_be_applied_is_refused_before_any_call() {
+        let unsupported = {
+            let mut step = crd_step(&json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}}));
+            step.resource.group = String::new();
+            step.resource.kind = "Pod".into();
+            step
+        };
+        let no_manifest = {
+            let mut step = crd_step(&json!({}));
+            step.resource.manifest = None;
+            step
+        };
+        let not_an_object = {
+            let mut step = crd_step(&json!({}));
+            step.resource.manifest = Some("[1, 2]".into());
+            step
+        };
+        let cases = [
+            (unsupported, "may not create objects of this kind"),
+            (no_manifest, "the step has no manifest"),
+            (not_an_object, "the manifest is not a Kubernetes object"),
+        ];
+        for (step, want) in cases {
+            let Err(StepFailure {
+                cause: StepCause::Invalid,
+                message,
+            }) = step_object(&step)
+            else {
+                panic!("{want}: refused as invalid");
+            };
+            assert!(message.contains(want), "{message}");
+            assert!(message.contains(&step.resource.name), "{message}");
+        }
+        let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition", "metadata": {"name": "dbs.demo.io"}});
+        assert_eq!(
+            step_object(&crd_step(&crd)).unwrap().metadata.name.as_deref(),
+            Some("dbs.demo.io")
+        );
+    }
 
     #[test]
     fn a_csv_loses_the_fields_its_schema_does_not_declare() {

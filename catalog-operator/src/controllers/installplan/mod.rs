@@ -23,7 +23,7 @@ use kube::{
     },
 };
 use olm_api::v1alpha1::{
-    InstallPlan, InstallPlanConditionReason, InstallPlanPhase, InstallPlanStatus, StepStatus,
+    InstallPlan, InstallPlanConditionReason, InstallPlanPhase, InstallPlanStatus, Step, StepStatus,
 };
 use olm_runtime::{ErrorClass, ReconcileError, apply::WriteError};
 
@@ -189,11 +189,7 @@ async fn install(
     }
     let mut written = old.clone();
     let mut steps = status.plan.clone().unwrap_or_default();
-    if let Some(step) = steps.iter().find(|s| s.status == StepStatus::UnsupportedResource) {
-        let message = format!(
-            "step {} {} of bundle {}: an install plan may not create objects of kind {}",
-            step.resource.kind, step.resource.name, step.resolving, step.resource.kind
-        );
+    if let Some(message) = unsupported_step(&steps) {
         status::fail(
             &mut status,
             InstallPlanConditionReason::ComponentFailed,
@@ -213,64 +209,17 @@ async fn install(
                 steps[i].status = done;
                 status.message = None;
             }
-            Err(StepFailure { cause, message }) => match handling(cause) {
-                Handling::Stop => {
-                    return Err(Error::NotLeader {
-                        namespace: writer.namespace.to_owned(),
-                        name: writer.name.to_owned(),
-                        message,
-                    });
-                }
-                Handling::WaitForApi => {
-                    steps[i].status = StepStatus::WaitingForApi;
-                    status.plan = Some(steps);
-                    status.message = Some(message);
-                    writer.write(&written, &mut status, now).await?;
-                    return Ok(match look_again_for_api(waited(&status)) {
-                        Some(after) => Action::requeue(after),
-                        None => Action::await_change(),
-                    });
-                }
-                Handling::Retry { until_timeout } => {
-                    status.plan = Some(steps);
-                    if until_timeout && retry_expired(&status, ctx.options.install_plan_retry_timeout) {
-                        status::fail(
-                            &mut status,
-                            InstallPlanConditionReason::ComponentFailed,
-                            format!("gave up retrying: {message}"),
-                            now,
-                        );
-                        writer.write(&written, &mut status, now).await?;
-                        return Ok(Action::await_change());
-                    }
-                    status.message = Some(message);
-                    writer.write(&written, &mut status, now).await?;
-                    return Ok(Action::requeue(next_look(waited(&status))));
-                }
-                Handling::Fail => {
-                    status.plan = Some(steps);
-                    status::fail(
-                        &mut status,
-                        InstallPlanConditionReason::ComponentFailed,
-                        message,
-                        now,
-                    );
-                    writer.write(&written, &mut status, now).await?;
-                    tracing::warn!(
-                        namespace = writer.namespace,
-                        install_plan = writer.name,
-                        message = status.message.as_deref().unwrap_or_default(),
-                        "install plan failed"
-                    );
-                    return Ok(Action::await_change());
-                }
-            },
+            Err(failure) => {
+                let failed = FailedStep {
+                    steps,
+                    index: i,
+                    failure,
+                };
+                return step_failed(ctx, writer, &written, status, failed, now).await;
+            }
         }
         // Record progress at each bundle's last step, so a restart resumes there.
-        let bundle_done = steps
-            .get(i + 1)
-            .is_none_or(|next| next.resolving != steps[i].resolving);
-        if bundle_done && i + 1 < steps.len() {
+        if ends_bundle(&steps, i) && i + 1 < steps.len() {
             status.plan = Some(steps.clone());
             writer.write(&written, &mut status, now).await?;
             written = status.clone();
@@ -285,6 +234,99 @@ async fn install(
         "install plan complete"
     );
     Ok(Action::await_change())
+}
+
+/// Why the plan cannot be installed at all: its first step of a kind a plan may
+/// not create, in words.
+fn unsupported_step(steps: &[Step]) -> Option<String> {
+    let step = steps
+        .iter()
+        .find(|s| s.status == StepStatus::UnsupportedResource)?;
+    Some(format!(
+        "step {} {} of bundle {}: an install plan may not create objects of kind {}",
+        step.resource.kind, step.resource.name, step.resolving, step.resource.kind
+    ))
+}
+
+/// Whether step `i` is the last of its bundle's steps.
+fn ends_bundle(steps: &[Step], i: usize) -> bool {
+    steps
+        .get(i + 1)
+        .is_none_or(|next| next.resolving != steps[i].resolving)
+}
+
+/// A step that failed: the plan's steps, which one, and why.
+struct FailedStep {
+    steps: Vec<Step>,
+    index: usize,
+    failure: StepFailure,
+}
+
+/// Records a failed step as its cause asks (wait for an API, retry, fail the
+/// plan, or stop when no longer leading) and says when to look again.
+async fn step_failed(
+    ctx: &Context,
+    writer: &StatusWriter<'_>,
+    written: &InstallPlanStatus,
+    mut status: InstallPlanStatus,
+    failed: FailedStep,
+    now: &Time,
+) -> Result<Action, Error> {
+    let FailedStep {
+        mut steps,
+        index,
+        failure: StepFailure { cause, message },
+    } = failed;
+    match handling(cause) {
+        Handling::Stop => Err(Error::NotLeader {
+            namespace: writer.namespace.to_owned(),
+            name: writer.name.to_owned(),
+            message,
+        }),
+        Handling::WaitForApi => {
+            steps[index].status = StepStatus::WaitingForApi;
+            status.plan = Some(steps);
+            status.message = Some(message);
+            writer.write(written, &mut status, now).await?;
+            Ok(match look_again_for_api(waited(&status)) {
+                Some(after) => Action::requeue(after),
+                None => Action::await_change(),
+            })
+        }
+        Handling::Retry { until_timeout } => {
+            status.plan = Some(steps);
+            if until_timeout && retry_expired(&status, ctx.options.install_plan_retry_timeout) {
+                status::fail(
+                    &mut status,
+                    InstallPlanConditionReason::ComponentFailed,
+                    format!("gave up retrying: {message}"),
+                    now,
+                );
+                writer.write(written, &mut status, now).await?;
+                return Ok(Action::await_change());
+            }
+            status.message = Some(message);
+            writer.write(written, &mut status, now).await?;
+            Ok(Action::requeue(next_look(waited(&status))))
+        }
+        Handling::Fail => {
+            status.plan = Some(steps);
+            status::fail(
+                &mut status,
+                InstallPlanConditionReason::ComponentFailed,
+                message,
+                now,
+            );
+            writer.write(written, &mut status, now).await?;
+            tracing::warn!(
+                namespace = writer.namespace,
+                install_plan = writer.name,
+                message = status.message.as_deref().unwrap_or_default(),
+                "install plan failed"
+            );
+            Ok(Action::await_change())
+        }
+    }
 }
 
 /// What the plan does about a step that failed.
@@ -401,6 +443,46 @@ pub fn error_policy(plan: Arc<InstallPlan>, error: &Error, ctx: Arc<Context>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn step(bundle: &str, kind: &str, status: StepStatus) -> Step {
+        Step {
+            resolving: bundle.into(),
+            resource: olm_api::v1alpha1::StepResource {
+                catalog_source: "demo".into(),
+                catalog_source_namespace: "olm".into(),
+                group: String::new(),
+                version: "v1".into(),
+                kind: kind.into(),
+                name: format!("{bundle}-{kind}").to_lowercase(),
+                manifest: None,
+            },
+            status,
+            optional: None,
+        }
+    }
+
+    /// Progress is recorded at the last step of each bundle (table).
+    #[test]
+    fn a_bundle_ends_where_the_next_step_resolves_another() {
+        let steps = [
+            step("db.v1", "ConfigMap", StepStatus::NotPresent),
+            step("db.v1", "Service", StepStatus::NotPresent),
+            step("app.v1", "ConfigMap", StepStatus::NotPresent),
+        ];
+        let ends: Vec<bool> = (0..steps.len()).map(|i| ends_bundle(&steps, i)).collect();
+        assert_eq!(ends, [false, true, true]);
+    }
+
+    #[test]
+    fn a_plan_with_an_unsupported_step_says_which() {
+        let mut steps = vec![step("db.v1", "ConfigMap", StepStatus::Created)];
+        assert_eq!(unsupported_step(&steps), None);
+        steps.push(step("db.v1", "Pod", StepStatus::UnsupportedResource));
+        assert_eq!(
+            unsupported_step(&steps).as_deref(),
+            Some("step Pod db.v1-pod of bundle db.v1: an install plan may not create objects of kind Pod")
+        );
+    }
 
     #[test]
     fn each_cause_has_its_handling() {

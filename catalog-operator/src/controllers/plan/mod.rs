@@ -10,6 +10,7 @@
 //! [`status`] moves a plan's phase and conditions.
 
 pub mod crd_v1;
+mod resolved_step;
 pub mod status;
 pub mod steps;
 
@@ -27,33 +28,10 @@ use olm_api::{
         InstallPlanSpec, InstallPlanStatus, Subscription,
     },
 };
-use olm_resolver::model::CatalogId;
 
+pub use self::resolved_step::ResolvedStep;
 use self::steps::PlannedBundle;
 use super::conditions::set_install_plan_condition;
-
-/// A bundle to install, with where it comes from: what resolution hands to
-/// planning.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ResolvedStep {
-    /// The bundle (CSV) name.
-    pub bundle: String,
-    /// Its package.
-    pub package: String,
-    /// Its version.
-    pub version: String,
-    /// The catalog it comes from.
-    pub catalog: CatalogId,
-    /// The channel it was resolved from.
-    pub channel: String,
-    /// The installed CSV it replaces, for an upgrade.
-    pub replaces: Option<String>,
-    /// Why the resolver chose it, in words.
-    pub reason: String,
-    /// Pulled in as a dependency, with no Subscription for its package yet: the
-    /// plan creates one (as OLM does).
-    pub dependency: bool,
-}
 
 /// A new InstallPlan (named by the server from `install-`) for `steps`, owned by
 /// the `subscriptions` of the group it installs for.
@@ -192,6 +170,7 @@ pub fn covering_plan(
 #[cfg(test)]
 mod tests {
     use olm_api::v1alpha1::SubscriptionSpec;
+    use olm_resolver::model::CatalogId;
 
     use super::*;
 

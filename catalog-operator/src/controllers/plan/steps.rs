@@ -14,7 +14,7 @@ use olm_api::{
 use olm_catalog::{Bundle, Property};
 use serde_json::{Map, Value, json};
 
-use super::{ResolvedStep, crd_v1};
+use super::{crd_v1, resolved_step::ResolvedStep};
 
 /// A resolved bundle with its content.
 #[derive(Clone, Debug)]
@@ -210,81 +210,10 @@ pub fn build(bundles: &[PlannedBundle], approval: Approval, namespace: &str) -> 
     let mut steps = Vec::new();
     for planned in bundles {
         let label = labels::operator_label(&planned.step.package, namespace);
-        let mut objects = Vec::new();
-        for property in &planned.bundle.properties {
-            if let Property::BundleObject(object) = property {
-                let value = object.decode().map_err(|message| StepError::Manifest {
-                    bundle: planned.bundle.name.clone(),
-                    message,
-                })?;
-                if !value.is_object() {
-                    return Err(StepError::Manifest {
-                        bundle: planned.bundle.name.clone(),
-                        message: "a manifest is not a JSON object".to_owned(),
-                    });
-                }
-                objects.push(with_label(clean(value), &label));
-            }
-        }
-        // Catalogs that carry only `olm.csv.metadata` serve a CSV made from it, with
-        // no install strategy and no CRDs: the real manifests are in the image.
-        let only_metadata = !objects.iter().any(|o| {
-            o.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion")
-                && o.pointer("/spec/install").is_some()
-        });
-        if objects.is_empty() || (only_metadata && !planned.bundle.image.is_empty()) {
-            return Err(StepError::NoManifests {
-                bundle: planned.bundle.name.clone(),
-                catalog: planned.step.catalog.to_string(),
-                image: planned.bundle.image.clone(),
-            });
-        }
-        let kind_of = |o: &Value| {
-            o.get("kind")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let (crds, rest): (Vec<Value>, Vec<Value>) = objects
-            .into_iter()
-            .partition(|o| kind_of(o) == "CustomResourceDefinition");
-        let (csvs, others): (Vec<Value>, Vec<Value>) = rest
-            .into_iter()
-            .partition(|o| kind_of(o) == "ClusterServiceVersion");
-        for crd in crds {
-            steps.push(step(planned, &crd_v1::upgrade(crd), StepStatus::NotPresent));
-        }
-        for csv in csvs {
-            let csv = prepare_csv(csv, planned);
-            steps.push(step(planned, &csv, StepStatus::NotPresent));
-        }
-        for other in &others {
-            let api_version = other
-                .get("apiVersion")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            let (group, _) = split_api_version(api_version);
-            let status = if is_supported(group, &kind_of(other)) {
-                StepStatus::NotPresent
-            } else {
-                StepStatus::UnsupportedResource
-            };
-            steps.push(step(planned, other, status));
-        }
+        let objects = bundle_objects(planned, &label)?;
+        steps.extend(object_steps(planned, objects));
         if planned.step.dependency {
-            let subscription = json!({
-                "apiVersion": format!("{OPERATORS_GROUP}/v1alpha1"),
-                "kind": "Subscription",
-                "metadata": { "name": dependency_subscription_name(&planned.step) },
-                "spec": {
-                    "source": planned.step.catalog.name,
-                    "sourceNamespace": planned.step.catalog.namespace,
-                    "name": planned.step.package,
-                    "channel": planned.step.channel,
-                    "startingCSV": planned.step.bundle,
-                    "installPlanApproval": approval,
-                },
-            });
+            let subscription = dependency_subscription(planned, approval);
             steps.push(step(
                 planned,
                 &with_label(subscription, &label),
@@ -293,6 +222,98 @@ pub fn build(bundles: &[PlannedBundle], approval: Approval, namespace: &str) -> 
         }
     }
     Ok(steps)
+}
+
+/// The objects of the bundle (its `olm.bundle.object`s), cleaned and labelled;
+/// an error when they are not manifests, or when the catalog carries only the
+/// CSV's metadata and the manifests are in the bundle image.
+fn bundle_objects(planned: &PlannedBundle, label: &str) -> Result<Vec<Value>, StepError> {
+    let mut objects = Vec::new();
+    for property in &planned.bundle.properties {
+        if let Property::BundleObject(object) = property {
+            let value = object.decode().map_err(|message| StepError::Manifest {
+                bundle: planned.bundle.name.clone(),
+                message,
+            })?;
+            if !value.is_object() {
+                return Err(StepError::Manifest {
+                    bundle: planned.bundle.name.clone(),
+                    message: "a manifest is not a JSON object".to_owned(),
+                });
+            }
+            objects.push(with_label(clean(value), label));
+        }
+    }
+    // Catalogs that carry only `olm.csv.metadata` serve a CSV made from it, with
+    // no install strategy and no CRDs: the real manifests are in the image.
+    let only_metadata = !objects.iter().any(|o| {
+        o.get("kind").and_then(Value::as_str) == Some("ClusterServiceVersion")
+            && o.pointer("/spec/install").is_some()
+    });
+    if objects.is_empty() || (only_metadata && !planned.bundle.image.is_empty()) {
+        return Err(StepError::NoManifests {
+            bundle: planned.bundle.name.clone(),
+            catalog: planned.step.catalog.to_string(),
+            image: planned.bundle.image.clone(),
+        });
+    }
+    Ok(objects)
+}
+
+/// The steps for a bundle's objects: CRDs first, then the CSV, then the rest
+/// (marked unsupported when the plan cannot create their kind).
+fn object_steps(planned: &PlannedBundle, objects: Vec<Value>) -> Vec<Step> {
+    let kind_of = |o: &Value| {
+        o.get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let (crds, rest): (Vec<Value>, Vec<Value>) = objects
+        .into_iter()
+        .partition(|o| kind_of(o) == "CustomResourceDefinition");
+    let (csvs, others): (Vec<Value>, Vec<Value>) = rest
+        .into_iter()
+        .partition(|o| kind_of(o) == "ClusterServiceVersion");
+    let mut steps = Vec::new();
+    for crd in crds {
+        steps.push(step(planned, &crd_v1::upgrade(crd), StepStatus::NotPresent));
+    }
+    for csv in csvs {
+        let csv = prepare_csv(csv, planned);
+        steps.push(step(planned, &csv, StepStatus::NotPresent));
+    }
+    for other in &others {
+        let api_version = other
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let (group, _) = split_api_version(api_version);
+        let status = if is_supported(group, &kind_of(other)) {
+            StepStatus::NotPresent
+        } else {
+            StepStatus::UnsupportedResource
+        };
+        steps.push(step(planned, other, status));
+    }
+    steps
+}
+
+/// The Subscription that keeps a dependency the resolver added up to date.
+fn dependency_subscription(planned: &PlannedBundle, approval: Approval) -> Value {
+    json!({
+        "apiVersion": format!("{OPERATORS_GROUP}/v1alpha1"),
+        "kind": "Subscription",
+        "metadata": { "name": dependency_subscription_name(&planned.step) },
+        "spec": {
+            "source": planned.step.catalog.name,
+            "sourceNamespace": planned.step.catalog.namespace,
+            "name": planned.step.package,
+            "channel": planned.step.channel,
+            "startingCSV": planned.step.bundle,
+            "installPlanApproval": approval,
+        },
+    })
 }
 
 /// The CSV as installed: the bundle's properties annotated, `spec.replaces` set to

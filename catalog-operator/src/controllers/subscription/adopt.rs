@@ -12,7 +12,7 @@ use kube::{
 };
 use olm_api::{labels, v1alpha1::Subscription};
 
-use super::Error;
+use super::error::Error;
 use crate::controllers::Context;
 
 /// The label `subscription` should carry and does not, if any.

@@ -18,11 +18,14 @@
 //! package's `Operator`.
 //!
 //! A namespace whose inputs did not change since its last complete sync is
-//! skipped. The controller's own state ([`State`]: namespace locks, plans it
+//! skipped. The controller's own state ([`context::State`]: namespace locks, plans it
 //! created that the store has not shown yet, what was synced) lives in
 //! [`SubscriptionContext`], beside the shared [`Context`].
 
 pub mod adopt;
+mod context;
+mod error;
+mod inputs;
 pub mod plans;
 pub mod resolve;
 pub mod status;
@@ -31,7 +34,7 @@ mod unpack;
 use std::{
     collections::HashMap,
     hash::{DefaultHasher, Hash, Hasher},
-    sync::{Arc, Mutex, MutexGuard},
+    sync::Arc,
     time::Duration,
 };
 
@@ -39,18 +42,15 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Api, Resource, ResourceExt, runtime::controller::Action};
 use olm_api::v1alpha1::{Approval, ClusterServiceVersion, InstallPlan, Subscription};
 use olm_resolver::model::CatalogId;
-use olm_runtime::{ErrorClass, ReconcileError, apply::WriteError, classify};
 use tokio::time::Instant;
 
+pub use self::{context::SubscriptionContext, error::Error, inputs::NamespaceInputs};
 use self::{
     resolve::{Decision, GroupDecision, NamespaceView, catalog_of},
     status::Statuses,
 };
 use super::Context;
-use crate::{
-    bundles::FetchError,
-    catalogs::{CatalogState, Health},
-};
+use crate::catalogs::Health;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "subscription";
@@ -59,177 +59,8 @@ pub const CONTROLLER: &str = "subscription";
 /// time before it is resolved without it.
 const PENDING_CATALOG_WAIT: Duration = Duration::from_secs(30);
 
-/// How long an InstallPlan created by this replica is remembered while the
-/// InstallPlan store has not seen it yet.
-const RECENT_PLAN_TTL: Duration = Duration::from_secs(120);
 /// How often a namespace whose plan waits for an unpack Job looks at the Job again.
 const UNPACK_JOB_RECHECK: Duration = Duration::from_secs(2);
-
-/// Errors of the Subscription controller. A group that cannot be resolved is not
-/// an error: it is reported on its Subscriptions.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The Subscription has no namespace (never from the API server).
-    #[error("the Subscription has no namespace")]
-    NoNamespace,
-    /// A catalog the plan uses has no content now.
-    #[error("catalog {catalog} has no content to plan bundle {bundle} from")]
-    CatalogUnavailable {
-        /// The catalog.
-        catalog: CatalogId,
-        /// The bundle.
-        bundle: String,
-    },
-    /// A bundle image could not be pulled or is not a bundle.
-    #[error("bundle {bundle} of catalog {catalog}: {source}")]
-    Unpack {
-        /// The catalog.
-        catalog: CatalogId,
-        /// The bundle.
-        bundle: String,
-        /// Why.
-        #[source]
-        source: crate::bundle_images::UnpackError,
-    },
-    /// A bundle's manifests could not be fetched from its registry.
-    #[error("failed to fetch the manifests of bundle {bundle} from catalog {catalog}")]
-    Fetch {
-        /// The catalog.
-        catalog: CatalogId,
-        /// The bundle.
-        bundle: String,
-        /// Why.
-        #[source]
-        source: FetchError,
-    },
-    /// A write failed.
-    #[error("failed to write {what}")]
-    Write {
-        /// What was written.
-        what: String,
-        /// Why.
-        #[source]
-        source: WriteError,
-    },
-    /// A read failed.
-    #[error("failed to read {what}")]
-    Read {
-        /// What was read.
-        what: String,
-        /// Why.
-        #[source]
-        source: kube::Error,
-    },
-}
-
-impl ReconcileError for Error {
-    fn category(&self) -> &'static str {
-        match self {
-            Error::NoNamespace => "invalid",
-            Error::CatalogUnavailable { .. } | Error::Fetch { .. } => "catalog",
-            Error::Unpack { .. } => "bundle_image",
-            Error::Write { .. } | Error::Read { .. } => "api",
-        }
-    }
-
-    fn class(&self) -> ErrorClass {
-        match self {
-            Error::NoNamespace => ErrorClass::Terminal,
-            // The catalog may come back, or serve the bundle later.
-            Error::CatalogUnavailable { .. } | Error::Fetch { .. } => ErrorClass::Transient,
-            // Retried with backoff: a pull secret or the image may appear later.
-            Error::Unpack { .. } => ErrorClass::Transient,
-            Error::Write { source, .. } => source.class(),
-            Error::Read { source, .. } => classify(source),
-        }
-    }
-}
-
-/// An InstallPlan this replica created, until the store has it.
-struct RecentPlan {
-    plan: Arc<InstallPlan>,
-    at: Instant,
-}
-
-/// State of the controller that outlives a reconcile.
-#[derive(Default)]
-pub struct State {
-    /// One lock per namespace: a namespace is resolved by one reconcile at a time.
-    namespace_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    recent: Mutex<HashMap<String, Vec<RecentPlan>>>,
-    synced: Mutex<HashMap<String, u64>>,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-impl State {
-    /// The lock of `namespace`.
-    fn namespace_lock(&self, namespace: &str) -> Arc<tokio::sync::Mutex<()>> {
-        lock(&self.namespace_locks)
-            .entry(namespace.to_owned())
-            .or_default()
-            .clone()
-    }
-
-    /// The plans created lately in `namespace` that `stored` does not hold yet.
-    fn recent(&self, namespace: &str, stored: &[Arc<InstallPlan>]) -> Vec<Arc<InstallPlan>> {
-        let mut recent = lock(&self.recent);
-        let Some(plans) = recent.get_mut(namespace) else {
-            return Vec::new();
-        };
-        plans.retain(|r| {
-            r.at.elapsed() < RECENT_PLAN_TTL && !stored.iter().any(|s| s.name_any() == r.plan.name_any())
-        });
-        plans.iter().map(|r| r.plan.clone()).collect()
-    }
-
-    fn remember(&self, namespace: &str, plan: Arc<InstallPlan>) {
-        let mut recent = lock(&self.recent);
-        let plans = recent.entry(namespace.to_owned()).or_default();
-        plans.retain(|r| r.plan.name_any() != plan.name_any());
-        plans.push(RecentPlan {
-            plan,
-            at: Instant::now(),
-        });
-    }
-
-    fn synced(&self, namespace: &str) -> Option<u64> {
-        lock(&self.synced).get(namespace).copied()
-    }
-
-    fn set_synced(&self, namespace: &str, fingerprint: Option<u64>) {
-        let mut synced = lock(&self.synced);
-        match fingerprint {
-            Some(f) => synced.insert(namespace.to_owned(), f),
-            None => synced.remove(namespace),
-        };
-    }
-
-    /// Forgets what was synced (leadership changed hands: start afresh).
-    fn reset(&self) {
-        lock(&self.synced).clear();
-    }
-}
-
-/// What the controller's reconciles get: the context every controller shares,
-/// and this controller's own state.
-pub struct SubscriptionContext {
-    /// What every controller shares.
-    pub shared: Arc<Context>,
-    state: State,
-}
-
-impl SubscriptionContext {
-    /// The controller's context over `shared`, with fresh state.
-    pub fn new(shared: Arc<Context>) -> Self {
-        SubscriptionContext {
-            shared,
-            state: State::default(),
-        }
-    }
-}
 
 /// Reconciles one Subscription by syncing its namespace.
 pub async fn reconcile(
@@ -297,25 +128,6 @@ async fn sync_namespace(ctx: &SubscriptionContext, namespace: &str) -> Result<Op
     }
     ctx.state.set_synced(namespace, Some(inputs.fingerprint));
     Ok(None)
-}
-
-/// What the stores hold for one namespace: the input of a sync.
-pub struct NamespaceInputs {
-    /// The namespace.
-    pub namespace: String,
-    /// Its Subscriptions not being deleted, by name.
-    pub subscriptions: Vec<Arc<Subscription>>,
-    /// Its CSVs, copied CSVs excluded.
-    pub csvs: Vec<Arc<ClusterServiceVersion>>,
-    /// Its InstallPlans, with those this replica created that the store has not
-    /// shown yet.
-    pub plans: Vec<Arc<InstallPlan>>,
-    /// The catalogs it may use, with their state.
-    pub catalogs: Vec<(CatalogId, CatalogState)>,
-    /// UIDs of the CatalogSources, for references.
-    pub catalog_uids: HashMap<CatalogId, String>,
-    /// Changes whenever any of the above (or any catalog) changes.
-    pub fingerprint: u64,
 }
 
 fn in_namespace<K: Resource>(namespace: &str) -> impl Fn(&Arc<K>) -> bool + '_ {

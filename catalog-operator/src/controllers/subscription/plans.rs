@@ -11,7 +11,9 @@ use olm_api::v1alpha1::{
 };
 
 use super::{
-    Error, NamespaceInputs, SubscriptionContext,
+    context::SubscriptionContext,
+    error::Error,
+    inputs::NamespaceInputs,
     resolve::{Decision, GroupDecision},
     unpack,
 };

@@ -15,7 +15,7 @@ use olm_api::{
 use olm_resolver::{
     CatalogIndex,
     model::{self, BundleVersion, CatalogId, Gvk, InstalledCsv, Requirement},
-    plan::{Change, DeprecationNotice, Outcome, StepReason},
+    plan::{Change, DeprecationNotice, Group, Outcome, Step, StepReason, SubscriptionResult},
 };
 use serde_json::Value;
 
@@ -229,79 +229,104 @@ pub fn decide(index: &CatalogIndex, view: &NamespaceView<'_>) -> Vec<GroupDecisi
     resolution
         .groups
         .into_iter()
-        .map(|group| {
-            let members: Vec<&Arc<Subscription>> = group
-                .subscriptions
-                .iter()
-                .filter_map(|n| by_name.get(n).copied())
-                .collect();
-            let approval = if members
-                .iter()
-                .any(|s| s.spec.install_plan_approval == Some(Approval::Manual))
-            {
-                Approval::Manual
-            } else {
-                Approval::Automatic
-            };
-            let mut catalogs: BTreeSet<CatalogId> = members.iter().map(|s| catalog_of(s)).collect();
-            match group.outcome {
-                Outcome::Unsatisfiable(explanation) => {
-                    catalogs.extend(view.catalogs.iter().map(|(id, _)| id.clone()));
-                    GroupDecision {
-                        subscriptions: group.subscriptions,
-                        decision: Decision::Unsatisfiable(explanation.to_string()),
-                        targets: HashMap::new(),
-                        approval,
-                        catalogs,
-                        deprecations: Vec::new(),
-                    }
-                }
-                Outcome::Plan(plan) => {
-                    let steps: Vec<ResolvedStep> = plan
-                        .steps
-                        .iter()
-                        .filter(|step| !installed_names.contains(step.bundle.as_str()))
-                        .map(|step| ResolvedStep {
-                            bundle: step.bundle.clone(),
-                            package: step.package.clone(),
-                            version: step.version.as_str().to_owned(),
-                            catalog: step.catalog.clone(),
-                            channel: step.channel.clone(),
-                            replaces: step.replaces.clone(),
-                            reason: step.reason.to_string(),
-                            dependency: matches!(step.reason, StepReason::Dependency { .. })
-                                && !view.subscriptions.iter().any(|s| s.spec.package == step.package),
-                        })
-                        .collect();
-                    catalogs.extend(steps.iter().map(|s| s.catalog.clone()));
-                    let targets = plan
-                        .subscriptions
-                        .iter()
-                        .map(|result| {
-                            (
-                                result.subscription.clone(),
-                                Target {
-                                    bundle: result.bundle.clone(),
-                                    change: result.change.clone(),
-                                    held_back: result.held_back.as_ref().map(ToString::to_string),
-                                },
-                            )
-                        })
-                        .collect();
-                    GroupDecision {
-                        subscriptions: group.subscriptions,
-                        decision: if steps.is_empty() {
-                            Decision::UpToDate
-                        } else {
-                            Decision::Install(steps)
-                        },
-                        targets,
-                        approval,
-                        catalogs,
-                        deprecations: plan.deprecations,
-                    }
-                }
+        .map(|group| group_decision(group, view, &by_name, &installed_names))
+        .collect()
+}
+
+/// The decision for one group the resolver found.
+fn group_decision(
+    group: Group,
+    view: &NamespaceView<'_>,
+    by_name: &HashMap<String, &Arc<Subscription>>,
+    installed_names: &BTreeSet<&str>,
+) -> GroupDecision {
+    let members: Vec<&Arc<Subscription>> = group
+        .subscriptions
+        .iter()
+        .filter_map(|n| by_name.get(n).copied())
+        .collect();
+    let approval = group_approval(&members);
+    let mut catalogs: BTreeSet<CatalogId> = members.iter().map(|s| catalog_of(s)).collect();
+    match group.outcome {
+        Outcome::Unsatisfiable(explanation) => {
+            catalogs.extend(view.catalogs.iter().map(|(id, _)| id.clone()));
+            GroupDecision {
+                subscriptions: group.subscriptions,
+                decision: Decision::Unsatisfiable(explanation.to_string()),
+                targets: HashMap::new(),
+                approval,
+                catalogs,
+                deprecations: Vec::new(),
             }
+        }
+        Outcome::Plan(plan) => {
+            let steps = steps_to_install(&plan.steps, view.subscriptions, installed_names);
+            catalogs.extend(steps.iter().map(|s| s.catalog.clone()));
+            GroupDecision {
+                subscriptions: group.subscriptions,
+                decision: if steps.is_empty() {
+                    Decision::UpToDate
+                } else {
+                    Decision::Install(steps)
+                },
+                targets: targets(&plan.subscriptions),
+                approval,
+                catalogs,
+                deprecations: plan.deprecations,
+            }
+        }
+    }
+}
+
+/// A group's plans need approval when any of its Subscriptions asks for it.
+fn group_approval(members: &[&Arc<Subscription>]) -> Approval {
+    if members
+        .iter()
+        .any(|s| s.spec.install_plan_approval == Some(Approval::Manual))
+    {
+        Approval::Manual
+    } else {
+        Approval::Automatic
+    }
+}
+
+/// The plan's steps whose bundle is not installed yet; a step is a dependency
+/// when the resolver added it for another bundle and no Subscription names its package.
+fn steps_to_install(
+    steps: &[Step],
+    subscriptions: &[Arc<Subscription>],
+    installed_names: &BTreeSet<&str>,
+) -> Vec<ResolvedStep> {
+    steps
+        .iter()
+        .filter(|step| !installed_names.contains(step.bundle.as_str()))
+        .map(|step| ResolvedStep {
+            bundle: step.bundle.clone(),
+            package: step.package.clone(),
+            version: step.version.as_str().to_owned(),
+            catalog: step.catalog.clone(),
+            channel: step.channel.clone(),
+            replaces: step.replaces.clone(),
+            reason: step.reason.to_string(),
+            dependency: matches!(step.reason, StepReason::Dependency { .. })
+                && !subscriptions.iter().any(|s| s.spec.package == step.package),
+        })
+        .collect()
+}
+
+/// What each Subscription of the plan gets, by Subscription name.
+fn targets(results: &[SubscriptionResult]) -> HashMap<String, Target> {
+    results
+        .iter()
+        .map(|result| {
+            (
+                result.subscription.clone(),
+                Target {
+                    bundle: result.bundle.clone(),
+                    change: result.change.clone(),
+                    held_back: result.held_back.as_ref().map(ToString::to_string),
+                },
+            )
         })
         .collect()
 }

@@ -33,9 +33,9 @@ use olm_resolver::{
 };
 
 use super::{
-    NamespaceInputs,
+    inputs::NamespaceInputs,
     plans::{UnpackState, WrittenPlans},
-    resolve::{Decision, GroupDecision},
+    resolve::{Decision, GroupDecision, Target},
 };
 use crate::{
     catalogs::{CatalogState, Health},
@@ -96,6 +96,9 @@ fn failure_message(ip: &InstallPlan) -> String {
         .unwrap_or_else(|| format!("install plan {} failed", ip.name_any()))
 }
 
+/// The conditions of a Subscription's status.
+type Conditions = Vec<olm_api::v1alpha1::SubscriptionCondition>;
+
 /// The status `input.subscription` should have.
 pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
     let sub = input.subscription;
@@ -105,10 +108,43 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
     status.observed_generation = sub.metadata.generation;
     let mut conditions = old.conditions.clone().unwrap_or_default();
     let now = input.now;
-    let exists = |csv: &String| (input.csv_exists)(csv);
 
     let target = input.group.targets.get(&name);
-    status.installed_csv = match target {
+    status.installed_csv = installed_csv(target, old.installed_csv.as_ref(), input.csv_exists);
+    if let Some(target) = target {
+        status.current_csv = Some(target.bundle.clone());
+    }
+    match &input.group.decision {
+        Decision::Unsatisfiable(explanation) => set_unsatisfiable(&mut conditions, explanation, now),
+        Decision::UpToDate => set_up_to_date(&mut status, &mut conditions, input, target),
+        Decision::Install(_) => set_installing(&mut status, &mut conditions, input),
+    }
+    set_held_back(&mut conditions, input, target);
+    set_install_plan_missing(&mut conditions, &status, input);
+    let (health, unhealthy) = catalog_health(input, &old);
+    status.catalog_health = Some(health);
+    set_catalogs_unhealthy(&mut conditions, &unhealthy, now);
+    set_deprecations(&mut conditions, input, &name, now);
+    set_kstatus(&mut conditions, status.state, now);
+    status.conditions = Some(conditions);
+
+    let mut without_time = status.clone();
+    without_time.last_updated = old.last_updated.clone();
+    if without_time != old {
+        status.last_updated = Some(now.clone());
+    }
+    status
+}
+
+/// The CSV to report as installed: the chosen one once it exists, else the one
+/// it upgrades from, else what was reported before; never a CSV that does not exist.
+fn installed_csv(
+    target: Option<&Target>,
+    before: Option<&String>,
+    csv_exists: &dyn Fn(&str) -> bool,
+) -> Option<String> {
+    let exists = |csv: &String| csv_exists(csv);
+    match target {
         // Once the chosen CSV exists it is the installed one, whatever it replaced.
         Some(target) if exists(&target.bundle) => Some(target.bundle.clone()),
         Some(target) => match &target.change {
@@ -116,133 +152,149 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
             Change::Upgrade { from } => Some(from.clone()),
             Change::Install => None,
         },
-        None => old.installed_csv.clone(),
+        None => before.cloned(),
     }
-    .filter(exists);
-    if let Some(target) = target {
-        status.current_csv = Some(target.bundle.clone());
-    }
+    .filter(exists)
+}
 
-    match &input.group.decision {
-        Decision::Unsatisfiable(explanation) => {
+/// The group cannot be resolved: ResolutionFailed says why; no plan is pending or failed.
+fn set_unsatisfiable(conditions: &mut Conditions, explanation: &str, now: &Time) {
+    set_subscription_condition(
+        conditions,
+        Type::ResolutionFailed,
+        true,
+        Reason::ConstraintsNotSatisfiable,
+        explanation,
+        now,
+    );
+    remove_subscription_condition(conditions, Type::InstallPlanPending);
+    remove_subscription_condition(conditions, Type::InstallPlanFailed);
+}
+
+/// The chosen CSV exists: AtLatestKnown, unless the plan that installs it is
+/// still applying the rest of its bundle.
+fn set_up_to_date(
+    status: &mut SubscriptionStatus,
+    conditions: &mut Conditions,
+    input: &StatusInput<'_>,
+    target: Option<&Target>,
+) {
+    remove_subscription_condition(conditions, Type::ResolutionFailed);
+    remove_subscription_condition(conditions, Type::InstallPlanFailed);
+    // The CSV exists, but the plan that installs it may still be applying
+    // the rest of its bundle: the install is done only when the plan is.
+    let installing = input.install_plan.filter(|ip| {
+        let phase = ip.status.as_ref().map(|s| s.phase);
+        matches!(
+            phase,
+            Some(InstallPlanPhase::Installing | InstallPlanPhase::Planning)
+        ) && target.is_some_and(|t| ip.spec.cluster_service_version_names.contains(&t.bundle))
+    });
+    match installing {
+        Some(ip) => {
             set_subscription_condition(
-                &mut conditions,
-                Type::ResolutionFailed,
+                conditions,
+                Type::InstallPlanPending,
                 true,
-                Reason::ConstraintsNotSatisfiable,
-                explanation,
+                Reason::Installing,
+                &format!("install plan {} is installing", ip.name_any()),
+                input.now,
+            );
+            status.state = Some(SubscriptionState::UpgradePending);
+        }
+        None => {
+            remove_subscription_condition(conditions, Type::InstallPlanPending);
+            status.state = Some(SubscriptionState::AtLatestKnown);
+        }
+    }
+}
+
+/// Something is to be installed: UpgradePending, with the group's plan referred
+/// to and its phase in InstallPlanPending or InstallPlanFailed.
+fn set_installing(status: &mut SubscriptionStatus, conditions: &mut Conditions, input: &StatusInput<'_>) {
+    remove_subscription_condition(conditions, Type::ResolutionFailed);
+    status.state = Some(SubscriptionState::UpgradePending);
+    let Some(ip) = input.install_plan else {
+        return;
+    };
+    let (reference, legacy) = install_plan_refs(ip);
+    status.install_plan_ref = Some(reference);
+    status.install = Some(legacy);
+    status.install_plan_generation = ip.spec.generation;
+    let now = input.now;
+    match ip.status.as_ref().map(|s| s.phase) {
+        Some(InstallPlanPhase::Failed) => {
+            remove_subscription_condition(conditions, Type::InstallPlanPending);
+            set_subscription_condition(
+                conditions,
+                Type::InstallPlanFailed,
+                true,
+                Reason::InstallComponentFailed,
+                &failure_message(ip),
                 now,
             );
-            remove_subscription_condition(&mut conditions, Type::InstallPlanPending);
-            remove_subscription_condition(&mut conditions, Type::InstallPlanFailed);
+            status.state = Some(SubscriptionState::UpgradeFailed);
         }
-        Decision::UpToDate => {
-            remove_subscription_condition(&mut conditions, Type::ResolutionFailed);
-            remove_subscription_condition(&mut conditions, Type::InstallPlanFailed);
-            // The CSV exists, but the plan that installs it may still be applying
-            // the rest of its bundle: the install is done only when the plan is.
-            let installing = input.install_plan.filter(|ip| {
-                let phase = ip.status.as_ref().map(|s| s.phase);
-                matches!(
-                    phase,
-                    Some(InstallPlanPhase::Installing | InstallPlanPhase::Planning)
-                ) && target.is_some_and(|t| ip.spec.cluster_service_version_names.contains(&t.bundle))
-            });
-            match installing {
-                Some(ip) => {
-                    set_subscription_condition(
-                        &mut conditions,
-                        Type::InstallPlanPending,
-                        true,
-                        Reason::Installing,
-                        &format!("install plan {} is installing", ip.name_any()),
-                        now,
-                    );
-                    status.state = Some(SubscriptionState::UpgradePending);
-                }
-                None => {
-                    remove_subscription_condition(&mut conditions, Type::InstallPlanPending);
-                    status.state = Some(SubscriptionState::AtLatestKnown);
-                }
-            }
+        Some(InstallPlanPhase::Complete) => {
+            remove_subscription_condition(conditions, Type::InstallPlanPending);
+            remove_subscription_condition(conditions, Type::InstallPlanFailed);
         }
-        Decision::Install(_) => {
-            remove_subscription_condition(&mut conditions, Type::ResolutionFailed);
-            status.state = Some(SubscriptionState::UpgradePending);
-            if let Some(ip) = input.install_plan {
-                let (reference, legacy) = install_plan_refs(ip);
-                status.install_plan_ref = Some(reference);
-                status.install = Some(legacy);
-                status.install_plan_generation = ip.spec.generation;
-                let phase = ip.status.as_ref().map(|s| s.phase);
-                match phase {
-                    Some(InstallPlanPhase::Failed) => {
-                        remove_subscription_condition(&mut conditions, Type::InstallPlanPending);
-                        set_subscription_condition(
-                            &mut conditions,
-                            Type::InstallPlanFailed,
-                            true,
-                            Reason::InstallComponentFailed,
-                            &failure_message(ip),
-                            now,
-                        );
-                        status.state = Some(SubscriptionState::UpgradeFailed);
-                    }
-                    Some(InstallPlanPhase::Complete) => {
-                        remove_subscription_condition(&mut conditions, Type::InstallPlanPending);
-                        remove_subscription_condition(&mut conditions, Type::InstallPlanFailed);
-                    }
-                    Some(InstallPlanPhase::RequiresApproval) => {
-                        remove_subscription_condition(&mut conditions, Type::InstallPlanFailed);
-                        set_subscription_condition(
-                            &mut conditions,
-                            Type::InstallPlanPending,
-                            true,
-                            Reason::RequiresApproval,
-                            &format!(
-                                "install plan {} waits for approval (set spec.approved: true)",
-                                ip.name_any()
-                            ),
-                            now,
-                        );
-                    }
-                    Some(InstallPlanPhase::Installing | InstallPlanPhase::Planning) | None => {
-                        remove_subscription_condition(&mut conditions, Type::InstallPlanFailed);
-                        set_subscription_condition(
-                            &mut conditions,
-                            Type::InstallPlanPending,
-                            true,
-                            Reason::Installing,
-                            &format!("install plan {} is installing", ip.name_any()),
-                            now,
-                        );
-                    }
-                }
-            }
+        Some(InstallPlanPhase::RequiresApproval) => {
+            remove_subscription_condition(conditions, Type::InstallPlanFailed);
+            set_subscription_condition(
+                conditions,
+                Type::InstallPlanPending,
+                true,
+                Reason::RequiresApproval,
+                &format!(
+                    "install plan {} waits for approval (set spec.approved: true)",
+                    ip.name_any()
+                ),
+                now,
+            );
+        }
+        Some(InstallPlanPhase::Installing | InstallPlanPhase::Planning) | None => {
+            remove_subscription_condition(conditions, Type::InstallPlanFailed);
+            set_subscription_condition(
+                conditions,
+                Type::InstallPlanPending,
+                true,
+                Reason::Installing,
+                &format!("install plan {} is installing", ip.name_any()),
+                now,
+            );
         }
     }
+}
 
-    // Resolved, but not to the bundle the Subscription prefers: say what holds it back, as a
-    // ResolutionFailed that is False (nothing failed; GitOps tools keep it healthy).
+/// Resolved, but not to the bundle the Subscription prefers: say what holds it back, as a
+/// ResolutionFailed that is False (nothing failed; GitOps tools keep it healthy).
+fn set_held_back(conditions: &mut Conditions, input: &StatusInput<'_>, target: Option<&Target>) {
     if !matches!(input.group.decision, Decision::Unsatisfiable(_))
         && let Some(why) = target.and_then(|t| t.held_back.as_deref())
     {
         set_subscription_condition(
-            &mut conditions,
+            conditions,
             Type::ResolutionFailed,
             false,
             Reason::UpgradeHeldBack,
             why,
-            now,
+            input.now,
         );
     }
+}
 
-    // The plan the Subscription refers to is gone (deleted by hand, or beyond the
-    // plans a namespace keeps) and no other plan stands in for it.
+/// The plan the Subscription refers to is gone (deleted by hand, or beyond the
+/// plans a namespace keeps) and no other plan stands in for it.
+fn set_install_plan_missing(
+    conditions: &mut Conditions,
+    status: &SubscriptionStatus,
+    input: &StatusInput<'_>,
+) {
     match (&status.install_plan_ref, input.install_plan) {
         (Some(reference), None) => {
             set_subscription_condition(
-                &mut conditions,
+                conditions,
                 Type::InstallPlanMissing,
                 true,
                 Reason::ReferencedInstallPlanNotFound,
@@ -250,15 +302,22 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
                     "install plan {} was not found",
                     reference.name.as_deref().unwrap_or_default()
                 ),
-                now,
+                input.now,
             );
         }
         _ => {
-            remove_subscription_condition(&mut conditions, Type::InstallPlanMissing);
+            remove_subscription_condition(conditions, Type::InstallPlanMissing);
         }
     }
+}
 
-    // The catalogs this Subscription depends on, and their health.
+/// The health of every catalog the namespace may use (each entry's time kept
+/// while its health is unchanged), and what is wrong with those the
+/// Subscription's group depends on, in words.
+fn catalog_health(
+    input: &StatusInput<'_>,
+    old: &SubscriptionStatus,
+) -> (Vec<SubscriptionCatalogHealth>, Vec<String>) {
     let mut health = Vec::new();
     let mut unhealthy = Vec::new();
     for (id, state) in input.catalogs {
@@ -278,7 +337,7 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
             },
             last_updated: match previous {
                 Some(p) if p.healthy == healthy => p.last_updated.clone(),
-                _ => Some(now.clone()),
+                _ => Some(input.now.clone()),
             },
             healthy,
         });
@@ -295,17 +354,21 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
         }
     }
     for id in &input.group.catalogs {
-        if !input.catalogs.iter().any(|(known, _)| known == id) && sub_names(sub, id) {
+        if !input.catalogs.iter().any(|(known, _)| known == id) && sub_names(input.subscription, id) {
             unhealthy.push(format!(
                 "targeted catalogsource {}/{} missing: create it or fix spec.source and spec.sourceNamespace",
                 id.namespace, id.name
             ));
         }
     }
-    status.catalog_health = Some(health);
+    (health, unhealthy)
+}
+
+/// CatalogSourcesUnhealthy: True with what is wrong, or False when nothing is.
+fn set_catalogs_unhealthy(conditions: &mut Conditions, unhealthy: &[String], now: &Time) {
     if unhealthy.is_empty() {
         set_subscription_condition(
-            &mut conditions,
+            conditions,
             Type::CatalogSourcesUnhealthy,
             false,
             Reason::AllCatalogSourcesHealthy,
@@ -314,7 +377,7 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
         );
     } else {
         set_subscription_condition(
-            &mut conditions,
+            conditions,
             Type::CatalogSourcesUnhealthy,
             true,
             Reason::UnhealthyCatalogSourceFound,
@@ -322,17 +385,6 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
             now,
         );
     }
-
-    set_deprecations(&mut conditions, input, &name, now);
-    set_kstatus(&mut conditions, status.state, now);
-    status.conditions = Some(conditions);
-
-    let mut without_time = status.clone();
-    without_time.last_updated = old.last_updated.clone();
-    if without_time != old {
-        status.last_updated = Some(now.clone());
-    }
-    status
 }
 
 /// Whether the Subscription itself names catalog `id` (a missing catalog that
@@ -607,7 +659,45 @@ mod tests {
     use olm_resolver::plan::Change;
 
     use super::*;
-    use crate::controllers::{plan::ResolvedStep, subscription::resolve::Target};
+    use crate::controllers::plan::ResolvedStep;
+
+    /// The installed CSV: the chosen one once it exists, else the one it upgrades from, else
+    /// what was reported; never one that does not exist.
+    #[test]
+    fn installed_csv_is_one_that_exists() {
+        let target = |change: Change| Target {
+            bundle: "db.v2".into(),
+            change,
+            held_back: None,
+        };
+        let upgrade = || Change::Upgrade { from: "db.v1".into() };
+        // The target, the CSV reported before, the CSVs that exist, and the answer.
+        type Case = (
+            Option<Target>,
+            Option<&'static str>,
+            &'static [&'static str],
+            Option<&'static str>,
+        );
+        let cases: Vec<Case> = vec![
+            (Some(target(upgrade())), None, &["db.v1", "db.v2"], Some("db.v2")),
+            (Some(target(upgrade())), None, &["db.v1"], Some("db.v1")),
+            (Some(target(upgrade())), None, &[], None),
+            (Some(target(Change::Install)), Some("db.v0"), &["db.v0"], None),
+            (Some(target(Change::Stay)), None, &[], None),
+            (None, Some("db.v0"), &["db.v0"], Some("db.v0")),
+            (None, Some("db.v0"), &[], None),
+        ];
+        for (target, before, existing, want) in cases {
+            let before = before.map(str::to_owned);
+            let exists = |csv: &str| existing.contains(&csv);
+            let got = installed_csv(target.as_ref(), before.as_ref(), &exists);
+            assert_eq!(
+                got.as_deref(),
+                want,
+                "{target:?}, before {before:?}, existing {existing:?}"
+            );
+        }
+    }
 
     fn at(second: i64) -> Time {
         Time(Timestamp::from_second(second).unwrap())

@@ -28,7 +28,7 @@ use olm_api::v1alpha1::{
 use olm_catalog::Bundle;
 use olm_resolver::model::CatalogId;
 
-use super::Error;
+use super::error::Error;
 use crate::{
     bundle_images::{BundleImages, UnpackError},
     controllers::{Context, catalogsource::parse_go_duration, conditions::set_subscription_condition},

@@ -40,7 +40,6 @@ use olm_runtime::{
 use tokio::sync::watch;
 
 use crate::{
-    cli::RunArgs,
     csv_view::{self, MachineCsv, PoolCsv},
     endpoints::{self, EndpointList},
     failover::Failover,
@@ -48,6 +47,7 @@ use crate::{
     host::{self, HostFacts},
     join::{JoinError, join},
     machine::{self, Identity},
+    run_args::RunArgs,
     state::{self, StateDir, StateError},
     units::{
         self, UnitInput, Units,

@@ -10,7 +10,7 @@
 //! - [`state`]: the state directory.
 //! - [`csv_view`]: what the agent reads of a CSV.
 //! - [`host`]: the host's facts.
-//! - [`cli`]: the command line, and running it (the binary's `main`).
+//! - [`cli`]: the command line, and running it (the binary's `main`); [`run_args`]: the flags of `run`.
 
 pub mod agent;
 pub mod cli;
@@ -21,5 +21,6 @@ pub mod hook_tool;
 pub mod host;
 pub mod join;
 pub mod machine;
+pub mod run_args;
 pub mod state;
 pub mod units;

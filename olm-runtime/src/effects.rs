@@ -97,7 +97,8 @@ fn content_hash(object: &DynamicObject) -> Result<String, serde_json::Error> {
     Ok(fnv1a(&serde_json::to_vec(&object)?))
 }
 
-/// FNV-1a, 64 bits: stable across releases and platforms (unlike `std`'s hasher).
+/// FNV-1a, 64 bits, as 16 hex digits: stable across releases and platforms
+/// (unlike `std`'s hasher), for names and annotations that must outlive an upgrade.
 pub fn fnv1a(bytes: &[u8]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in bytes {

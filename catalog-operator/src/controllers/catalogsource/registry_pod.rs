@@ -49,17 +49,6 @@ pub const POD_SPEC_HASH: &str = "olm.pod-spec-hash";
 /// The name of the registry container.
 const CONTAINER: &str = "registry-server";
 
-/// A stable 64-bit FNV-1a hash (unlike std's hasher, it never changes between
-/// releases, so Pod names survive an upgrade of the operator).
-fn fnv1a(bytes: &[u8]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        hash ^= u64::from(*byte);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    hash
-}
-
 /// Bytes of a quantity such as `100Mi`, `1G` or `52428800`; `None` if it is not one.
 fn quantity_bytes(quantity: &Quantity) -> Option<u64> {
     let text = quantity.0.trim();
@@ -131,10 +120,8 @@ fn grpc_probe(period: i32, failures: i32) -> Probe {
 pub fn pod(source: &CatalogSource, image: &str, restricted_by_default: bool) -> Pod {
     let name = source.name_any();
     let spec = pod_spec(source, image, restricted_by_default);
-    let hash = format!(
-        "{:016x}",
-        fnv1a(serde_json::to_string(&spec).unwrap_or_default().as_bytes())
-    );
+    // Stable across releases (unlike std's hasher), so Pod names survive an upgrade.
+    let hash = olm_runtime::effects::fnv1a(serde_json::to_string(&spec).unwrap_or_default().as_bytes());
     let short = &hash[..10];
     // Room for the five random characters the API server appends.
     let prefix: String = name.chars().take(57).collect();

@@ -111,13 +111,7 @@ pub fn status_hash(status: &ClusterServiceVersionStatus) -> String {
 
 /// A stable hash (FNV-1a, 64 bits, hex) of `value`'s JSON.
 fn hash<T: serde::Serialize>(value: &T) -> String {
-    let bytes = serde_json::to_vec(value).unwrap_or_default();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for byte in bytes {
-        h ^= u64::from(byte);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    olm_runtime::effects::fnv1a(&serde_json::to_vec(value).unwrap_or_default())
 }
 
 /// What stands under a copy's name in some namespace: one entry of the

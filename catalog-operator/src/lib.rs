@@ -107,14 +107,4 @@ impl Args {
     }
 }
 
-/// `error` and its sources, joined by `: ` (what `anyhow`'s `{:#}` prints).
-fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+use olm_runtime::errors::error_chain;

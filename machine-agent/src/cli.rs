@@ -100,17 +100,7 @@ impl Cli {
     }
 }
 
-/// `error` and its sources, joined by `: `.
-pub fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
+pub use olm_runtime::errors::error_chain;
 
 #[cfg(test)]
 mod tests {

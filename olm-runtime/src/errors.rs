@@ -6,6 +6,19 @@
 
 use std::fmt;
 
+/// `error` and its sources, joined by `: ` (what `anyhow`'s `{:#}` prints): the
+/// one line a binary prints when it fails.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 /// What kind of failure an API request met.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorClass {

@@ -16,6 +16,8 @@
 //!   delete and dynamic apply, refused unless this replica leads, and counted.
 //! - [`effects`]: what a reconcile decided ([`effects::Effects`]: objects to apply, objects to
 //!   remove, the status) and [`apply::Writer::perform`], the one applier that carries it out.
+//! - [`live`]: [`live::LiveStores`], the shared stores the applier reads live copies from, so a
+//!   new leader sends no write for an object that is already as decided.
 //! - [`client`]: the Kubernetes client, counting its requests by verb and resource.
 //! - [`refusals`]: every request the API server refuses (403), logged with its message.
 //! - [`admin`]: `/metrics`, `/healthz`, `/readyz` ([`readiness`]).
@@ -73,6 +75,7 @@ pub mod conditions;
 pub mod effects;
 pub mod errors;
 pub mod leader;
+pub mod live;
 pub mod metrics;
 pub mod readiness;
 pub mod reconcile;

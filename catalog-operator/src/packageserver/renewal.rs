@@ -13,46 +13,11 @@
 
 use std::time::Duration;
 
+pub use olm_certs::Validity;
 use time::OffsetDateTime;
 
 /// A CA lives this many leaf lifetimes.
 pub const CA_LIFETIMES: u32 = 10;
-
-/// How far before the clock a new certificate starts being valid (clock skew
-/// between the replicas and the API server): an hour, or a tenth of a short
-/// lifetime.
-pub fn backdate(lifetime: Duration) -> Duration {
-    (lifetime / 10).min(Duration::from_secs(3600))
-}
-
-/// When a certificate is valid.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Validity {
-    /// `notBefore`.
-    pub not_before: OffsetDateTime,
-    /// `notAfter`.
-    pub not_after: OffsetDateTime,
-}
-
-impl Validity {
-    /// The validity of a certificate issued at `now` for `lifetime`.
-    pub fn issued(now: OffsetDateTime, lifetime: Duration) -> Self {
-        Validity {
-            not_before: now - backdate(lifetime),
-            not_after: now + lifetime,
-        }
-    }
-
-    /// When it is renewed: at two thirds of its lifetime.
-    pub fn renew_at(&self) -> OffsetDateTime {
-        self.not_before + (self.not_after - self.not_before) * 2 / 3
-    }
-
-    /// Whether it is still valid at `now`.
-    pub fn valid_at(&self, now: OffsetDateTime) -> bool {
-        self.not_before <= now && now < self.not_after
-    }
-}
 
 /// What the current certificate needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,13 +6,12 @@
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use base64::Engine;
-
 use k8s_openapi::{
     ByteString,
     api::core::v1::{ConfigMap, Secret},
 };
 use kube::{Api, Client, api::PostParams};
+use olm_certs::{Authority, Validity, first_der};
 use rustls::{
     RootCertStore, ServerConfig,
     crypto::ring::default_provider,
@@ -21,7 +20,9 @@ use rustls::{
 };
 use time::OffsetDateTime;
 
-use super::renewal::{self, Renewal, Validity};
+use super::renewal::{self, Renewal};
+
+pub use olm_certs::{bundle_validities, common_name, validity};
 
 /// The ConfigMap the API server publishes its client-authentication settings in.
 pub const AUTHENTICATION_CONFIGMAP: &str = "extension-apiserver-authentication";
@@ -42,7 +43,7 @@ pub enum TlsError {
     },
     /// A certificate could not be made.
     #[error("cannot make the package server's certificate")]
-    Issue(#[from] rcgen::Error),
+    Issue(#[from] olm_certs::CertError),
     /// The Secret or ConfigMap holds something unusable.
     #[error("{0}")]
     Invalid(String),
@@ -80,44 +81,6 @@ pub fn service_hosts(service: &str, namespace: &str) -> Vec<String> {
 /// two CAs in one bundle never share a subject.
 pub const CA_NAME: &str = "olm-rs-packageserver-ca";
 
-const CA_USAGES: [rcgen::KeyUsagePurpose; 2] = [
-    rcgen::KeyUsagePurpose::KeyCertSign,
-    rcgen::KeyUsagePurpose::DigitalSignature,
-];
-
-fn ca_params(name: &str, validity: Validity) -> Result<rcgen::CertificateParams, TlsError> {
-    let mut ca = rcgen::CertificateParams::new(Vec::<String>::new())?;
-    ca.distinguished_name.push(rcgen::DnType::CommonName, name);
-    ca.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    ca.key_usages = CA_USAGES.to_vec();
-    ca.not_before = validity.not_before;
-    ca.not_after = validity.not_after;
-    Ok(ca)
-}
-
-/// A serving certificate for `hosts` with `validity`, signed by `issuer`: (certificate, key).
-fn leaf(
-    hosts: &[String],
-    validity: Validity,
-    issuer: &rcgen::Issuer<'_, rcgen::KeyPair>,
-) -> Result<(String, String), TlsError> {
-    let key = rcgen::KeyPair::generate()?;
-    let mut params = rcgen::CertificateParams::new(hosts.to_vec())?;
-    if let Some(first) = hosts.first() {
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, first.as_str());
-    }
-    params.key_usages = vec![
-        rcgen::KeyUsagePurpose::DigitalSignature,
-        rcgen::KeyUsagePurpose::KeyEncipherment,
-    ];
-    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-    params.not_before = validity.not_before;
-    params.not_after = validity.not_after;
-    Ok((params.signed_by(&key, issuer)?.pem(), key.serialize_pem()))
-}
-
 /// A new CA (valid [`CA_LIFETIMES`] leaf lifetimes) and a serving certificate
 /// for `hosts` valid `lifetime` from `now`; the CA bundle is the new CA and
 /// the CAs of `previous` still valid.
@@ -128,18 +91,14 @@ pub fn issue(
     previous: Option<&ServingCert>,
 ) -> Result<ServingCert, TlsError> {
     let ca_validity = Validity::issued(now, lifetime * renewal::CA_LIFETIMES);
-    let ca_key = rcgen::KeyPair::generate()?;
-    let ca = ca_params(&format!("{CA_NAME}@{}", now.unix_timestamp()), ca_validity)?;
-    let ca_pem = ca.self_signed(&ca_key)?.pem();
-    let ca_key_pem = ca_key.serialize_pem();
-    let issuer = rcgen::Issuer::new(ca, ca_key);
-    let (cert_pem, key_pem) = leaf(hosts, Validity::issued(now, lifetime), &issuer)?;
+    let ca = Authority::new(&format!("{CA_NAME}@{}", now.unix_timestamp()), ca_validity)?;
+    let issued = ca.serving(hosts, Validity::issued(now, lifetime))?;
     let older = previous.map(|p| bundle_validities(&p.ca_pem)).unwrap_or_default();
     Ok(ServingCert {
-        ca_pem: renewal::ca_bundle(now, &ca_pem, older),
-        ca_key_pem: Some(ca_key_pem),
-        cert_pem,
-        key_pem,
+        ca_pem: renewal::ca_bundle(now, &issued.ca_pem, older),
+        ca_key_pem: Some(ca.key_pem().to_owned()),
+        cert_pem: issued.cert_pem,
+        key_pem: issued.key_pem,
     })
 }
 
@@ -166,48 +125,19 @@ pub fn renew(
         Renewal::Keep { .. } => Ok(None),
         Renewal::CaAndLeaf => issue(hosts, now, lifetime, Some(cert)).map(Some),
         Renewal::Leaf => {
-            let invalid = || TlsError::Invalid("the kept CA cannot be read".to_owned());
-            let ca_der = first_der(&cert.ca_pem).ok_or_else(invalid)?;
-            let ca_key = rcgen::KeyPair::from_pem(cert.ca_key_pem.as_deref().unwrap_or_default())?;
-            let name = common_name(&ca_der).ok_or_else(invalid)?;
-            let ca_validity = validity(&ca_der).ok_or_else(invalid)?;
-            let issuer = rcgen::Issuer::new(ca_params(&name, ca_validity)?, ca_key);
-            let (cert_pem, key_pem) = leaf(hosts, Validity::issued(now, lifetime), &issuer)?;
+            let key = cert.ca_key_pem.as_deref().unwrap_or_default();
+            let ca = Authority::from_pem(&cert.ca_pem, key)?;
+            let issued = ca.serving(hosts, Validity::issued(now, lifetime))?;
             let mut cas = bundle_validities(&cert.ca_pem).into_iter();
             let current = cas.next().map(|(pem, _)| pem).unwrap_or_default();
             Ok(Some(ServingCert {
                 ca_pem: renewal::ca_bundle(now, &current, cas),
                 ca_key_pem: cert.ca_key_pem.clone(),
-                cert_pem,
-                key_pem,
+                cert_pem: issued.cert_pem,
+                key_pem: issued.key_pem,
             }))
         }
     }
-}
-
-/// The first certificate of a PEM text, DER.
-fn first_der(pem: &str) -> Option<CertificateDer<'static>> {
-    CertificateDer::pem_slice_iter(pem.as_bytes()).next()?.ok()
-}
-
-/// Each certificate of a PEM bundle, as PEM, with its validity.
-pub fn bundle_validities(pem: &str) -> Vec<(String, Option<Validity>)> {
-    CertificateDer::pem_slice_iter(pem.as_bytes())
-        .filter_map(Result::ok)
-        .map(|der| (to_pem(&der), validity(&der)))
-        .collect()
-}
-
-/// A DER certificate as PEM.
-fn to_pem(der: &[u8]) -> String {
-    let text = base64::engine::general_purpose::STANDARD.encode(der);
-    let mut out = String::from("-----BEGIN CERTIFICATE-----\n");
-    for line in text.as_bytes().chunks(64) {
-        out.push_str(&String::from_utf8_lossy(line));
-        out.push('\n');
-    }
-    out.push_str("-----END CERTIFICATE-----\n");
-    out
 }
 
 fn api_error(action: String) -> impl FnOnce(kube::Error) -> TlsError {
@@ -384,94 +314,6 @@ pub fn server_config(cert: &ServingCert, front_proxy: &FrontProxy) -> Result<Ser
         .with_single_cert(chain, key)?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(config)
-}
-
-/// The subject common name of a DER certificate (rustls has verified its chain).
-pub fn common_name(der: &[u8]) -> Option<String> {
-    let (_, cert, _) = tlv(der)?;
-    let (_, mut tbs, _) = tlv(cert)?;
-    // TBSCertificate: [0] version?, serial, signature, issuer, validity, subject.
-    if tbs.first() == Some(&0xa0) {
-        tbs = tlv(tbs)?.2;
-    }
-    for _ in 0..4 {
-        tbs = tlv(tbs)?.2;
-    }
-    let (_, mut subject, _) = tlv(tbs)?;
-    while !subject.is_empty() {
-        let (_, set, rest) = tlv(subject)?;
-        subject = rest;
-        let (_, attribute, _) = tlv(set)?;
-        let (tag, oid, value) = tlv(attribute)?;
-        if tag == 0x06 && oid == [0x55, 0x04, 0x03] {
-            let (_, name, _) = tlv(value)?;
-            return String::from_utf8(name.to_vec()).ok();
-        }
-    }
-    None
-}
-
-/// The validity of a DER certificate.
-pub fn validity(der: &[u8]) -> Option<Validity> {
-    let (_, cert, _) = tlv(der)?;
-    let (_, mut tbs, _) = tlv(cert)?;
-    // TBSCertificate: [0] version?, serial, signature, issuer, validity.
-    if tbs.first() == Some(&0xa0) {
-        tbs = tlv(tbs)?.2;
-    }
-    for _ in 0..3 {
-        tbs = tlv(tbs)?.2;
-    }
-    let (_, times, _) = tlv(tbs)?;
-    let (tag, not_before, rest) = tlv(times)?;
-    let not_before = asn1_time(tag, not_before)?;
-    let (tag, not_after, _) = tlv(rest)?;
-    Some(Validity {
-        not_before,
-        not_after: asn1_time(tag, not_after)?,
-    })
-}
-
-/// An ASN.1 UTCTime (`YYMMDDHHMMSSZ`, tag 0x17) or GeneralizedTime
-/// (`YYYYMMDDHHMMSSZ`, tag 0x18).
-fn asn1_time(tag: u8, value: &[u8]) -> Option<OffsetDateTime> {
-    let text = std::str::from_utf8(value).ok()?.strip_suffix('Z')?;
-    let (year, rest) = match tag {
-        0x17 => {
-            let yy: i32 = text.get(..2)?.parse().ok()?;
-            (if yy >= 50 { 1900 + yy } else { 2000 + yy }, text.get(2..)?)
-        }
-        0x18 => (text.get(..4)?.parse().ok()?, text.get(4..)?),
-        _ => return None,
-    };
-    let field = |i: usize| rest.get(i * 2..i * 2 + 2)?.parse::<u8>().ok();
-    if rest.len() != 10 {
-        return None;
-    }
-    let month = time::Month::try_from(field(0)?).ok()?;
-    let date = time::Date::from_calendar_date(year, month, field(1)?).ok()?;
-    let clock = time::Time::from_hms(field(2)?, field(3)?, field(4)?).ok()?;
-    Some(time::PrimitiveDateTime::new(date, clock).assume_utc())
-}
-
-/// One DER tag-length-value: the tag, the value, and what follows.
-fn tlv(der: &[u8]) -> Option<(u8, &[u8], &[u8])> {
-    let (&tag, rest) = der.split_first()?;
-    let (&first, mut rest) = rest.split_first()?;
-    let len = if first < 0x80 {
-        usize::from(first)
-    } else {
-        let n = usize::from(first & 0x7f);
-        if n == 0 || n > 4 || rest.len() < n {
-            return None;
-        }
-        let len = rest[..n]
-            .iter()
-            .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
-        rest = &rest[n..];
-        len
-    };
-    (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
 }
 
 #[cfg(test)]

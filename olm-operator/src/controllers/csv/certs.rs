@@ -26,6 +26,7 @@ use k8s_openapi::{
     jiff::Timestamp,
 };
 use olm_api::v1alpha1::ClusterServiceVersion;
+use olm_certs::Validity;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject};
 
 /// The Secret key that holds the CA certificate (OLM's `olmCAKey`).
@@ -95,92 +96,38 @@ impl Lifetimes {
 
 /// Why certificates could not be made.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot issue a certificate: {0}")]
-pub struct IssueError(#[from] rcgen::Error);
+#[error(transparent)]
+pub struct IssueError(#[from] olm_certs::CertError);
 
-/// A CA and a serving certificate signed by it, PEM-encoded.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Issued {
-    /// The CA certificate: the `caBundle` of webhooks and APIServices.
-    pub ca_pem: String,
-    /// The serving certificate.
-    pub cert_pem: String,
-    /// The serving certificate's private key (PKCS#8).
-    pub key_pem: String,
-}
+pub use olm_certs::Issued;
 
-/// A new CA, valid from `now` for `valid_for`.
+/// The common name of the CA made for an install's certificates, as OLM names it.
+pub const CA_NAME: &str = "olm-selfsigned-ca";
+
+/// The CA of one install's certificates, made anew each time they are issued;
+/// its certificates are valid as long as it. Issued by [`olm_certs`], the
+/// issuer every binary shares.
 pub struct Authority {
-    issuer: rcgen::Issuer<'static, rcgen::KeyPair>,
-    pem: String,
-    not_before: time::OffsetDateTime,
-    not_after: time::OffsetDateTime,
+    ca: olm_certs::Authority,
+    validity: Validity,
 }
 
 impl Authority {
-    /// Makes a CA (ECDSA P-256) valid from `now` for `valid_for`.
+    /// Makes a CA valid from `now` for `valid_for`.
     pub fn new(now: Timestamp, valid_for: Duration) -> Result<Self, IssueError> {
-        let (not_before, not_after) = validity(now, valid_for);
-        let key = rcgen::KeyPair::generate()?;
-        let mut params = rcgen::CertificateParams::new(Vec::<String>::new())?;
-        params
-            .distinguished_name
-            .push(rcgen::DnType::CommonName, "olm-selfsigned-ca");
-        params
-            .distinguished_name
-            .push(rcgen::DnType::OrganizationName, "olm-rs");
-        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        params.key_usages = vec![
-            rcgen::KeyUsagePurpose::KeyCertSign,
-            rcgen::KeyUsagePurpose::CrlSign,
-            rcgen::KeyUsagePurpose::DigitalSignature,
-        ];
-        params.not_before = not_before;
-        params.not_after = not_after;
-        let certificate = params.self_signed(&key)?;
+        let start = time::OffsetDateTime::from_unix_timestamp(now.as_second())
+            .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
+        let validity = Validity::starting(start, valid_for);
         Ok(Self {
-            pem: certificate.pem(),
-            issuer: rcgen::Issuer::new(params, key),
-            not_before,
-            not_after,
+            ca: olm_certs::Authority::new(CA_NAME, validity)?,
+            validity,
         })
     }
 
     /// A serving certificate for `hosts`, signed by this CA and valid as long as it.
     pub fn serving(&self, hosts: &[String]) -> Result<Issued, IssueError> {
-        let key = rcgen::KeyPair::generate()?;
-        let mut params = rcgen::CertificateParams::new(hosts.to_vec())?;
-        if let Some(first) = hosts.first() {
-            params
-                .distinguished_name
-                .push(rcgen::DnType::CommonName, first.as_str());
-        }
-        params
-            .distinguished_name
-            .push(rcgen::DnType::OrganizationName, "olm-rs");
-        params.key_usages = vec![
-            rcgen::KeyUsagePurpose::DigitalSignature,
-            rcgen::KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
-        params.not_before = self.not_before;
-        params.not_after = self.not_after;
-        let certificate = params.signed_by(&key, &self.issuer)?;
-        Ok(Issued {
-            ca_pem: self.pem.clone(),
-            cert_pem: certificate.pem(),
-            key_pem: key.serialize_pem(),
-        })
+        Ok(self.ca.serving(hosts, self.validity)?)
     }
-}
-
-fn validity(now: Timestamp, valid_for: Duration) -> (time::OffsetDateTime, time::OffsetDateTime) {
-    let start = time::OffsetDateTime::from_unix_timestamp(now.as_second())
-        .unwrap_or(time::OffsetDateTime::UNIX_EPOCH);
-    let end = start
-        .checked_add(time::Duration::try_from(valid_for).unwrap_or(time::Duration::MAX))
-        .unwrap_or(start);
-    (start, end)
 }
 
 /// Why a stored certificate does not verify.

@@ -205,22 +205,14 @@ impl<'a> Executor<'a> {
         if let Some(existing) = &existing {
             keep_operator_labels(&mut object, existing);
         }
-        let applied = self
-            .writer
-            .apply_dynamic(&api, &r.name, &object)
-            .await
-            .map_err(|e| from_write(step, e))?;
-        if is_csv && is_copy(&applied) {
-            // A copy was written again between the removal and the apply: remove it, and retry.
-            self.remove_copy(step, &applied).await?;
-            return Err(StepFailure::new(
-                StepCause::Api(ErrorClass::Transient),
-                format!(
-                    "{}: a copied CSV stood in its place and was removed; retrying",
-                    describe(step)
-                ),
-            ));
-        }
+        let applied = if is_csv {
+            self.apply_csv(step, &api, &object).await?
+        } else {
+            self.writer
+                .apply_dynamic(&api, &r.name, &object)
+                .await
+                .map_err(|e| from_write(step, e))?
+        };
         if is_csv && let Some(uid) = applied.uid() {
             self.csv_uids.insert(r.name.clone(), uid);
         }
@@ -298,7 +290,42 @@ fn is_copy(object: &DynamicObject) -> bool {
     object.labels().contains_key(olm_api::labels::COPIED_FROM)
 }
 
+/// How many times a CSV step removes a copy that came back before it waits for
+/// the next reconcile: olm-operator writes copies into every namespace an
+/// operator serves, and one of its writes may land between the removal and the
+/// apply.
+const COPY_REMOVALS: usize = 5;
+
 impl Executor<'_> {
+    /// Applies the step's CSV `object`; when a copy was written again between the
+    /// removal of the one that stood there and this apply, removes it and applies
+    /// again at once (a wait for the next reconcile cost seconds per install).
+    async fn apply_csv(
+        &self,
+        step: &Step,
+        api: &Api<DynamicObject>,
+        object: &DynamicObject,
+    ) -> Result<DynamicObject, StepFailure> {
+        for _ in 0..COPY_REMOVALS {
+            let applied = self
+                .writer
+                .apply_dynamic(api, &step.resource.name, object)
+                .await
+                .map_err(|e| from_write(step, e))?;
+            if !is_copy(&applied) {
+                return Ok(applied);
+            }
+            self.remove_copy(step, &applied).await?;
+        }
+        Err(StepFailure::new(
+            StepCause::Api(ErrorClass::Transient),
+            format!(
+                "{}: a copied CSV kept coming back in its place ({COPY_REMOVALS} removals); retrying",
+                describe(step)
+            ),
+        ))
+    }
+
     /// Deletes the copied CSV `copy` (that very object, by UID) so that the
     /// step's CSV can be created in its place.
     async fn remove_copy(&self, step: &Step, copy: &DynamicObject) -> Result<(), StepFailure> {

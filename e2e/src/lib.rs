@@ -4,10 +4,11 @@
 //! the binaries as processes). What is only e2e's lives here: [`inprocess`] runs the
 //! catalog-operator's registry server and controllers inside a test; [`images`] builds and
 //! pushes bundle and catalog images; [`bundle_catalogs`] serves their catalogs to a test's
-//! catalog-operator; [`bench`] is what the bench binaries read alike.
+//! catalog-operator; [`bench`] is what the bench binaries read alike; [`milestones`] is where an install's time goes.
 
 pub mod api_service;
 pub mod bench;
 pub mod bundle_catalogs;
 pub mod images;
 pub mod inprocess;
+pub mod milestones;

@@ -6,7 +6,9 @@
 //! - RSS of each binary once its caches have synced, before any work;
 //! - time from a Subscription to demo-app (which needs demo-db) being created to
 //!   both CSVs Succeeded, over `--installs` installs (20 by default), each in a
-//!   namespace of its own: median and worst;
+//!   namespace of its own: median and worst, and where that time goes: the
+//!   median time until a watch saw each state of the Subscriptions, InstallPlan
+//!   and CSVs ([`e2e::milestones`]);
 //! - RSS of each binary with those operators installed;
 //! - failover: a standby of each binary is started, then the leader is killed
 //!   (SIGKILL, a crash: the standby waits for the lease to expire) or stopped
@@ -17,6 +19,7 @@
 
 use std::time::{Duration, Instant};
 
+use e2e::milestones::{Milestones, Seen, medians};
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
 use kube::{Api, Client, api::DeleteParams};
 use olm_api::{
@@ -57,18 +60,20 @@ async fn main() {
     let idle = (catalog.rss_kib(), olm.rss_kib());
 
     ready_catalog_source(&client, &home, "demo", &format!("127.0.0.1:{port}")).await;
-    let mut times = Vec::new();
+    let (mut times, mut steps) = (Vec::new(), Vec::new());
     for i in 0..installs {
         let ns = format!("{run}-{i}");
         namespaces.push(ns.clone());
-        let took = install(&client, &ns, &home).await;
+        let (took, seen) = install(&client, &ns, &home).await;
         times.push(took);
+        steps.push(seen);
         eprintln!("install {}/{installs}: {took:.2?}", i + 1);
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     let loaded = (catalog.rss_kib(), olm.rss_kib());
     let failovers = failovers(&client, &home, catalog, olm).await;
     report(installs, times, idle, loaded, &failovers);
+    report_steps(&steps);
 
     for ns in namespaces {
         let _ = Api::<Namespace>::all(client.clone())
@@ -93,11 +98,12 @@ fn olm_operator(replica: &str, home: &str) -> Process {
 }
 
 /// Installs demo-app in a new namespace `ns` from the catalog in `home`: the time
-/// from the Subscription to both CSVs Succeeded.
-async fn install(client: &Client, ns: &str, home: &str) -> Duration {
+/// from the Subscription to both CSVs Succeeded, and the milestones on the way.
+async fn install(client: &Client, ns: &str, home: &str) -> (Duration, Seen) {
     create_namespace(client, ns, &[(NAMESPACE_LABEL, "bench")]).await;
     global_operator_group(&Api::<OperatorGroup>::namespaced(client.clone(), ns), "global").await;
     let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
+    let milestones = Milestones::watch(client, ns).await;
     let started = Instant::now();
     subscribe(
         &subs,
@@ -119,7 +125,19 @@ async fn install(client: &Client, ns: &str, home: &str) -> Duration {
         )
         .await;
     }
-    started.elapsed()
+    let took = started.elapsed();
+    // The bench's wait and the milestones' watch see the last change about together.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    (took, milestones.stop(started))
+}
+
+/// Prints where the installs' time went: each milestone's median time from the
+/// Subscription, and in how many installs it was seen.
+fn report_steps(steps: &[Seen]) {
+    println!("  where an install's time goes (median time from the Subscription to when a watch saw it):");
+    for (milestone, median, count) in medians(steps) {
+        println!("    {median:>10.1?}  {milestone} ({count} of {})", steps.len());
+    }
 }
 
 /// How long each binary's standby took to lead, after a SIGKILL and a SIGTERM of its leader.

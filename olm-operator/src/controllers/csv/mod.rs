@@ -215,7 +215,6 @@ async fn install(
     csv: &ClusterServiceVersion,
 ) -> Result<Action, Error> {
     let (found, validation) = read_and_validate(ctx, stores, csv).await?;
-    let status = csv.status.clone().unwrap_or_default();
     let facts = Facts {
         validation: &validation,
         replacement: found.replacement.as_ref(),
@@ -223,7 +222,11 @@ async fn install(
         upgrade_hold: found.upgrade_hold.as_deref(),
     };
     let now = crate::context::now();
-    let outcome = match phase::decide(&status, &facts) {
+    let live = csv.status.clone().unwrap_or_default();
+    let requirements = shown_requirements(live.phase, &validation.requirements.statuses);
+    // Pending and InstallReady are taken in this pass when nothing waits in between.
+    let (status, decision) = phase::decide_ahead(&live, &facts, requirements, now);
+    let outcome = match decision {
         Decision::DeleteSelf => {
             tracing::info!(csv = %csv.name_any(), "deleting a replaced ClusterServiceVersion");
             ctx.delete(api, &csv.name_any())

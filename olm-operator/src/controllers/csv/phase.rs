@@ -122,6 +122,45 @@ pub fn decide(status: &ClusterServiceVersionStatus, facts: &Facts<'_>) -> Decisi
     }
 }
 
+/// How many transitions one pass takes before it installs: a new CSV's
+/// Pending, then InstallReady.
+const FOLDED: usize = 2;
+
+/// The decision for a CSV in `status`, after taking at once the transitions
+/// that need no work in between (to Pending, to InstallReady): each used to
+/// cost a status write and a reconcile before the next decision. Returns the
+/// status those transitions lead to (each recorded in its conditions, as
+/// before) and the decision that follows them. Pure.
+pub fn decide_ahead(
+    status: &ClusterServiceVersionStatus,
+    facts: &Facts<'_>,
+    requirements: Option<&[RequirementStatus]>,
+    now: Timestamp,
+) -> (ClusterServiceVersionStatus, Decision) {
+    let mut status = status.clone();
+    let mut decision = decide(&status, facts);
+    for _ in 0..FOLDED {
+        let Decision::Settle(Some(transition)) = &decision else {
+            break;
+        };
+        if !matches!(transition.phase, CsvPhase::Pending | CsvPhase::InstallReady) {
+            break;
+        }
+        let taken = next_status(&status, Some(transition), requirements, now);
+        let next = decide(&taken, facts);
+        let moves_on = match &next {
+            Decision::Settle(Some(further)) => further != transition,
+            Decision::Settle(None) => false,
+            Decision::Install | Decision::DeleteSelf => true,
+        };
+        if !moves_on {
+            break;
+        }
+        (status, decision) = (taken, next);
+    }
+    (status, decision)
+}
+
 /// Pending: waits for an upgrade hold, the requirements and the CSV being
 /// replaced; fails on a CRD owner conflict; else is ready to install.
 fn from_pending(facts: &Facts<'_>) -> Decision {
@@ -578,6 +617,75 @@ mod tests {
         next_status(
             &ClusterServiceVersionStatus::default(),
             Some(&to(phase, reason, "before")),
+            None,
+            at(0),
+        )
+    }
+
+    #[test]
+    fn a_new_csv_whose_requirements_hold_goes_to_install_in_one_pass() {
+        let validation = validation(&["OwnNamespace"], &[NAMESPACE], true);
+        let new = ClusterServiceVersionStatus::default();
+        let (status, decision) = decide_ahead(&new, &facts(&validation), Some(&[]), at(5));
+        assert!(matches!(decision, Decision::Install), "{decision:?}");
+        assert_eq!(status.phase, Some(CsvPhase::InstallReady));
+        let history: Vec<_> = status
+            .conditions
+            .iter()
+            .flatten()
+            .map(|c| (c.phase, c.reason))
+            .collect();
+        assert_eq!(
+            history,
+            [
+                (Some(CsvPhase::Pending), Some(CsvReason::RequirementsUnknown)),
+                (Some(CsvPhase::InstallReady), Some(CsvReason::RequirementsMet)),
+            ],
+            "every transition taken stays in the history"
+        );
+    }
+
+    #[test]
+    fn a_new_csv_with_unmet_requirements_settles_in_pending_in_one_pass() {
+        let validation = validation(&["OwnNamespace"], &[NAMESPACE], false);
+        let new = ClusterServiceVersionStatus::default();
+        let (status, decision) = decide_ahead(&new, &facts(&validation), None, at(5));
+        assert_eq!(status.phase, Some(CsvPhase::Pending));
+        assert_eq!(
+            transition(decision),
+            (CsvPhase::Pending, CsvReason::RequirementsNotMet),
+            "the transition left for the status write"
+        );
+        // Already waiting: nothing more is taken ahead.
+        let waiting = status_of(CsvPhase::Pending, CsvReason::RequirementsNotMet, &validation);
+        let (same, decision) = decide_ahead(&waiting, &facts(&validation), None, at(6));
+        assert_eq!(same, waiting);
+        assert_eq!(
+            transition(decision),
+            (CsvPhase::Pending, CsvReason::RequirementsNotMet)
+        );
+    }
+
+    #[test]
+    fn a_succeeded_csv_is_decided_as_before() {
+        let validation = validation(&["OwnNamespace"], &[NAMESPACE], true);
+        let succeeded = status(CsvPhase::Succeeded, CsvReason::InstallSuccessful);
+        let (same, decision) = decide_ahead(&succeeded, &facts(&validation), None, at(5));
+        assert_eq!(same, succeeded);
+        assert_eq!(
+            format!("{decision:?}"),
+            format!("{:?}", decide(&succeeded, &facts(&validation)))
+        );
+    }
+
+    fn status_of(phase: CsvPhase, reason: CsvReason, validation: &Validation) -> ClusterServiceVersionStatus {
+        let message = format!(
+            "one or more requirements couldn't be found: {}",
+            validation.requirements.unmet().join(", ")
+        );
+        next_status(
+            &ClusterServiceVersionStatus::default(),
+            Some(&to(phase, reason, message)),
             None,
             at(0),
         )

@@ -320,8 +320,8 @@ async fn an_agent_runs_a_machine_operator_through_its_life() {
         // Killed and restarted: the same Machine, no second one, the unit as it was.
         let uid = machines.get(&name).await.unwrap().uid();
         let registered = machines.get(&name).await.unwrap().status.unwrap().last_heartbeat;
+        // `kill` returns once the process has exited: the restart follows at once.
         process.kill();
-        tokio::time::sleep(Duration::from_secs(1)).await;
         let mut process = agent("life-restarted", &ns, "node-a", &state, &kubeconfig());
         eventually("the restarted agent re-adopts its Machine", || async {
             machines.get(&name).await.ok().and_then(|m| m.status).and_then(|s| s.last_heartbeat) != registered

@@ -41,7 +41,7 @@ use tokio::sync::watch;
 
 use crate::{
     csv_view::{self, MachineCsv, PoolCsv},
-    endpoints::{self, EndpointList},
+    endpoints::EndpointList,
     failover::Failover,
     hook_tool::Runs,
     host::{self, HostFacts},
@@ -580,7 +580,7 @@ async fn learn_endpoints(
     every: Duration,
     shutdown: Shutdown,
 ) {
-    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), "default");
+    let slices: Api<EndpointSlice> = Api::namespaced(client.clone(), olm_runtime::endpoints::NAMESPACE);
     let pools: Api<DynamicObject> = Api::namespaced_with(
         client,
         &identity.namespace,
@@ -590,10 +590,10 @@ async fn learn_endpoints(
     loop {
         let mut learned = Vec::new();
         match slices
-            .list(&ListParams::default().labels("kubernetes.io/service-name=kubernetes"))
+            .list(&ListParams::default().labels(olm_runtime::endpoints::SELECTOR))
             .await
         {
-            Ok(list) => learned.extend(list.items.iter().flat_map(endpoints::from_endpoint_slice)),
+            Ok(list) => learned.extend(olm_runtime::endpoints::from_slices(&list.items)),
             Err(error) if classify(&error) == ErrorClass::Forbidden => {
                 if !said_forbidden {
                     tracing::info!(

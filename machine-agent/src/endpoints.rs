@@ -7,8 +7,10 @@
 //! with the endpoint that last worked, so it survives the loss of the endpoint it
 //! was first given, also across its own restart.
 //!
-//! [`EndpointList`] is the pure part: merging, rotating, saving.
+//! [`EndpointList`] is the pure part: merging, rotating, saving. The slices are
+//! read by [`olm_runtime::endpoints::from_slices`], as olm-operator reads them.
 
+use olm_runtime::endpoints::normalize;
 use serde::{Deserialize, Serialize};
 
 /// The known endpoints (`https://host:port`), in the order they were learned, and
@@ -80,44 +82,8 @@ impl EndpointList {
     }
 }
 
-/// `https://host:port` without a trailing slash, so one endpoint is written one way.
-pub fn normalize(endpoint: &str) -> String {
-    endpoint.trim().trim_end_matches('/').to_owned()
-}
-
-/// The endpoints of an EndpointSlice of the `kubernetes` Service: each ready
-/// address with each `https` port.
-pub fn from_endpoint_slice(slice: &k8s_openapi::api::discovery::v1::EndpointSlice) -> Vec<String> {
-    let ports: Vec<i32> = slice
-        .ports
-        .iter()
-        .flatten()
-        .filter(|p| p.name.as_deref().is_none_or(|n| n == "https"))
-        .filter_map(|p| p.port)
-        .collect();
-    let ipv6 = slice.address_type == "IPv6";
-    let mut out = Vec::new();
-    for endpoint in slice.endpoints.iter().flatten() {
-        if endpoint.conditions.as_ref().and_then(|c| c.ready) == Some(false) {
-            continue;
-        }
-        for address in &endpoint.addresses {
-            for port in &ports {
-                if ipv6 {
-                    out.push(format!("https://[{address}]:{port}"));
-                } else {
-                    out.push(format!("https://{address}:{port}"));
-                }
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointPort, EndpointSlice};
-
     use super::*;
 
     #[test]
@@ -158,33 +124,5 @@ mod tests {
             EndpointList::resume(None, "https://a:1"),
             EndpointList::new("https://a:1")
         );
-    }
-
-    #[test]
-    fn endpoint_slices_give_each_ready_address_with_the_https_port() {
-        let slice = EndpointSlice {
-            address_type: "IPv4".into(),
-            endpoints: Some(vec![
-                Endpoint {
-                    addresses: vec!["10.0.0.1".into()],
-                    ..Default::default()
-                },
-                Endpoint {
-                    addresses: vec!["10.0.0.2".into()],
-                    conditions: Some(EndpointConditions {
-                        ready: Some(false),
-                        ..Default::default()
-                    }),
-                    ..Default::default()
-                },
-            ]),
-            ports: Some(vec![EndpointPort {
-                name: Some("https".into()),
-                port: Some(6443),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        };
-        assert_eq!(from_endpoint_slice(&slice), ["https://10.0.0.1:6443"]);
     }
 }

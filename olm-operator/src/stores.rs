@@ -7,12 +7,19 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::{
+    apps::v1::DaemonSet,
+    core::v1::{Namespace, Node, Secret, ServiceAccount},
+    discovery::v1::EndpointSlice,
+    rbac::v1::{Role, RoleBinding},
+};
 use kube::{core::PartialObjectMeta, runtime::reflector::Store};
 use olm_api::{
+    substrate::Machine,
     v1::OperatorGroup,
     v1alpha1::{ClusterServiceVersion, Subscription, SubscriptionStatus},
 };
+use olm_runtime::live::LiveStores;
 
 pub use olm_runtime::reflector::Synced;
 
@@ -57,6 +64,54 @@ impl Stores {
     /// The OperatorGroups of `namespace`.
     pub fn operator_groups_in(&self, namespace: &str) -> Vec<Arc<OperatorGroup>> {
         in_namespace(&self.operator_groups.store, namespace)
+    }
+}
+
+/// The stores the MachinePool reconcile reads. The objects it makes for its
+/// pools (labelled with the pool) are kept as metadata, enough for the
+/// applier to see that their live copy is as desired ([`PoolStores::live`]),
+/// except the agent DaemonSets, whose status says whether they roll out.
+#[derive(Clone)]
+pub struct PoolStores {
+    /// Every Machine (shared with the CSV controller).
+    pub machines: Cache<Machine>,
+    /// Every Node, as metadata.
+    pub nodes: Cache<PartialObjectMeta<Node>>,
+    /// The agent DaemonSets.
+    pub daemonsets: Cache<DaemonSet>,
+    /// The ServiceAccounts made for pools, as metadata.
+    pub service_accounts: Cache<PartialObjectMeta<ServiceAccount>>,
+    /// The Roles made for pools, as metadata.
+    pub roles: Cache<PartialObjectMeta<Role>>,
+    /// The RoleBindings made for pools, as metadata.
+    pub role_bindings: Cache<PartialObjectMeta<RoleBinding>>,
+    /// The Secrets made for pools (join tokens, credentials), as metadata.
+    pub secrets: Cache<PartialObjectMeta<Secret>>,
+    /// The EndpointSlices of the `kubernetes` Service.
+    pub endpoint_slices: Cache<EndpointSlice>,
+}
+
+impl PoolStores {
+    /// Whether every store holds a complete list.
+    pub fn synced(&self) -> bool {
+        self.machines.synced.get()
+            && self.nodes.synced.get()
+            && self.daemonsets.synced.get()
+            && self.service_accounts.synced.get()
+            && self.roles.synced.get()
+            && self.role_bindings.synced.get()
+            && self.secrets.synced.get()
+            && self.endpoint_slices.synced.get()
+    }
+
+    /// The live copies of the kinds the MachinePool reconcile applies.
+    pub fn live(&self) -> LiveStores {
+        LiveStores::new()
+            .with(self.daemonsets.store.clone())
+            .with(self.service_accounts.store.clone())
+            .with(self.roles.store.clone())
+            .with(self.role_bindings.store.clone())
+            .with(self.secrets.store.clone())
     }
 }
 

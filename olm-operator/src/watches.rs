@@ -26,9 +26,13 @@
 //! the names of the Operators are kept.
 //!
 //! The MachinePool controller has its own watches ([`machinepool_controller`]):
-//! MachinePools; their agent DaemonSets (metadata, labelled with the pool);
-//! Machines (→ their pool; the CSV controller's watch); Nodes, metadata only (→ every pool, as a node's
-//! labels decide which pools it belongs to).
+//! MachinePools; Machines (→ their pool; the CSV controller's watch); and shared
+//! watches whose stores its reconcile reads ([`PoolStores`]): the agent
+//! DaemonSets (→ their pool), the metadata of the ServiceAccounts, Roles,
+//! RoleBindings and Secrets labelled with a pool (the applier's live copies),
+//! Nodes, metadata only (→ every pool with a node selector, as a node's labels
+//! decide which pools it belongs to), and the `kubernetes` EndpointSlices of
+//! `default` (→ every pool).
 //!
 //! CRDs are watched as metadata: a change (its `Established` condition
 //! included) only says which CSVs to look at again, and the CSV reconcile
@@ -56,6 +60,7 @@ use k8s_openapi::{
         admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
         apps::v1::{DaemonSet, Deployment},
         core::v1::{Namespace, Node, Secret, Service, ServiceAccount},
+        discovery::v1::EndpointSlice,
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -64,11 +69,7 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     api::DynamicObject,
     core::PartialObjectMeta,
-    runtime::{
-        Controller, WatchStreamExt,
-        reflector::{ObjectRef, Store},
-        watcher,
-    },
+    runtime::{Controller, WatchStreamExt, reflector::Store, watcher},
 };
 use olm_api::{
     labels,
@@ -87,7 +88,7 @@ use crate::{
         machinepool, operator, operatorgroup,
     },
     copy_state::Caches,
-    stores::{Cache, Stores},
+    stores::{Cache, PoolStores, Stores},
 };
 
 /// How many copied CSVs one list request of the copies' watch asks for (the
@@ -111,13 +112,7 @@ where
 
     let csvs = csv_controller(ctx.clone(), &mut shared, stores.clone(), terms(), stopped());
     let groups = operatorgroup_controller(ctx.clone(), &mut shared, stores, terms(), stopped());
-    let pools = machinepool_controller(
-        ctx.clone(),
-        shared.machines.subscribe(),
-        shared.machines.deleted(),
-        terms(),
-        stopped(),
-    );
+    let pools = machinepool_controller(ctx.clone(), &mut shared, terms(), stopped());
     let operators = operator_controller(ctx.clone(), terms(), stopped());
     let controllers = async {
         tokio::join!(csvs, groups, pools, operators);
@@ -136,6 +131,65 @@ struct Shared {
     copies: Reflector<PartialObjectMeta<ClusterServiceVersion>>,
     subscriptions: Reflector<Subscription>,
     machines: Reflector<Machine>,
+    pool_objects: PoolObjects,
+}
+
+/// The shared watches only the MachinePool controller reads: the nodes, and
+/// what it makes for its pools (labelled with the pool).
+struct PoolObjects {
+    nodes: Reflector<PartialObjectMeta<Node>>,
+    daemonsets: Reflector<DaemonSet>,
+    service_accounts: Reflector<PartialObjectMeta<ServiceAccount>>,
+    roles: Reflector<PartialObjectMeta<Role>>,
+    role_bindings: Reflector<PartialObjectMeta<RoleBinding>>,
+    secrets: Reflector<PartialObjectMeta<Secret>>,
+    endpoint_slices: Reflector<EndpointSlice>,
+}
+
+impl PoolObjects {
+    /// The watches, each of what the pools' objects need only.
+    fn new(client: &Client, readiness: &Readiness) -> Self {
+        let pooled = || watcher::Config::default().labels(machinepool::agent::POOL_LABEL);
+        // Names and labels are all a node selector reads.
+        let nodes = Reflector::<PartialObjectMeta<Node>>::new(
+            Api::all(client.clone()),
+            watcher::Config::default(),
+            readiness,
+        )
+        .modify(|node| node.metadata.annotations = None);
+        let slices = Api::namespaced(client.clone(), olm_runtime::endpoints::NAMESPACE);
+        Self {
+            nodes,
+            daemonsets: Reflector::new(Api::all(client.clone()), pooled(), readiness),
+            service_accounts: Reflector::new(Api::all(client.clone()), pooled(), readiness),
+            roles: Reflector::new(Api::all(client.clone()), pooled(), readiness),
+            role_bindings: Reflector::new(Api::all(client.clone()), pooled(), readiness),
+            secrets: Reflector::new(Api::all(client.clone()), pooled(), readiness),
+            endpoint_slices: Reflector::new(
+                slices,
+                watcher::Config::default().labels(olm_runtime::endpoints::SELECTOR),
+                readiness,
+            ),
+        }
+    }
+
+    /// Drives every watch; never ends on its own.
+    async fn run(self) {
+        futures::future::join(
+            futures::future::join4(
+                self.nodes.run(),
+                self.daemonsets.run(),
+                self.service_accounts.run(),
+                self.roles.run(),
+            ),
+            futures::future::join3(
+                self.role_bindings.run(),
+                self.secrets.run(),
+                self.endpoint_slices.run(),
+            ),
+        )
+        .await;
+    }
 }
 
 impl Shared {
@@ -173,6 +227,7 @@ impl Shared {
             copies,
             subscriptions,
             machines,
+            pool_objects: PoolObjects::new(client, readiness),
         }
     }
 
@@ -183,6 +238,21 @@ impl Shared {
             operator_groups: cache(&self.groups),
             namespaces: cache(&self.namespaces),
             subscriptions: cache(&self.subscriptions),
+        }
+    }
+
+    /// The stores the MachinePool reconcile reads.
+    fn pool_stores(&self) -> PoolStores {
+        let objects = &self.pool_objects;
+        PoolStores {
+            machines: cache(&self.machines),
+            nodes: cache(&objects.nodes),
+            daemonsets: cache(&objects.daemonsets),
+            service_accounts: cache(&objects.service_accounts),
+            roles: cache(&objects.roles),
+            role_bindings: cache(&objects.role_bindings),
+            secrets: cache(&objects.secrets),
+            endpoint_slices: cache(&objects.endpoint_slices),
         }
     }
 
@@ -197,9 +267,10 @@ impl Shared {
 
     /// Drives every shared watch; never ends on its own.
     async fn run(self) {
-        futures::future::join(
+        futures::future::join3(
             futures::future::join3(self.csvs.run(), self.groups.run(), self.namespaces.run()),
             futures::future::join3(self.subscriptions.run(), self.machines.run(), self.copies.run()),
+            self.pool_objects.run(),
         )
         .await;
     }
@@ -438,48 +509,46 @@ fn operatorgroup_controller(
         .for_each(|_| futures::future::ready(()))
 }
 
-/// The MachinePool controller and its watches.
+/// The MachinePool controller and its watches: the pools, their agent
+/// DaemonSets, their Machines (deletions included), the nodes (→ every pool
+/// with a node selector, as a node's labels decide which pools it belongs
+/// to) and the `kubernetes` EndpointSlices (→ every pool).
 fn machinepool_controller(
     ctx: Arc<Context>,
-    machines: impl Stream<Item = Arc<Machine>> + Send + 'static,
-    deleted_machines: impl Stream<Item = Arc<Machine>> + Send + 'static,
+    shared: &mut Shared,
     terms: impl Stream<Item = ()> + Send + 'static,
     stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
-    let client = ctx.client.clone();
-    let pools = Api::<MachinePool>::all(client.clone());
+    let stores = shared.pool_stores();
+    let pools = Api::<MachinePool>::all(ctx.client.clone());
     let controller =
         Controller::new(pools, watcher::Config::default()).trigger_backoff(TriggerBackoff::default());
-    let all_pools = controller.store();
-    let agents = watcher(
-        Api::<PartialObjectMeta<DaemonSet>>::all(client.clone()),
-        watcher::Config::default().labels(machinepool::agent::POOL_LABEL),
-    )
-    .backoff(TriggerBackoff::default())
-    .touched_objects();
-    let nodes = watcher(
-        Api::<PartialObjectMeta<Node>>::all(client),
-        watcher::Config::default(),
-    )
-    .backoff(TriggerBackoff::default())
-    .touched_objects();
+    let (by_node, by_slice) = (controller.store(), controller.store());
+    let objects = &shared.pool_objects;
     controller
-        .owns_stream(agents)
-        .watches_shared_stream(machines, |machine| machinepool::of_machine(&machine))
+        .owns_shared_stream(objects.daemonsets.subscribe())
+        .watches_shared_stream(shared.machines.subscribe(), |machine| {
+            machinepool::of_machine(&machine)
+        })
         .reconcile_on(
-            deleted_machines.filter_map(|machine| futures::future::ready(machinepool::of_machine(&machine))),
+            shared
+                .machines
+                .deleted()
+                .filter_map(|machine| futures::future::ready(machinepool::of_machine(&machine))),
         )
-        .watches_stream(nodes, move |_| {
-            all_pools
-                .state()
-                .iter()
-                .filter(|pool| pool.spec.node_selector.is_some())
-                .map(|pool| ObjectRef::from_obj(pool.as_ref()))
-                .collect::<Vec<_>>()
+        .watches_shared_stream(objects.nodes.subscribe(), move |_| {
+            machinepool::with_selector(&by_node)
+        })
+        .watches_shared_stream(objects.endpoint_slices.subscribe(), move |_| {
+            machinepool::all(&by_slice)
         })
         .reconcile_all_on(terms)
         .graceful_shutdown_on(stopped)
-        .run(machinepool::reconcile, machinepool::error_policy, ctx)
+        .run(
+            move |pool, ctx| machinepool::reconcile(pool, ctx, stores.clone()),
+            machinepool::error_policy,
+            ctx,
+        )
         .for_each(|_| futures::future::ready(()))
 }
 

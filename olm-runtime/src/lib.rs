@@ -16,6 +16,7 @@
 //!   delete and dynamic apply, refused unless this replica leads, and counted.
 //! - [`effects`]: what a reconcile decided ([`effects::Effects`]: objects to apply, objects to
 //!   remove, the status) and [`apply::Writer::perform`], the one applier that carries it out.
+//! - [`endpoints`]: the API server endpoints the `kubernetes` EndpointSlices list.
 //! - [`live`]: [`live::LiveStores`], the shared stores the applier reads live copies from, so a
 //!   new leader sends no write for an object that is already as decided.
 //! - [`client`]: the Kubernetes client, counting its requests by verb and resource.
@@ -73,6 +74,7 @@ pub mod backoff;
 pub mod client;
 pub mod conditions;
 pub mod effects;
+pub mod endpoints;
 pub mod errors;
 pub mod leader;
 pub mod live;

@@ -57,6 +57,9 @@ pub const TOKEN_DIR: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// The mode of the agent's token files: root's only (the default is 0644).
 pub const TOKEN_MODE: i32 = 0o600;
 
+/// A ServiceAccount with its Role and RoleBinding, all in one namespace.
+pub type Account = (ServiceAccount, Role, RoleBinding);
+
 /// The name of the agent's ServiceAccount, Role, RoleBinding and DaemonSet.
 pub fn agent_name(pool: &str) -> String {
     format!("machine-agent-{pool}")

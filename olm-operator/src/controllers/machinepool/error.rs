@@ -42,9 +42,9 @@ pub enum Error {
         pool: String,
         /// What was written.
         what: String,
-        /// The cause.
+        /// The cause (boxed: it is large, and the error of every reconcile).
         #[source]
-        source: WriteError,
+        source: Box<WriteError>,
     },
 }
 
@@ -76,5 +76,9 @@ pub fn read_error(pool: &str, what: &str) -> impl FnOnce(kube::Error) -> Error +
 /// How a failed write of `what` for pool `pool` is told.
 pub fn write_error(pool: &str, what: &str) -> impl FnOnce(WriteError) -> Error + use<> {
     let (pool, what) = (pool.to_owned(), what.to_owned());
-    move |source| Error::Write { pool, what, source }
+    move |source| Error::Write {
+        pool,
+        what,
+        source: Box::new(source),
+    }
 }

@@ -7,7 +7,7 @@
 //! Secret revokes it. The API server lets the joining account do one thing:
 //! create a new Machine of its pool, stamped with the id of the very token it
 //! used (`manifests/machine-agent-policy.yaml`). So olm-operator knows which
-//! token registered which machine, and [`plan`] decides, from what it reads:
+//! token registered which machine, and [`plan`] decides, from what the reconcile reads:
 //! - the first machine stamped with the current token is admitted: it gets its
 //!   own ServiceAccount `machine.<machine>`, a Role limited to its own Machine
 //!   and Lease (plus the reads an agent needs, no Secrets), and a token in the
@@ -40,8 +40,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DeleteParams, ListParams, PostParams, Preconditions},
-    core::PartialObjectMeta,
+    api::{DeleteParams, PostParams, Preconditions},
 };
 use olm_api::substrate::{
     JOIN_TOKEN_EXPIRES, JOIN_TOKEN_ID, JOIN_TOKEN_KEY, JOIN_TOKEN_SECRET_TYPE, JOIN_TOKEN_USED_AT,
@@ -51,8 +50,7 @@ use olm_api::substrate::{
 use olm_runtime::conditions::{ConditionReason, Status, set_condition};
 
 use super::{
-    account::{Account, apply_account},
-    agent::{self, POOL_LABEL},
+    agent::{self, Account},
     error::{Error, read_error, write_error},
     status::MachineReady,
 };
@@ -367,176 +365,13 @@ pub fn machine_objects(pool: &MachinePool, machine: &Machine) -> (Account, Secre
     ((account, role, binding), secret)
 }
 
-/// What a pool's joins came to.
-#[derive(Clone, Debug, Default)]
-pub struct Outcome {
-    /// The machines refused, with why.
-    pub refused: BTreeMap<String, String>,
-    /// Whether a machine was admitted and has yet to heartbeat on its own
-    /// credentials: its Lease, which no watch reports, is looked for soon.
-    pub admitting: bool,
-}
-
 /// How soon a pool with a machine being admitted is looked at again.
 pub const ADMITTING_RECHECK: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Brings a pool's joins in line (see [`plan`]). `machines` are the pool's
-/// Machines, `leases` the names of the Leases of its namespace.
-pub async fn reconcile(
-    ctx: &Context,
-    pool: &MachinePool,
-    machines: &[&Machine],
-    leases: &BTreeSet<String>,
-) -> Result<Outcome, Error> {
-    let Some(external) = pool.spec.external.as_ref() else {
-        return Ok(Outcome::default());
-    };
-    let secret_name = &external.token_secret_name;
-    let join_secret = join_secret(ctx, pool, secret_name).await?;
-    let issued = join_secret.as_ref().and_then(Issued::from_secret);
-    let credentials = credentials(ctx, pool).await?;
-    let joined: Vec<Joined> = machines
-        .iter()
-        .filter_map(|m| Joined::of(m, &credentials, leases))
-        .collect();
-    let now = Timestamp::now();
-    let plan = plan(secret_name, issued.as_ref(), &joined, now);
-
-    if let Some(admitted) = plan.admit.as_deref()
-        && let Some(machine) = machines.iter().find(|m| m.name_any() == admitted)
-    {
-        admit(ctx, pool, machine).await?;
-        if plan.mark_used {
-            mark_used(ctx, pool, admitted, secret_name, join_secret.as_ref(), now).await?;
-        }
-    }
-
-    // The joining account may read the admitted machine's credentials until the token goes.
-    let joiner = joiner_objects(pool, plan.readable.as_deref());
-    apply_account(ctx, &pool.name_any(), &joiner, "joining").await?;
-
-    if let Some(renewal) = plan.renew {
-        renew(ctx, pool, secret_name, join_secret.as_ref(), renewal).await?;
-    }
-    refuse(ctx, pool, machines, &plan.refused).await?;
-    Ok(Outcome {
-        admitting: plan.readable.is_some(),
-        refused: plan.refused,
-    })
-}
-
-/// The pool's join token Secret `secret_name`, if there is one; an error if
-/// a Secret of that name that olm-operator did not make stands there (it is
-/// not ours to replace).
-async fn join_secret(ctx: &Context, pool: &MachinePool, secret_name: &str) -> Result<Option<Secret>, Error> {
-    let name = pool.name_any();
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &pool.namespace().unwrap_or_default());
-    let join_secret = secrets
-        .get_opt(secret_name)
-        .await
-        .map_err(read_error(&name, "its join token Secret"))?;
-    if let Some(secret) = &join_secret
-        && secret.type_.as_deref() != Some(JOIN_TOKEN_SECRET_TYPE)
-    {
-        return Err(Error::ForeignJoinSecret {
-            pool: name,
-            secret: secret_name.to_owned(),
-        });
-    }
-    Ok(join_secret)
-}
-
-/// The names of the credentials Secrets of the pool's joined machines.
-async fn credentials(ctx: &Context, pool: &MachinePool) -> Result<BTreeSet<String>, Error> {
-    let name = pool.name_any();
-    let selector = format!("{POOL_LABEL}={name},{MACHINE_LABEL}");
-    let found = Api::<PartialObjectMeta<Secret>>::namespaced(
-        ctx.client.clone(),
-        &pool.namespace().unwrap_or_default(),
-    )
-    .list_metadata(&ListParams::default().labels(&selector))
-    .await
-    .map_err(read_error(&name, "the credentials of its joined machines"))?;
-    Ok(found.items.iter().map(ResourceExt::name_any).collect())
-}
-
-/// Gives the admitted `machine` its account and credentials Secret, owned by
-/// its Machine.
-async fn admit(ctx: &Context, pool: &MachinePool, machine: &Machine) -> Result<(), Error> {
-    let name = pool.name_any();
-    let (account, secret) = machine_objects(pool, machine);
-    let whose = format!("joined machine {}", machine.name_any());
-    apply_account(ctx, &name, &account, &whose).await?;
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &pool.namespace().unwrap_or_default());
-    ctx.apply(&secrets, &secret)
-        .await
-        .map_err(write_error(&name, "a joined machine's credentials Secret"))?;
-    Ok(())
-}
-
-/// Marks the join token used by `admitted`, at `now`.
-async fn mark_used(
-    ctx: &Context,
-    pool: &MachinePool,
-    admitted: &str,
-    secret_name: &str,
-    join_secret: Option<&Secret>,
-    now: Timestamp,
-) -> Result<(), Error> {
-    let (Some(issued), Some(token)) = (
-        join_secret.and_then(Issued::from_secret),
-        join_secret.and_then(token_of),
-    ) else {
-        return Ok(());
-    };
-    let used = Issued {
-        used_by: Some(admitted.to_owned()),
-        used_at: Some(now),
-        ..issued
-    };
-    let (name, namespace) = (pool.name_any(), pool.namespace().unwrap_or_default());
-    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
-    ctx.apply(&secrets, &join_secret_body(pool, secret_name, &token, &used))
-        .await
-        .map_err(write_error(&name, "the join token's use"))?;
-    tracing::info!(pool = %name, %namespace, machine = admitted, "join token used: machine admitted");
-    Ok(())
-}
-
-/// Marks the refused machines: only their Ready condition, as for lost ones.
-async fn refuse(
-    ctx: &Context,
-    pool: &MachinePool,
-    machines: &[&Machine],
-    refused: &BTreeMap<String, String>,
-) -> Result<(), Error> {
-    let (name, namespace) = (pool.name_any(), pool.namespace().unwrap_or_default());
-    let api = Api::<Machine>::namespaced(ctx.client.clone(), &namespace);
-    for (machine_name, message) in refused {
-        let Some(machine) = machines.iter().find(|m| &m.name_any() == machine_name) else {
-            continue;
-        };
-        let Some(condition) = refused_condition(machine, message, &olm_runtime::conditions::now()) else {
-            continue;
-        };
-        ctx.apply_status(
-            &api,
-            machine_name,
-            &serde_json::json!({ "conditions": [condition] }),
-        )
-        .await
-        .map_err(write_error(
-            &name,
-            &format!("the refusal of Machine {machine_name}"),
-        ))?;
-        tracing::warn!(pool = %name, %namespace, machine = %machine_name, "{message}");
-    }
-    Ok(())
-}
-
-/// Replaces the join token: deletes the Secret (revoking the token bound to
+/// Replaces the join token (work the decision requests, done with live
+/// requests: the token is issued for a Secret that must exist first): deletes the Secret (revoking the token bound to
 /// it), makes it again, and fills it with a new token bound to the new Secret.
-async fn renew(
+pub async fn renew(
     ctx: &Context,
     pool: &MachinePool,
     secret_name: &str,
@@ -612,7 +447,7 @@ async fn renew(
 }
 
 /// The join token in `secret`, as text.
-fn token_of(secret: &Secret) -> Option<String> {
+pub fn token_of(secret: &Secret) -> Option<String> {
     let token = secret.data.as_ref()?.get(JOIN_TOKEN_KEY)?;
     String::from_utf8(token.0.clone()).ok()
 }

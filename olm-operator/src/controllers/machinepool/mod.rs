@@ -6,185 +6,232 @@
 //! matches, marks the machines whose Lease expired as lost (their `Ready`
 //! condition `Unknown`, reason `AgentLost`, the only field olm-operator
 //! writes on a Machine), and writes the pool's status ([`status`]) with the
-//! API server endpoints agents fail over between ([`endpoints`]).
-//!
-//! A reconcile is triggered by the pool, its DaemonSet, its Machines and
-//! node changes (wired in [`crate::watches`]), and runs again when the next
-//! machine's Lease would expire, so a machine is marked lost within one lease
-//! duration without watching every Lease of the cluster.
+//! API server endpoints agents fail over between: those the `kubernetes`
+//! EndpointSlices list ([`olm_runtime::endpoints::from_slices`], as the agents
+//! read them), then those given with `--apiserver-endpoints`, for servers the
+//! slices do not list (two servers on one address with different ports, as on
+//! the test control plane).
 //!
 //! For a pool with `spec.external` it keeps the pool's join token and gives
 //! each machine that joins with it its own credentials ([`join`]); a machine
 //! that registered with a used token is refused and named in the pool's
 //! status, and counted nowhere else.
+//!
+//! A reconcile has the three steps of every reconciler: it *reads* the shared
+//! stores ([`PoolStores`]: Machines, Nodes, the agent DaemonSets, the
+//! `kubernetes` EndpointSlices, and the metadata of the ServiceAccounts,
+//! Roles, RoleBindings and Secrets made for pools), *decides* in
+//! [`decide::decide`] (pure), and *applies* the decision through the
+//! runtime's applier, which skips every object whose live copy in those
+//! stores already carries the desired hash. Three things stay live calls:
+//! - the Leases of the pool's namespace, listed when the reconcile runs:
+//!   agents renew them every few seconds, and a watch would bring every
+//!   renewal of every Lease of the cluster (node Leases included, which no
+//!   label tells apart) to olm-operator; instead the pool is looked at again
+//!   when its next machine would turn lost;
+//! - the pool's join token Secret, read by name: the pool may name a Secret
+//!   olm-operator did not make, which no label-selected store holds, and a
+//!   store of every Secret of the cluster would keep every Secret in memory;
+//! - a join token's renewal ([`join::renew`]): the new token is issued by the
+//!   API server for a Secret that must exist first, so it is a sequence of
+//!   requests, not an object to apply.
+//!
+//! A reconcile is triggered by the pool, its DaemonSet, its Machines, node
+//! changes and the `kubernetes` EndpointSlices (wired in [`crate::watches`]),
+//! and runs again when the next machine's Lease would expire, so a machine is
+//! marked lost within one lease duration without watching every Lease of the
+//! cluster.
 
-pub mod account;
 pub mod agent;
-pub mod endpoints;
+pub mod decide;
 pub mod error;
 pub mod join;
 pub mod status;
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+    time::Duration,
+};
 
-use k8s_openapi::api::{apps::v1::DaemonSet, coordination::v1::Lease, core::v1::Node};
+use k8s_openapi::api::{coordination::v1::Lease, core::v1::Secret};
 use kube::{
     Api, Client, Resource, ResourceExt,
     api::ListParams,
-    core::PartialObjectMeta,
-    runtime::{controller::Action, reflector::ObjectRef},
+    runtime::{
+        controller::Action,
+        reflector::{ObjectRef, Store},
+    },
 };
 use olm_api::substrate::{Machine, MachinePool};
+use olm_runtime::effects::{Effects, Live};
 
 pub use self::error::Error;
 use self::{
-    account::apply_account,
+    decide::{Decision, Read},
     error::{read_error, write_error},
-    status::Observed,
 };
-use crate::context::Context;
+use crate::{
+    context::Context,
+    stores::{PoolStores, in_namespace},
+};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "machinepool";
 
-/// Reconciles one MachinePool: applies its agent, reads its machines, marks
-/// the lost ones, writes its status and looks again when the next machine
-/// would turn lost.
-pub async fn reconcile(pool: Arc<MachinePool>, ctx: Arc<Context>) -> Result<Action, Error> {
+/// How soon a pool is looked at again while the stores have not synced yet.
+const UNTIL_SYNCED: Duration = Duration::from_secs(1);
+
+/// Reconciles one MachinePool from the shared `stores`: reads, decides,
+/// applies, and looks again when the next machine would turn lost.
+pub async fn reconcile(
+    pool: Arc<MachinePool>,
+    ctx: Arc<Context>,
+    stores: PoolStores,
+) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
     if !ctx.is_leader() {
         return Ok(Action::await_change());
     }
+    if !stores.synced() {
+        // An unsynced store would read as "no machines, no nodes".
+        return Ok(Action::requeue(UNTIL_SYNCED));
+    }
     let namespace = pool.namespace().ok_or(Error::NoNamespace)?;
     let name = pool.name_any();
-    let read = |what: &str| read_error(&name, what);
-    let client = ctx.client.clone();
 
-    let daemonset = apply_agent(&ctx, &pool, &namespace).await?;
-    let matching_nodes = matching_nodes(&client, &pool)
-        .await
-        .map_err(read("the nodes its selector matches"))?;
-    let machines = Api::<Machine>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(read("its Machines"))?;
-    let machines: Vec<&Machine> = machines.items.iter().filter(|m| m.spec.pool == name).collect();
-    let leases = Api::<Lease>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(read("the Leases of its namespace"))?;
-    let leases: BTreeMap<String, &Lease> = leases.items.iter().map(|l| (l.name_any(), l)).collect();
-
-    // Machines joining from outside: refused ones count nowhere but in Degraded.
-    let lease_names = leases.keys().cloned().collect();
-    let joins = join::reconcile(&ctx, &pool, &machines, &lease_names).await?;
-    let machines = machines
+    // Read: the stores, the Leases and the join token Secret (see the module docs).
+    let machines: Vec<Arc<Machine>> = in_namespace(&stores.machines.store, &namespace)
         .into_iter()
-        .filter(|m| !joins.refused.contains_key(&m.name_any()))
+        .filter(|m| m.spec.pool == name)
         .collect();
-
-    let observed = Observed {
-        matching_nodes,
-        machines,
-        refused: joins.refused,
-        leases,
-        daemonset: daemonset.as_ref(),
-        endpoints: endpoints::discover(&client, &ctx.settings.apiserver_endpoints).await,
+    let leases = Api::<Lease>::namespaced(ctx.client.clone(), &namespace)
+        .list(&ListParams::default())
+        .await
+        .map_err(read_error(&name, "the Leases of its namespace"))?;
+    let join_secret = join_secret(&ctx.client, &pool).await?;
+    let daemonset = stores
+        .daemonsets
+        .store
+        .get(&ObjectRef::new(&agent::agent_name(&name)).within(&namespace));
+    let slices = stores.endpoint_slices.store.state();
+    let read = Read {
+        matching_nodes: matching_nodes(&stores, &pool),
+        machines: machines.iter().map(AsRef::as_ref).collect(),
+        leases: leases.items.iter().map(|l| (l.name_any(), l)).collect(),
+        daemonset: daemonset.as_deref(),
+        endpoints: olm_runtime::endpoints::merge(
+            olm_runtime::endpoints::from_slices(slices.iter().map(AsRef::as_ref)),
+            &ctx.settings.apiserver_endpoints,
+        ),
+        join_secret: join_secret.as_ref(),
+        credentials: credentials(&stores, &namespace, &name),
+        now: olm_runtime::conditions::now(),
+        resync: ctx.settings.resync,
     };
-    let now = olm_runtime::conditions::now();
-    mark_lost(&ctx, &pool, &observed, &now).await?;
-    write_status(&ctx, &pool, &status::compute(&pool, &observed, &now)).await?;
 
-    let resync = if joins.admitting {
-        join::ADMITTING_RECHECK
-    } else {
-        ctx.settings.resync
-    };
-    Ok(Action::requeue(status::requeue_after(&observed, now.0, resync)))
+    // Decide, then apply.
+    let decision = decide::decide(&pool, &read)?;
+    let requeue = decision.requeue;
+    perform(&ctx, &pool, decision, join_secret.as_ref(), &stores.live()).await?;
+    Ok(Action::requeue(requeue))
 }
 
-/// Applies the agent's account and DaemonSet, for pools of cluster nodes
-/// (those with a node selector); returns the DaemonSet as applied.
-async fn apply_agent(ctx: &Context, pool: &MachinePool, namespace: &str) -> Result<Option<DaemonSet>, Error> {
-    let Some(daemonset) = agent::daemonset(pool) else {
-        return Ok(None);
+/// Performs `decision` for `pool`: the objects, the join token's renewal,
+/// the machines' conditions, and the pool's status last.
+async fn perform(
+    ctx: &Context,
+    pool: &MachinePool,
+    decision: Decision,
+    join_secret: Option<&Secret>,
+    live: &(dyn Live + Sync),
+) -> Result<(), Error> {
+    let (name, namespace) = (pool.name_any(), pool.namespace().unwrap_or_default());
+    let pools: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &namespace);
+    let Effects {
+        objects,
+        removals,
+        status,
+    } = decision.effects;
+    let objects: Effects<olm_api::substrate::MachinePoolStatus> = Effects {
+        objects,
+        removals,
+        status: None,
     };
-    let name = pool.name_any();
-    let account = (
-        agent::service_account(pool),
-        agent::role(pool),
-        agent::role_binding(pool),
-    );
-    apply_account(ctx, &name, &account, "agent").await?;
-    let applied = ctx
-        .apply(&Api::namespaced(ctx.client.clone(), namespace), &daemonset)
+    ctx.writer
+        .perform(&ctx.client, &pools, &objects, live)
         .await
-        .map_err(write_error(&name, "the agent DaemonSet"))?;
-    Ok(Some(applied))
+        .map_err(write_error(&name, "its agent and join objects"))?;
+    if let (Some(renewal), Some(external)) = (decision.renew, pool.spec.external.as_ref()) {
+        join::renew(ctx, pool, &external.token_secret_name, join_secret, renewal).await?;
+    }
+    let machines: Api<Machine> = Api::namespaced(ctx.client.clone(), &namespace);
+    for mark in decision.machines {
+        let what = format!("the Ready condition of Machine {}", mark.name);
+        let effects = Effects {
+            status: Some(mark),
+            ..Effects::none()
+        };
+        ctx.writer
+            .perform(&ctx.client, &machines, &effects, live)
+            .await
+            .map_err(write_error(&name, &what))?;
+        tracing::warn!(pool = %name, %namespace, "{what} written: lost or refused");
+    }
+    let Some(status) = status else {
+        return Ok(());
+    };
+    let (ready, lost) = (status.status.ready_machines, status.status.lost_machines);
+    let effects = Effects {
+        status: Some(status),
+        ..Effects::none()
+    };
+    ctx.writer
+        .perform(&ctx.client, &pools, &effects, live)
+        .await
+        .map_err(write_error(&name, "its status"))?;
+    tracing::info!(pool = %name, %namespace, ?ready, ?lost, "MachinePool status updated");
+    Ok(())
 }
 
 /// The names of the nodes the pool's node selector matches; `None` without a
 /// selector.
-async fn matching_nodes(
-    client: &Client,
-    pool: &MachinePool,
-) -> Result<Option<std::collections::BTreeSet<String>>, kube::Error> {
-    let Some(selector) = pool.spec.node_selector.as_ref() else {
+fn matching_nodes(stores: &PoolStores, pool: &MachinePool) -> Option<BTreeSet<String>> {
+    let selector = pool.spec.node_selector.as_ref()?;
+    let nodes = stores.nodes.store.state();
+    let matches = |labels: &BTreeMap<String, String>| selector.iter().all(|(k, v)| labels.get(k) == Some(v));
+    Some(
+        nodes
+            .iter()
+            .filter(|node| matches(node.labels()))
+            .map(|node| node.name_any())
+            .collect(),
+    )
+}
+
+/// The names of the credentials Secrets of the joined machines of pool `name`.
+fn credentials(stores: &PoolStores, namespace: &str, name: &str) -> BTreeSet<String> {
+    in_namespace(&stores.secrets.store, namespace)
+        .iter()
+        .filter(|secret| {
+            let labels = secret.labels();
+            labels.get(agent::POOL_LABEL).map(String::as_str) == Some(name)
+                && labels.contains_key(join::MACHINE_LABEL)
+        })
+        .map(|secret| secret.name_any())
+        .collect()
+}
+
+/// The join token Secret a pool with `spec.external` names, if it exists.
+/// Read by name, not from a store: see the module docs.
+async fn join_secret(client: &Client, pool: &MachinePool) -> Result<Option<Secret>, Error> {
+    let Some(external) = pool.spec.external.as_ref() else {
         return Ok(None);
     };
-    let labels = selector
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let nodes = Api::<PartialObjectMeta<Node>>::all(client.clone())
-        .list_metadata(&ListParams::default().labels(&labels))
-        .await?;
-    Ok(Some(nodes.items.iter().map(ResourceExt::name_any).collect()))
-}
-
-/// Marks the machines lost whose Lease expired: only their `Ready`
-/// condition, forced, as the contract allows.
-async fn mark_lost(
-    ctx: &Context,
-    pool: &MachinePool,
-    observed: &Observed<'_>,
-    now: &k8s_openapi::apimachinery::pkg::apis::meta::v1::Time,
-) -> Result<(), Error> {
-    let (name, namespace) = (pool.name_any(), pool.namespace().unwrap_or_default());
-    let api = Api::<Machine>::namespaced(ctx.client.clone(), &namespace);
-    for (machine, condition) in status::newly_lost(observed, now) {
-        let body = serde_json::json!({ "conditions": [condition] });
-        ctx.apply_status(&api, &machine.name_any(), &body)
-            .await
-            .map_err(write_error(
-                &name,
-                &format!("the lost condition of Machine {}", machine.name_any()),
-            ))?;
-        tracing::warn!(pool = %name, %namespace, machine = %machine.name_any(), "machine lost: its Lease expired");
-    }
-    Ok(())
-}
-
-/// Writes the pool's status `next`, only when it changed.
-async fn write_status(
-    ctx: &Context,
-    pool: &MachinePool,
-    next: &olm_api::substrate::MachinePoolStatus,
-) -> Result<(), Error> {
-    if pool.status.as_ref() == Some(next) {
-        return Ok(());
-    }
-    let (name, namespace) = (pool.name_any(), pool.namespace().unwrap_or_default());
-    ctx.apply_status(
-        &Api::<MachinePool>::namespaced(ctx.client.clone(), &namespace),
-        &name,
-        next,
-    )
-    .await
-    .map_err(write_error(&name, "its status"))?;
-    tracing::info!(pool = %name, %namespace, ready = ?next.ready_machines, lost = ?next.lost_machines, "MachinePool status updated");
-    Ok(())
+    Api::<Secret>::namespaced(client.clone(), &pool.namespace().unwrap_or_default())
+        .get_opt(&external.token_secret_name)
+        .await
+        .map_err(read_error(&pool.name_any(), "its join token Secret"))
 }
 
 /// What to do after a failed reconcile.
@@ -192,8 +239,30 @@ pub fn error_policy(pool: Arc<MachinePool>, error: &Error, ctx: Arc<Context>) ->
     olm_runtime::error_policy(CONTROLLER, pool.as_ref(), error, &ctx.metrics.runtime().reconcile)
 }
 
+/// Every pool with a node selector (for a node's change).
+pub fn with_selector(store: &Store<MachinePool>) -> Vec<ObjectRef<MachinePool>> {
+    store
+        .state()
+        .iter()
+        .filter(|pool| pool.spec.node_selector.is_some())
+        .map(|pool| ObjectRef::from_obj(pool.as_ref()))
+        .collect()
+}
+
+/// Every pool (for a change of the API server endpoints).
+pub fn all(store: &Store<MachinePool>) -> Vec<ObjectRef<MachinePool>> {
+    store
+        .state()
+        .iter()
+        .map(|pool| ObjectRef::from_obj(pool.as_ref()))
+        .collect()
+}
+
 /// The pool a Machine belongs to.
 pub fn of_machine(machine: &Machine) -> Option<ObjectRef<MachinePool>> {
     let namespace = machine.meta().namespace.as_deref()?;
     Some(ObjectRef::new(&machine.spec.pool).within(namespace))
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,243 @@
+//! The controller's wiring against a mocked API server: what one reconcile
+//! reads and writes, and that a reconcile with the live objects in the stores
+//! writes only what changed.
+
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response};
+use k8s_openapi::api::{
+    apps::v1::DaemonSet,
+    core::v1::{Node, Secret, ServiceAccount},
+    discovery::v1::EndpointSlice,
+    rbac::v1::{Role, RoleBinding},
+};
+use kube::{
+    Client, Resource,
+    client::Body,
+    core::PartialObjectMeta,
+    runtime::{reflector::store::Writer as StoreWriter, watcher::Event},
+};
+use olm_api::substrate::{Machine, MachinePool, MachinePoolStatus};
+use olm_runtime::{Leadership, apply::Writer};
+use serde::de::DeserializeOwned;
+
+use super::reconcile;
+use crate::{
+    context::{Context, FIELD_MANAGER, Settings},
+    metrics::Metrics,
+    stores::{Cache, PoolStores},
+};
+
+/// What the mocked API server saw: `METHOD path` and the body of each request.
+type Seen = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
+
+/// A client whose API server lists no Lease, answers a pool's status with
+/// `pool`, and any other write with its own body; it records every request.
+fn api_server(pool: &MachinePool) -> (Client, Seen) {
+    let seen: Seen = Arc::default();
+    let record = seen.clone();
+    let pool = serde_json::to_vec(pool).expect("JSON");
+    let service = tower::service_fn(move |request: Request<Body>| {
+        let (record, pool) = (record.clone(), pool.clone());
+        async move {
+            let line = format!("{} {}", request.method(), request.uri().path());
+            let bytes = request.into_body().collect_bytes().await.expect("a body");
+            let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+            let answer = if line.ends_with("/leases") {
+                br#"{"apiVersion":"coordination.k8s.io/v1","kind":"LeaseList","metadata":{},"items":[]}"#
+                    .to_vec()
+            } else if line.contains("/machinepools/") {
+                pool
+            } else {
+                bytes.to_vec()
+            };
+            record.lock().expect("not poisoned").push((line, body));
+            Ok::<_, std::convert::Infallible>(Response::new(Body::from(answer)))
+        }
+    });
+    (Client::new(service, "default"), seen)
+}
+
+fn context(client: Client) -> Arc<Context> {
+    let metrics = olm_runtime::metrics::Metrics::new().expect("metrics");
+    Arc::new(Context::new(
+        client,
+        None,
+        Arc::new(Metrics::register(&metrics).expect("metrics")),
+        Writer::new(Leadership::standalone(), FIELD_MANAGER),
+        Settings::default(),
+    ))
+}
+
+/// A synced store holding `objects`.
+fn cache<K>(objects: Vec<K>) -> Cache<K>
+where
+    K: Resource<DynamicType = ()> + Clone + 'static,
+{
+    let mut writer = StoreWriter::default();
+    let store = writer.as_reader();
+    writer.apply_watcher_event(&Event::Init);
+    for object in objects {
+        writer.apply_watcher_event(&Event::InitApply(object));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
+    let synced = olm_runtime::reflector::Synced::new();
+    synced.set();
+    Cache { store, synced }
+}
+
+fn from<K: DeserializeOwned>(value: serde_json::Value) -> K {
+    serde_json::from_value(value).expect("an object")
+}
+
+fn pool(version: &str) -> MachinePool {
+    from(serde_json::json!({
+        "apiVersion": "substrate.olm-rs.dev/v1alpha1",
+        "kind": "MachinePool",
+        "metadata": {"name": "edge", "namespace": "ops", "uid": "uid-1", "generation": 1},
+        "spec": {"nodeSelector": {"edge": "true"},
+                 "agent": {"image": "machine-agent", "version": version}},
+    }))
+}
+
+/// The stores: one node of the pool, the `kubernetes` EndpointSlice, and the
+/// live copies of what the API server was sent (`seen`, with the agent
+/// DaemonSet rolled out).
+fn stores(seen: &[(String, serde_json::Value)]) -> PoolStores {
+    let sent = |kind: &str| -> Vec<serde_json::Value> {
+        seen.iter()
+            .filter(|(line, body)| line.starts_with("PATCH") && body["kind"] == kind)
+            .map(|(_, body)| body.clone())
+            .collect()
+    };
+    let daemonsets = sent("DaemonSet")
+        .into_iter()
+        .map(|mut body| {
+            body["metadata"]["generation"] = 1.into();
+            body["status"] = serde_json::json!({"observedGeneration": 1, "desiredNumberScheduled": 1,
+                "updatedNumberScheduled": 1, "currentNumberScheduled": 1, "numberMisscheduled": 0,
+                "numberReady": 1});
+            from::<DaemonSet>(body)
+        })
+        .collect();
+    let node = from::<PartialObjectMeta<Node>>(serde_json::json!({
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": "a", "labels": {"edge": "true"}},
+    }));
+    let slice = from::<EndpointSlice>(serde_json::json!({
+        "metadata": {"name": "kubernetes", "namespace": "default"},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.1"]}],
+        "ports": [{"name": "https", "port": 6443}],
+    }));
+    PoolStores {
+        machines: cache::<Machine>(Vec::new()),
+        nodes: cache(vec![node]),
+        daemonsets: cache(daemonsets),
+        service_accounts: cache(
+            sent("ServiceAccount")
+                .into_iter()
+                .map(from::<PartialObjectMeta<ServiceAccount>>)
+                .collect(),
+        ),
+        roles: cache(
+            sent("Role")
+                .into_iter()
+                .map(from::<PartialObjectMeta<Role>>)
+                .collect(),
+        ),
+        role_bindings: cache(
+            sent("RoleBinding")
+                .into_iter()
+                .map(from::<PartialObjectMeta<RoleBinding>>)
+                .collect(),
+        ),
+        secrets: cache::<PartialObjectMeta<Secret>>(Vec::new()),
+        endpoint_slices: cache(vec![slice]),
+    }
+}
+
+fn lines(seen: &Seen) -> Vec<String> {
+    seen.lock()
+        .expect("not poisoned")
+        .iter()
+        .map(|(line, _)| line.clone())
+        .collect()
+}
+
+/// The status the last reconcile wrote.
+fn written_status(seen: &Seen) -> MachinePoolStatus {
+    let seen = seen.lock().expect("not poisoned");
+    let (_, body) = seen
+        .iter()
+        .rev()
+        .find(|(line, _)| line.ends_with("/status"))
+        .expect("a status write");
+    from(body["status"].clone())
+}
+
+const LEASES: &str = "GET /apis/coordination.k8s.io/v1/namespaces/ops/leases";
+const DAEMONSET: &str = "PATCH /apis/apps/v1/namespaces/ops/daemonsets/machine-agent-edge";
+const STATUS: &str = "PATCH /apis/substrate.olm-rs.dev/v1alpha1/namespaces/ops/machinepools/edge/status";
+
+#[tokio::test]
+async fn a_reconcile_applies_the_agent_then_the_status_and_a_settled_pool_writes_nothing() {
+    // A new pool, nothing live: the agent's objects, then the status.
+    let (client, first) = api_server(&pool("0.1.0"));
+    let empty = stores(&[]);
+    reconcile(Arc::new(pool("0.1.0")), context(client), empty)
+        .await
+        .expect("reconciled");
+    assert_eq!(
+        lines(&first),
+        [
+            LEASES,
+            "PATCH /api/v1/namespaces/ops/serviceaccounts/machine-agent-edge",
+            "PATCH /apis/rbac.authorization.k8s.io/v1/namespaces/ops/roles/machine-agent-edge",
+            "PATCH /apis/rbac.authorization.k8s.io/v1/namespaces/ops/rolebindings/machine-agent-edge",
+            DAEMONSET,
+            STATUS,
+        ]
+    );
+    let status = written_status(&first);
+    assert_eq!(
+        status.api_server_endpoints,
+        Some(vec!["https://10.0.0.1:6443".to_owned()])
+    );
+    assert_eq!(status.desired_machines, Some(1));
+
+    // The same pool once its objects are live and its agent rolled out: only
+    // the status changes (the rollout is over).
+    let live = stores(&first.lock().expect("not poisoned"));
+    let mut settled = pool("0.1.0");
+    settled.status = Some(status);
+    let (client, second) = api_server(&settled);
+    let ctx = context(client);
+    reconcile(Arc::new(settled.clone()), ctx.clone(), live.clone())
+        .await
+        .expect("reconciled");
+    assert_eq!(lines(&second), [LEASES, STATUS]);
+
+    // With that status too, a new leader sends no write at all.
+    settled.status = Some(written_status(&second));
+    second.lock().expect("not poisoned").clear();
+    reconcile(Arc::new(settled.clone()), ctx.clone(), live.clone())
+        .await
+        .expect("reconciled");
+    assert_eq!(lines(&second), [LEASES]);
+
+    // A new agent version: the DaemonSet alone, and the rollout in the status.
+    let mut upgraded = pool("0.2.0");
+    upgraded.status = settled.status.clone();
+    second.lock().expect("not poisoned").clear();
+    reconcile(Arc::new(upgraded), ctx, live)
+        .await
+        .expect("reconciled");
+    assert_eq!(lines(&second), [LEASES, DAEMONSET, STATUS]);
+    let progressing = written_status(&second).conditions.unwrap_or_default();
+    assert!(
+        progressing
+            .iter()
+            .any(|c| c.type_ == "Progressing" && c.reason == "AgentRollout"),
+        "{progressing:?}"
+    );
+}

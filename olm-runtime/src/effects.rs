@@ -100,6 +100,11 @@ impl Desired {
         })
     }
 
+    /// Whether it is created rather than applied ([`Desired::create_only`]).
+    pub fn creates(&self) -> bool {
+        self.create
+    }
+
     /// The object's name.
     pub fn name(&self) -> &str {
         self.object.metadata.name.as_deref().unwrap_or_default()

@@ -100,6 +100,13 @@ impl Desired {
         })
     }
 
+    /// The hash of its content ([`DESIRED_HASH`]), when the controller owns it
+    /// whole: a decision may compare it with a live copy itself, e.g. to
+    /// keep only the objects that need a write.
+    pub fn hash(&self) -> Option<&str> {
+        self.hash.as_deref()
+    }
+
     /// Whether it is created rather than applied ([`Desired::create_only`]).
     pub fn creates(&self) -> bool {
         self.create

@@ -13,6 +13,8 @@ use olm_api::{
     v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvReason},
 };
 
+use olm_runtime::effects::DESIRED_HASH;
+
 use crate::controllers::csv::{
     build::operator_group_annotations,
     copy_hashes::{SPEC_HASH, STATUS_HASH},
@@ -53,7 +55,7 @@ pub fn copy_of(
     copy_labels.insert(labels::COPIED_FROM.to_owned(), from.clone());
     let mut annotations = csv.annotations().clone();
     annotations.remove(SPEC_HASH);
-    annotations.remove(olm_runtime::effects::DESIRED_HASH);
+    annotations.remove(DESIRED_HASH);
     // The record of earlier releases on the original: never copied.
     annotations.remove(STATUS_HASH);
     // As in OLM: a copy names no target namespaces of its own.
@@ -132,6 +134,8 @@ pub struct Occupant {
     pub targets: Option<String>,
     /// Its status as the store keeps it (copies: see [`super::trim`]).
     pub status: Option<ClusterServiceVersionStatus>,
+    /// The hash of what was last applied to it (copies: [`DESIRED_HASH`]).
+    pub desired_hash: Option<String>,
 }
 
 impl Occupant {
@@ -144,6 +148,7 @@ impl Occupant {
             copied_from: csv.labels().get(labels::COPIED_FROM).cloned(),
             targets: csv.annotations().get(labels::TARGET_NAMESPACES).cloned(),
             status: csv.status.clone(),
+            desired_hash: csv.annotations().get(DESIRED_HASH).cloned(),
         })
     }
 }

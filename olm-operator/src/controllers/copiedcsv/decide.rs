@@ -56,6 +56,9 @@ pub struct Decision {
     /// The deletions are there because copies are switched off: the original
     /// gets a `DisabledCopiedCSVs` event once they are done.
     pub disabled: bool,
+    /// More copies need a write than one reconcile writes ([`BATCH`]): look
+    /// again at once.
+    pub more: bool,
 }
 
 /// Whether the original rests in `status`'s phase (see the module docs).
@@ -94,7 +97,7 @@ pub fn decide(observed: &Observed<'_>) -> Decision {
     }
     let namespaces = copy_namespaces(&own, &membership.targets, observed.namespaces, disabled);
     if resting(original.status.as_ref()) {
-        write_copies(&mut decision.effects, observed, membership, &namespaces);
+        decision.more = write_copies(&mut decision.effects, observed, membership, &namespaces);
     }
     for copy in observed.same_name {
         if copy.copied_from.as_deref() == Some(own.as_str()) && !namespaces.contains(&copy.namespace) {
@@ -106,8 +109,15 @@ pub fn decide(observed: &Observed<'_>) -> Decision {
     decision
 }
 
-/// Adds the copies of the original in `namespaces`, and their statuses, to
-/// `effects`.
+/// How many copies one reconcile writes at most (objects and statuses
+/// counted apart); the rest follow at once in the next ([`Decision::more`]).
+/// Each copy to write is held whole until it is written: a batch bounds that
+/// memory, and lets the copies' store catch up between batches.
+pub const BATCH: usize = 100;
+
+/// Adds the copies of the original in `namespaces` that need a write, and
+/// their statuses, to `effects`, at most [`BATCH`] of each; returns whether
+/// more are left.
 ///
 /// A CSV of the name that is no copy is never touched, and no copy goes
 /// there. A copy of another original of the same name is left to that
@@ -115,44 +125,44 @@ pub fn decide(observed: &Observed<'_>) -> Decision {
 /// place, so that two originals never take turns overwriting one copy; once
 /// that original is gone or no longer serves the namespace, ours is applied
 /// over it. A namespace with nothing of the name gets its copy by create, so
-/// that a CSV that took the name since the stores saw it is left alone.
-/// Every copy of ours is applied (the applier skips those whose live copy
-/// carries the desired hash); its status is written when the store shows
-/// another, or none.
+/// that a CSV that took the name since the stores saw it is left alone. A
+/// copy of ours is applied when its live copy carries another hash than the
+/// desired one, and its status is written when the store shows another, or
+/// none.
 fn write_copies(
     effects: &mut Effects<()>,
     observed: &Observed<'_>,
     membership: &Membership,
     namespaces: &BTreeSet<String>,
-) {
+) -> bool {
     let original = observed.original;
     let own = original.namespace().unwrap_or_default();
     let status = original.status.clone().unwrap_or_default();
     for namespace in namespaces {
+        if effects.objects.len() >= BATCH || effects.statuses.len() >= BATCH {
+            return true;
+        }
         let occupant = observed.same_name.iter().find(|o| &o.namespace == namespace);
         let (copy, copy_status) = copy_in_group(original, membership, &status, namespace);
         let desired = Desired::owned(&copy).expect("a CSV serializes");
-        let status_due = match occupant {
-            None => {
-                effects.objects.push(desired.create_only());
-                true
-            }
+        let (object, status_due) = match occupant {
+            None => (Some(desired.create_only()), true),
             Some(o) => match o.copied_from.as_deref() {
                 None => continue,
                 Some(from) if from == own => {
-                    effects.objects.push(desired);
-                    !o.status
+                    let stale = o.desired_hash.as_deref() != desired.hash();
+                    let status_due = !o
+                        .status
                         .as_ref()
-                        .is_some_and(|live| same_status(live, &copy_status))
+                        .is_some_and(|live| same_status(live, &copy_status));
+                    (stale.then_some(desired), status_due)
                 }
-                Some(from) if dangling(o, from, observed.same_name) => {
-                    effects.objects.push(desired);
-                    true
-                }
+                Some(from) if dangling(o, from, observed.same_name) => (Some(desired), true),
                 // A copy of another original that still serves the namespace: left to it.
                 Some(_) => continue,
             },
         };
+        effects.objects.extend(object);
         if status_due {
             let write =
                 StatusOf::of::<ClusterServiceVersion, _>(Some(namespace), &copy.name_any(), &copy_status)
@@ -160,6 +170,7 @@ fn write_copies(
             effects.statuses.push(write);
         }
     }
+    false
 }
 
 #[cfg(test)]
@@ -226,7 +237,27 @@ mod tests {
             copied_from: Some(from.to_owned()),
             targets: None,
             status,
+            desired_hash: None,
         }
+    }
+
+    /// The copy of `csv` in `namespace` as this controller last wrote it.
+    fn settled(csv: &ClusterServiceVersion, namespace: &str) -> Occupant {
+        let (copy, status) = copy_in_group(
+            csv,
+            &chosen(&[]),
+            &csv.status.clone().unwrap_or_default(),
+            namespace,
+        );
+        let hash = Desired::owned(&copy).expect("a copy").hash().map(str::to_owned);
+        Occupant {
+            desired_hash: hash,
+            ..copy_from(namespace, Some(status))
+        }
+    }
+
+    fn copy_from(namespace: &str, status: Option<ClusterServiceVersionStatus>) -> Occupant {
+        copy(namespace, OWN, status)
     }
 
     /// An original (no copy) in `namespace` serving `targets`.
@@ -237,6 +268,7 @@ mod tests {
             copied_from: None,
             targets: Some(targets.to_owned()),
             status: None,
+            desired_hash: None,
         }
     }
 
@@ -377,40 +409,44 @@ mod tests {
     }
 
     #[test]
-    fn a_copy_is_applied_always_and_its_status_written_only_when_it_differs() {
+    fn a_copy_is_written_only_where_its_hash_or_its_status_differs() {
         let csv = succeeded();
-        let current = copied(&csv, "a");
         let stale = copied(
             &original(Some(status(CsvPhase::Pending, CsvReason::RequirementsNotMet))),
             "b",
         );
         // Another message time of the original alone is no new status for a copy.
-        let mut later = current.clone();
-        later.last_update_time = Some(at(1_900_000_000));
+        let mut later = settled(&csv, "d");
+        if let Some(status) = later.status.as_mut() {
+            status.last_update_time = Some(at(1_900_000_000));
+        }
         let got = run(Case {
-            original: csv,
-            membership: Some(chosen(&["a", "b", "c", "d"])),
+            original: csv.clone(),
+            membership: Some(chosen(&["a", "b", "c", "d", "e"])),
             namespaces: &[],
             config: None,
             same_name: vec![
-                resident(OWN, "a,b,c,d"),
-                copy("a", OWN, Some(current)),
-                copy("b", OWN, Some(stale)),
-                copy("c", OWN, None),
-                copy("d", OWN, Some(later)),
+                resident(OWN, "a,b,c,d,e"),
+                settled(&csv, "a"),
+                Occupant {
+                    status: Some(stale),
+                    ..settled(&csv, "b")
+                },
+                Occupant {
+                    status: None,
+                    ..settled(&csv, "c")
+                },
+                later,
+                // Metadata or spec of an earlier apply.
+                Occupant {
+                    desired_hash: Some("old".to_owned()),
+                    ..settled(&csv, "e")
+                },
             ],
         });
-        // The applier skips the applies whose live copy carries the desired hash.
         assert_eq!(
             got,
-            (
-                vec![],
-                names(&["a", "b", "c", "d"]),
-                names(&["b", "c"]),
-                vec![],
-                false,
-                false
-            )
+            (vec![], names(&["e"]), names(&["b", "c"]), vec![], false, false)
         );
     }
 
@@ -519,23 +555,48 @@ mod tests {
     }
 
     #[test]
-    fn a_thousand_namespaces_settled_cost_no_status_write() {
+    fn a_thousand_copies_are_written_a_batch_at_a_time_and_settled_cost_nothing() {
         let csv = succeeded();
-        let all: Vec<String> = (0..1000).map(|i| format!("ns-{i}")).collect();
+        let all: Vec<String> = (0..1000).map(|i| format!("ns-{i:04}")).collect();
         let names: Vec<&str> = all.iter().map(String::as_str).collect();
-        let same_name = all
-            .iter()
-            .map(|ns| copy(ns, OWN, Some(copied(&csv, ns))))
-            .collect();
+        let now = at(1_800_000_100);
+        let all_namespaces = membership(Targets::All);
+        let decide_with = |same_name: &[Occupant]| {
+            decide(&Observed {
+                original: &csv,
+                membership: Some(&all_namespaces),
+                namespaces: &all,
+                config: None,
+                same_name,
+                now: &now,
+            })
+        };
+        // None yet: the first batch, and more to come.
+        let first = decide_with(&[]);
+        assert_eq!(
+            (
+                first.effects.objects.len(),
+                first.effects.statuses.len(),
+                first.more
+            ),
+            (BATCH, BATCH, true)
+        );
+        assert!(first.effects.objects.iter().all(Desired::creates));
+        // The first 900 written: the last 100, and no more.
+        let written: Vec<Occupant> = all[..900].iter().map(|ns| settled(&csv, ns)).collect();
+        let last = decide_with(&written);
+        assert_eq!((last.effects.objects.len(), last.more), (100, false));
+        assert_eq!(last.effects.objects[0].namespace(), Some("ns-0900"));
+        // All written (as after a restart): nothing to write.
+        let same_name: Vec<Occupant> = all.iter().map(|ns| settled(&csv, ns)).collect();
         let (created, applied, statuses, removed, _, _) = run(Case {
-            original: csv,
+            original: csv.clone(),
             membership: Some(membership(Targets::All)),
             namespaces: &names,
             config: None,
             same_name,
         });
-        assert!(created.is_empty() && statuses.is_empty() && removed.is_empty());
-        assert_eq!(applied.len(), 1000, "each skipped by the applier on its hash");
+        assert!(created.is_empty() && applied.is_empty() && statuses.is_empty() && removed.is_empty());
         assert!(!labels::COPIED_FROM.is_empty());
     }
 }

@@ -34,9 +34,12 @@
 //! OLMConfig, see [`crate::watches`]), decides in [`decide::decide`] (pure)
 //! and has the runtime's applier perform it. The copies' store keeps each
 //! copy's metadata trimmed to what keeping it needs and its status without
-//! spec ([`trim`]), so the decision compares a copy's status itself, and the
-//! applier skips every copy whose live copy carries the desired hash: a new
-//! leader writes nothing for copies that are already right. What triggers a
+//! spec ([`trim`]) and the hash of what was applied, so the decision keeps
+//! only the copies whose live copy differs (the applier would skip the others
+//! on their hash as well): a new leader writes nothing for copies that are
+//! already right. One reconcile writes at most [`decide::BATCH`] copies and
+//! looks again at once for the rest, so that the copies it holds to write stay
+//! few. What triggers a
 //! reconcile (wired in [`crate::watches`]): the original; its copies, also
 //! deleted ones ([`originals`]); the OperatorGroups of its namespace, also
 //! deleted ones ([`in_namespace`]); for an operator of all namespaces
@@ -227,6 +230,9 @@ pub async fn reconcile(
     }
     if decision.disabled && done.removed > 0 {
         announce_disabled(&ctx, &csv, done.removed).await;
+    }
+    if decision.more {
+        return Ok(Action::requeue(Duration::ZERO));
     }
     Ok(Action::requeue(ctx.settings.resync))
 }

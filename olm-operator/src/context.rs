@@ -67,10 +67,6 @@ pub struct Context {
     config: Option<kube::Config>,
     scoped_clients: Mutex<BTreeMap<String, Client>>,
     server_version: OnceCell<semver::Version>,
-    /// The caches copied CSVs are kept from, once the watches run.
-    pub copies: std::sync::OnceLock<crate::copy_state::Caches>,
-    /// The status hashes recorded on originals of copies by this process.
-    pub copies_recorded: crate::copy_state::Recorded,
 }
 
 impl Context {
@@ -97,8 +93,6 @@ impl Context {
             config,
             scoped_clients: Mutex::new(BTreeMap::new()),
             server_version: OnceCell::new(),
-            copies: std::sync::OnceLock::new(),
-            copies_recorded: Default::default(),
         }
     }
 

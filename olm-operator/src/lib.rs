@@ -25,7 +25,6 @@
 
 pub mod context;
 pub mod controllers;
-pub mod copy_state;
 pub mod metrics;
 mod run;
 pub mod stores;

@@ -45,6 +45,10 @@ pub struct Stores {
     pub namespaces: Cache<PartialObjectMeta<Namespace>>,
     /// Every Subscription, trimmed ([`trim_subscription`]).
     pub subscriptions: Cache<Subscription>,
+    /// Every copied CSV, trimmed (`copiedcsv::trim`): for the finalizer, which
+    /// removes an original's copies. Not waited for by [`Stores::synced`]:
+    /// the finalizer lists the copies while it fills.
+    pub copies: Cache<ClusterServiceVersion>,
 }
 
 impl Stores {

@@ -15,7 +15,17 @@
 //! | APIServices, metadata only | nothing | [`csv::apiservices::naming_api_service`] | - |
 //! | Deployments, ServiceAccounts, RBAC, Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
 //! | Machines | store (no managed fields), shared with the MachinePool controller | [`csv::machine::of_pool`] | - |
-//! | Copied CSVs (`olm.copiedFrom`), metadata only, listed 50 at a time | store: trimmed ([`csv::copied::trim`]) | their originals ([`csv::copied::originals`]), also when deleted | - |
+//! | Copied CSVs (`olm.copiedFrom`), listed 50 at a time | store: trimmed to metadata and status ([`copiedcsv::trim`]); the finalizer reads it | - | - |
+//! | OLMConfigs | store | - | - |
+//!
+//! The copied-CSV controller ([`copiedcsv`]) reconciles the originals from the
+//! same store of CSVs as the CSV controller, and reads the stores of copies,
+//! OperatorGroups, namespaces and OLMConfigs. It is triggered by the originals;
+//! by their copies, also deleted ones ([`copiedcsv::originals`]); by the
+//! OperatorGroups of their namespace, also deleted ones
+//! ([`copiedcsv::in_namespace`]); and for operators of all namespaces
+//! ([`copiedcsv::serving_all`]) by any namespace, also a deleted one, and by
+//! the OLMConfigs.
 //!
 //! The Operator controller has its own watches ([`operator_controller`]): every
 //! kind of [`operator::components::KINDS`] as metadata, kept nowhere, each
@@ -84,10 +94,10 @@ use serde::de::DeserializeOwned;
 use crate::{
     context::Context,
     controllers::{
+        copiedcsv,
         csv::{self, build::OWNER_KIND},
         machinepool, operator, operatorgroup,
     },
-    copy_state::Caches,
     stores::{Cache, PoolStores, Stores},
 };
 
@@ -106,16 +116,16 @@ where
     T: Stream<Item = ()> + Send + 'static,
 {
     let mut shared = Shared::new(&ctx.client, &readiness);
-    let _ = ctx.copies.set(shared.copy_caches());
     let stores = shared.stores();
     let stopped = || shutdown.signaled();
 
     let csvs = csv_controller(ctx.clone(), &mut shared, stores.clone(), terms(), stopped());
+    let copies = copiedcsv_controller(ctx.clone(), &mut shared, terms(), stopped());
     let groups = operatorgroup_controller(ctx.clone(), &mut shared, stores, terms(), stopped());
     let pools = machinepool_controller(ctx.clone(), &mut shared, terms(), stopped());
     let operators = operator_controller(ctx.clone(), terms(), stopped());
     let controllers = async {
-        tokio::join!(csvs, groups, pools, operators);
+        tokio::join!(csvs, copies, groups, pools, operators);
     };
     // The watches never end on their own; they stop with the controllers.
     let drivers = shared.run();
@@ -128,7 +138,8 @@ struct Shared {
     csvs: Reflector<ClusterServiceVersion>,
     groups: Reflector<OperatorGroup>,
     namespaces: Reflector<PartialObjectMeta<Namespace>>,
-    copies: Reflector<PartialObjectMeta<ClusterServiceVersion>>,
+    copies: Reflector<ClusterServiceVersion>,
+    configs: Reflector<OLMConfig>,
     subscriptions: Reflector<Subscription>,
     machines: Reflector<Machine>,
     pool_objects: PoolObjects,
@@ -206,15 +217,18 @@ impl Shared {
         let namespaces =
             Reflector::<PartialObjectMeta<Namespace>>::new(Api::all(client.clone()), all(), readiness)
                 .modify(|namespace| namespace.metadata.annotations = None);
-        // Copies as trimmed metadata: what keeping them needs, nothing more. Listed
-        // 50 at a time: each carries its original's annotations and managed fields,
-        // and the heap a list page needs before `trim` stays with the process.
-        let copies = Reflector::<PartialObjectMeta<ClusterServiceVersion>>::new(
+        // Copies trimmed to what keeping them needs: metadata and status, no spec.
+        // Listed 50 at a time: each carries its original's spec, annotations and
+        // managed fields, and the heap a list page needs before `trim` stays with
+        // the process.
+        let copies = Reflector::<ClusterServiceVersion>::new(
             Api::all(client.clone()),
             all().labels(labels::COPIED_FROM).page_size(COPIES_PAGE),
             readiness,
         )
-        .modify_with_managed_fields(csv::copied::trim);
+        .modify(copiedcsv::trim);
+        // The OLMConfig `cluster`: whether copies are switched off.
+        let configs = Reflector::<OLMConfig>::new(Api::all(client.clone()), all(), readiness);
         // The config and CSVs of each Subscription are all the CSV reconcile reads.
         let subscriptions = Reflector::<Subscription>::new(Api::all(client.clone()), all(), readiness)
             .modify(crate::stores::trim_subscription);
@@ -225,6 +239,7 @@ impl Shared {
             groups,
             namespaces,
             copies,
+            configs,
             subscriptions,
             machines,
             pool_objects: PoolObjects::new(client, readiness),
@@ -238,6 +253,7 @@ impl Shared {
             operator_groups: cache(&self.groups),
             namespaces: cache(&self.namespaces),
             subscriptions: cache(&self.subscriptions),
+            copies: cache(&self.copies),
         }
     }
 
@@ -256,12 +272,15 @@ impl Shared {
         }
     }
 
-    /// The caches copied CSVs are kept from.
-    fn copy_caches(&self) -> Caches {
-        Caches {
+    /// The stores the copied-CSV reconcile reads.
+    fn copy_sources(&self) -> copiedcsv::Sources {
+        copiedcsv::Sources {
             csvs: cache(&self.csvs),
             copies: cache(&self.copies),
+            groups: cache(&self.groups),
             namespaces: cache(&self.namespaces),
+            configs: cache(&self.configs),
+            live: olm_runtime::live::LiveStores::new().with(self.copies.store()),
         }
     }
 
@@ -269,7 +288,12 @@ impl Shared {
     async fn run(self) {
         futures::future::join3(
             futures::future::join3(self.csvs.run(), self.groups.run(), self.namespaces.run()),
-            futures::future::join3(self.subscriptions.run(), self.machines.run(), self.copies.run()),
+            futures::future::join4(
+                self.subscriptions.run(),
+                self.machines.run(),
+                self.copies.run(),
+                self.configs.run(),
+            ),
             self.pool_objects.run(),
         )
         .await;
@@ -290,7 +314,6 @@ fn csv_controller(
         .trigger_backoff(TriggerBackoff::default());
     let controller = watch_csv_children(controller, &client);
     let controller = watch_csv_requirements(controller, &client, &store, shared);
-    let controller = watch_csv_copies(controller, &client, &store, shared);
     let controller = watch_csv_neighbours(controller, &store, shared);
     let metrics = ctx.metrics.clone();
     controller
@@ -389,33 +412,58 @@ fn watch_csv_requirements(
         )
 }
 
-/// The CSV controller watches what decides the copies of a CSV: the copies
-/// themselves (a copy deleted by hand comes back; one deleted with its
-/// original lets another take its place), the OLMConfig and the namespaces.
-fn watch_csv_copies(
-    controller: Controller<ClusterServiceVersion>,
-    client: &Client,
-    store: &Store<ClusterServiceVersion>,
+/// The copied-CSV controller and its watches (see the table above).
+fn copiedcsv_controller(
+    ctx: Arc<Context>,
     shared: &mut Shared,
-) -> Controller<ClusterServiceVersion> {
-    let (by_copy, by_deleted_copy) = (store.clone(), store.clone());
-    let (by_config, by_namespace) = (store.clone(), store.clone());
-    controller
+    terms: impl Stream<Item = ()> + Send + 'static,
+    stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let store = shared.csvs.store();
+    let sources = shared.copy_sources();
+    let (by_copy, by_deleted_copy, by_group, by_deleted_group) =
+        (store.clone(), store.clone(), store.clone(), store.clone());
+    let (by_config, by_namespace, by_deleted_namespace) = (store.clone(), store.clone(), store.clone());
+    Controller::for_shared_stream(shared.csvs.subscribe(), store)
+        .trigger_backoff(TriggerBackoff::default())
         .watches_shared_stream(shared.copies.subscribe(), move |copy| {
-            csv::copied::originals(&by_copy, &copy.metadata)
+            copiedcsv::originals(&by_copy, &copy)
         })
         .reconcile_on(
             shared
                 .copies
                 .deleted()
-                .flat_map(move |copy| stream::iter(csv::copied::originals(&by_deleted_copy, &copy.metadata))),
+                .flat_map(move |copy| stream::iter(copiedcsv::originals(&by_deleted_copy, &copy))),
         )
-        .watches_stream(touched(Api::<OLMConfig>::all(client.clone())), move |_| {
-            csv::copied::serving_all(&by_config)
+        .watches_shared_stream(shared.groups.subscribe(), move |group| {
+            copiedcsv::in_namespace(&by_group, &group.namespace().unwrap_or_default())
+        })
+        .reconcile_on(shared.groups.deleted().flat_map(move |group| {
+            stream::iter(copiedcsv::in_namespace(
+                &by_deleted_group,
+                &group.namespace().unwrap_or_default(),
+            ))
+        }))
+        .watches_shared_stream(shared.configs.subscribe(), move |_| {
+            copiedcsv::serving_all(&by_config)
         })
         .watches_shared_stream(shared.namespaces.subscribe(), move |_| {
-            csv::copied::serving_all(&by_namespace)
+            copiedcsv::serving_all(&by_namespace)
         })
+        .reconcile_on(
+            shared
+                .namespaces
+                .deleted()
+                .flat_map(move |_| stream::iter(copiedcsv::serving_all(&by_deleted_namespace))),
+        )
+        .reconcile_all_on(terms)
+        .graceful_shutdown_on(stopped)
+        .run(
+            move |csv, ctx| copiedcsv::reconcile(csv, ctx, sources.clone()),
+            copiedcsv::error_policy,
+            ctx,
+        )
+        .for_each(|_| futures::future::ready(()))
 }
 
 /// The CSV controller watches the objects a CSV's phase depends on beside its

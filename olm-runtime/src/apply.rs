@@ -348,6 +348,70 @@ pub async fn apply_dynamic(
     apply_as(leadership, api, kind, name, obj, manager).await
 }
 
+/// Creates `obj`, whose kind is known only at run time (its `types` say it), as
+/// field manager `manager`. Returns `false`, having written nothing, when an
+/// object of its name exists already (HTTP 409).
+pub async fn create_dynamic(
+    leadership: &Leadership,
+    api: &Api<DynamicObject>,
+    obj: &DynamicObject,
+    manager: &str,
+) -> Result<bool, WriteError> {
+    let kind = obj
+        .types
+        .as_ref()
+        .map_or_else(|| "object".to_owned(), |types| types.kind.clone());
+    let name = obj.metadata.name.clone().unwrap_or_default();
+    let deadline = fence(leadership, &kind, &name)?;
+    let params = PostParams {
+        field_manager: Some(manager.to_owned()),
+        ..PostParams::default()
+    };
+    match fenced(deadline, &kind, &name, api.create(&params, obj)).await? {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Err(source) => Err(WriteError::Create { kind, name, source }),
+    }
+}
+
+/// Server-side applies `status` to the status subresource of `name`, whose kind
+/// (`resource`) is known only at run time. Returns `false`, having written
+/// nothing, when the object does not exist (HTTP 404).
+pub async fn apply_status_dynamic(
+    leadership: &Leadership,
+    api: &Api<DynamicObject>,
+    resource: &kube::api::ApiResource,
+    name: &str,
+    status: &serde_json::Value,
+    manager: &str,
+) -> Result<bool, WriteError> {
+    let kind = resource.kind.clone();
+    let deadline = fence(leadership, &kind, name)?;
+    let body = serde_json::json!({
+        "apiVersion": resource.api_version,
+        "kind": resource.kind,
+        "metadata": { "name": name },
+        "status": status,
+    });
+    let params = PatchParams::apply(manager).force();
+    match fenced(
+        deadline,
+        &kind,
+        name,
+        api.patch_status(name, &params, &Patch::Apply(&body)),
+    )
+    .await?
+    {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
+        Err(source) => Err(WriteError::ApplyStatus {
+            kind,
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
 /// The writes of one binary: its leadership, its field manager and write metrics.
 /// Cheap to clone; put one in each controller's context.
 #[derive(Clone, Debug)]
@@ -412,6 +476,32 @@ impl Writer {
         self.record(
             "apply",
             apply_dynamic(&self.leadership, api, name, obj, self.manager).await,
+        )
+    }
+
+    /// See [`create_dynamic()`]; counted as verb `create`.
+    pub async fn create_dynamic(
+        &self,
+        api: &Api<DynamicObject>,
+        obj: &DynamicObject,
+    ) -> Result<bool, WriteError> {
+        self.record(
+            "create",
+            create_dynamic(&self.leadership, api, obj, self.manager).await,
+        )
+    }
+
+    /// See [`apply_status_dynamic()`]; counted as verb `apply_status`.
+    pub async fn apply_status_dynamic(
+        &self,
+        api: &Api<DynamicObject>,
+        resource: &kube::api::ApiResource,
+        name: &str,
+        status: &serde_json::Value,
+    ) -> Result<bool, WriteError> {
+        self.record(
+            "apply_status",
+            apply_status_dynamic(&self.leadership, api, resource, name, status, self.manager).await,
         )
     }
 

@@ -14,14 +14,24 @@
 //!    install that is already right. Fields set on an object that others own
 //!    ([`Desired::fields`], e.g. one annotation) are applied as decided: the
 //!    decision compares them with the live object itself.
-//! 2. [`Removal`]s, by name; one already gone is not an error.
-//! 3. The status, last, so that it reports what was written.
+//!    An object the controller must never merge into one that appeared
+//!    under its name ([`Desired::create_only`]) is created instead; when the
+//!    name is taken (HTTP 409) it is left alone, and so is its status.
+//! 2. [`StatusOf`]: the status of other objects the reconcile keeps (e.g. the
+//!    copies of a CSV), as decided: the decision compares them with the
+//!    stores itself. A status of an object that does not exist (HTTP 404), or
+//!    whose create was refused, is not written.
+//! 3. [`Removal`]s, by name, and with [`Removal::with_uid`] only that very
+//!    object; one already gone, or replaced by another of the name, is not an
+//!    error.
+//! 4. The status of the reconciled object, last, so that it reports what was
+//!    written.
 
 use std::fmt::Debug;
 
 use kube::{
     Api, Client, Resource,
-    api::{ApiResource, DeleteParams, DynamicObject},
+    api::{ApiResource, DeleteParams, DynamicObject, Preconditions},
 };
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -41,6 +51,9 @@ pub struct Desired {
     pub object: DynamicObject,
     /// The hash of `object` when the controller owns it whole.
     hash: Option<String>,
+    /// Created (never applied) when no live copy carries the hash: see
+    /// [`Desired::create_only`].
+    create: bool,
 }
 
 impl Desired {
@@ -61,6 +74,15 @@ impl Desired {
         Ok(desired)
     }
 
+    /// Created rather than applied: for an object the decision saw no live
+    /// copy of, which must not be merged into another object that took its
+    /// name since (the create fails with 409 and the object is left alone).
+    #[must_use]
+    pub fn create_only(mut self) -> Desired {
+        self.create = true;
+        self
+    }
+
     /// Fields that the controller sets on an object others own: always applied.
     pub fn fields<K>(object: &K) -> Result<Desired, serde_json::Error>
     where
@@ -74,7 +96,20 @@ impl Desired {
             resource,
             object: serde_json::from_value(value)?,
             hash: None,
+            create: false,
         })
+    }
+
+    /// The hash of its content ([`DESIRED_HASH`]), when the controller owns it
+    /// whole: a decision may compare it with a live copy itself, e.g. to
+    /// keep only the objects that need a write.
+    pub fn hash(&self) -> Option<&str> {
+        self.hash.as_deref()
+    }
+
+    /// Whether it is created rather than applied ([`Desired::create_only`]).
+    pub fn creates(&self) -> bool {
+        self.create
     }
 
     /// The object's name.
@@ -117,6 +152,8 @@ pub struct Removal {
     pub namespace: Option<String>,
     /// Its name.
     pub name: String,
+    /// Its UID, when only that very object may go (see [`Removal::with_uid`]).
+    pub uid: Option<String>,
 }
 
 impl Removal {
@@ -126,7 +163,46 @@ impl Removal {
             resource: ApiResource::erase::<K>(&()),
             namespace: namespace.map(str::to_owned),
             name: name.to_owned(),
+            uid: None,
         }
+    }
+
+    /// Removes only the object with UID `uid`: one that took the name since
+    /// the decision is left alone.
+    #[must_use]
+    pub fn with_uid(mut self, uid: &str) -> Removal {
+        self.uid = Some(uid.to_owned());
+        self
+    }
+}
+
+/// The status of an object other than the reconciled one, written whole
+/// through its status subresource.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StatusOf {
+    /// Its kind's API resource.
+    pub resource: ApiResource,
+    /// Its namespace, for namespaced kinds.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// The whole status this controller owns on it.
+    pub status: serde_json::Value,
+}
+
+impl StatusOf {
+    /// The status `status` of `K` `name` (of `namespace`, for namespaced kinds).
+    pub fn of<K, S>(namespace: Option<&str>, name: &str, status: &S) -> Result<StatusOf, serde_json::Error>
+    where
+        K: Resource<DynamicType = ()>,
+        S: Serialize,
+    {
+        Ok(StatusOf {
+            resource: ApiResource::erase::<K>(&()),
+            namespace: namespace.map(str::to_owned),
+            name: name.to_owned(),
+            status: serde_json::to_value(status)?,
+        })
     }
 }
 
@@ -140,11 +216,13 @@ pub struct StatusWrite<S> {
 }
 
 /// Everything one reconcile decided: performed by [`Writer::perform`] in the order
-/// objects, removals, status.
+/// objects, statuses of other objects, removals, status.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Effects<S> {
     /// Objects (or fields of objects) to apply.
     pub objects: Vec<Desired>,
+    /// Statuses of other objects to write.
+    pub statuses: Vec<StatusOf>,
     /// Objects to remove.
     pub removals: Vec<Removal>,
     /// The status to write, when it changed.
@@ -155,6 +233,7 @@ impl<S> Default for Effects<S> {
     fn default() -> Self {
         Effects {
             objects: Vec::new(),
+            statuses: Vec::new(),
             removals: Vec::new(),
             status: None,
         }
@@ -169,7 +248,10 @@ impl<S> Effects<S> {
 
     /// Whether there is nothing to do.
     pub fn is_empty(&self) -> bool {
-        self.objects.is_empty() && self.removals.is_empty() && self.status.is_none()
+        self.objects.is_empty()
+            && self.statuses.is_empty()
+            && self.removals.is_empty()
+            && self.status.is_none()
     }
 }
 
@@ -194,7 +276,11 @@ pub struct Performed {
     pub applied: usize,
     /// Objects whose live copy already carried the desired hash.
     pub unchanged: usize,
-    /// Objects deleted (already gone ones are not counted).
+    /// Objects to create whose name was taken (HTTP 409): left alone.
+    pub refused: usize,
+    /// Statuses of other objects written.
+    pub statuses: usize,
+    /// Objects deleted (already gone or replaced ones are not counted).
     pub removed: usize,
     /// Whether the status was written.
     pub status: bool,
@@ -216,6 +302,7 @@ impl Writer {
         S: Serialize,
     {
         let mut done = Performed::default();
+        let mut refused = Vec::new();
         for desired in &effects.objects {
             let current = live.desired_hash(&desired.resource, desired.namespace(), desired.name());
             if desired.hash.is_some() && current == desired.hash {
@@ -223,25 +310,69 @@ impl Writer {
                 continue;
             }
             let api = dynamic_api(client, &desired.resource, desired.namespace());
-            self.apply_dynamic(&api, desired.name(), &desired.object).await?;
+            if !desired.create {
+                self.apply_dynamic(&api, desired.name(), &desired.object).await?;
+            } else if !self.create_dynamic(&api, &desired.object).await? {
+                done.refused += 1;
+                refused.push(desired);
+                continue;
+            }
             done.applied += 1;
         }
-        for removal in &effects.removals {
-            let api = dynamic_api(client, &removal.resource, removal.namespace.as_deref());
-            let params = DeleteParams::background();
+        for write in &effects.statuses {
+            let taken = |d: &&Desired| {
+                d.resource == write.resource
+                    && d.namespace() == write.namespace.as_deref()
+                    && d.name() == write.name
+            };
+            if refused.iter().any(taken) {
+                continue;
+            }
+            let api = dynamic_api(client, &write.resource, write.namespace.as_deref());
             if self
-                .delete_dynamic(&api, &removal.resource.kind, &removal.name, &params)
+                .apply_status_dynamic(&api, &write.resource, &write.name, &write.status)
                 .await?
             {
-                done.removed += 1;
+                done.statuses += 1;
             }
         }
+        done.removed = self.remove(client, &effects.removals).await?;
         if let Some(write) = &effects.status {
             self.apply_status(reconciled, &write.name, &write.status).await?;
             done.status = true;
         }
         Ok(done)
     }
+
+    /// Deletes `removals`, each only as the UID it names; returns how many went.
+    async fn remove(&self, client: &Client, removals: &[Removal]) -> Result<usize, WriteError> {
+        let mut removed = 0;
+        for removal in removals {
+            let api = dynamic_api(client, &removal.resource, removal.namespace.as_deref());
+            let params = DeleteParams {
+                preconditions: removal.uid.clone().map(|uid| Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..DeleteParams::background()
+            };
+            match self
+                .delete_dynamic(&api, &removal.resource.kind, &removal.name, &params)
+                .await
+            {
+                Ok(gone) => removed += usize::from(gone),
+                // The UID precondition failed: another object took the name.
+                Err(error) if is_status(&error, 409) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(removed)
+    }
+}
+
+/// Whether the API server answered `error` with HTTP `code`.
+pub(crate) fn is_status(error: &WriteError, code: u16) -> bool {
+    matches!(error.api_error(), Some(kube::Error::Api(status)) if status.code == code)
 }
 
 fn dynamic_api(client: &Client, resource: &ApiResource, namespace: Option<&str>) -> Api<DynamicObject> {
@@ -338,6 +469,7 @@ mod tests {
                 unchanged,
                 Desired::fields(&config_map("shared", "3")).unwrap(),
             ],
+            statuses: Vec::new(),
             removals: vec![Removal::of::<Service>(Some("ns"), "old")],
             status: Some(StatusWrite {
                 name: "x".to_owned(),
@@ -355,7 +487,8 @@ mod tests {
                 applied: 2,
                 unchanged: 1,
                 removed: 1,
-                status: true
+                status: true,
+                ..Performed::default()
             }
         );
         assert_eq!(
@@ -385,5 +518,77 @@ mod tests {
             .unwrap_err();
         assert!(error.is_not_leader(), "{error}");
         assert!(seen.lock().unwrap().is_empty());
+    }
+
+    /// A client whose API server answers `METHOD path` with the status code
+    /// `code` gives (200 with a ConfigMap body, else a Kubernetes `Status`),
+    /// and records `METHOD path?query` of each request.
+    fn answering(code: fn(&str) -> u16) -> (Client, Arc<Mutex<Vec<String>>>) {
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let record = seen.clone();
+        let service = tower::service_fn(move |request: Request<Body>| {
+            let line = format!("{} {}", request.method(), request.uri().path());
+            let status = code(&line);
+            record.lock().unwrap().push(line);
+            async move {
+                let body = if status == 200 {
+                    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
+                } else {
+                    serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                       "message": "no", "reason": "Conflict", "code": status})
+                };
+                let mut response = Response::new(Body::from(serde_json::to_vec(&body).unwrap()));
+                *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    #[tokio::test]
+    async fn statuses_of_others_follow_the_objects_and_a_taken_name_is_left_alone() {
+        let (client, seen) = answering(|line| match line {
+            // `taken` exists already; `gone` does not; `replaced` has another UID now.
+            "POST /api/v1/namespaces/ns/configmaps" => 409,
+            "PATCH /api/v1/namespaces/ns/configmaps/gone/status" => 404,
+            "DELETE /api/v1/namespaces/ns/configmaps/replaced" => 409,
+            _ => 200,
+        });
+        let writer = Writer::new(Leadership::standalone(), "olm-rs-test");
+        let status = |name: &str| {
+            StatusOf::of::<ConfigMap, _>(Some("ns"), name, &serde_json::json!({"phase": "Succeeded"}))
+                .unwrap()
+        };
+        let effects: Effects<()> = Effects {
+            objects: vec![
+                Desired::owned(&config_map("kept", "1")).unwrap(),
+                Desired::owned(&config_map("taken", "1")).unwrap().create_only(),
+            ],
+            statuses: vec![status("kept"), status("taken"), status("gone")],
+            removals: vec![Removal::of::<ConfigMap>(Some("ns"), "replaced").with_uid("u1")],
+            ..Effects::none()
+        };
+        let reconciled: Api<ConfigMap> = Api::namespaced(client.clone(), "ns");
+        let done = writer.perform(&client, &reconciled, &effects, &()).await.unwrap();
+        assert_eq!(
+            done,
+            Performed {
+                applied: 1,
+                refused: 1,
+                statuses: 1,
+                ..Performed::default()
+            }
+        );
+        assert_eq!(
+            *seen.lock().unwrap(),
+            [
+                "PATCH /api/v1/namespaces/ns/configmaps/kept",
+                "POST /api/v1/namespaces/ns/configmaps",
+                // No status for `taken`: it is not ours.
+                "PATCH /api/v1/namespaces/ns/configmaps/kept/status",
+                "PATCH /api/v1/namespaces/ns/configmaps/gone/status",
+                "DELETE /api/v1/namespaces/ns/configmaps/replaced",
+            ]
+        );
     }
 }

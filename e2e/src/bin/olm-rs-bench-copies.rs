@@ -215,6 +215,8 @@ struct FanOut {
     /// olm-operator's figures before the CSVs were created, and once settled.
     before: Sample,
     after: Sample,
+    /// How long after the CSVs were created the last original reached Succeeded.
+    succeeded_after: Option<Duration>,
     /// The copies, the phases each original went through, and a spot check of copies.
     copies: usize,
     phases: String,
@@ -238,13 +240,24 @@ async fn fan_out(
     }
     let before = Sample::of(olm);
     let started = Instant::now();
+    let succeeded = tokio::spawn(all_succeeded(
+        client.clone(),
+        home.to_owned(),
+        bundles.len(),
+        started,
+    ));
     for bundle in &bundles {
         originals.push(create_csv_of(client, bundle, home).await);
     }
     eprintln!("created {}", originals.join(", "));
     let (settled, last_write) = settle(client, olm, home, &originals, started + options.timeout).await;
     let after = Sample::of(olm);
+    let succeeded_after = tokio::time::timeout(Duration::from_secs(1), succeeded)
+        .await
+        .ok()
+        .and_then(Result::ok);
     FanOut {
+        succeeded_after,
         copies: copy_count(client).await,
         phases: phases_of(client, home, &originals).await,
         spot: spot_check(client, namespaces, &originals).await,
@@ -254,6 +267,26 @@ async fn fan_out(
         before,
         after,
     }
+}
+
+/// How long after `started` the `count` CSVs of `namespace` were all seen
+/// Succeeded, as a watch of them tells (no polling).
+async fn all_succeeded(client: Client, namespace: String, count: usize, started: Instant) -> Duration {
+    let api = Api::<ClusterServiceVersion>::namespaced(client, &namespace);
+    use kube::runtime::WatchStreamExt;
+    let mut seen = std::collections::BTreeSet::new();
+    let mut csvs = std::pin::pin!(
+        kube::runtime::watcher(api, kube::runtime::watcher::Config::default()).applied_objects()
+    );
+    while let Some(Ok(csv)) = csvs.next().await {
+        if csv.status.as_ref().and_then(|s| s.phase) == Some(CsvPhase::Succeeded) {
+            seen.insert(csv.metadata.name.clone().unwrap_or_default());
+            if seen.len() >= count {
+                break;
+            }
+        }
+    }
+    started.elapsed()
 }
 
 /// olm-operator's figures before and after `idle` at rest.
@@ -296,6 +329,7 @@ fn report_fan_out(options: &Options, fan_out: &FanOut) {
         copies,
         phases,
         spot,
+        succeeded_after,
     } = fan_out;
     println!(
         "olm-rs copied CSV bench: {} namespaces, {} AllNamespaces operators ({}), olm-operator from {}",
@@ -307,6 +341,10 @@ fn report_fan_out(options: &Options, fan_out: &FanOut) {
     println!("  machine load (uptime): {}", uptime());
     println!("  copies: {copies}; spot check: {spot}");
     println!("  phases of the originals: {phases}");
+    match succeeded_after {
+        Some(after) => println!("  every original Succeeded {after:.2?} after the CSVs were created"),
+        None => println!("  the originals were NOT all seen Succeeded"),
+    }
     if !settled {
         println!("  NOT SETTLED within {:?}", options.timeout);
     }

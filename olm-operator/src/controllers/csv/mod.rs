@@ -24,7 +24,6 @@ pub mod apply;
 pub mod build;
 pub mod certs;
 pub mod cleanup;
-pub mod copied;
 pub mod copy_hashes;
 pub mod crd_summary;
 pub mod dereference;
@@ -100,7 +99,7 @@ pub enum Error {
     Machine(#[source] machine::Error),
     /// Keeping the copies of the CSV in its target namespaces failed.
     #[error("failed to keep the copied ClusterServiceVersions")]
-    Copied(#[source] copied::Error),
+    Copied(#[source] crate::controllers::copiedcsv::Error),
     /// Removing cluster-scoped objects failed.
     #[error("failed to clean up after the ClusterServiceVersion")]
     Cleanup(#[source] cleanup::Error),
@@ -155,8 +154,7 @@ impl ReconcileError for Error {
     }
 }
 
-/// How soon a CSV is looked at again while the shared stores (or the caches of
-/// its copies) have not synced yet.
+/// How soon a CSV is looked at again while the shared stores have not synced yet.
 const UNSYNCED_RETRY: Duration = Duration::from_millis(500);
 
 /// Reconciles one CSV, reading the OperatorGroups, CSVs and Subscriptions of
@@ -168,7 +166,7 @@ pub async fn reconcile(
 ) -> Result<Action, Error> {
     let _timer = ctx.metrics.reconcile_started(CONTROLLER);
     if csv.labels().contains_key(labels::COPIED_FROM) {
-        // A copy in a target namespace: kept by its original's reconcile ([`copied`]).
+        // A copy in a target namespace: kept by the copied-CSV controller.
         return Ok(Action::await_change());
     }
     if !ctx.is_leader() {
@@ -186,7 +184,9 @@ pub async fn reconcile(
         match event {
             finalizer::Event::Apply(csv) => install(&ctx, &stores, &api, &csv).await,
             finalizer::Event::Cleanup(csv) => {
-                copied::delete_all(&ctx, &csv).await.map_err(Error::Copied)?;
+                crate::controllers::copiedcsv::delete_all(&ctx, &stores.copies, &csv)
+                    .await
+                    .map_err(Error::Copied)?;
                 cleanup::cleanup(&ctx, &csv).await.map_err(Error::Cleanup)
             }
         }
@@ -359,8 +359,8 @@ async fn install_deployments(
     }))
 }
 
-/// Writes the status `outcome` leads to, keeps the copies in line with it,
-/// and says when to look again.
+/// Writes the status `outcome` leads to, and says when to look again. The
+/// copies follow from the written status, by their own controller.
 async fn record(
     ctx: &Context,
     api: &Api<ClusterServiceVersion>,
@@ -377,24 +377,15 @@ async fn record(
     }
     let waits_for_hooks = csv.spec.install.machine().is_some() && !validation.requirements.met;
     let renewal_in = outcome.served.as_ref().map(|served| served.due_in(now));
-    let mut requeue = requeue_after(
+    let requeue = requeue_after(
         outcome.recheck_in,
         waits_for_hooks,
         renewal_in,
         ctx.settings.resync,
     );
-    let copied_status = next.clone();
     update_status::write(ctx, api, csv, next)
         .await
         .map_err(Error::UpdateStatus)?;
-    if let Ok(membership) = &validation.membership
-        && copied::sync(ctx, csv, membership, &copied_status)
-            .await
-            .map_err(Error::Copied)?
-            == copied::Kept::Later
-    {
-        requeue = requeue.min(UNSYNCED_RETRY);
-    }
     Ok(Action::requeue(requeue))
 }
 

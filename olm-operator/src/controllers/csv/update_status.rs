@@ -12,7 +12,7 @@ use olm_api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvP
 
 use olm_runtime::apply::WriteError;
 
-use super::{build::operator_group_annotations, copy_hashes::STATUS_HASH, validate::Membership};
+use super::{build::operator_group_annotations, validate::Membership};
 use crate::{context::Context, metrics::enum_string};
 
 /// Why a write failed.
@@ -39,30 +39,23 @@ pub enum Error {
 }
 
 /// The annotations olm-operator applies to a CSV: `olm.operatorGroup`,
-/// `olm.operatorNamespace` and `olm.targetNamespaces` as OLM does, and the
-/// status its copies were written with ([`STATUS_HASH`]) when there is
-/// one. Every apply of the CSV's annotations names them all: with one field
-/// manager, server-side apply removes those an apply leaves out.
-pub fn owned_annotations(
-    membership: &Membership,
-    copied_status: Option<&String>,
-) -> BTreeMap<String, String> {
-    let mut annotations = operator_group_annotations(membership);
-    if let Some(hash) = copied_status {
-        annotations.insert(STATUS_HASH.to_owned(), hash.clone());
-    }
-    annotations
+/// `olm.operatorNamespace` and `olm.targetNamespaces` as OLM does. Every apply
+/// of the CSV's annotations names them all: with one field manager,
+/// server-side apply removes those an apply leaves out (so the next apply
+/// drops the record of its copies that earlier releases kept there,
+/// `copy_hashes::STATUS_HASH`).
+pub fn owned_annotations(membership: &Membership) -> BTreeMap<String, String> {
+    operator_group_annotations(membership)
 }
 
 /// Puts `olm.operatorGroup`, `olm.operatorNamespace` and `olm.targetNamespaces`
-/// on the CSV, as OLM does, when they are missing or stale (keeping the record
-/// of its copies, see [`owned_annotations`]).
+/// on the CSV, as OLM does, when they are missing or stale.
 pub async fn annotate(
     ctx: &Context,
     csv: &ClusterServiceVersion,
     membership: &Membership,
 ) -> Result<(), Error> {
-    let wanted = owned_annotations(membership, csv.annotations().get(STATUS_HASH));
+    let wanted = owned_annotations(membership);
     let current = csv.annotations();
     if wanted.iter().all(|(k, v)| current.get(k) == Some(v)) {
         return Ok(());
@@ -147,20 +140,16 @@ mod tests {
     use crate::controllers::csv::{fixtures, validate::Targets};
 
     #[test]
-    fn each_apply_of_the_annotations_names_the_group_and_the_record_of_the_copies() {
+    fn each_apply_of_the_annotations_names_the_group_only() {
         let membership = fixtures::membership(Targets::All);
-        let without = owned_annotations(&membership, None);
+        let annotations = owned_annotations(&membership);
         assert_eq!(
-            without.keys().map(String::as_str).collect::<Vec<_>>(),
+            annotations.keys().map(String::as_str).collect::<Vec<_>>(),
             [
                 labels::OPERATOR_GROUP,
                 labels::OPERATOR_NAMESPACE,
                 labels::TARGET_NAMESPACES
             ]
         );
-        let record = "0123456789abcdef".to_owned();
-        let with = owned_annotations(&membership, Some(&record));
-        assert_eq!(with.get(STATUS_HASH), Some(&record));
-        assert!(without.iter().all(|(k, v)| with.get(k) == Some(v)));
     }
 }

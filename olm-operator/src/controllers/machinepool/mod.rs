@@ -150,11 +150,13 @@ async fn perform(
     let pools: Api<MachinePool> = Api::namespaced(ctx.client.clone(), &namespace);
     let Effects {
         objects,
+        statuses,
         removals,
         status,
     } = decision.effects;
     let objects: Effects<olm_api::substrate::MachinePoolStatus> = Effects {
         objects,
+        statuses,
         removals,
         status: None,
     };

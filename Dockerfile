@@ -10,13 +10,13 @@ RUN apt-get update && apt-get install -y --no-install-recommends musl-tools \
     && rustup target add "$(uname -m)-unknown-linux-musl"
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p olm-operator
+RUN cargo build --profile dist --locked -p olm-operator
 RUN target="$(uname -m)-unknown-linux-musl" \
-    && cargo build --release --locked -p catalog-operator --target "$target" \
-    && cp "target/$target/release/catalog-operator" /catalog-operator
+    && cargo build --profile dist --locked -p catalog-operator --target "$target" \
+    && cp "target/$target/dist/catalog-operator" /catalog-operator
 
 FROM gcr.io/distroless/cc-debian12:nonroot AS olm-operator
-COPY --from=build /src/target/release/olm-operator /usr/local/bin/olm-operator
+COPY --from=build /src/target/dist/olm-operator /usr/local/bin/olm-operator
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/olm-operator"]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# What copied CSVs cost olm-operator (e2e/src/bin/olm-rs-bench-copies.rs): a release build of
-# olm-operator, run as it ships, with N namespaces and the scale bench's five AllNamespaces
+# What copied CSVs cost olm-operator (e2e/src/bin/olm-rs-bench-copies.rs): olm-operator as it
+# ships (profile dist), with N namespaces and the scale bench's five AllNamespaces
 # operators created directly from the corpus (one copy per operator and namespace), against the
 # cluster in KUBECONFIG, or, when it is unset, a private local control plane (hack/cluster.sh)
 # torn down when this script ends. Prints the writes while the copies follow the operators'
@@ -18,8 +18,8 @@ cd "$repo"
 
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 if [ -z "${OLM_OPERATOR:-}" ]; then
-	cargo build -q --release -p olm-operator --bin olm-operator
-	OLM_OPERATOR=$target/release/olm-operator
+	cargo build -q --profile dist -p olm-operator --bin olm-operator
+	OLM_OPERATOR=$target/dist/olm-operator
 fi
 cargo build -q -p e2e --bin olm-rs-bench-copies
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The scale figures (e2e/src/bin/olm-rs-bench-scale.rs): release builds of both binaries, run as
-# they ship, with 1,000 namespaces, 5 corpus CatalogSources and 20 operators installed, against
+# The scale figures (e2e/src/bin/olm-rs-bench-scale.rs): both binaries as they ship (profile dist), run as
+# processes, with 1,000 namespaces, 5 corpus CatalogSources and 20 operators installed, against
 # the cluster in KUBECONFIG, or, when it is unset, a private local control plane (hack/cluster.sh)
 # torn down when this script ends. Prints, for each binary, RSS idle, CPU seconds and API requests
 # per minute at rest, the time from a restart to /readyz, RSS after it and RSS with 1,000 more
@@ -18,7 +18,7 @@ cd "$repo"
 # together, the packages unify their dependencies' features differently and the harness would
 # build both binaries a second time.
 for bin in olm-operator catalog-operator; do
-	cargo build -q --release -p "$bin" --bin "$bin"
+	cargo build -q --profile dist -p "$bin" --bin "$bin"
 done
 cargo build -q --release -p e2e --bin olm-rs-bench-scale
 target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
@@ -40,4 +40,6 @@ if [ -z "${KUBECONFIG:-}" ]; then
 	OLM_RS_CLUSTER_DIR=$cluster_dir OLM_RS_CLUSTER_OWNER_PID=$$ "$repo/hack/cluster.sh" up >&2
 	export KUBECONFIG=$cluster_dir/kubeconfig
 fi
-RUST_LOG=${RUST_LOG:-warn} "$target/release/olm-rs-bench-scale" "$@"
+env "CARGO_BIN_EXE_olm-operator=$target/dist/olm-operator" \
+	"CARGO_BIN_EXE_catalog-operator=$target/dist/catalog-operator" \
+	RUST_LOG="${RUST_LOG:-warn}" "$target/release/olm-rs-bench-scale" "$@"

@@ -3,7 +3,7 @@
 //! `resolve`).
 //!
 //! - [`source`]: reading catalog content from disk in any layout OLM uses.
-//! - [`snapshot`]: catalog content → the resolver's input.
+//! - [`snapshot`]: catalog content → the resolver's input (from `olm-resolution`).
 //! - [`registry`]: the operator-registry gRPC API (server, client).
 //! - [`catalogs`]: the shared in-memory store of catalog snapshots.
 //! - [`channel_heads`]: the channel heads' CSV descriptions and icons kept with a catalog.
@@ -27,9 +27,10 @@ pub mod packageserver;
 pub mod pull_secrets;
 pub mod registry;
 pub mod run;
-pub mod snapshot;
 pub mod source;
 pub mod unpack_jobs;
+
+pub use olm_resolution::snapshot;
 
 use std::process::ExitCode;
 

@@ -2,9 +2,8 @@
 //! InstallPlans, and the offline catalog commands (`render`, `validate`,
 //! `resolve`).
 //!
-//! - [`source`]: reading catalog content from disk in any layout OLM uses.
+//! - [`source`]: reading catalog content from disk in any layout OLM uses (from `olm-catalog`).
 //! - [`snapshot`]: catalog content → the resolver's input (from `olm-resolution`).
-//! - [`registry`]: the operator-registry gRPC API (server, client).
 //! - [`catalogs`]: the shared in-memory store of catalog snapshots.
 //! - [`channel_heads`]: the channel heads' CSV descriptions and icons kept with a catalog.
 //! - [`controllers`]: the CatalogSource, Subscription and InstallPlan controllers.
@@ -12,7 +11,7 @@
 //! - [`unpack_jobs`]: unpacking bundle images in a Job, OLM's way.
 //! - [`packageserver`]: the PackageManifest aggregated API, served from the catalogs in memory.
 //! - [`run`]: the `run` command, wiring the controllers with olm-runtime.
-//! - [`cli`]: the offline commands and `serve`.
+//! - [`cli`]: the offline commands and `serve` (the operator-registry gRPC API of `olm-registry`).
 
 pub mod bundle_images;
 pub mod bundles;
@@ -25,12 +24,14 @@ pub mod image_args;
 pub mod metrics;
 pub mod packageserver;
 pub mod pull_secrets;
-pub mod registry;
 pub mod run;
-pub mod source;
 pub mod unpack_jobs;
 
+pub use olm_catalog::source;
 pub use olm_resolution::snapshot;
+
+#[cfg(test)]
+mod registry_tests;
 
 use std::process::ExitCode;
 

@@ -8,6 +8,7 @@
 //!   bundle versions to a whole package.
 //! - [`packagemanifest`]: OLM's legacy package-manifest layout.
 //! - [`configmap`]: OLM's ConfigMap catalog format.
+//! - [`source`]: catalog content read from a path, whatever its layout (any of the above on disk).
 //! - [`validate`]: the checks `opm validate` makes on a catalog.
 //! - [`template`]: the community pipeline's `olm.template.basic` catalog templates.
 //!
@@ -30,6 +31,7 @@ mod par;
 pub mod property;
 pub mod render;
 pub mod size;
+pub mod source;
 pub mod template;
 pub mod validate;
 pub mod version;

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use olm_catalog::{Catalog, LoadError, bundle, fbc, packagemanifest, render};
+use crate::{Catalog, LoadError, bundle, fbc, packagemanifest, render};
 
 /// Why catalog content could not be read.
 #[derive(Debug, thiserror::Error)]

@@ -17,7 +17,7 @@ use kube::{Api, Client};
 use olm_catalog::{Bundle, Catalog, Property};
 use olm_resolver::model::CatalogId;
 
-use crate::registry::client::{ClientError, RegistryClient};
+use olm_registry::client::{ClientError, RegistryClient};
 
 /// How many bundles with manifests the store keeps after reading them.
 pub const CACHED_BUNDLES: usize = 8;

@@ -18,6 +18,7 @@ use std::{
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use olm_catalog::{Bundle, Catalog, Property, property::BundleObject};
+use olm_resolution::CatalogBundles;
 use olm_resolver::{
     CatalogIndex,
     model::{CatalogId, CatalogSnapshot},
@@ -183,6 +184,12 @@ pub struct CatalogState {
     pub content: Option<Arc<CatalogContent>>,
     /// When the health last changed.
     pub since: Time,
+}
+
+impl CatalogBundles for CatalogState {
+    fn package_of_bundle(&self, bundle: &str) -> Option<String> {
+        self.content.as_ref()?.catalog.package_of_bundle(bundle)
+    }
 }
 
 impl CatalogState {

@@ -109,6 +109,14 @@ impl Describe {
         }
     }
 
+    /// What a registry's listing keeps of the channel heads' CSVs for this.
+    pub fn head_csv_json(self) -> olm_registry::client::HeadCsvJson {
+        match self {
+            Describe::Heads => olm_registry::client::HeadCsvJson::Keep,
+            Describe::Nothing => olm_registry::client::HeadCsvJson::Skip,
+        }
+    }
+
     /// The CSVs of `catalog`'s channel heads this asks for ([`head_csvs`]), or none.
     pub fn head_csvs(self, catalog: &Catalog) -> HeadCsvs {
         match self {

@@ -2,34 +2,33 @@
 //! InstallPlans, and the offline catalog commands (`render`, `validate`,
 //! `resolve`).
 //!
-//! - [`source`]: reading catalog content from disk in any layout OLM uses.
-//! - [`snapshot`]: catalog content → the resolver's input.
-//! - [`registry`]: the operator-registry gRPC API (server, client).
+//! - [`source`]: reading catalog content from disk in any layout OLM uses (from `olm-catalog`).
+//! - [`snapshot`]: catalog content → the resolver's input (from `olm-resolution`).
 //! - [`catalogs`]: the shared in-memory store of catalog snapshots.
 //! - [`channel_heads`]: the channel heads' CSV descriptions and icons kept with a catalog.
 //! - [`controllers`]: the CatalogSource, Subscription and InstallPlan controllers.
 //! - [`metrics`]: OLM's catalog-operator metrics.
-//! - [`unpack_jobs`]: unpacking bundle images in a Job, OLM's way.
+//! - [`images`]: catalog and bundle images: pulled in process or unpacked by a Job, their pull
+//!   secrets, and the image flags of `run`.
 //! - [`packageserver`]: the PackageManifest aggregated API, served from the catalogs in memory.
 //! - [`run`]: the `run` command, wiring the controllers with olm-runtime.
-//! - [`cli`]: the offline commands and `serve`.
+//! - [`cli`]: the offline commands and `serve` (the operator-registry gRPC API of `olm-registry`).
 
-pub mod bundle_images;
 pub mod bundles;
-pub mod catalog_images;
 pub mod catalogs;
 pub mod channel_heads;
 pub mod cli;
 pub mod controllers;
-pub mod image_args;
+pub mod images;
 pub mod metrics;
 pub mod packageserver;
-pub mod pull_secrets;
-pub mod registry;
 pub mod run;
-pub mod snapshot;
-pub mod source;
-pub mod unpack_jobs;
+
+pub use olm_catalog::source;
+pub use olm_resolution::snapshot;
+
+#[cfg(test)]
+mod registry_tests;
 
 use std::process::ExitCode;
 

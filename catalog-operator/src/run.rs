@@ -72,7 +72,7 @@ pub struct RunArgs {
     pub package_server: Box<crate::packageserver::PackageServerArgs>,
     /// Pulling bundle and catalog images.
     #[command(flatten)]
-    pub images: crate::image_args::ImageArgs,
+    pub images: crate::images::args::ImageArgs,
     /// The image unpack Jobs run `catalog-operator unpack` from (for
     /// CatalogSources annotated `olm-rs.dev/bundle-unpack-method: Job`): this
     /// binary's own image, statically linked so that it runs in a bundle image.
@@ -113,7 +113,7 @@ pub enum RunError {
 /// Runs the operator until SIGTERM or Ctrl-C.
 pub async fn run(args: RunArgs) -> Result<(), RunError> {
     let pull_options = args.images.pull_options().map_err(RunError::Images)?;
-    if !crate::bundle_images::BundleImages::configure(pull_options) {
+    if !crate::images::bundles::BundleImages::configure(pull_options) {
         tracing::warn!("image pulling was configured before the flags were read; the flags are ignored");
     }
     let runtime = Runtime::builder(FIELD_MANAGER_CATALOG)

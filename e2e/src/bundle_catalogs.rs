@@ -55,7 +55,7 @@ pub async fn serve_catalog(client: &Client, ns: &str, label: &str, catalog: &Cat
 
 /// The bundle at the head of `package`'s `channel` in `catalog`.
 pub fn head_bundle<'a>(catalog: &'a Catalog, package: &str, channel: &str) -> &'a Bundle {
-    let head = catalog_operator::registry::server::RegistryIndex::new(catalog.clone())
+    let head = olm_registry::server::RegistryIndex::new(catalog.clone())
         .get_bundle_for_channel(package, channel)
         .unwrap_or_else(|e| panic!("{package} has a head in {channel}: {e}"));
     catalog

@@ -7,7 +7,6 @@
 
 use std::{collections::BTreeSet, path::Path, time::Duration};
 
-use catalog_operator::registry::server::RegistryIndex;
 use e2e::images::{image_catalog, push_catalog_image, test_registry};
 use k8s_openapi::{
     api::core::v1::Pod, apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -18,6 +17,7 @@ use olm_api::v1alpha1::{
 };
 use olm_catalog::{Catalog, Property, render::render_package_dir};
 use olm_oci::{PullOptions, Puller};
+use olm_registry::server::RegistryIndex;
 use olm_testkit::{
     corpus_dir, install_crds,
     objects::{apply_json, catalog_is_ready, csv_in, global_operator_group, subscribe, subscription_at},

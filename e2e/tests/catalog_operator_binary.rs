@@ -8,7 +8,6 @@
 
 use std::{collections::BTreeSet, path::PathBuf, time::Duration};
 
-use catalog_operator::registry::server::RegistryIndex;
 use k8s_openapi::{
     api::core::v1::ResourceQuota,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -22,6 +21,7 @@ use olm_api::v1alpha1::{
     Subscription,
 };
 use olm_catalog::Catalog;
+use olm_registry::server::RegistryIndex;
 use olm_testkit::{
     corpus_dir, install_crds,
     objects::{

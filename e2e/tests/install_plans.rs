@@ -6,7 +6,6 @@ mod common;
 
 use std::sync::Arc;
 
-use catalog_operator::registry::server::RegistryIndex;
 use e2e::inprocess::{Operator, Registry};
 use k8s_openapi::{
     api::core::v1::ConfigMap, apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -20,6 +19,7 @@ use olm_api::v1alpha1::{
     StepStatus, Subscription, SubscriptionConditionType, SubscriptionState,
 };
 use olm_catalog::{Catalog, ChannelEntry};
+use olm_registry::server::RegistryIndex;
 use olm_testkit::{
     FIELD_MANAGER, install_crds,
     objects::{install_plan_of, plan_in},

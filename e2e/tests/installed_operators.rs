@@ -12,7 +12,6 @@ mod common;
 
 use std::sync::Arc;
 
-use catalog_operator::registry::server::RegistryIndex;
 use e2e::inprocess::{Operator, Registry};
 use kube::Api;
 use olm_api::v1alpha1::{
@@ -20,6 +19,7 @@ use olm_api::v1alpha1::{
     SubscriptionConditionType, UpdateStrategy,
 };
 use olm_catalog::{Catalog, ChannelEntry, Property, property::PackageRequired};
+use olm_registry::server::RegistryIndex;
 use olm_testkit::{
     install_crds,
     objects::{catalog_is_ready, subscription_at},

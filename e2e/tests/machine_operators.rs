@@ -11,7 +11,6 @@ use std::{
     time::Duration,
 };
 
-use catalog_operator::registry::server::RegistryIndex;
 use e2e::inprocess::{DemoStack, demo_catalog};
 use kube::{Api, Client, api::DeleteParams};
 use olm_api::{
@@ -19,6 +18,7 @@ use olm_api::{
     v1alpha1::{ClusterServiceVersion, CsvPhase, Subscription},
 };
 use olm_catalog::Catalog;
+use olm_registry::server::RegistryIndex;
 use olm_testkit::{
     eventually, install_crds,
     objects::apply_json,

@@ -17,7 +17,7 @@ mod common;
 
 use std::{path::Path, sync::Arc, time::Duration};
 
-use catalog_operator::{controllers::Options, registry::server::RegistryIndex, run::controllers};
+use catalog_operator::{controllers::Options, run::controllers};
 use e2e::inprocess::{
     IdentityClient, Registry, demo_catalog, demo_index, package_server, wait_package_manifests,
 };
@@ -27,6 +27,7 @@ use kube::{
     api::{ListParams, WatchEvent, WatchParams},
 };
 use olm_api::{packages::PackageManifest, v1alpha1::CatalogSource};
+use olm_registry::server::RegistryIndex;
 use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_CATALOG};
 use olm_testkit::{
     corpus_dir, identity::Binary, install_crds, objects::catalog_is_ready, wait_for, with_namespace,

@@ -34,7 +34,6 @@ use catalog_operator::{
         icon::{DEFAULT_ICON, DEFAULT_MEDIA_TYPE},
         tls::{self, ServingCert},
     },
-    registry::server::RegistryIndex,
     run::controllers,
 };
 use e2e::{
@@ -55,6 +54,7 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use olm_api::{packages::PackageManifest, v1alpha1::CatalogSource};
+use olm_registry::server::RegistryIndex;
 use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_CATALOG};
 use olm_testkit::{
     corpus_dir, install_crds,

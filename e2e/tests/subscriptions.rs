@@ -11,7 +11,6 @@ mod common;
 
 use std::{sync::Arc, time::Duration};
 
-use catalog_operator::registry::server::RegistryIndex;
 use e2e::inprocess::{Operator, Registry, demo_catalog, demo_index};
 use k8s_openapi::{
     api::core::v1::ConfigMap, apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
@@ -25,6 +24,7 @@ use olm_api::v1alpha1::{
     StepStatus, Subscription, SubscriptionConditionType, SubscriptionState,
 };
 use olm_catalog::ChannelEntry;
+use olm_registry::server::RegistryIndex;
 use olm_testkit::{
     install_crds,
     objects::{catalog_is_ready, install_plan_of, plan_in, subscription_at},

@@ -14,7 +14,7 @@ use std::{
     time::Duration,
 };
 
-use catalog_operator::unpack_jobs::objects;
+use catalog_operator::images::unpack_jobs::objects;
 use e2e::bundle_catalogs::{
     CATALOG_SOURCE, ServedCatalog, create_pull_secret, head_bundle, name_pull_secrets, serve_catalog,
     true_condition, unpack_operator_group, wait_condition,

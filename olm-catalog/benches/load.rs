@@ -15,7 +15,7 @@ use std::{
 };
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use olm_catalog::{Catalog, fbc, packagemanifest, render};
+use olm_catalog::{Catalog, fbc, manifests_dir, render};
 
 fn corpus() -> PathBuf {
     let dir = match std::env::var_os("OLM_RS_CORPUS") {
@@ -58,7 +58,7 @@ fn load_all(corpus: &Path) -> Vec<Catalog> {
         out.push(render::render_package_dir(&pkg).unwrap().catalog);
     }
     out.push(
-        packagemanifest::load(corpus.join("packagemanifests/enmasse"))
+        manifests_dir::load(corpus.join("packagemanifests/enmasse"))
             .unwrap()
             .catalog,
     );

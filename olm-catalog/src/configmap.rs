@@ -13,9 +13,9 @@ use serde_json::Value;
 
 use crate::{
     bundle::{CSV_KIND, Manifest},
+    current_csv::{self, CsvBundle, LegacyPackage},
     docs,
     error::{LoadError, Position},
-    legacy::{self, CsvBundle, LegacyPackage},
     model::Catalog,
     property::Gvk,
     render::{GraphMode, PackageRender, RenderError, RenderOptions},
@@ -191,10 +191,10 @@ pub fn parse_str_with(
 
     let mut catalog = Catalog::default();
     for p in &packages {
-        catalog.extend(legacy::assemble(p, &bundles, options, &mut warnings)?);
+        catalog.extend(current_csv::assemble(p, &bundles, options, &mut warnings)?);
     }
     catalog.sort();
-    warnings.extend(legacy::unreached(&catalog, &bundles));
+    warnings.extend(current_csv::unreached(&catalog, &bundles));
     Ok(ConfigMapRender {
         render: PackageRender {
             catalog,

@@ -6,8 +6,11 @@
 //! - [`bundle`]: bundle directories (`manifests/` + `metadata/`), read as operator-registry does.
 //! - [`render`]: bundles to `olm.bundle` blobs as `opm render` makes them, and a directory of
 //!   bundle versions to a whole package.
-//! - [`packagemanifest`]: OLM's legacy package-manifest layout.
+//! - [`manifests_dir`]: OLM's legacy on-disk package-manifest layout (`<package>.package.yaml` beside
+//!   version directories); not the PackageManifest API (`packages.operators.coreos.com`), which
+//!   catalog-operator serves.
 //! - [`configmap`]: OLM's ConfigMap catalog format.
+//! - [`source`]: catalog content read from a path, whatever its layout (any of the above on disk).
 //! - [`validate`]: the checks `opm validate` makes on a catalog.
 //! - [`template`]: the community pipeline's `olm.template.basic` catalog templates.
 //!
@@ -18,18 +21,19 @@
 
 pub mod bundle;
 pub mod configmap;
+mod current_csv;
 mod docs;
 pub mod error;
 mod fastyaml;
 pub mod fbc;
 mod gojson;
-mod legacy;
+pub mod manifests_dir;
 pub mod model;
-pub mod packagemanifest;
 mod par;
 pub mod property;
 pub mod render;
 pub mod size;
+pub mod source;
 pub mod template;
 pub mod validate;
 pub mod version;

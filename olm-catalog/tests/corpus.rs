@@ -8,7 +8,7 @@ use std::{
 };
 
 use olm_catalog::{
-    Catalog, Property, bundle, fbc, packagemanifest,
+    Catalog, Property, bundle, fbc, manifests_dir,
     render::{self, RenderOptions},
     validate::{Severity, validate},
 };
@@ -85,7 +85,7 @@ fn every_bundle_dir_loads_and_renders() {
             bundles += 1;
         }
     }
-    let enmasse = packagemanifest::load(corpus.join("packagemanifests/enmasse"))
+    let enmasse = manifests_dir::load(corpus.join("packagemanifests/enmasse"))
         .unwrap_or_else(|e| panic!("{}", olm_catalog::error::display_chain(&e)));
     println!(
         "bundle dirs: {bundles} loaded and rendered ({with_deps} with a dependencies list, {needing} needing \

@@ -10,8 +10,8 @@ use std::{path::PathBuf, time::Instant};
 
 use catalog_operator::{
     bundles::BundleSource,
-    catalog_images::{catalog_from_image, configs_dir},
     catalogs::CatalogContent,
+    images::catalogs::{catalog_from_image, configs_dir},
 };
 use olm_oci::{PullOptions, Puller};
 use olm_resolver::model::CatalogId;

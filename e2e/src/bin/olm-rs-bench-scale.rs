@@ -28,7 +28,6 @@ use std::{
     time::{Duration, Instant},
 };
 
-use catalog_operator::registry::server::RegistryIndex;
 use e2e::bench::{mib, request_counts, uptime};
 use futures::{StreamExt, stream};
 use k8s_openapi::api::core::v1::Namespace;
@@ -41,6 +40,7 @@ use olm_api::{
     v1alpha1::{Approval, ClusterServiceVersion, CsvPhase, Subscription},
 };
 use olm_catalog::Catalog;
+use olm_registry::server::RegistryIndex;
 use olm_testkit::{
     NAMESPACE_LABEL, client, corpus_dir, create_namespace, install_crds,
     objects::{STEP, apply_json, global_operator_group, ready_catalog_source, subscribe},

@@ -10,7 +10,9 @@ use olm_resolver::model::CatalogId;
 use tokio::time::Instant;
 
 use super::status::ServingReason;
-use crate::{controllers::Context, registry::client::RegistryClient};
+use olm_registry::client::RegistryClient;
+
+use crate::controllers::Context;
 
 /// What the controller remembers of one catalog between reconciles.
 #[derive(Clone)]

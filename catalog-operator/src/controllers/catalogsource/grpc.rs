@@ -12,11 +12,9 @@ use super::{
     observed::Observed,
     validate::SourceSpec,
 };
-use crate::{
-    bundles::BundleSource,
-    catalogs::CatalogContent,
-    registry::client::{ClientError, RegistryClient},
-};
+use olm_registry::client::{ClientError, RegistryClient};
+
+use crate::{bundles::BundleSource, catalogs::CatalogContent};
 
 /// Checks the registry at `address` and loads its content when due.
 pub(super) async fn read_registry(
@@ -105,7 +103,7 @@ async fn check_and_load(
         return Ok(ctx.shared.catalogs.set_healthy(id, now));
     }
     let describe = ctx.shared.options.describe();
-    let loaded = client.load_listing(describe).await?;
+    let loaded = client.load_listing(describe.head_csv_json()).await?;
     runtime.loaded_at = Some(Instant::now());
     let (packages, bundles) = (loaded.catalog.packages.len(), loaded.catalog.bundles.len());
     let source = BundleSource::Registry(Box::new(client.clone()));

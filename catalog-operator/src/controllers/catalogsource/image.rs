@@ -1,5 +1,5 @@
 //! Image catalogs served from memory: catalog-operator pulls the catalog image
-//! itself ([`crate::catalog_images`]) and serves the file-based catalog inside
+//! itself ([`crate::images::catalogs`]) and serves the file-based catalog inside
 //! it, with no registry Pod and no Service. The image is pulled again only when
 //! its digest changed: with `updateStrategy.registryPoll`, a tag is re-checked
 //! every interval (a digest never changes).
@@ -32,11 +32,11 @@ use super::{
     validate::SourceSpec,
 };
 use crate::{
-    bundle_images::BundleImages,
     bundles::BundleSource,
-    catalog_images::{CatalogImageError, catalog_from_image, configs_dir},
     catalogs::CatalogContent,
-    pull_secrets::pull_secrets,
+    images::bundles::BundleImages,
+    images::catalogs::{CatalogImageError, catalog_from_image, configs_dir},
+    images::pull_secrets::pull_secrets,
 };
 
 /// How soon a catalog served by a Pod because its image could not be pulled

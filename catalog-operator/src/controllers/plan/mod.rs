@@ -10,7 +10,6 @@
 //! [`status`] moves a plan's phase and conditions.
 
 pub mod crd_v1;
-mod resolved_step;
 pub mod status;
 pub mod steps;
 
@@ -29,9 +28,9 @@ use olm_api::{
     },
 };
 
-pub use self::resolved_step::ResolvedStep;
 use self::steps::PlannedBundle;
 use super::conditions::set_install_plan_condition;
+pub use olm_resolution::ResolvedStep;
 
 /// A new InstallPlan (named by the server from `install-`) for `steps`, owned by
 /// the `subscriptions` of the group it installs for.

@@ -14,7 +14,7 @@ use olm_api::{
 use olm_catalog::{Bundle, Property};
 use serde_json::{Map, Value, json};
 
-use super::{crd_v1, resolved_step::ResolvedStep};
+use super::{ResolvedStep, crd_v1};
 
 /// A resolved bundle with its content.
 #[derive(Clone, Debug)]

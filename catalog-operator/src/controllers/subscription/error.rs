@@ -29,7 +29,7 @@ pub enum Error {
         bundle: String,
         /// Why.
         #[source]
-        source: crate::bundle_images::UnpackError,
+        source: crate::images::bundles::UnpackError,
     },
     /// A bundle's manifests could not be fetched from its registry.
     #[error("failed to fetch the manifests of bundle {bundle} from catalog {catalog}")]

@@ -17,11 +17,11 @@ use super::{
     resolve::{Decision, GroupDecision},
     unpack,
 };
-use crate::bundle_images::UnpackError;
 use crate::controllers::{
     Context,
     plan::{self, ResolvedStep, steps::PlannedBundle},
 };
+use crate::images::bundles::UnpackError;
 
 /// The plans of a namespace once written.
 pub struct WrittenPlans {

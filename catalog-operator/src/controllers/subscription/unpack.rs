@@ -1,6 +1,6 @@
 //! Completing a resolved bundle from its bundle image when its catalog carries
-//! only its metadata ([`crate::bundle_images`]), with the pull secrets of its
-//! catalog ([`crate::pull_secrets`]).
+//! only its metadata ([`crate::images::bundles`]), with the pull secrets of its
+//! catalog ([`crate::images::pull_secrets`]).
 //!
 //! OLM's OperatorGroup annotations apply, read from the OperatorGroup of the
 //! Subscription's namespace:
@@ -14,7 +14,7 @@
 //! `BundleUnpacking` True (reason `UnpackingInProgress`).
 //!
 //! A CatalogSource annotated `olm-rs.dev/bundle-unpack-method: Job` has its
-//! bundle images unpacked by a Job instead ([`crate::unpack_jobs`]): each sync
+//! bundle images unpacked by a Job instead ([`crate::images::unpack_jobs`]): each sync
 //! advances the Job by a step and, until the bundle is there, the plan waits
 //! with BundleUnpacking True saying what the Job waits for.
 
@@ -30,9 +30,9 @@ use olm_resolver::model::CatalogId;
 
 use super::error::Error;
 use crate::{
-    bundle_images::{BundleImages, UnpackError},
     controllers::{Context, catalogsource::parse_go_duration, conditions::set_subscription_condition},
-    unpack_jobs::{self, JobSettings, JobState, Method},
+    images::bundles::{BundleImages, UnpackError},
+    images::unpack_jobs::{self, JobSettings, JobState, Method},
 };
 
 /// OLM's annotation with the time an unpack may take.
@@ -100,7 +100,7 @@ pub(super) async fn complete(
     catalog: &CatalogId,
     bundle: Bundle,
 ) -> Result<Bundle, Error> {
-    if !crate::bundle_images::needs_unpacking(&bundle) {
+    if !crate::images::bundles::needs_unpacking(&bundle) {
         return Ok(bundle);
     }
     let images = BundleImages::global();

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use olm_catalog::{Catalog, LoadError, bundle, fbc, packagemanifest, render};
+use crate::{Catalog, LoadError, bundle, fbc, manifests_dir, render};
 
 /// Why catalog content could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +30,7 @@ pub enum SourceError {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Layout {
     /// `<package>.package.yaml` beside version directories.
-    PackageManifest,
+    ManifestsDir,
     /// Version directories, each a bundle (`manifests/` + `metadata/`).
     PackageDir,
     /// Directories that are each a package in one of the two layouts above.
@@ -45,14 +45,14 @@ pub fn layout(path: &Path) -> Result<Layout, SourceError> {
         return Ok(Layout::FileBased);
     }
     let children = subdirectories(path)?;
-    if is_package_manifest(path)? {
-        return Ok(Layout::PackageManifest);
+    if is_manifests_dir(path)? {
+        return Ok(Layout::ManifestsDir);
     }
     if children.iter().any(|child| bundle::bundle_root(child).is_some()) {
         return Ok(Layout::PackageDir);
     }
     for child in &children {
-        if is_package_manifest(child)?
+        if is_manifests_dir(child)?
             || subdirectories(child)?
                 .iter()
                 .any(|c| bundle::bundle_root(c).is_some())
@@ -69,8 +69,8 @@ pub fn load(path: &Path) -> Result<(Catalog, Vec<String>), SourceError> {
     match layout(path)? {
         Layout::FileBased if path.is_file() => Ok((fbc::load_file(path)?, Vec::new())),
         Layout::FileBased => Ok((fbc::load_dir(path)?, Vec::new())),
-        Layout::PackageManifest => {
-            let rendered = packagemanifest::load(path)?;
+        Layout::ManifestsDir => {
+            let rendered = manifests_dir::load(path)?;
             Ok((rendered.catalog, rendered.warnings))
         }
         Layout::PackageDir => {
@@ -82,8 +82,8 @@ pub fn load(path: &Path) -> Result<(Catalog, Vec<String>), SourceError> {
             let mut warnings = Vec::new();
             for child in subdirectories(path)? {
                 let (content, more) = match layout(&child)? {
-                    Layout::PackageManifest => {
-                        let r = packagemanifest::load(&child)?;
+                    Layout::ManifestsDir => {
+                        let r = manifests_dir::load(&child)?;
                         (r.catalog, r.warnings)
                     }
                     Layout::PackageDir => {
@@ -117,7 +117,7 @@ fn subdirectories(path: &Path) -> Result<Vec<PathBuf>, SourceError> {
     Ok(dirs)
 }
 
-fn is_package_manifest(dir: &Path) -> Result<bool, SourceError> {
+fn is_manifests_dir(dir: &Path) -> Result<bool, SourceError> {
     let list = |source| SourceError::List {
         path: dir.to_owned(),
         source,

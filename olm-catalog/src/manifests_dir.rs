@@ -1,14 +1,17 @@
 //! OLM's legacy package-manifest layout: `<package>.package.yaml` (`packageName`, `channels` with
 //! `currentCSV`, `defaultChannel`) beside one directory per version holding a CSV and its CRDs.
 //! Channel entries follow `replaces` from each channel's `currentCSV`.
+//!
+//! This is the on-disk format of old catalogs (community-operators' `packagemanifests/`), not the
+//! PackageManifest API (`packages.operators.coreos.com/v1`) that catalog-operator serves.
 
 use std::path::Path;
 
 use crate::{
     bundle::{files_of, read_manifests, take_csv},
+    current_csv::{self, CsvBundle, LegacyPackage},
     docs,
     error::{LoadError, Position},
-    legacy::{self, CsvBundle, LegacyPackage},
     render::{GraphMode, PackageRender, RenderError, RenderOptions},
 };
 
@@ -69,8 +72,8 @@ pub fn load_with(path: impl AsRef<Path>, options: &RenderOptions) -> Result<Pack
             csv_index,
         });
     }
-    let catalog = legacy::assemble(&pkg, &bundles, options, &mut warnings)?;
-    warnings.extend(legacy::unreached(&catalog, &bundles));
+    let catalog = current_csv::assemble(&pkg, &bundles, options, &mut warnings)?;
+    warnings.extend(current_csv::unreached(&catalog, &bundles));
     Ok(PackageRender {
         catalog,
         mode: GraphMode::Replaces,

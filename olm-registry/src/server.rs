@@ -108,9 +108,9 @@ impl RegistryIndex {
         }
     }
 
-    /// Loads the catalog at `path` in any layout [`crate::source::load`] reads.
-    pub fn load(path: &std::path::Path) -> Result<(Self, Vec<String>), crate::source::SourceError> {
-        let (catalog, warnings) = crate::source::load(path)?;
+    /// Loads the catalog at `path` in any layout [`olm_catalog::source::load`] reads.
+    pub fn load(path: &std::path::Path) -> Result<(Self, Vec<String>), olm_catalog::source::SourceError> {
+        let (catalog, warnings) = olm_catalog::source::load(path)?;
         Ok((Self::new(catalog), warnings))
     }
 

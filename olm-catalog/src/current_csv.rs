@@ -1,4 +1,5 @@
-//! What the package-manifest and ConfigMap formats share: packages whose channels name their head
+//! What the legacy package-manifest directories ([`crate::manifests_dir`]) and ConfigMap catalogs
+//! ([`crate::configmap`]) share: packages whose channels name their head
 //! CSV (`currentCSV`), with entries found by following `replaces` from there.
 
 use std::collections::{BTreeMap, BTreeSet};

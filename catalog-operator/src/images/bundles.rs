@@ -3,7 +3,7 @@
 //! Current catalogs carry only `olm.csv.metadata` for their bundles; the
 //! manifests are in the bundle image. When a resolved bundle has none in its
 //! catalog, [`BundleImages::complete`] pulls the image (with the CatalogSource's
-//! pull secrets, [`crate::pull_secrets`]), writes the directories its `operators.operatorframework.io.bundle.*`
+//! pull secrets, [`crate::images::pull_secrets`]), writes the directories its `operators.operatorframework.io.bundle.*`
 //! labels name to a temporary directory, and renders that directory exactly as a
 //! bundle directory read from disk. Content of references by digest is cached.
 
@@ -69,8 +69,8 @@ pub enum UnpackError {
     },
     /// A pull secret could not be read.
     #[error(transparent)]
-    Secret(#[from] crate::pull_secrets::PullSecretError),
-    /// The unpack Job of the image failed ([`crate::unpack_jobs`]).
+    Secret(#[from] crate::images::pull_secrets::PullSecretError),
+    /// The unpack Job of the image failed ([`crate::images::unpack_jobs`]).
     #[error(
         "unpack Job {namespace}/{job} of image {image} failed: {reason}: {message} (see `kubectl -n {namespace} describe job {job}`; a new Job is made when it expires, or after annotation operatorframework.io/bundle-unpack-min-retry-interval)"
     )]
@@ -94,7 +94,7 @@ pub enum UnpackError {
         /// What failed.
         cause: String,
     },
-    /// Not an error: the unpack goes on ([`crate::unpack_jobs::JobState::Pending`]).
+    /// Not an error: the unpack goes on ([`crate::images::unpack_jobs::JobState::Pending`]).
     #[error("{0}")]
     Pending(String),
 }
@@ -280,7 +280,7 @@ impl BundleImages {
         if let Some(Some(found)) = cached {
             return Ok(found.as_ref().clone());
         }
-        let config = crate::pull_secrets::pull_secrets(client, catalog, secrets).await?;
+        let config = crate::images::pull_secrets::pull_secrets(client, catalog, secrets).await?;
         let started = std::time::Instant::now();
         let image = self.puller.pull(&reference, &config).await?;
         let dir = tempfile::tempdir().map_err(|e| UnpackError::NotABundle {

@@ -1,7 +1,7 @@
 //! Unpacking bundle images in a Job, OLM's way, for catalogs whose bundle
 //! images only the nodes can reach (annotation
 //! `olm-rs.dev/bundle-unpack-method: Job` on the CatalogSource; the default is
-//! pulling in process, [`crate::bundle_images`]).
+//! pulling in process, [`crate::images::bundles`]).
 //!
 //! The objects ([`objects`]) match OLM's: a ConfigMap named after the image in
 //! the CatalogSource's namespace, a Job whose Pod copies the bundle out of the
@@ -35,7 +35,7 @@ use olm_api::{labels::unpack as keys, v1alpha1::CatalogSource};
 use olm_catalog::Bundle;
 use olm_runtime::apply::{WriteError, Writer};
 
-use crate::bundle_images::UnpackError;
+use crate::images::bundles::UnpackError;
 use objects::{Owner, Unpack};
 
 /// How a catalog's bundle images are unpacked.

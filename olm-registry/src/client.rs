@@ -12,8 +12,6 @@ use tonic_health::pb::{
     HealthCheckRequest, health_check_response::ServingStatus, health_client::HealthClient,
 };
 
-use crate::channel_heads::Describe;
-
 use super::{
     MAX_MESSAGE_BYTES,
     api::{self, registry_client::RegistryClient as Stub},
@@ -84,6 +82,17 @@ pub struct LoadedCatalog {
     /// The CSV (JSON) of each channel head, by package and CSV name, when the
     /// load left the manifests out ([`RegistryClient::load_listing`]).
     pub head_csvs: HashMap<(String, String), String>,
+}
+
+/// Whether a listing load keeps the channel heads' CSVs (`csvJson`) apart, for
+/// what PackageManifests show of them ([`LoadedCatalog::head_csvs`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HeadCsvJson {
+    /// Keep them, reading with `GetBundleForChannel` those the listing leaves out.
+    Keep,
+    /// Keep and read none.
+    #[default]
+    Skip,
 }
 
 /// Whether a load keeps the manifests the registry lists.
@@ -175,7 +184,7 @@ impl RegistryClient {
     /// Loads the whole catalog: `ListPackages`, `GetPackage` for each, `ListBundles`,
     /// with every manifest the registry lists.
     pub async fn load(&mut self) -> Result<LoadedCatalog, ClientError> {
-        self.load_with(Manifests::Keep, Describe::Nothing).await
+        self.load_with(Manifests::Keep, HeadCsvJson::Skip).await
     }
 
     /// Loads the catalog as [`RegistryClient::load`] does, but drops each bundle's
@@ -183,19 +192,19 @@ impl RegistryClient {
     /// (bundles without an image) never has them all in memory here at once:
     /// they are read again with `GetBundle` when a plan needs them.
     ///
-    /// With [`Describe::Heads`], the channel heads' CSVs (`csvJson`), which
+    /// With [`HeadCsvJson::Keep`], the channel heads' CSVs (`csvJson`), which
     /// PackageManifests show, are kept apart ([`LoadedCatalog::head_csvs`]): as
     /// listed, or, where the listing leaves them out (OLM's registry does for
     /// bundles with an image), read with `GetBundleForChannel`, as OLM's
-    /// package server does. With [`Describe::Nothing`] none is kept or read.
-    pub async fn load_listing(&mut self, describe: Describe) -> Result<LoadedCatalog, ClientError> {
-        self.load_with(Manifests::Drop, describe).await
+    /// package server does. With [`HeadCsvJson::Skip`] none is kept or read.
+    pub async fn load_listing(&mut self, head_csv_json: HeadCsvJson) -> Result<LoadedCatalog, ClientError> {
+        self.load_with(Manifests::Drop, head_csv_json).await
     }
 
     async fn load_with(
         &mut self,
         manifests: Manifests,
-        describe: Describe,
+        head_csv_json: HeadCsvJson,
     ) -> Result<LoadedCatalog, ClientError> {
         let names: Vec<api::PackageName> = self
             .registry
@@ -220,7 +229,7 @@ impl RegistryClient {
         // when the heads are described.
         let heads: HashMap<(String, String), String> = packages
             .iter()
-            .filter(|_| describe == Describe::Heads)
+            .filter(|_| head_csv_json == HeadCsvJson::Keep)
             .flat_map(|package| {
                 package.channels.iter().map(|channel| {
                     (

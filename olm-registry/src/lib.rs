@@ -1,16 +1,23 @@
-//! The operator-registry gRPC API (`api.Registry`), as `opm serve` speaks it:
-//! a server for catalog content read from disk, and a client that loads a whole
-//! catalog from such a server (or from `opm serve`, or OLM's catalog pods).
+//! olm-registry: the operator-registry gRPC API (`api.Registry`), as `opm serve`
+//! speaks it: a server for catalog content read from disk, and a client that loads
+//! a whole catalog from such a server (or from `opm serve`, or OLM's catalog pods).
+//! It knows catalogs ([`olm_catalog`]) and gRPC, and nothing of Kubernetes
+//! controllers: catalog-operator's CatalogSource controller is one client of it,
+//! its `serve` command ([`serve::serve_path`]) one server.
 //!
 //! - [`api`]: the messages and service stubs generated from `proto/registry.proto`.
 //! - [`server`]: [`server::RegistryIndex`] answers every query of the API over a
 //!   [`olm_catalog::Catalog`]; [`server::serve`] runs it with `grpc.health.v1`.
 //! - [`client`]: [`client::RegistryClient`] checks health and loads a catalog
 //!   (`ListPackages`, `GetPackage`, `ListBundles`) into an [`olm_catalog::Catalog`].
+//! - [`serve`]: a catalog on disk served until shutdown, as `opm serve` does.
 //! - `convert`: messages ↔ catalog model, in both directions.
+//!
+//! `proto/registry.proto` is compiled by `build.rs` with protox, in Rust.
 
 pub mod client;
 mod convert;
+pub mod serve;
 pub mod server;
 
 /// Messages and service stubs of `api.Registry`, generated at build time.
@@ -45,12 +52,6 @@ mod tests {
     };
     use tokio::sync::oneshot;
 
-    use crate::{
-        bundles::{BundleSource, FetchError},
-        catalogs::{CatalogContent, CatalogStore},
-        channel_heads::Describe,
-    };
-
     use super::{
         api,
         client::RegistryClient,
@@ -59,7 +60,9 @@ mod tests {
 
     fn demo() -> Catalog {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalogs/demo-bundles");
-        crate::source::load(&path).expect("the demo catalog loads").0
+        olm_catalog::source::load(&path)
+            .expect("the demo catalog loads")
+            .0
     }
 
     /// Serves `catalog` on a free loopback port; returns the address and a stopper.
@@ -150,7 +153,9 @@ mod tests {
 
         // The loaded catalog resolves as the source does.
         let id = CatalogId::new("demo", "olm");
-        let index = CatalogIndex::new(vec![crate::snapshot::snapshot(id.clone(), 0, &catalog).snapshot]);
+        let index = CatalogIndex::new(vec![
+            olm_resolution::snapshot::snapshot(id.clone(), 0, &catalog).snapshot,
+        ]);
         let resolution = index.resolve("team", &[], &[Subscription::new("app", "team", "demo-app", id)]);
         let Outcome::Plan(plan) = &resolution.groups[0].outcome else {
             panic!("{:?}", resolution.groups[0].outcome)
@@ -162,108 +167,6 @@ mod tests {
         task.await.unwrap();
         let error = client.check_health().await.expect_err("the server is gone");
         assert!(error.is_unreachable(), "{error:?}");
-    }
-
-    #[tokio::test]
-    async fn channel_heads_keep_their_description_when_the_listing_leaves_their_csv_out() {
-        // Bundles with an image: the listing carries no csvJson, as OLM's registry's does not.
-        let mut source = demo();
-        for bundle in &mut source.bundles {
-            bundle.image = format!("registry.example/{}:latest", bundle.name);
-        }
-        let (address, stop, task) = start(source).await;
-        let mut client = RegistryClient::new(&address).unwrap();
-        let loaded = client
-            .load_listing(Describe::Heads)
-            .await
-            .expect("the catalog loads");
-        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
-        assert!(
-            !loaded.catalog.bundles.iter().any(crate::bundles::has_manifests),
-            "the listing keeps no manifests"
-        );
-        let content = CatalogContent::described(
-            CatalogId::new("demo", "olm"),
-            loaded.catalog,
-            loaded.problems,
-            BundleSource::Registry(Box::new(client)),
-            Describe::Heads,
-        )
-        .with_head_csvs(loaded.head_csvs);
-        let head = content
-            .heads
-            .get(&("demo-db".to_owned(), "demo-db.v1.1.0".to_owned()))
-            .expect("the head of demo-db's channels is described");
-        assert!(!head.description.display_name.is_empty(), "{head:?}");
-        assert!(!head.description.install_modes.is_empty(), "{head:?}");
-        let _ = stop.send(());
-        task.await.unwrap();
-    }
-
-    #[tokio::test]
-    async fn the_store_reads_manifests_from_the_registry_on_demand_and_caches_them() {
-        let source = demo();
-        let (address, stop, task) = start(source.clone()).await;
-        let mut client = RegistryClient::new(&address).unwrap();
-        let loaded = client
-            .load_listing(Describe::Nothing)
-            .await
-            .expect("the catalog loads");
-        assert!(
-            !loaded.catalog.bundles.iter().any(crate::bundles::has_manifests),
-            "the listing keeps no manifests"
-        );
-        assert!(loaded.head_csvs.is_empty(), "no description is read");
-        let id = CatalogId::new("demo", "olm");
-        let content = CatalogContent::new(
-            id.clone(),
-            loaded.catalog,
-            loaded.problems,
-            BundleSource::Registry(Box::new(client)),
-        );
-        let store = CatalogStore::new();
-        store.set_loaded(&id, 0, content, &olm_runtime::conditions::now());
-        let state = store.get(&id).expect("the catalog is known");
-        let kept = &state.content.as_ref().expect("content").catalog;
-        assert!(!kept.bundles.iter().any(crate::bundles::has_manifests));
-
-        let bundle = store
-            .bundle_with_manifests(&id, "demo-db", "stable", "demo-db.v1.1.0")
-            .await
-            .expect("the registry serves the bundle")
-            .expect("the bundle exists");
-        assert_eq!(
-            objects(
-                &Catalog {
-                    bundles: vec![(*bundle).clone()],
-                    ..Catalog::default()
-                },
-                "demo-db.v1.1.0"
-            ),
-            objects(&source, "demo-db.v1.1.0"),
-            "the manifests are the source's"
-        );
-        assert!(
-            store
-                .bundle_with_manifests(&id, "demo-db", "stable", "no-such-bundle")
-                .await
-                .expect("no error")
-                .is_none()
-        );
-
-        // Once read, the bundle comes from the cache: the registry may be gone.
-        let _ = stop.send(());
-        task.await.unwrap();
-        let again = store
-            .bundle_with_manifests(&id, "demo-db", "stable", "demo-db.v1.1.0")
-            .await
-            .expect("the cache answers");
-        assert!(again.is_some_and(|b| Arc::ptr_eq(&b, &bundle)));
-        let error = store
-            .bundle_with_manifests(&id, "demo-app", "stable", "demo-app.v0.2.0")
-            .await
-            .expect_err("another bundle needs the registry");
-        assert!(matches!(error, FetchError::Registry(_)), "{error:?}");
     }
 
     /// The provider and replacement queries of `queries_answer_as_opm_does`.

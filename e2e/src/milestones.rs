@@ -120,7 +120,11 @@ fn plan_milestone(plan: &InstallPlan) -> Option<String> {
     Some(format!("InstallPlan {}", phase.as_deref().unwrap_or("created")))
 }
 
+/// The state of an installed CSV; copies of CSVs installed elsewhere are not milestones.
 fn csv_milestone(csv: &ClusterServiceVersion) -> Option<String> {
+    if csv.labels().contains_key(olm_api::labels::COPIED_FROM) {
+        return None;
+    }
     let phase = csv.status.as_ref().and_then(|s| s.phase.as_ref());
     let phase = phase.map_or_else(|| "created".to_owned(), |p| format!("{p:?}"));
     Some(format!("CSV {} {phase}", csv.name_any()))

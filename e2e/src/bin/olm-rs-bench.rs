@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 
 use e2e::milestones::{Milestones, Seen, medians};
 use k8s_openapi::api::{coordination::v1::Lease, core::v1::Namespace};
-use kube::{Api, Client, api::DeleteParams};
+use kube::{Api, Client, ResourceExt, api::DeleteParams};
 use olm_api::{
+    labels,
     v1::OperatorGroup,
     v1alpha1::{Approval, ClusterServiceVersion, CsvPhase, Subscription},
 };
@@ -115,13 +116,19 @@ async fn install(client: &Client, ns: &str, home: &str) -> (Duration, Seen) {
     )
     .await;
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
+    // Earlier installs serve all namespaces, so a copy of each CSV, Succeeded,
+    // may stand in this one until the InstallPlan takes its place: only the
+    // installed CSV counts.
+    let installed = |c: Option<&ClusterServiceVersion>| {
+        c.is_some_and(|c| !c.labels().contains_key(labels::COPIED_FROM)) && csv_in(CsvPhase::Succeeded)(c)
+    };
     for csv in CSVS {
         wait_for_within(
             STEP,
             &csvs,
             csv,
-            &format!("{ns}: CSV {csv} is Succeeded"),
-            csv_in(CsvPhase::Succeeded),
+            &format!("{ns}: CSV {csv} is installed and Succeeded"),
+            installed,
         )
         .await;
     }

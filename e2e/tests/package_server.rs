@@ -507,11 +507,11 @@ async fn the_serving_certificate_is_renewed_while_the_api_answers() {
         // First renewal: a new CA with its key kept, the old CA trusted beside it.
         let first = renewed(&client, &ns, &old).await;
         assert!(first.ca_key_pem.is_some(), "the new CA's key is kept");
-        let cas: Vec<String> = tls::bundle_validities(&first.ca_pem)
+        let cas: Vec<String> = olm_certs::bundle_validities(&first.ca_pem)
             .into_iter()
             .map(|(pem, _)| pem)
             .collect();
-        let old_ca = tls::bundle_validities(&old.ca_pem).remove(0).0;
+        let old_ca = olm_certs::bundle_validities(&old.ca_pem).remove(0).0;
         assert_eq!(cas.len(), 2, "the new CA and the old one");
         assert_eq!(cas[1], old_ca);
         ca_bundle_is(&client, &first.ca_pem).await;
@@ -521,13 +521,13 @@ async fn the_serving_certificate_is_renewed_while_the_api_answers() {
         // Second renewal: the leaf alone, signed by the kept CA; the old CA,
         // expired with the first certificate, leaves the bundle.
         let second = renewed(&client, &ns, &first).await;
-        let cas_now: Vec<String> = tls::bundle_validities(&second.ca_pem)
+        let cas_now: Vec<String> = olm_certs::bundle_validities(&second.ca_pem)
             .into_iter()
             .map(|(pem, _)| pem)
             .collect();
         assert_eq!(cas_now, [cas[0].clone()], "only the kept CA");
         assert_eq!(second.ca_key_pem, first.ca_key_pem);
-        let old_leaf = tls::bundle_validities(&old.cert_pem)[0].1.unwrap();
+        let old_leaf = olm_certs::bundle_validities(&old.cert_pem)[0].1.unwrap();
         assert!(
             time::OffsetDateTime::now_utc() > old_leaf.not_after,
             "the first certificate has expired"

@@ -13,7 +13,7 @@
 
 use std::time::Duration;
 
-pub use olm_certs::Validity;
+use olm_certs::Validity;
 use time::OffsetDateTime;
 
 /// A CA lives this many leaf lifetimes.

@@ -31,7 +31,6 @@ use super::{
     icon::{self, IconAnswer},
     plan::PlanError,
     serving::Serving,
-    tls,
     view::{Key, Packages},
 };
 
@@ -98,7 +97,7 @@ fn caller(certs: Option<&[rustls::pki_types::CertificateDer<'static>]>, allowed:
     let Some(leaf) = certs.and_then(<[_]>::first) else {
         return Caller::Anonymous;
     };
-    let name = tls::common_name(leaf).unwrap_or_default();
+    let name = olm_certs::common_name(leaf).unwrap_or_default();
     if allowed.is_empty() || allowed.contains(&name) {
         Caller::FrontProxy
     } else {

@@ -11,7 +11,7 @@ use k8s_openapi::{
     api::core::v1::{ConfigMap, Secret},
 };
 use kube::{Api, Client, api::PostParams};
-use olm_certs::{Authority, Validity, first_der};
+use olm_certs::{Authority, Validity, bundle_validities, first_der, validity};
 use rustls::{
     RootCertStore, ServerConfig,
     crypto::ring::default_provider,
@@ -21,8 +21,6 @@ use rustls::{
 use time::OffsetDateTime;
 
 use super::renewal::{self, Renewal};
-
-pub use olm_certs::{bundle_validities, common_name, validity};
 
 /// The ConfigMap the API server publishes its client-authentication settings in.
 pub const AUTHENTICATION_CONFIGMAP: &str = "extension-apiserver-authentication";
@@ -322,6 +320,8 @@ mod tests {
         client::{WebPkiServerVerifier, danger::ServerCertVerifier},
         pki_types::{ServerName, UnixTime},
     };
+
+    use olm_certs::common_name;
 
     use super::*;
 

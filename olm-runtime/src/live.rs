@@ -89,10 +89,8 @@ mod tests {
     use std::collections::BTreeMap;
 
     use k8s_openapi::api::{apps::v1::Deployment, core::v1::ConfigMap};
-    use kube::{
-        api::ObjectMeta,
-        runtime::{reflector::store::Writer as StoreWriter, watcher::Event},
-    };
+    use kube::api::ObjectMeta;
+    use olm_testkit::stores::listed;
 
     use super::*;
 
@@ -108,20 +106,9 @@ mod tests {
         }
     }
 
-    fn store_of(objects: Vec<ConfigMap>) -> Store<ConfigMap> {
-        let mut writer = StoreWriter::default();
-        let store = writer.as_reader();
-        writer.apply_watcher_event(&Event::Init);
-        for object in objects {
-            writer.apply_watcher_event(&Event::InitApply(object));
-        }
-        writer.apply_watcher_event(&Event::InitDone);
-        store
-    }
-
     #[test]
     fn the_hash_comes_from_the_store_of_the_objects_kind() {
-        let live = LiveStores::new().with(store_of(vec![
+        let live = LiveStores::new().with(listed([
             config_map("a", "x", Some("h1")),
             config_map("a", "plain", None),
         ]));
@@ -148,8 +135,8 @@ mod tests {
     #[test]
     fn a_later_store_of_the_same_kind_replaces_the_first() {
         let live = LiveStores::new()
-            .with(store_of(vec![config_map("a", "x", Some("old"))]))
-            .with(store_of(vec![config_map("a", "x", Some("new"))]));
+            .with(listed([config_map("a", "x", Some("old"))]))
+            .with(listed([config_map("a", "x", Some("new"))]));
         let config_maps = ApiResource::erase::<ConfigMap>(&());
         assert_eq!(
             live.desired_hash(&config_maps, Some("a"), "x").as_deref(),

@@ -29,6 +29,7 @@ mod kinds;
 mod namespace;
 pub mod objects;
 pub mod process;
+pub mod stores;
 mod wait;
 
 pub use cluster::{client, config};

@@ -11,12 +11,7 @@ use k8s_openapi::api::{
     discovery::v1::EndpointSlice,
     rbac::v1::{Role, RoleBinding},
 };
-use kube::{
-    Client, Resource,
-    client::Body,
-    core::PartialObjectMeta,
-    runtime::{reflector::store::Writer as StoreWriter, watcher::Event},
-};
+use kube::{Client, Resource, client::Body, core::PartialObjectMeta};
 use olm_api::substrate::{Machine, MachinePool, MachinePoolStatus};
 use olm_runtime::{Leadership, apply::Writer};
 use serde::de::DeserializeOwned;
@@ -74,13 +69,7 @@ fn cache<K>(objects: Vec<K>) -> Cache<K>
 where
     K: Resource<DynamicType = ()> + Clone + 'static,
 {
-    let mut writer = StoreWriter::default();
-    let store = writer.as_reader();
-    writer.apply_watcher_event(&Event::Init);
-    for object in objects {
-        writer.apply_watcher_event(&Event::InitApply(object));
-    }
-    writer.apply_watcher_event(&Event::InitDone);
+    let store = olm_testkit::stores::listed(objects);
     let synced = olm_runtime::reflector::Synced::new();
     synced.set();
     Cache { store, synced }

@@ -347,8 +347,11 @@ async fn install_all(client: &Client, home: &str, installs: &[Install], operator
     for install in installs {
         if !csv_succeeds(client, install, Duration::from_secs(1)).await {
             failed.push(format!(
-                "{} ({} in {})",
-                install.package, install.csv, install.namespace
+                "{} ({} in {}): {}",
+                install.package,
+                install.csv,
+                install.namespace,
+                standing(client, install).await
             ));
         }
     }
@@ -680,6 +683,33 @@ async fn csv_succeeds(client: &Client, install: &Install, within: Duration) -> b
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     false
+}
+
+/// Where an install that did not succeed stands, in its objects' own words: the CSV's phase,
+/// reason and message; without a CSV, the Subscription's state and its conditions' messages.
+async fn standing(client: &Client, install: &Install) -> String {
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &install.namespace);
+    if let Ok(Some(csv)) = csvs.get_opt(&install.csv).await {
+        let status = csv.status.unwrap_or_default();
+        return format!(
+            "CSV {:?} ({:?}): {}",
+            status.phase,
+            status.reason,
+            status.message.unwrap_or_default()
+        );
+    }
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), &install.namespace);
+    let Ok(Some(sub)) = subs.get_opt(install.package).await else {
+        return "no CSV and no Subscription".to_string();
+    };
+    let status = sub.status.unwrap_or_default();
+    let messages: Vec<String> = status
+        .conditions
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| c.message.map(|m| format!("{:?}: {m}", c.type_)))
+        .collect();
+    format!("no CSV; Subscription {:?}; {}", status.state, messages.join("; "))
 }
 
 /// The writes `process` has sent, Lease renewals and Events left out.

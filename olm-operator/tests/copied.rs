@@ -24,7 +24,21 @@ use olm_api::{
 };
 
 use common::{csv::*, *};
-use olm_operator::controllers::csv::copy_hashes as copied;
+use olm_operator::controllers::{
+    copiedcsv::{
+        self,
+        copy::Occupant,
+        decide::{Decision, Observed, decide},
+    },
+    csv::{
+        copy_hashes as copied,
+        validate::{Membership, Targets},
+    },
+};
+use olm_runtime::{
+    Leadership,
+    apply::{FIELD_MANAGER_OLM, Writer},
+};
 
 const ALL_NAMESPACES: &[(&str, bool)] = &[
     ("OwnNamespace", true),
@@ -391,6 +405,167 @@ async fn copies_never_replace_a_csv_and_two_originals_of_one_name_do_not_fight()
             delete_csvs(&client, namespace).await;
             delete_namespace(&client, namespace).await;
         }
+    })
+    .await;
+}
+
+/// A decision from stores that lag: `same_name` is what they show under the name of the copy of
+/// `original` (serving `target`).
+fn stale_decision(original: &ClusterServiceVersion, target: &str, same_name: &[Occupant]) -> Decision {
+    let own = original.namespace().unwrap_or_default();
+    let membership = Membership {
+        operator_group: "operators".to_owned(),
+        operator_namespace: own.clone(),
+        targets: Targets::Namespaces(vec![own, target.to_owned()]),
+        service_account: None,
+        fail_forward: false,
+    };
+    let now = olm_runtime::conditions::now();
+    decide(&Observed {
+        original,
+        membership: Some(&membership),
+        namespaces: &[],
+        config: None,
+        same_name,
+        now: &now,
+    })
+}
+
+/// What a watch saw of one version of a CSV: its UID, whether it was labelled a copy, its
+/// status reason, its spec's version and its resourceVersion.
+type Version = (String, bool, Option<CsvReason>, String, String);
+
+/// Records every version of the CSV `name` of `namespace` a watch sees.
+fn record_versions(client: &Client, namespace: &str, name: &str) -> Arc<Mutex<Vec<Version>>> {
+    let seen: Arc<Mutex<Vec<Version>>> = Arc::default();
+    let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        let mut versions = std::pin::pin!(watcher(api, config).applied_objects());
+        while let Some(Ok(csv)) = versions.next().await {
+            let version = (
+                csv.uid().unwrap_or_default(),
+                csv.labels().contains_key(labels::COPIED_FROM),
+                csv.status.as_ref().and_then(|s| s.reason),
+                csv.spec.version.clone().unwrap_or_default(),
+                csv.resource_version().unwrap_or_default(),
+            );
+            record.lock().expect("the versions").push(version);
+        }
+    });
+    seen
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn a_copy_from_a_stale_store_never_writes_over_the_csv_that_took_its_name() {
+    with_namespace("copied-stale", |client, ns| async move {
+        let target = format!("{ns}-t");
+        create_namespace(&client, &target, &[]).await;
+        // An original no store of the running operator holds (it is not on the cluster): only
+        // the decisions below write its copy, each performed by the controller's apply step.
+        let name = "stale.v1.0.0";
+        let mut original = demo_csv(name, "1.0.0", None, &["stale"], MULTI_NAMESPACE, None);
+        original.metadata.namespace = Some(ns.clone());
+        original.metadata.uid = Some("original".to_owned());
+        original.status = Some(
+            serde_json::from_value(serde_json::json!({
+                "phase": "Succeeded", "reason": "InstallSucceeded", "message": "installed",
+            }))
+            .expect("a status"),
+        );
+        let writer = Writer::new(Leadership::standalone(), FIELD_MANAGER_OLM);
+        let perform = |decision: Decision| {
+            let (writer, client, original) = (writer.clone(), client.clone(), original.clone());
+            async move {
+                copiedcsv::perform(&writer, &client, &original, &decision, &())
+                    .await
+                    .unwrap_or_else(|e| panic!("a copy refused its place is no error: {e:?}"))
+            }
+        };
+        perform(stale_decision(&original, &target, &[])).await;
+        let copy = wait_copy(&client, &target, name, &ns, CsvPhase::Succeeded).await;
+
+        // An InstallPlan installs a CSV of the name in `target`: the copy goes (that very
+        // object), a CSV of its own takes the name.
+        let in_target = Api::<ClusterServiceVersion>::namespaced(client.clone(), &target);
+        let params = DeleteParams {
+            preconditions: Some(kube::api::Preconditions {
+                uid: copy.uid(),
+                resource_version: None,
+            }),
+            ..DeleteParams::background()
+        };
+        in_target.delete(name, &params).await.expect("delete the copy");
+        wait_gone(&in_target, name).await;
+        let resident = create_csv(
+            &client,
+            &target,
+            demo_csv(name, "2.0.0", None, &["stale"], MULTI_NAMESPACE, None),
+        )
+        .await;
+        let seen = record_versions(&client, &target, name);
+        let resident_uid = resident.uid().expect("a UID");
+        eventually("the watch saw the CSV that took the name", || {
+            let seen = seen
+                .lock()
+                .expect("the versions")
+                .iter()
+                .any(|v| v.0 == resident_uid);
+            async move { seen }
+        })
+        .await;
+
+        // Stores that still show the copy (its UID): with another hash (the copy is applied again
+        // and its status written), with its hash but no status (only its status is written);
+        // and stores that saw the copy go but not the CSV come (the copy is created).
+        let mut outdated = Occupant::of(&copy).expect("an occupant");
+        outdated.status = None;
+        let unwritten = outdated.clone();
+        outdated.desired_hash = Some("an earlier apply".to_owned());
+        let mut performed = Vec::new();
+        for same_name in [vec![outdated], vec![unwritten], vec![]] {
+            let decision = stale_decision(&original, &target, &same_name);
+            assert!(
+                !decision.effects.objects.is_empty() || !decision.effects.statuses.is_empty(),
+                "the stale decision writes the copy: {same_name:?}"
+            );
+            performed.push(perform(decision).await);
+        }
+
+        // Every version of the name the watch saw since is the CSV that took it, never the copy.
+        let last = in_target
+            .get(name)
+            .await
+            .expect("the CSV of `target`")
+            .resource_version();
+        eventually("the watch saw the last version", || {
+            let seen = seen
+                .lock()
+                .expect("the versions")
+                .iter()
+                .any(|v| Some(&v.4) == last.as_ref());
+            async move { seen }
+        })
+        .await;
+        let versions = seen.lock().expect("the versions").clone();
+        for (uid, copied, reason, version, _) in &versions {
+            assert!(
+                uid == &resident_uid && !copied && *reason != Some(CsvReason::Copied) && version == "2.0.0",
+                "the CSV of `target` was written as a copy: {versions:?}"
+            );
+        }
+        for done in &performed {
+            assert_eq!(
+                (done.applied, done.statuses),
+                (0, 0),
+                "nothing written: {performed:?}"
+            );
+            assert!(done.refused > 0, "the place counts as taken: {performed:?}");
+        }
+        delete_csvs(&client, &target).await;
+        delete_namespace(&client, &target).await;
     })
     .await;
 }

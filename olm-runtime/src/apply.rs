@@ -349,14 +349,14 @@ pub async fn apply_dynamic(
 }
 
 /// Creates `obj`, whose kind is known only at run time (its `types` say it), as
-/// field manager `manager`. Returns `false`, having written nothing, when an
-/// object of its name exists already (HTTP 409).
+/// field manager `manager`, and returns the object created. Returns `None`,
+/// having written nothing, when an object of its name exists already (HTTP 409).
 pub async fn create_dynamic(
     leadership: &Leadership,
     api: &Api<DynamicObject>,
     obj: &DynamicObject,
     manager: &str,
-) -> Result<bool, WriteError> {
+) -> Result<Option<DynamicObject>, WriteError> {
     let kind = obj
         .types
         .as_ref()
@@ -368,8 +368,8 @@ pub async fn create_dynamic(
         ..PostParams::default()
     };
     match fenced(deadline, &kind, &name, api.create(&params, obj)).await? {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 409 => Ok(false),
+        Ok(created) => Ok(Some(created)),
+        Err(kube::Error::Api(status)) if status.code == 409 => Ok(None),
         Err(source) => Err(WriteError::Create { kind, name, source }),
     }
 }
@@ -410,6 +410,104 @@ pub async fn apply_status_dynamic(
             source,
         }),
     }
+}
+
+/// What the object under a name must be for a guarded write
+/// ([`patch_status_if_dynamic`]) to land on it: the object of a UID, carrying a
+/// label. An object that took the name since the write was decided is left alone.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Guard {
+    /// The UID the object must have.
+    pub uid: Option<String>,
+    /// A label (key, value) the object must carry.
+    pub label: Option<(String, String)>,
+}
+
+impl Guard {
+    /// Whether it checks nothing.
+    pub fn is_empty(&self) -> bool {
+        self.uid.is_none() && self.label.is_none()
+    }
+
+    /// The JSON Patch `test` operations that fail unless the object is the one guarded.
+    fn tests(&self) -> Vec<serde_json::Value> {
+        let uid = self
+            .uid
+            .iter()
+            .map(|uid| serde_json::json!({"op": "test", "path": "/metadata/uid", "value": uid}));
+        let label = self.label.iter().map(|(key, value)| {
+            let key = key.replace('~', "~0").replace('/', "~1");
+            serde_json::json!({"op": "test", "path": format!("/metadata/labels/{key}"), "value": value})
+        });
+        uid.chain(label).collect()
+    }
+}
+
+/// What became of a guarded write.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guarded {
+    /// Written.
+    Written,
+    /// No object of the name (HTTP 404): nothing written.
+    Gone,
+    /// The object of the name is not the one guarded: nothing written.
+    Taken,
+}
+
+/// Replaces the whole status of `name`, whose kind (`resource`) is known only
+/// at run time, only if the object under that name is the one `guard`
+/// describes: one JSON Patch whose `test` operations the API server checks
+/// against the stored object in the same update. (A server-side apply of the
+/// status subresource carrying `metadata.uid` would not do: the API server
+/// keeps the stored metadata for a status write and never compares the UID.)
+/// Returns [`Guarded::Taken`] when a test fails (HTTP 422 without field
+/// causes, which a failed validation always names).
+pub async fn patch_status_if_dynamic(
+    leadership: &Leadership,
+    api: &Api<DynamicObject>,
+    resource: &kube::api::ApiResource,
+    name: &str,
+    status: &serde_json::Value,
+    guard: &Guard,
+    manager: &str,
+) -> Result<Guarded, WriteError> {
+    let kind = resource.kind.clone();
+    let deadline = fence(leadership, &kind, name)?;
+    let mut operations = guard.tests();
+    operations.push(serde_json::json!({"op": "add", "path": "/status", "value": status}));
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(operations))
+        .expect("test and add operations are a JSON Patch");
+    let params = PatchParams {
+        field_manager: Some(manager.to_owned()),
+        ..PatchParams::default()
+    };
+    match fenced(
+        deadline,
+        &kind,
+        name,
+        api.patch_status(name, &params, &Patch::<()>::Json(patch)),
+    )
+    .await?
+    {
+        Ok(_) => Ok(Guarded::Written),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Guarded::Gone),
+        Err(kube::Error::Api(status)) if failed_test(&status) => Ok(Guarded::Taken),
+        Err(source) => Err(WriteError::ApplyStatus {
+            kind,
+            name: name.to_owned(),
+            source,
+        }),
+    }
+}
+
+/// Whether the API server refused a JSON Patch because one of its `test`
+/// operations failed: HTTP 422 naming no invalid field.
+fn failed_test(status: &kube::core::Status) -> bool {
+    status.code == 422
+        && status
+            .details
+            .as_ref()
+            .is_none_or(|details| details.causes.is_empty())
 }
 
 /// The writes of one binary: its leadership, its field manager and write metrics.
@@ -484,7 +582,7 @@ impl Writer {
         &self,
         api: &Api<DynamicObject>,
         obj: &DynamicObject,
-    ) -> Result<bool, WriteError> {
+    ) -> Result<Option<DynamicObject>, WriteError> {
         self.record(
             "create",
             create_dynamic(&self.leadership, api, obj, self.manager).await,
@@ -503,6 +601,20 @@ impl Writer {
             "apply_status",
             apply_status_dynamic(&self.leadership, api, resource, name, status, self.manager).await,
         )
+    }
+
+    /// See [`patch_status_if_dynamic()`]; counted as verb `patch_status`.
+    pub async fn patch_status_if_dynamic(
+        &self,
+        api: &Api<DynamicObject>,
+        resource: &kube::api::ApiResource,
+        name: &str,
+        status: &serde_json::Value,
+        guard: &Guard,
+    ) -> Result<Guarded, WriteError> {
+        let result =
+            patch_status_if_dynamic(&self.leadership, api, resource, name, status, guard, self.manager).await;
+        self.record("patch_status", result)
     }
 
     /// See [`apply_status()`].

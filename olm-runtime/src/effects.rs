@@ -16,11 +16,18 @@
 //!    decision compares them with the live object itself.
 //!    An object the controller must never merge into one that appeared
 //!    under its name ([`Desired::create_only`]) is created instead; when the
-//!    name is taken (HTTP 409) it is left alone, and so is its status.
+//!    name is taken (HTTP 409) it is left alone, and so is its status. An
+//!    object the decision saw in a store is written only onto that very
+//!    object ([`Desired::with_uid`]): one that took the name since is left
+//!    alone, and so is its status.
 //! 2. [`StatusOf`]: the status of other objects the reconcile keeps (e.g. the
 //!    copies of a CSV), as decided: the decision compares them with the
 //!    stores itself. A status of an object that does not exist (HTTP 404), or
-//!    whose create was refused, is not written.
+//!    whose create or bound write was refused, is not written. A status bound
+//!    to its object ([`StatusOf::with_uid`], [`StatusOf::if_labelled`]) is
+//!    written only onto that object; the status of an object created or
+//!    written bound in the same perform, only onto the object that write
+//!    returned.
 //! 3. [`Removal`]s, by name, and with [`Removal::with_uid`] only that very
 //!    object; one already gone, or replaced by another of the name, is not an
 //!    error.
@@ -35,7 +42,7 @@ use kube::{
 };
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::apply::{WriteError, Writer};
+use crate::apply::{Guard, Guarded, WriteError, Writer};
 
 /// The annotation holding the hash of what a controller last applied to an
 /// object it owns whole.
@@ -107,9 +114,26 @@ impl Desired {
         self.hash.as_deref()
     }
 
+    /// Applied only onto the object with UID `uid`, the one the decision saw
+    /// under its name: `metadata.uid` rides in the apply body, and the API
+    /// server refuses the apply when no object holds the name (HTTP 409) or
+    /// another one does (HTTP 422, `metadata.uid` is immutable). A refused
+    /// write counts as [`Performed::refused`]: the name is taken, the object
+    /// and its status are left alone. (The hash stays that of the content.)
+    #[must_use]
+    pub fn with_uid(mut self, uid: &str) -> Desired {
+        self.object.metadata.uid = Some(uid.to_owned());
+        self
+    }
+
     /// Whether it is created rather than applied ([`Desired::create_only`]).
     pub fn creates(&self) -> bool {
         self.create
+    }
+
+    /// The UID of the only object it is applied onto ([`Desired::with_uid`]).
+    pub fn uid(&self) -> Option<&str> {
+        self.object.metadata.uid.as_deref()
     }
 
     /// The object's name.
@@ -188,6 +212,9 @@ pub struct StatusOf {
     pub name: String,
     /// The whole status this controller owns on it.
     pub status: serde_json::Value,
+    /// What the object must be for the status to be written
+    /// ([`StatusOf::with_uid`], [`StatusOf::if_labelled`]).
+    pub guard: Guard,
 }
 
 impl StatusOf {
@@ -202,7 +229,25 @@ impl StatusOf {
             namespace: namespace.map(str::to_owned),
             name: name.to_owned(),
             status: serde_json::to_value(status)?,
+            guard: Guard::default(),
         })
+    }
+
+    /// Written only onto the object with UID `uid` (by a JSON Patch that tests
+    /// it); under a name another object took since, it is refused
+    /// ([`Performed::refused`]), not an error.
+    #[must_use]
+    pub fn with_uid(mut self, uid: &str) -> StatusOf {
+        self.guard.uid = Some(uid.to_owned());
+        self
+    }
+
+    /// Written only onto an object labelled `key=value`; otherwise refused
+    /// ([`Performed::refused`]), not an error.
+    #[must_use]
+    pub fn if_labelled(mut self, key: &str, value: &str) -> StatusOf {
+        self.guard.label = Some((key.to_owned(), value.to_owned()));
+        self
     }
 }
 
@@ -276,7 +321,10 @@ pub struct Performed {
     pub applied: usize,
     /// Objects whose live copy already carried the desired hash.
     pub unchanged: usize,
-    /// Objects to create whose name was taken (HTTP 409): left alone.
+    /// Writes left undone because the name is taken: creates refused with
+    /// HTTP 409, and objects and statuses bound to an object
+    /// ([`Desired::with_uid`], [`StatusOf::with_uid`]) that no longer holds
+    /// the name.
     pub refused: usize,
     /// Statuses of other objects written.
     pub statuses: usize,
@@ -284,6 +332,18 @@ pub struct Performed {
     pub removed: usize,
     /// Whether the status was written.
     pub status: bool,
+}
+
+/// What became of one of the [`Effects::objects`] in [`Writer::perform`].
+#[derive(Debug)]
+enum Outcome {
+    /// Its live copy already carried the desired hash: nothing sent.
+    Unchanged,
+    /// Written; created or bound, the UID of the object written, which its
+    /// status is then bound to.
+    Written(Option<String>),
+    /// Its name is taken: neither it nor its status is written.
+    Refused,
 }
 
 impl Writer {
@@ -302,38 +362,21 @@ impl Writer {
         S: Serialize,
     {
         let mut done = Performed::default();
-        let mut refused = Vec::new();
+        let mut outcomes = Vec::with_capacity(effects.objects.len());
         for desired in &effects.objects {
-            let current = live.desired_hash(&desired.resource, desired.namespace(), desired.name());
-            if desired.hash.is_some() && current == desired.hash {
-                done.unchanged += 1;
-                continue;
+            let outcome = self.write_object(client, desired, live).await?;
+            match outcome {
+                Outcome::Unchanged => done.unchanged += 1,
+                Outcome::Written(_) => done.applied += 1,
+                Outcome::Refused => done.refused += 1,
             }
-            let api = dynamic_api(client, &desired.resource, desired.namespace());
-            if !desired.create {
-                self.apply_dynamic(&api, desired.name(), &desired.object).await?;
-            } else if !self.create_dynamic(&api, &desired.object).await? {
-                done.refused += 1;
-                refused.push(desired);
-                continue;
-            }
-            done.applied += 1;
+            outcomes.push((desired, outcome));
         }
         for write in &effects.statuses {
-            let taken = |d: &&Desired| {
-                d.resource == write.resource
-                    && d.namespace() == write.namespace.as_deref()
-                    && d.name() == write.name
-            };
-            if refused.iter().any(taken) {
-                continue;
-            }
-            let api = dynamic_api(client, &write.resource, write.namespace.as_deref());
-            if self
-                .apply_status_dynamic(&api, &write.resource, &write.name, &write.status)
-                .await?
-            {
-                done.statuses += 1;
+            match self.write_status(client, write, &outcomes).await? {
+                Some(Guarded::Written) => done.statuses += 1,
+                Some(Guarded::Taken) => done.refused += 1,
+                Some(Guarded::Gone) | None => {}
             }
         }
         done.removed = self.remove(client, &effects.removals).await?;
@@ -342,6 +385,64 @@ impl Writer {
             done.status = true;
         }
         Ok(done)
+    }
+
+    /// Writes one object: skipped when its live copy carries the desired hash,
+    /// created, or applied (bound to its UID when it names one).
+    async fn write_object(
+        &self,
+        client: &Client,
+        desired: &Desired,
+        live: &(dyn Live + Sync),
+    ) -> Result<Outcome, WriteError> {
+        let current = live.desired_hash(&desired.resource, desired.namespace(), desired.name());
+        if desired.hash.is_some() && current == desired.hash {
+            return Ok(Outcome::Unchanged);
+        }
+        let api = dynamic_api(client, &desired.resource, desired.namespace());
+        if desired.create {
+            let created = self.create_dynamic(&api, &desired.object).await?;
+            return Ok(created.map_or(Outcome::Refused, |object| Outcome::Written(object.metadata.uid)));
+        }
+        match self.apply_dynamic(&api, desired.name(), &desired.object).await {
+            Ok(applied) if desired.uid().is_some() => Ok(Outcome::Written(applied.metadata.uid)),
+            Ok(_) => Ok(Outcome::Written(None)),
+            Err(error) if desired.uid().is_some() && refused_uid(&error) => Ok(Outcome::Refused),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Writes the status of another object, unless the write of that object
+    /// in `outcomes` was refused; bound to the UID that write returned, or to
+    /// the status's own guard. `None` when nothing was sent.
+    async fn write_status(
+        &self,
+        client: &Client,
+        write: &StatusOf,
+        outcomes: &[(&Desired, Outcome)],
+    ) -> Result<Option<Guarded>, WriteError> {
+        let of_object = outcomes.iter().find(|(d, _)| {
+            d.resource == write.resource
+                && d.namespace() == write.namespace.as_deref()
+                && d.name() == write.name
+        });
+        let mut guard = write.guard.clone();
+        match of_object {
+            Some((_, Outcome::Refused)) => return Ok(None),
+            Some((_, Outcome::Written(Some(uid)))) => guard.uid = Some(uid.clone()),
+            _ => {}
+        }
+        let api = dynamic_api(client, &write.resource, write.namespace.as_deref());
+        if guard.is_empty() {
+            let written = self
+                .apply_status_dynamic(&api, &write.resource, &write.name, &write.status)
+                .await?;
+            return Ok(Some(if written { Guarded::Written } else { Guarded::Gone }));
+        }
+        let guarded = self
+            .patch_status_if_dynamic(&api, &write.resource, &write.name, &write.status, &guard)
+            .await?;
+        Ok(Some(guarded))
     }
 
     /// Deletes `removals`, each only as the UID it names; returns how many went.
@@ -367,6 +468,21 @@ impl Writer {
             }
         }
         Ok(removed)
+    }
+}
+
+/// Whether the API server refused an apply that carried `metadata.uid`
+/// because the name is not held by that object: none holds it (HTTP 409,
+/// "uid mismatch"), or another one does (HTTP 422 on `metadata.uid`, which is
+/// immutable).
+fn refused_uid(error: &WriteError) -> bool {
+    match error.api_error() {
+        Some(kube::Error::Api(status)) if status.code == 409 => true,
+        Some(kube::Error::Api(status)) if status.code == 422 => status
+            .details
+            .as_ref()
+            .is_some_and(|details| details.causes.iter().any(|cause| cause.field == "metadata.uid")),
+        _ => false,
     }
 }
 
@@ -589,6 +705,133 @@ mod tests {
                 "PATCH /api/v1/namespaces/ns/configmaps/gone/status",
                 "DELETE /api/v1/namespaces/ns/configmaps/replaced",
             ]
+        );
+    }
+
+    /// A request as an API server saw it: `METHOD path`, and its body.
+    type Seen = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
+
+    /// A client whose API server answers `METHOD path` with what `answer` gives
+    /// (a status code, and the body for 200), and records each request with its body.
+    fn serving(answer: fn(&str) -> (u16, serde_json::Value)) -> (Client, Seen) {
+        let seen: Seen = Arc::default();
+        let record = seen.clone();
+        let service = tower::service_fn(move |request: Request<Body>| {
+            let record = record.clone();
+            async move {
+                let line = format!("{} {}", request.method(), request.uri().path());
+                let bytes = http_body_util::BodyExt::collect(request.into_body())
+                    .await
+                    .unwrap()
+                    .to_bytes();
+                let body = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
+                let (code, answer) = answer(&line);
+                record.lock().unwrap().push((line, body));
+                let mut response = Response::new(Body::from(serde_json::to_vec(&answer).unwrap()));
+                *response.status_mut() = http::StatusCode::from_u16(code).unwrap();
+                Ok::<_, std::convert::Infallible>(response)
+            }
+        });
+        (Client::new(service, "default"), seen)
+    }
+
+    /// A Kubernetes `Status` of HTTP `code`, naming invalid `fields`.
+    fn refusal(code: u16, fields: &[&str]) -> serde_json::Value {
+        let causes: Vec<serde_json::Value> = fields
+            .iter()
+            .map(|field| serde_json::json!({"reason": "FieldValueInvalid", "field": field}))
+            .collect();
+        serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                           "code": code, "details": {"causes": causes}})
+    }
+
+    #[tokio::test]
+    async fn writes_bound_to_an_object_never_land_on_another_of_its_name() {
+        let (client, seen) = serving(|line| match line {
+            // `fresh` is created as UID u-fresh; `replaced` and `taken` are held by other objects.
+            "POST /api/v1/namespaces/ns/configmaps" => (
+                200,
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                   "metadata": {"name": "fresh", "uid": "u-fresh"}}),
+            ),
+            "PATCH /api/v1/namespaces/ns/configmaps/replaced" => (422, refusal(422, &["metadata.uid"])),
+            // A JSON Patch whose `test` failed: 422 naming no field.
+            "PATCH /api/v1/namespaces/ns/configmaps/taken/status" => (422, refusal(422, &[])),
+            _ => (
+                200,
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}),
+            ),
+        });
+        let writer = Writer::new(Leadership::standalone(), "olm-rs-test");
+        let status = |name: &str| {
+            StatusOf::of::<ConfigMap, _>(Some("ns"), name, &serde_json::json!({"phase": "Copied"}))
+                .unwrap()
+                .if_labelled("olm.copiedFrom", "ops")
+        };
+        let effects: Effects<()> = Effects {
+            objects: vec![
+                Desired::owned(&config_map("fresh", "1")).unwrap().create_only(),
+                Desired::owned(&config_map("replaced", "1"))
+                    .unwrap()
+                    .with_uid("u-old"),
+            ],
+            statuses: vec![
+                status("fresh"),
+                status("replaced"),
+                status("taken").with_uid("u-taken"),
+            ],
+            ..Effects::none()
+        };
+        let reconciled: Api<ConfigMap> = Api::namespaced(client.clone(), "ns");
+        let done = writer.perform(&client, &reconciled, &effects, &()).await.unwrap();
+        assert_eq!(
+            done,
+            Performed {
+                applied: 1,
+                refused: 2,
+                statuses: 1,
+                ..Performed::default()
+            }
+        );
+        let seen = seen.lock().unwrap().clone();
+        let lines: Vec<&str> = seen.iter().map(|(line, _)| line.as_str()).collect();
+        assert_eq!(
+            lines,
+            [
+                "POST /api/v1/namespaces/ns/configmaps",
+                "PATCH /api/v1/namespaces/ns/configmaps/replaced",
+                // No status for `replaced`: the name is taken.
+                "PATCH /api/v1/namespaces/ns/configmaps/fresh/status",
+                "PATCH /api/v1/namespaces/ns/configmaps/taken/status",
+            ]
+        );
+        assert_eq!(seen[1].1["metadata"]["uid"], "u-old", "the apply names the UID");
+        let tests = |body: &serde_json::Value| -> Vec<(String, String)> {
+            body.as_array()
+                .unwrap()
+                .iter()
+                .filter(|op| op["op"] == "test")
+                .map(|op| {
+                    (
+                        op["path"].as_str().unwrap().to_owned(),
+                        op["value"].as_str().unwrap().to_owned(),
+                    )
+                })
+                .collect()
+        };
+        let label = ("/metadata/labels/olm.copiedFrom".to_owned(), "ops".to_owned());
+        assert_eq!(
+            tests(&seen[2].1),
+            [("/metadata/uid".to_owned(), "u-fresh".to_owned()), label.clone()],
+            "the created object's status goes only onto the object created"
+        );
+        assert_eq!(
+            tests(&seen[3].1),
+            [("/metadata/uid".to_owned(), "u-taken".to_owned()), label]
+        );
+        assert_eq!(
+            seen[3].1[2],
+            serde_json::json!({"op": "add", "path": "/status", "value": {"phase": "Copied"}})
         );
     }
 }

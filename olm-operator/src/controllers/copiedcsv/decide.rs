@@ -22,6 +22,7 @@ use std::collections::BTreeSet;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use olm_api::{
+    labels,
     v1::{OLM_CONFIG_NAME, OLMConfig},
     v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, CsvReason},
 };
@@ -120,15 +121,21 @@ pub const BATCH: usize = 100;
 /// more are left.
 ///
 /// A CSV of the name that is no copy is never touched, and no copy goes
-/// there. A copy of another original of the same name is left to that
-/// original while it serves the namespace: the first copy written keeps its
-/// place, so that two originals never take turns overwriting one copy; once
-/// that original is gone or no longer serves the namespace, ours is applied
-/// over it. A namespace with nothing of the name gets its copy by create, so
-/// that a CSV that took the name since the stores saw it is left alone. A
-/// copy of ours is applied when its live copy carries another hash than the
-/// desired one, and its status is written when the store shows another, or
-/// none.
+/// there, even while the copies' store still shows the copy it replaced. A
+/// copy of another original of the same name is left to that original while
+/// it serves the namespace: the first copy written keeps its place, so that
+/// two originals never take turns overwriting one copy; once that original is
+/// gone or no longer serves the namespace, ours is applied over it. A
+/// namespace with nothing of the name gets its copy by create, so that a CSV
+/// that took the name since the stores saw it is left alone. A copy of ours
+/// is applied when its live copy carries another hash than the desired one,
+/// and its status is written when the store shows another, or none.
+///
+/// Every write to a copy the stores show is bound to that copy's UID, and
+/// every status to an object labelled a copy of ours (a created copy's status,
+/// to the UID its create returns): an InstallPlan replaces a copy by deleting
+/// it and creating its own CSV of the name, which the stores may not show yet,
+/// and such a write is refused rather than landing on that CSV.
 fn write_copies(
     effects: &mut Effects<()>,
     observed: &Observed<'_>,
@@ -142,35 +149,88 @@ fn write_copies(
         if effects.objects.len() >= BATCH || effects.statuses.len() >= BATCH {
             return true;
         }
-        let occupant = observed.same_name.iter().find(|o| &o.namespace == namespace);
         let (copy, copy_status) = copy_in_group(original, membership, &status, namespace);
         let desired = Desired::owned(&copy).expect("a CSV serializes");
-        let (object, status_due) = match occupant {
-            None => (Some(desired.create_only()), true),
-            Some(o) => match o.copied_from.as_deref() {
-                None => continue,
-                Some(from) if from == own => {
-                    let stale = o.desired_hash.as_deref() != desired.hash();
-                    let status_due = !o
-                        .status
-                        .as_ref()
-                        .is_some_and(|live| same_status(live, &copy_status));
-                    (stale.then_some(desired), status_due)
-                }
-                Some(from) if dangling(o, from, observed.same_name) => (Some(desired), true),
-                // A copy of another original that still serves the namespace: left to it.
-                Some(_) => continue,
-            },
+        let Some(write) = write_of(observed, &own, namespace, desired, &copy_status) else {
+            continue;
         };
-        effects.objects.extend(object);
-        if status_due {
-            let write =
+        effects.objects.extend(write.object);
+        if write.status_due {
+            let mut status =
                 StatusOf::of::<ClusterServiceVersion, _>(Some(namespace), &copy.name_any(), &copy_status)
-                    .expect("a status serializes");
-            effects.statuses.push(write);
+                    .expect("a status serializes")
+                    .if_labelled(labels::COPIED_FROM, &own);
+            if let Some(uid) = write.uid {
+                status = status.with_uid(&uid);
+            }
+            effects.statuses.push(status);
         }
     }
     false
+}
+
+/// The writes of one copy: the copy itself, if any, whether its status is
+/// due, and the UID of the copy the stores show, which both are bound to.
+struct CopyWrite {
+    object: Option<Desired>,
+    status_due: bool,
+    uid: Option<String>,
+}
+
+/// The writes the copy `desired` (with status `copy_status`) needs in
+/// `namespace`, from what the stores show under its name there; `None`
+/// when the copy has no place there (see [`write_copies`]).
+fn write_of(
+    observed: &Observed<'_>,
+    own: &str,
+    namespace: &str,
+    desired: Desired,
+    copy_status: &ClusterServiceVersionStatus,
+) -> Option<CopyWrite> {
+    // The stores of originals and of copies each hold at most one CSV of the name here.
+    let here: Vec<&Occupant> = observed
+        .same_name
+        .iter()
+        .filter(|o| o.namespace == namespace)
+        .collect();
+    // A CSV of the name that is no copy holds the namespace, even while the copies' store still
+    // shows the copy it replaced.
+    if here.iter().any(|o| o.copied_from.is_none()) {
+        return None;
+    }
+    let Some(occupant) = here.first() else {
+        let object = Some(desired.create_only());
+        return Some(CopyWrite {
+            object,
+            status_due: true,
+            uid: None,
+        });
+    };
+    let from = occupant.copied_from.as_deref()?;
+    if occupant.uid.is_empty() {
+        // Nothing to bind a write to.
+        return None;
+    }
+    let bound = Some(occupant.uid.clone());
+    if from == own {
+        let stale = occupant.desired_hash.as_deref() != desired.hash();
+        let status_due = !occupant
+            .status
+            .as_ref()
+            .is_some_and(|live| same_status(live, copy_status));
+        let object = stale.then(|| desired.with_uid(&occupant.uid));
+        return Some(CopyWrite {
+            object,
+            status_due,
+            uid: bound,
+        });
+    }
+    // A copy of another original: ours goes over it once that original no longer serves here.
+    dangling(occupant, from, observed.same_name).then(|| CopyWrite {
+        object: Some(desired.with_uid(&occupant.uid)),
+        status_due: true,
+        uid: bound,
+    })
 }
 
 #[cfg(test)]
@@ -406,6 +466,112 @@ mod tests {
             };
             assert_eq!(got, expected, "{phase:?}");
         }
+    }
+
+    #[test]
+    fn writes_are_bound_to_the_copy_the_stores_show_and_none_go_where_a_csv_that_is_no_copy_is() {
+        let csv = succeeded();
+        let outdated = |namespace: &str| Occupant {
+            desired_hash: Some("an earlier apply".to_owned()),
+            status: None,
+            ..settled(&csv, namespace)
+        };
+        // Per namespace: what the stores show under the name there; the write of the copy
+        // ("create", or "apply@UID" onto that very copy) and the UID its status write is bound to
+        // (`Some(None)`: the UID its create returns).
+        type Row<'a> = (&'a str, Vec<Occupant>, Option<&'a str>, Option<Option<&'a str>>);
+        let table: Vec<Row<'_>> = vec![
+            ("empty", vec![], Some("create"), Some(None)),
+            (
+                "outdated",
+                vec![outdated("outdated")],
+                Some("apply@uid-outdated"),
+                Some(Some("uid-outdated")),
+            ),
+            (
+                "unwritten",
+                vec![Occupant {
+                    status: None,
+                    ..settled(&csv, "unwritten")
+                }],
+                None,
+                Some(Some("uid-unwritten")),
+            ),
+            ("settled", vec![settled(&csv, "settled")], None, None),
+            // A CSV of the name that is no copy: never written, nor its status.
+            ("resident", vec![resident("resident", "resident")], None, None),
+            // An InstallPlan replaced the copy by a CSV of its own, which the store of originals
+            // shows while the copies' store still shows the copy (in either order).
+            (
+                "replaced",
+                vec![resident("replaced", "replaced"), outdated("replaced")],
+                None,
+                None,
+            ),
+            (
+                "lagging",
+                vec![outdated("lagging"), resident("lagging", "lagging")],
+                None,
+                None,
+            ),
+            // A copy of an original that is gone: ours goes over that very copy.
+            (
+                "orphan",
+                vec![copy("orphan", "gone", None)],
+                Some("apply@uid-orphan"),
+                Some(Some("uid-orphan")),
+            ),
+            // A copy without a UID: nothing to bind a write to.
+            (
+                "unnamed",
+                vec![Occupant {
+                    uid: String::new(),
+                    ..outdated("unnamed")
+                }],
+                None,
+                None,
+            ),
+        ];
+        let namespaces: Vec<&str> = table.iter().map(|row| row.0).collect();
+        let now = at(1_800_000_100);
+        let same_name: Vec<Occupant> = table.iter().flat_map(|row| row.1.clone()).collect();
+        let group = chosen(&namespaces);
+        let decision = decide(&Observed {
+            original: &csv,
+            membership: Some(&group),
+            namespaces: &[],
+            config: None,
+            same_name: &same_name,
+            now: &now,
+        });
+        for (namespace, _, object, status) in &table {
+            let written = decision
+                .effects
+                .objects
+                .iter()
+                .find(|d| d.namespace() == Some(namespace))
+                .map(|d| match d.uid() {
+                    _ if d.creates() => "create".to_owned(),
+                    Some(uid) => format!("apply@{uid}"),
+                    None => "apply, unbound".to_owned(),
+                });
+            assert_eq!(written.as_deref(), *object, "{namespace}");
+            let write = decision
+                .effects
+                .statuses
+                .iter()
+                .find(|s| s.namespace.as_deref() == Some(namespace));
+            assert_eq!(write.map(|s| s.guard.uid.as_deref()), *status, "{namespace}");
+            if let Some(write) = write {
+                let label = (labels::COPIED_FROM.to_owned(), OWN.to_owned());
+                assert_eq!(
+                    write.guard.label,
+                    Some(label),
+                    "{namespace}: only onto a copy of ours"
+                );
+            }
+        }
+        assert!(decision.effects.removals.is_empty());
     }
 
     #[test]

@@ -16,7 +16,10 @@
 //!
 //! A CSV of the same name in a target namespace that is no copy is never
 //! touched (no copy there; an InstallPlan that installs there removes a copy
-//! in its way). Of two originals of the same name, the first copy in a
+//! in its way). The stores may still show that copy: every write to a copy
+//! is bound to the copy's UID (and a status write to its `olm.copiedFrom`
+//! label), so the API server refuses one that would land on the CSV that took
+//! the name, and the applier counts it as taken ([`perform`]). Of two originals of the same name, the first copy in a
 //! namespace stays until its original is gone or no longer serves it. With
 //! `spec.features.disableCopiedCSVs` on the OLMConfig `cluster`, operators
 //! that serve all namespaces get no copies (existing ones are deleted, with
@@ -52,7 +55,7 @@ use std::{sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{
-    Api, ResourceExt,
+    Api, Client, ResourceExt,
     api::ListParams,
     core::PartialObjectMeta,
     runtime::{
@@ -68,12 +71,15 @@ use olm_api::{
 };
 use olm_runtime::{
     ErrorClass, ReconcileError,
-    apply::WriteError,
-    effects::{DESIRED_HASH, Effects, Removal},
+    apply::{WriteError, Writer},
+    effects::{DESIRED_HASH, Effects, Live, Performed, Removal},
     live::LiveStores,
 };
 
-use self::{copy::Occupant, decide::Observed};
+use self::{
+    copy::Occupant,
+    decide::{Decision, Observed},
+};
 use crate::{context::Context, controllers::csv::validate, stores::Cache};
 
 /// The controller's name in metrics and logs.
@@ -215,16 +221,7 @@ pub async fn reconcile(
 
     // Decide, then apply.
     let decision = decide::decide(&observed);
-    let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-    let done = ctx
-        .writer
-        .perform(&ctx.client, &api, &decision.effects, &sources.live)
-        .await
-        .map_err(|source| Error::Write {
-            namespace: namespace.clone(),
-            csv: name.clone(),
-            source,
-        })?;
+    let done = perform(&ctx.writer, &ctx.client, &csv, &decision, &sources.live).await?;
     if done.applied + done.statuses + done.removed > 0 {
         tracing::info!(csv = %name, %namespace, applied = done.applied, statuses = done.statuses, removed = done.removed, "copies kept");
     }
@@ -235,6 +232,27 @@ pub async fn reconcile(
         return Ok(Action::requeue(Duration::ZERO));
     }
     Ok(Action::requeue(ctx.settings.resync))
+}
+
+/// Apply: performs `decision` for the original `csv` through `writer`,
+/// skipping the copies whose live copy `live` shows already written.
+pub async fn perform(
+    writer: &Writer,
+    client: &Client,
+    csv: &ClusterServiceVersion,
+    decision: &Decision,
+    live: &dyn Live,
+) -> Result<Performed, Error> {
+    let (name, namespace) = (csv.name_any(), csv.namespace().unwrap_or_default());
+    let api: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &namespace);
+    writer
+        .perform(client, &api, &decision.effects, live)
+        .await
+        .map_err(|source| Error::Write {
+            namespace,
+            csv: name,
+            source,
+        })
 }
 
 /// What to do after a failed reconcile.

@@ -8,8 +8,9 @@
 //! - [`channel_heads`]: the channel heads' CSV descriptions and icons kept with a catalog.
 //! - [`controllers`]: the CatalogSource, Subscription and InstallPlan controllers.
 //! - [`metrics`]: OLM's catalog-operator metrics.
-//! - [`images`]: catalog and bundle images: pulled in process or unpacked by a Job, their pull
-//!   secrets, and the image flags of `run`.
+//! - [`go_duration`]: Go durations, as OLM's fields and annotations write them.
+//! - [`images`]: catalog and bundle images: pulled in process or unpacked by a Job (and the
+//!   Job's own steps), their pull secrets and cache, and the image flags of `run`.
 //! - [`packageserver`]: the PackageManifest aggregated API, served from the catalogs in memory.
 //! - [`run`]: the `run` command, wiring the controllers with olm-runtime.
 //! - [`cli`]: the offline commands and `serve` (the operator-registry gRPC API of `olm-registry`).
@@ -19,6 +20,7 @@ pub mod catalogs;
 pub mod channel_heads;
 pub mod cli;
 pub mod controllers;
+pub mod go_duration;
 pub mod images;
 pub mod metrics;
 pub mod packageserver;
@@ -59,7 +61,7 @@ pub enum Command {
     /// Run the controllers for CatalogSources, Subscriptions and InstallPlans.
     Run(run::RunArgs),
     /// The steps of a bundle unpack Job (run in its Pod, not by hand).
-    Unpack(cli::UnpackArgs),
+    Unpack(images::unpack_jobs::steps::UnpackArgs),
 }
 
 impl Args {
@@ -107,3 +109,18 @@ impl Args {
 }
 
 use olm_runtime::errors::error_chain;
+
+/// The message of an error and its causes, on one line.
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}

@@ -1,30 +1,30 @@
 //! catalog-operator: the controllers for CatalogSources, Subscriptions and
 //! InstallPlans, and the offline catalog commands (`render`, `validate`,
-//! `resolve`).
+//! `resolve`); `run` also serves the PackageManifest API (`olm-packageserver`).
 //!
 //! - [`source`]: reading catalog content from disk in any layout OLM uses (from `olm-catalog`).
 //! - [`snapshot`]: catalog content → the resolver's input (from `olm-resolution`).
-//! - [`catalogs`]: the shared in-memory store of catalog snapshots.
-//! - [`channel_heads`]: the channel heads' CSV descriptions and icons kept with a catalog.
+//! - [`catalogs`]: the shared in-memory store of catalog snapshots (from `olm-catalog-store`).
+//! - [`bundles`]: bundle manifests read on demand (from `olm-catalog-store`).
+//! - [`channel_heads`]: the channel heads' CSV descriptions and icons kept with a catalog
+//!   (from `olm-catalog-store`).
 //! - [`controllers`]: the CatalogSource, Subscription and InstallPlan controllers.
 //! - [`metrics`]: OLM's catalog-operator metrics.
-//! - [`images`]: catalog and bundle images: pulled in process or unpacked by a Job, their pull
-//!   secrets, and the image flags of `run`.
-//! - [`packageserver`]: the PackageManifest aggregated API, served from the catalogs in memory.
+//! - [`go_duration`]: Go durations, as OLM's fields and annotations write them.
+//! - [`images`]: catalog and bundle images: pulled in process or unpacked by a Job (and the
+//!   Job's own steps), their pull secrets and cache, and the image flags of `run`.
 //! - [`run`]: the `run` command, wiring the controllers with olm-runtime.
 //! - [`cli`]: the offline commands and `serve` (the operator-registry gRPC API of `olm-registry`).
 
-pub mod bundles;
-pub mod catalogs;
-pub mod channel_heads;
 pub mod cli;
 pub mod controllers;
+pub mod go_duration;
 pub mod images;
 pub mod metrics;
-pub mod packageserver;
 pub mod run;
 
 pub use olm_catalog::source;
+pub use olm_catalog_store::{bundles, catalogs, channel_heads};
 pub use olm_resolution::snapshot;
 
 #[cfg(test)]
@@ -59,7 +59,7 @@ pub enum Command {
     /// Run the controllers for CatalogSources, Subscriptions and InstallPlans.
     Run(run::RunArgs),
     /// The steps of a bundle unpack Job (run in its Pod, not by hand).
-    Unpack(cli::UnpackArgs),
+    Unpack(images::unpack_jobs::steps::UnpackArgs),
 }
 
 impl Args {
@@ -107,3 +107,18 @@ impl Args {
 }
 
 use olm_runtime::errors::error_chain;
+
+/// The message of an error and its causes, on one line.
+pub(crate) fn chain(error: &dyn std::error::Error) -> String {
+    let mut message = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let text = cause.to_string();
+        if !message.contains(&text) {
+            message.push_str(": ");
+            message.push_str(&text);
+        }
+        source = cause.source();
+    }
+    message
+}

@@ -69,7 +69,7 @@ pub struct RunArgs {
     pub install_plan_retry_timeout: Duration,
     /// The PackageManifest API server.
     #[command(flatten)]
-    pub package_server: Box<crate::packageserver::PackageServerArgs>,
+    pub package_server: Box<olm_packageserver::PackageServerArgs>,
     /// Pulling bundle and catalog images.
     #[command(flatten)]
     pub images: crate::images::args::ImageArgs,
@@ -403,13 +403,13 @@ fn package_server(
     watches: &Watches,
 ) -> impl Future<Output = ()> + Send + 'static + use<> {
     let server = options.package_server.clone().map(|config| {
-        let stores = crate::packageserver::Sources {
+        let stores = olm_packageserver::Sources {
             catalogs: catalogs.clone(),
             sources: watches.catalog_sources.store(),
             subscriptions: watches.subscriptions.store(),
             csvs: watches.csvs.store(),
         };
-        crate::packageserver::run(
+        olm_packageserver::run(
             client.clone(),
             config,
             stores,

@@ -13,10 +13,11 @@ use std::{
     time::Duration,
 };
 
-use catalog_operator::{controllers::Options, packageserver, run::controllers};
+use catalog_operator::{controllers::Options, run::controllers};
 use k8s_openapi::api::core::v1::Service;
 use kube::{Api, Client, api::ListParams, client::ClientBuilder};
 use olm_catalog::Catalog;
+use olm_packageserver as packageserver;
 use olm_registry::server::{self, RegistryIndex, RegistryService};
 use olm_runtime::{
     LeaderElectionArgs, Leadership, Parts, Shutdown,

@@ -27,15 +27,7 @@ use std::{
 };
 
 use base64::Engine;
-use catalog_operator::{
-    controllers::Options,
-    packageserver::{
-        self,
-        icon::{DEFAULT_ICON, DEFAULT_MEDIA_TYPE},
-        tls::{self, ServingCert},
-    },
-    run::controllers,
-};
+use catalog_operator::{controllers::Options, run::controllers};
 use e2e::{
     api_service::PackageApiService,
     inprocess::{Registry, demo_index},
@@ -54,6 +46,11 @@ use kube::{
     api::{ListParams, Patch, PatchParams, PostParams},
 };
 use olm_api::{packages::PackageManifest, v1alpha1::CatalogSource};
+use olm_packageserver::{
+    self as packageserver,
+    icon::{DEFAULT_ICON, DEFAULT_MEDIA_TYPE},
+    tls::{self, ServingCert},
+};
 use olm_registry::server::RegistryIndex;
 use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_CATALOG};
 use olm_testkit::{
@@ -228,7 +225,7 @@ fn aggregated_roles() -> Vec<ClusterRole> {
 fn head_icon(catalog: &olm_catalog::Catalog, package: &str) -> (String, Vec<u8>, String) {
     let default = catalog.package(package).unwrap().default_channel.clone().unwrap();
     let channel = catalog.channels_of(package).find(|c| c.name == default).unwrap();
-    let head = catalog_operator::packageserver::describe::channel_head(channel).unwrap();
+    let head = olm_packageserver::describe::channel_head(channel).unwrap();
     let bundle = catalog.bundle(package, head).unwrap();
     let csv = bundle
         .properties

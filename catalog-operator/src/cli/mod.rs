@@ -8,7 +8,6 @@ mod output;
 mod render;
 mod resolve;
 mod serve;
-mod unpack;
 mod validate;
 
 pub use render::RenderArgs;
@@ -18,7 +17,6 @@ pub use resolve::{
     resolve, resolve_objects,
 };
 pub use serve::{ServeArgs, ServeCommandError};
-pub use unpack::{UnpackArgs, UnpackStep, UnpackStepError, copy_bundle};
 pub use validate::ValidateArgs;
 
 pub use output::EXIT_BAD_INPUT;

@@ -57,7 +57,7 @@ pub struct Options {
     /// How often everything is reconciled even without a change (OLM: 15 minutes).
     pub resync_interval: Duration,
     /// The PackageManifest API server, when it is served.
-    pub package_server: Option<crate::packageserver::Config>,
+    pub package_server: Option<olm_packageserver::Config>,
     /// The image of unpack Jobs' extractor: catalog-operator's own.
     pub unpack_job_image: String,
 }

@@ -3,11 +3,18 @@
 //! names, `/configs` by default) becomes catalog content served from memory,
 //! with no registry Pod. Images that hold no file-based catalog (old SQLite
 //! index images) are recognised, so that they keep the registry Pod.
+//!
+//! [`pull_catalog`] pulls a catalog image (only its file-based catalog directory)
+//! and says how it is served ([`PullOutcome`]); [`digest_of`] polls its digest.
+//! The CatalogSource controller acts on the answer
+//! (`controllers::catalogsource::image`).
 
 use std::path::{Path, PathBuf};
 
 use olm_catalog::{Catalog, LoadError, fbc};
-use olm_oci::Image;
+use olm_oci::{DockerConfig, Image, PullError};
+
+use crate::{chain, images::bundles::BundleImages};
 
 /// The label naming the file-based catalog directory of a catalog image.
 pub const CONFIGS_LABEL: &str = "operators.operatorframework.io.index.configs.v1";
@@ -95,6 +102,87 @@ pub fn catalog_from_image(image: &Image, reference: &str) -> Result<Catalog, Cat
     Ok(catalog)
 }
 
+/// Why a catalog image is served by a registry Pod rather than from memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodReason {
+    /// The image holds no file-based catalog (a SQLite index image).
+    NoFileBasedCatalog,
+    /// The image is larger than the pull limits.
+    ImageTooLarge,
+    /// catalog-operator could not pull the image.
+    PullFailed,
+}
+
+/// How a pulled catalog image is served.
+#[derive(Debug)]
+pub enum PullOutcome {
+    /// From memory: the image holds a file-based catalog.
+    Memory {
+        /// The catalog in it.
+        catalog: Box<Catalog>,
+        /// The image pulled.
+        image: Box<Image>,
+    },
+    /// Not at all: the image's catalog is invalid.
+    Invalid {
+        /// Why, in words.
+        message: String,
+    },
+    /// By a registry Pod, for this reason.
+    Pod {
+        /// Why not from memory.
+        reason: PodReason,
+        /// Why, in words.
+        message: String,
+    },
+}
+
+/// Pulls catalog image `image` in process with the credentials `secrets`, only
+/// its file-based catalog directory, and says how it is served.
+pub async fn pull_catalog(image: &str, secrets: &DockerConfig) -> PullOutcome {
+    let pulled = BundleImages::global()
+        .puller()
+        .pull_selected(image, secrets, &|labels| vec![configs_dir(labels)])
+        .await;
+    serving_path(pulled, image)
+}
+
+/// The digest catalog image `image` has now in its registry.
+pub async fn digest_of(image: &str, secrets: &DockerConfig) -> Result<String, PullError> {
+    BundleImages::global().puller().digest_of(image, secrets).await
+}
+
+/// How to serve catalog image `image`, from what pulling it gave (pure).
+pub fn serving_path(pulled: Result<Image, PullError>, image: &str) -> PullOutcome {
+    let pulled = match pulled {
+        Ok(pulled) => pulled,
+        Err(error) => {
+            let reason = match &error {
+                PullError::Content { .. } => PodReason::ImageTooLarge,
+                _ => PodReason::PullFailed,
+            };
+            let message = format!(
+                "catalog-operator could not read image {image} in process ({}): a registry Pod serves it",
+                chain(&error)
+            );
+            return PullOutcome::Pod { reason, message };
+        }
+    };
+    match catalog_from_image(&pulled, image) {
+        Ok(catalog) => PullOutcome::Memory {
+            catalog: Box::new(catalog),
+            image: Box::new(pulled),
+        },
+        Err(error @ CatalogImageError::NoFileBasedCatalog { .. }) => PullOutcome::Pod {
+            reason: PodReason::NoFileBasedCatalog,
+            message: format!("{error}: a registry Pod serves it"),
+        },
+        Err(error @ CatalogImageError::Invalid { .. }) => PullOutcome::Invalid {
+            message: chain(&error),
+        },
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
@@ -167,5 +255,52 @@ mod tests {
         let error = catalog_from_image(&bad, "r/c:1").unwrap_err();
         assert!(matches!(error, CatalogImageError::Invalid { .. }), "{error}");
         assert!(error.to_string().contains("r/c:1"), "{error}");
+    }
+
+    /// What a pull gives decides the path: memory for a file-based catalog, a
+    /// Pod for an image without one or one that could not be read, nothing for
+    /// a broken catalog (table).
+    #[test]
+    fn the_pull_decides_how_the_catalog_is_served() {
+        let package = r#"{"schema": "olm.package", "name": "demo", "defaultChannel": "stable"}"#;
+        let refused = || PullError::Refused {
+            image: "r/catalog:1".into(),
+            message: "unauthorized".into(),
+        };
+        let cases: Vec<(&str, Result<Image, PullError>, &str)> = vec![
+            (
+                "file-based",
+                Ok(image(&[("configs/demo/index.json", package)], &[])),
+                "memory",
+            ),
+            (
+                "sqlite",
+                Ok(image(&[("database/index.db", "SQLite format 3")], &[])),
+                "pod NoFileBasedCatalog",
+            ),
+            (
+                "broken",
+                Ok(image(&[("configs/demo/index.json", "{not json")], &[])),
+                "invalid",
+            ),
+            ("refused", Err(refused()), "pod PullFailed"),
+        ];
+        for (case, pulled, want) in cases {
+            let got = match serving_path(pulled, "r/catalog:1") {
+                PullOutcome::Memory { catalog, .. } => {
+                    assert_eq!(catalog.packages.len(), 1, "{case}");
+                    "memory".to_owned()
+                }
+                PullOutcome::Invalid { message } => {
+                    assert!(message.contains("r/catalog:1"), "{case}: {message}");
+                    "invalid".to_owned()
+                }
+                PullOutcome::Pod { reason, message } => {
+                    assert!(message.ends_with("a registry Pod serves it"), "{case}: {message}");
+                    format!("pod {reason:?}")
+                }
+            };
+            assert_eq!(got, want, "{case}");
+        }
     }
 }

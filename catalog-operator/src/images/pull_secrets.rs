@@ -78,3 +78,15 @@ pub async fn pull_secrets(
     }
     Ok(config)
 }
+
+/// The credentials of the pull secrets of `catalog` ([`pull_secrets`]), or none
+/// when they cannot be read: the pull then says what the registry answered.
+pub async fn pull_secrets_or_none(client: &Client, catalog: &CatalogId, named: &[String]) -> DockerConfig {
+    match pull_secrets(client, catalog, named).await {
+        Ok(config) => config,
+        Err(error) => {
+            tracing::warn!(catalog = %catalog, error = %error, "pull secrets not read; pulling without them");
+            DockerConfig::default()
+        }
+    }
+}

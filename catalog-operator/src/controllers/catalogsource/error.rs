@@ -65,17 +65,4 @@ impl ReconcileError for Error {
     }
 }
 
-/// The message of an error and its causes, on one line.
-pub(crate) fn chain(error: &dyn std::error::Error) -> String {
-    let mut message = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let text = cause.to_string();
-        if !message.contains(&text) {
-            message.push_str(": ");
-            message.push_str(&text);
-        }
-        source = cause.source();
-    }
-    message
-}
+pub(crate) use crate::chain;

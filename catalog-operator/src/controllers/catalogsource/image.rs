@@ -1,6 +1,9 @@
-//! Image catalogs served from memory: catalog-operator pulls the catalog image
-//! itself ([`crate::images::catalogs`]) and serves the file-based catalog inside
-//! it, with no registry Pod and no Service. The image is pulled again only when
+//! The CatalogSource step for image catalogs served from memory: catalog-operator
+//! pulls the catalog image itself and is told how to serve it
+//! ([`crate::images::catalogs`]: the pull, the digest poll, the decision; the
+//! credentials from [`crate::images::pull_secrets`]); this step keeps the
+//! result in the store and removes the registry Pods it replaces. The file-based
+//! catalog inside the image is served with no registry Pod and no Service. The image is pulled again only when
 //! its digest changed: with `updateStrategy.registryPoll`, a tag is re-checked
 //! every interval (a digest never changes).
 //!
@@ -34,9 +37,8 @@ use super::{
 use crate::{
     bundles::BundleSource,
     catalogs::CatalogContent,
-    images::bundles::BundleImages,
-    images::catalogs::{CatalogImageError, catalog_from_image, configs_dir},
-    images::pull_secrets::pull_secrets,
+    images::catalogs::{self, PodReason, PullOutcome, configs_dir},
+    images::pull_secrets::pull_secrets_or_none,
 };
 
 /// How soon a catalog served by a Pod because its image could not be pulled
@@ -72,7 +74,7 @@ pub(super) async fn read(
                 return Ok((ready(changed), None, serving));
             }
             let secrets = secrets_of(ctx, source, id).await;
-            let polled = BundleImages::global().puller().digest_of(image, &secrets).await;
+            let polled = catalogs::digest_of(image, &secrets).await;
             if let Ok(current) = &polled
                 && *current != digest
             {
@@ -116,21 +118,14 @@ fn ready(changed: bool) -> Observed {
     }
 }
 
-/// The pull secrets of the catalog (none when they cannot be read: the pull then
-/// says what the registry answered).
+/// The pull secrets of the catalog (none when they cannot be read).
 async fn secrets_of(
     ctx: &CatalogSourceContext,
     source: &CatalogSource,
     id: &CatalogId,
 ) -> olm_oci::DockerConfig {
     let named = source.spec.secrets.clone().unwrap_or_default();
-    match pull_secrets(&ctx.shared.client, id, &named).await {
-        Ok(config) => config,
-        Err(error) => {
-            tracing::warn!(catalog = %id, error = %error, "pull secrets not read; pulling without them");
-            olm_oci::DockerConfig::default()
-        }
-    }
+    pull_secrets_or_none(&ctx.shared.client, id, &named).await
 }
 
 /// Pulls the image and serves it from memory, or hands it to a registry Pod.
@@ -145,12 +140,9 @@ async fn pull_and_serve(
 ) -> Result<(Observed, Option<Time>, Serving), Error> {
     let secrets = secrets_of(ctx, source, id).await;
     let started = Instant::now();
-    let pulled = BundleImages::global()
-        .puller()
-        .pull_selected(image, &secrets, &|labels| vec![configs_dir(labels)])
-        .await;
+    let outcome = catalogs::pull_catalog(image, &secrets).await;
     let polled = polled.then(|| now.clone());
-    match serving_path(pulled, image) {
+    match outcome {
         PullOutcome::Memory {
             catalog,
             image: pulled,
@@ -195,6 +187,7 @@ async fn pull_and_serve(
             ))
         }
         PullOutcome::Pod { reason, message } => {
+            let reason = serving_reason(reason);
             tracing::info!(catalog = %id, image, reason = ?reason, "{message}");
             remember(
                 ctx,
@@ -211,58 +204,12 @@ async fn pull_and_serve(
     }
 }
 
-/// How a pulled catalog image is served.
-#[derive(Debug)]
-enum PullOutcome {
-    /// From memory: the image holds a file-based catalog.
-    Memory {
-        /// The catalog in it.
-        catalog: Box<Catalog>,
-        /// The image pulled.
-        image: Box<olm_oci::Image>,
-    },
-    /// Not at all: the image's catalog is invalid.
-    Invalid {
-        /// Why, in words.
-        message: String,
-    },
-    /// By a registry Pod, for this reason.
-    Pod {
-        /// Why not from memory.
-        reason: ServingReason,
-        /// Why, in words.
-        message: String,
-    },
-}
-
-/// How to serve catalog image `image`, from what pulling it gave (pure).
-fn serving_path(pulled: Result<olm_oci::Image, olm_oci::PullError>, image: &str) -> PullOutcome {
-    let pulled = match pulled {
-        Ok(pulled) => pulled,
-        Err(error) => {
-            let reason = match &error {
-                olm_oci::PullError::Content { .. } => ServingReason::ImageTooLarge,
-                _ => ServingReason::PullFailed,
-            };
-            let message = format!(
-                "catalog-operator could not read image {image} in process ({}): a registry Pod serves it",
-                chain(&error)
-            );
-            return PullOutcome::Pod { reason, message };
-        }
-    };
-    match catalog_from_image(&pulled, image) {
-        Ok(catalog) => PullOutcome::Memory {
-            catalog: Box::new(catalog),
-            image: Box::new(pulled),
-        },
-        Err(error @ CatalogImageError::NoFileBasedCatalog { .. }) => PullOutcome::Pod {
-            reason: ServingReason::NoFileBasedCatalog,
-            message: format!("{error}: a registry Pod serves it"),
-        },
-        Err(error @ CatalogImageError::Invalid { .. }) => PullOutcome::Invalid {
-            message: chain(&error),
-        },
+/// The reason of condition `ServedFromMemory` for a catalog a Pod serves.
+fn serving_reason(reason: PodReason) -> ServingReason {
+    match reason {
+        PodReason::NoFileBasedCatalog => ServingReason::NoFileBasedCatalog,
+        PodReason::ImageTooLarge => ServingReason::ImageTooLarge,
+        PodReason::PullFailed => ServingReason::PullFailed,
     }
 }
 
@@ -360,76 +307,4 @@ async fn remove_registry_pods(
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::PathBuf;
-
-    use olm_oci::{Files, Limits, PullError};
-
-    use super::*;
-
-    fn image(files: &[(&str, &str)]) -> olm_oci::Image {
-        let owned: Vec<(PathBuf, Vec<u8>)> = files
-            .iter()
-            .map(|(p, c)| (PathBuf::from(p), c.as_bytes().to_vec()))
-            .collect();
-        let (layer, _) = olm_oci::tar_gz_layer(&owned).unwrap();
-        let mut all = Files::keeping(vec![PathBuf::from("configs")]);
-        all.add_layer(&layer, &Limits::default()).unwrap();
-        olm_oci::Image {
-            pulled_from: "r/catalog:1".into(),
-            digest: "sha256:0".into(),
-            labels: Default::default(),
-            files: all,
-        }
-    }
-
-    /// What a pull gives decides the path: memory for a file-based catalog, a
-    /// Pod for an image without one or one that could not be read, nothing for
-    /// a broken catalog (table).
-    #[test]
-    fn the_pull_decides_how_the_catalog_is_served() {
-        let package = r#"{"schema": "olm.package", "name": "demo", "defaultChannel": "stable"}"#;
-        let refused = || PullError::Refused {
-            image: "r/catalog:1".into(),
-            message: "unauthorized".into(),
-        };
-        let cases: Vec<(&str, Result<olm_oci::Image, PullError>, &str)> = vec![
-            (
-                "file-based",
-                Ok(image(&[("configs/demo/index.json", package)])),
-                "memory",
-            ),
-            (
-                "sqlite",
-                Ok(image(&[("database/index.db", "SQLite format 3")])),
-                "pod NoFileBasedCatalog",
-            ),
-            (
-                "broken",
-                Ok(image(&[("configs/demo/index.json", "{not json")])),
-                "invalid",
-            ),
-            ("refused", Err(refused()), "pod PullFailed"),
-        ];
-        for (case, pulled, want) in cases {
-            let got = match serving_path(pulled, "r/catalog:1") {
-                PullOutcome::Memory { catalog, .. } => {
-                    assert_eq!(catalog.packages.len(), 1, "{case}");
-                    "memory".to_owned()
-                }
-                PullOutcome::Invalid { message } => {
-                    assert!(message.contains("r/catalog:1"), "{case}: {message}");
-                    "invalid".to_owned()
-                }
-                PullOutcome::Pod { reason, message } => {
-                    assert!(message.ends_with("a registry Pod serves it"), "{case}: {message}");
-                    format!("pod {reason:?}")
-                }
-            };
-            assert_eq!(got, want, "{case}");
-        }
-    }
 }

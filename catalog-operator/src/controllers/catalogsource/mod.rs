@@ -32,7 +32,7 @@ use olm_resolver::model::CatalogId;
 pub use context::CatalogSourceContext;
 pub use error::Error;
 use observed::Observed;
-pub use validate::{SourceSpec, parse_go_duration, validate};
+pub use validate::{SourceSpec, validate};
 
 use super::Context;
 

@@ -29,7 +29,7 @@ mod inputs;
 pub mod plans;
 pub mod resolve;
 pub mod status;
-mod unpack;
+mod unpacking;
 
 use std::{
     collections::HashMap,

@@ -15,7 +15,7 @@ use super::{
     error::Error,
     inputs::NamespaceInputs,
     resolve::{Decision, GroupDecision},
-    unpack,
+    unpacking,
 };
 use crate::controllers::{
     Context,
@@ -249,7 +249,7 @@ async fn plan_status(
                 source,
             })?
             .ok_or_else(unavailable)?;
-        let bundle = unpack::complete(
+        let bundle = unpacking::complete(
             shared,
             &namespace,
             members,

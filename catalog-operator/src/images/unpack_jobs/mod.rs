@@ -7,7 +7,7 @@
 //! the CatalogSource's namespace, a Job whose Pod copies the bundle out of the
 //! image and writes it into the ConfigMap ([`configmap`]), and the RBAC that
 //! lets it. The extractor is catalog-operator itself (`catalog-operator
-//! unpack`, [`crate::cli::UnpackArgs`]).
+//! unpack`, whose steps are [`steps`]).
 //!
 //! [`unpack`] is called on every sync of a Subscription that needs the bundle
 //! and never waits for the Job: it answers [`JobState::Pending`] (the
@@ -18,6 +18,7 @@
 
 pub mod configmap;
 pub mod objects;
+pub mod steps;
 
 use std::time::Duration;
 

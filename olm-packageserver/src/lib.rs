@@ -1,6 +1,7 @@
-//! The `packages.operators.coreos.com/v1` PackageManifest API, as OLM's
-//! packageserver serves it, served by catalog-operator itself from the catalogs
-//! it already holds (no second copy, no second process).
+//! olm-packageserver: the `packages.operators.coreos.com/v1` PackageManifest
+//! API, as OLM's packageserver serves it, served by catalog-operator itself from
+//! the catalogs it already holds (no second copy, no second process): its `run`
+//! command starts [`run`] with the store it fills (`olm-catalog-store`).
 //!
 //! The API server reaches it through the APIService
 //! `v1.packages.operators.coreos.com` (aggregation): it authenticates and
@@ -11,7 +12,7 @@
 //! through a Secret and renewed before it expires; its CA bundle is the
 //! APIService's `caBundle`, which every replica applies (identically).
 //!
-//! - [`describe`] ([`crate::channel_heads`]): the channel heads' CSV descriptions
+//! - [`describe`] ([`olm_catalog_store::channel_heads`]): the channel heads' CSV descriptions
 //!   and icons, kept with catalog content only while this API is served.
 //! - [`config`]: the flags and settings; [`registration`]: the APIService.
 //! - [`manifest`]: catalog content → PackageManifests (pure).
@@ -47,9 +48,9 @@ use registration::register;
 pub use registration::{StartError, api_service};
 use serving::{Current, Serving};
 
-use crate::catalogs::CatalogStore;
+use olm_catalog_store::catalogs::CatalogStore;
 /// The channel heads' descriptions, under the name this API's users know.
-pub use crate::channel_heads as describe;
+pub use olm_catalog_store::channel_heads as describe;
 
 async fn start(
     client: &Client,

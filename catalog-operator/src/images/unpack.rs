@@ -1,6 +1,7 @@
 //! Completing a resolved bundle from its bundle image when its catalog carries
-//! only its metadata ([`crate::images::bundles`]), with the pull secrets of its
-//! catalog ([`crate::images::pull_secrets`]).
+//! only its metadata: pulled in process ([`crate::images::bundles`]) with the pull
+//! secrets of its catalog ([`crate::images::pull_secrets`]), or unpacked by a Job
+//! ([`crate::images::unpack_jobs`]).
 //!
 //! OLM's OperatorGroup annotations apply, read from the OperatorGroup of the
 //! Subscription's namespace:
@@ -10,27 +11,26 @@
 //!   the image is not pulled again before this interval has passed (without
 //!   it, a failed unpack is retried with the controller's backoff).
 //!
-//! While an image is pulled, the Subscriptions of the plan have condition
-//! `BundleUnpacking` True (reason `UnpackingInProgress`).
+//! While an image is pulled, the caller is told first (the Subscription
+//! controller sets condition `BundleUnpacking` True, reason
+//! `UnpackingInProgress`, on the Subscriptions of the plan).
 //!
 //! A CatalogSource annotated `olm-rs.dev/bundle-unpack-method: Job` has its
-//! bundle images unpacked by a Job instead ([`crate::images::unpack_jobs`]): each sync
-//! advances the Job by a step and, until the bundle is there, the plan waits
-//! with BundleUnpacking True saying what the Job waits for.
+//! bundle images unpacked by a Job instead: each sync advances the Job by a step
+//! and, until the bundle is there, the plan waits with BundleUnpacking True
+//! saying what the Job waits for.
 
-use std::{collections::HashSet, time::Duration};
+use std::time::Duration;
 
-use kube::{Api, ResourceExt, runtime::reflector::ObjectRef};
+use kube::{Api, Client, ResourceExt};
 use olm_api::v1::OperatorGroup;
-use olm_api::v1alpha1::{
-    CatalogSource, Subscription, SubscriptionConditionReason as Reason, SubscriptionConditionType as Type,
-};
+use olm_api::v1alpha1::CatalogSource;
 use olm_catalog::Bundle;
 use olm_resolver::model::CatalogId;
+use olm_runtime::apply::Writer;
 
-use super::error::Error;
 use crate::{
-    controllers::{Context, catalogsource::parse_go_duration, conditions::set_subscription_condition},
+    go_duration::parse_go_duration,
     images::bundles::{BundleImages, UnpackError},
     images::unpack_jobs::{self, JobSettings, JobState, Method},
 };
@@ -77,8 +77,8 @@ pub fn policy_of(group: Option<&OperatorGroup>) -> UnpackPolicy {
 
 /// The unpack policy of `namespace` (the defaults when it has no single
 /// OperatorGroup or it cannot be read).
-async fn policy(shared: &Context, namespace: &str) -> UnpackPolicy {
-    let api: Api<OperatorGroup> = Api::namespaced(shared.client.clone(), namespace);
+async fn policy(client: &Client, namespace: &str) -> UnpackPolicy {
+    let api: Api<OperatorGroup> = Api::namespaced(client.clone(), namespace);
     match api.list(&Default::default()).await {
         Ok(list) if list.items.len() == 1 => policy_of(list.items.first()),
         Ok(_) => policy_of(None),
@@ -89,64 +89,112 @@ async fn policy(shared: &Context, namespace: &str) -> UnpackPolicy {
     }
 }
 
-/// `bundle` with its manifests, pulled from its image when its catalog has none.
-/// `members` are the Subscriptions of the plan: they get BundleUnpacking while
-/// the image is pulled, and their names go into `marked`.
-pub(super) async fn complete(
-    shared: &Context,
-    namespace: &str,
-    members: &[&Subscription],
-    marked: &mut HashSet<String>,
-    catalog: &CatalogId,
+/// Where a bundle of one catalog is unpacked from, and with what.
+pub struct Unpack<'a> {
+    /// A client for the pull secrets, the OperatorGroup and the unpack Job.
+    pub client: &'a Client,
+    /// The writer of the unpack Job's objects.
+    pub writer: &'a Writer,
+    /// The catalog the bundle comes from.
+    pub catalog: &'a CatalogId,
+    /// Its CatalogSource, if the store has it (its pull secrets, its unpack method).
+    pub source: Option<&'a CatalogSource>,
+    /// The image of the unpack Job's `extract` container.
+    pub extractor_image: &'a str,
+    /// The namespace whose OperatorGroup sets the unpack policy.
+    pub namespace: &'a str,
+}
+
+/// What [`prepare`] found.
+#[derive(Debug)]
+pub enum Prepared {
+    /// The bundle, complete, or why it is not (yet).
+    Done(Result<Bundle, UnpackError>),
+    /// The bundle's image is to be pulled in process: [`pull`] does it.
+    Pull(Pull),
+}
+
+/// A bundle image to pull in process, with what the pull needs.
+#[derive(Debug)]
+pub struct Pull {
+    /// The bundle, without its manifests.
     bundle: Bundle,
-) -> Result<Bundle, Error> {
+    /// The unpack policy of the namespace.
+    policy: UnpackPolicy,
+    /// The pull secrets of the catalog.
+    secrets: Vec<String>,
+}
+
+impl Pull {
+    /// The image to pull.
+    pub fn image(&self) -> &str {
+        &self.bundle.image
+    }
+}
+
+/// `bundle` with its manifests if it needs no pull now: its catalog carries them,
+/// its image was read before, or a Job unpacks it; else the pull to make.
+pub async fn prepare(unpack: &Unpack<'_>, bundle: Bundle) -> Prepared {
     if !crate::images::bundles::needs_unpacking(&bundle) {
-        return Ok(bundle);
+        return Prepared::Done(Ok(bundle));
     }
     let images = BundleImages::global();
-    let name = bundle.name.clone();
     let image = bundle.image.clone();
-    let fail = |source: UnpackError| Error::Unpack {
-        catalog: catalog.clone(),
-        bundle: name.clone(),
-        source,
-    };
     if images.is_cached(&image) {
-        return images
-            .complete(&shared.client, catalog, &[], bundle)
-            .await
-            .map_err(fail);
+        return Prepared::Done(images.complete(unpack.client, unpack.catalog, &[], bundle).await);
     }
-    let policy = policy(shared, namespace).await;
-    let source = shared
-        .stores
-        .catalog_sources
-        .get(&ObjectRef::<CatalogSource>::new(&catalog.name).within(&catalog.namespace));
-    if let Some(source) = source.as_ref().filter(|s| Method::of(s) == Method::Job) {
-        let settings = JobSettings {
-            extractor_image: shared.options.unpack_job_image.clone(),
-            timeout: policy.timeout,
-            min_retry: policy.min_retry,
-        };
-        return match unpack_jobs::unpack(&shared.client, &shared.writer, source, &image, &settings).await {
-            Ok(JobState::Unpacked(unpacked)) => {
-                images.remember(&image, &unpacked);
-                Ok(unpacked)
-            }
-            Ok(JobState::Pending(state)) => Err(fail(UnpackError::Pending(state))),
-            Err(error) => Err(fail(error)),
-        };
+    let policy = policy(unpack.client, unpack.namespace).await;
+    if let Some(source) = unpack.source.filter(|s| Method::of(s) == Method::Job) {
+        return Prepared::Done(by_job(unpack, source, &image, &policy).await);
     }
     if let Some(error) = images.retry_wait(&image, policy.min_retry) {
-        return Err(fail(error));
+        return Prepared::Done(Err(error));
     }
-    mark_unpacking(shared, namespace, members, marked, &image).await;
-    let secrets = source
+    let secrets = unpack
+        .source
         .and_then(|source| source.spec.secrets.clone())
         .unwrap_or_default();
+    Prepared::Pull(Pull {
+        bundle,
+        policy,
+        secrets,
+    })
+}
+
+/// The bundle of `image` as the unpack Job of `source` wrote it, or where the Job is.
+async fn by_job(
+    unpack: &Unpack<'_>,
+    source: &CatalogSource,
+    image: &str,
+    policy: &UnpackPolicy,
+) -> Result<Bundle, UnpackError> {
+    let settings = JobSettings {
+        extractor_image: unpack.extractor_image.to_owned(),
+        timeout: policy.timeout,
+        min_retry: policy.min_retry,
+    };
+    match unpack_jobs::unpack(unpack.client, unpack.writer, source, image, &settings).await? {
+        JobState::Unpacked(unpacked) => {
+            BundleImages::global().remember(image, &unpacked);
+            Ok(unpacked)
+        }
+        JobState::Pending(state) => Err(UnpackError::Pending(state)),
+    }
+}
+
+/// Pulls the bundle image of `pull` in process, within the policy's timeout, and
+/// remembers a failure for the policy's least retry interval.
+pub async fn pull(unpack: &Unpack<'_>, pull: Pull) -> Result<Bundle, UnpackError> {
+    let images = BundleImages::global();
+    let Pull {
+        bundle,
+        policy,
+        secrets,
+    } = pull;
+    let image = bundle.image.clone();
     let result = match tokio::time::timeout(
         policy.timeout,
-        images.complete(&shared.client, catalog, &secrets, bundle),
+        images.complete(unpack.client, unpack.catalog, &secrets, bundle),
     )
     .await
     {
@@ -161,44 +209,7 @@ pub(super) async fn complete(
         Ok(_) => images.forget_failure(&image),
         Err(error) => images.record_failure(&image, error.to_string()),
     }
-    result.map_err(fail)
-}
-
-/// Sets BundleUnpacking True on the plan's Subscriptions while `image` is pulled
-/// (best effort: a failed write only loses the transient condition).
-async fn mark_unpacking(
-    shared: &Context,
-    namespace: &str,
-    members: &[&Subscription],
-    marked: &mut HashSet<String>,
-    image: &str,
-) {
-    if !shared.writer.leadership().is_leader() {
-        return;
-    }
-    let api: Api<Subscription> = Api::namespaced(shared.client.clone(), namespace);
-    let now = olm_runtime::conditions::now();
-    for subscription in members {
-        let name = subscription.name_any();
-        let mut status = subscription.status.clone().unwrap_or_default();
-        let conditions = status.conditions.get_or_insert_with(Vec::new);
-        set_subscription_condition(
-            conditions,
-            Type::BundleUnpacking,
-            true,
-            Reason::UnpackingInProgress,
-            &format!("unpacking bundle image {image}"),
-            &now,
-        );
-        match shared.writer.apply_status(&api, &name, &status).await {
-            Ok(_) => {
-                marked.insert(name);
-            }
-            Err(error) => {
-                tracing::debug!(namespace, subscription = %name, %error, "BundleUnpacking not written")
-            }
-        }
-    }
+    result
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ use std::{
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use olm_catalog::{Bundle, Catalog, Property, property::BundleObject};
-use olm_resolution::CatalogBundles;
+use olm_resolution::{CatalogBundles, snapshot};
 use olm_resolver::{
     CatalogIndex,
     model::{CatalogId, CatalogSnapshot},
@@ -28,7 +28,6 @@ use tokio::sync::watch;
 use crate::{
     bundles::{self, BundleCache, BundleSource, FetchError},
     channel_heads::{self, Describe, HeadCsvs},
-    snapshot,
 };
 
 /// How many resolver indexes are kept (one per distinct set of visible catalogs).

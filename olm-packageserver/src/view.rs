@@ -11,13 +11,13 @@ use olm_api::{
     packages::{PackageManifest, PackagePlan},
     v1alpha1::{CatalogSource, ClusterServiceVersion, Subscription},
 };
+use olm_catalog_store::catalogs::{CatalogState, CatalogStore};
 
 use super::{
     icon::PackageIcon,
     manifest::{CatalogInfo, package_manifest, package_manifests},
     plan::{self, PlanError},
 };
-use crate::catalogs::{CatalogState, CatalogStore};
 
 /// Reads PackageManifests out of the catalog store.
 #[derive(Clone)]

@@ -3,7 +3,7 @@
 //! A [`PackagePlan`] names a Subscription as it would be created. It is
 //! resolved with the namespace's other Subscriptions and installed CSVs,
 //! against the catalogs this catalog-operator holds, by the Subscription
-//! controller's own [`resolve::decide`], and the decision for its group is the
+//! controller's own resolution ([`resolve::decide`]), and the decision for its group is the
 //! answer. Nothing is written: no Subscription, no InstallPlan.
 
 use std::sync::Arc;
@@ -17,10 +17,11 @@ use olm_catalog::Property;
 use olm_resolver::{CatalogIndex, model::CatalogId};
 use serde_json::Value;
 
-use crate::{
-    catalogs::CatalogState,
-    controllers::subscription::resolve::{self, Decision, NamespaceView, catalog_of},
-};
+use olm_catalog_store::catalogs::CatalogState;
+use olm_resolution::{self as resolve, Decision, catalog_of};
+
+/// What one namespace holds, with the catalogs of the store.
+type NamespaceView<'a> = olm_resolution::NamespaceView<'a, CatalogState>;
 
 /// Why a plan request is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -275,7 +276,7 @@ mod tests {
     use olm_api::v1alpha1::SubscriptionSpec;
 
     use super::*;
-    use crate::{
+    use olm_catalog_store::{
         bundles::BundleSource,
         catalogs::{CatalogContent, CatalogStore},
     };

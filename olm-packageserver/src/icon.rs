@@ -12,7 +12,7 @@
 
 use bytes::Bytes;
 
-use crate::channel_heads::HeadIcon;
+use olm_catalog_store::channel_heads::HeadIcon;
 
 /// What a console is shown for a package whose default channel head has no
 /// icon: a plain grey box, drawn for olm-rs.

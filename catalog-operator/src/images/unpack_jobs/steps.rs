@@ -1,5 +1,5 @@
 //! `catalog-operator unpack`: the three steps of an unpack Job's Pod
-//! ([`crate::images::unpack_jobs`]), run by the node that pulls the bundle image.
+//! ([`super`]), run by the node that pulls the bundle image.
 //!
 //! - `unpack install DEST`: copy this binary to DEST (the `util` container), so
 //!   that the bundle image, which has no shell, can run it.
@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{Api, Client};
 use olm_api::labels::{bundle as bundle_keys, unpack};
 
-use crate::images::unpack_jobs::configmap;
+use super::configmap;
 
 /// The steps of an unpack Job.
 #[derive(clap::Args, Debug)]

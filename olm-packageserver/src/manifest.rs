@@ -21,7 +21,7 @@ use olm_api::{
 };
 use olm_catalog::{Catalog, Package, Property};
 
-use crate::channel_heads::{HeadCsv, HeadCsvs, channel_head};
+use olm_catalog_store::channel_heads::{HeadCsv, HeadCsvs, channel_head};
 
 /// What a PackageManifest shows of its CatalogSource.
 #[derive(Debug, Clone, Default, PartialEq)]

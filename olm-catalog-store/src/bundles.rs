@@ -270,7 +270,7 @@ mod tests {
     #[test]
     fn stripping_keeps_what_resolution_reads_and_drops_the_manifests() {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../catalogs/demo-bundles");
-        let (mut catalog, _) = crate::source::load(&path).expect("the demo catalog loads");
+        let (mut catalog, _) = olm_catalog::source::load(&path).expect("the demo catalog loads");
         assert!(catalog.bundles.iter().any(has_manifests));
         let before = catalog.clone();
         strip_manifests(&mut catalog);
@@ -284,8 +284,8 @@ mod tests {
         }
         let id = CatalogId::new("demo", "olm");
         assert_eq!(
-            crate::snapshot::snapshot(id.clone(), 0, &catalog).snapshot,
-            crate::snapshot::snapshot(id, 0, &before).snapshot,
+            olm_resolution::snapshot::snapshot(id.clone(), 0, &catalog).snapshot,
+            olm_resolution::snapshot::snapshot(id, 0, &before).snapshot,
             "the resolver sees the same catalog"
         );
     }

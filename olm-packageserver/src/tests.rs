@@ -11,7 +11,7 @@ use super::{
     describe::{HeadIcon, channel_head, head_csvs},
     manifest::{CatalogInfo, package_manifests},
 };
-use crate::bundles::strip_manifests;
+use olm_catalog_store::bundles::strip_manifests;
 
 fn info() -> CatalogInfo {
     CatalogInfo {
@@ -288,14 +288,15 @@ mod served {
     use olm_resolver::model::CatalogId;
     use serde_json::Value;
 
-    use crate::{
+    use olm_catalog_store::{
         bundles::BundleSource,
         catalogs::{CatalogContent, CatalogStore},
-        packageserver::{
-            api::{self, Answer, human_duration},
-            describe::Describe,
-            view::Packages,
-        },
+    };
+
+    use crate::{
+        api::{self, Answer, human_duration},
+        describe::Describe,
+        view::Packages,
     };
 
     const DB: &str = r#"
@@ -349,7 +350,7 @@ mod served {
 
     fn get(packages: &Packages, path_and_query: &str, accept: &str) -> (u16, Value) {
         let (path, query) = path_and_query.split_once('?').unwrap_or((path_and_query, ""));
-        let query: BTreeMap<String, String> = crate::packageserver::server::parse_query(query);
+        let query: BTreeMap<String, String> = crate::server::parse_query(query);
         let list = |ns: Option<&str>| (packages.list(ns), "7".to_owned());
         match api::answer("GET", path, &query, accept, list, 1_767_225_600 + 3 * 3600) {
             Answer::Json(code, body) => (code, body),

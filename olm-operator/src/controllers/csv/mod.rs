@@ -15,8 +15,9 @@
 //!    OperatorGroup annotations ([`update_status::annotate`]); for an install,
 //!    [`build`] (pure) → [`overrides`] (pure) → [`serving`] (certificates,
 //!    webhooks and APIServices of the Deployments that serve them) →
-//!    [`apply`] (server-side apply and prune); then [`update_status`] writes
-//!    the status, only when it changed. The OperatorCondition and the install's objects
+//!    [`apply`] (server-side apply and prune); then [`decide::record`]
+//!    (pure) gives the status to end with, which [`update_status`] writes
+//!    only when it changed. The OperatorCondition and the install's objects
 //!    are stamped with the hash of their content and not written when their
 //!    live copy in the shared stores ([`crate::stores::InstallStores`])
 //!    carries it already and no other writer owns a field they set
@@ -51,6 +52,7 @@ pub mod certs;
 pub mod cleanup;
 pub mod copy_hashes;
 pub mod crd_summary;
+pub mod decide;
 pub mod dereference;
 pub mod machine;
 pub mod naming;
@@ -80,12 +82,13 @@ use kube::{
 };
 use olm_api::{
     labels,
-    v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, RequirementStatus},
+    v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase},
 };
 use olm_runtime::{ErrorClass, ReconcileError, classify};
 
 use self::{
     build::OWNER_KIND,
+    decide::{Outcome, shown_requirements},
     phase::{Decision, Facts, InstallOutcome},
 };
 use crate::{context::Context, stores::Stores};
@@ -286,17 +289,6 @@ async fn install(
     record(ctx, api, csv, &status, &validation, outcome, now).await
 }
 
-/// What performing a decision led to.
-#[derive(Default)]
-struct Outcome {
-    /// The phase transition to make, if any.
-    transition: Option<phase::Transition>,
-    /// When to look again even without an event.
-    recheck_in: Option<Duration>,
-    /// The serving certificates written, to stamp on the status.
-    served: Option<serving::Serving>,
-}
-
 /// Reads what the CSV refers to and validates it: the APIServices and
 /// machine hooks it requires are added to its requirements. Writes nothing.
 async fn read_and_validate(
@@ -404,8 +396,9 @@ async fn install_deployments(
     }))
 }
 
-/// Writes the status `outcome` leads to, and says when to look again. The
-/// copies follow from the written status, by their own controller.
+/// Writes the status `outcome` leads to ([`decide::record`]), when it
+/// changed, and says when to look again. The copies follow from the written
+/// status, by their own controller.
 async fn record(
     ctx: &Context,
     api: &Api<ClusterServiceVersion>,
@@ -415,52 +408,21 @@ async fn record(
     outcome: Outcome,
     now: Timestamp,
 ) -> Result<Action, Error> {
-    let requirements = shown_requirements(status.phase, &validation.requirements.statuses);
-    let mut next = phase::next_status(status, outcome.transition.as_ref(), requirements, now);
-    if let Some(served) = &outcome.served {
-        served.stamp(&mut next, now);
-    }
-    let waits_for_hooks = csv.spec.install.machine().is_some() && !validation.requirements.met;
-    let renewal_in = outcome.served.as_ref().map(|served| served.due_in(now));
-    let requeue = requeue_after(
-        outcome.recheck_in,
-        waits_for_hooks,
-        renewal_in,
-        ctx.settings.resync,
-    );
+    let live = csv.status.clone().unwrap_or_default();
+    let facts = decide::Facts {
+        live: &live,
+        decided: status,
+        requirements: &validation.requirements,
+        machine: csv.spec.install.machine().is_some(),
+        resync: ctx.settings.resync,
+    };
+    let record = decide::record(&facts, &outcome, now);
+    // Also when nothing changed, so that the metrics' series exist after a restart.
+    let next = record.status.unwrap_or(live);
     update_status::write(ctx, api, csv, next)
         .await
         .map_err(Error::UpdateStatus)?;
-    Ok(Action::requeue(requeue))
-}
-
-/// The requirement statuses the status shows: none while the CSV steps aside
-/// for its replacement, where requirements are not checked again.
-fn shown_requirements(
-    phase: Option<CsvPhase>,
-    statuses: &[RequirementStatus],
-) -> Option<&[RequirementStatus]> {
-    (!matches!(phase, Some(CsvPhase::Replacing | CsvPhase::Deleting))).then_some(statuses)
-}
-
-/// When to look at a CSV again without an event: when the install step asked
-/// (`recheck_in`), else after `resync`; soon for a machine CSV waiting for its
-/// hooks (nothing watches every ConfigMap); and no later than a second after
-/// its serving certificates are due for renewal (`renewal_in`), so that
-/// renewal is surely due.
-fn requeue_after(
-    recheck_in: Option<Duration>,
-    waits_for_hooks: bool,
-    renewal_in: Option<Duration>,
-    resync: Duration,
-) -> Duration {
-    let recheck_in = if waits_for_hooks {
-        Some(machine::REQUIREMENTS_RECHECK)
-    } else {
-        recheck_in
-    };
-    let requeue = recheck_in.unwrap_or(resync);
-    renewal_in.map_or(requeue, |due| requeue.min(due + Duration::from_secs(1)))
+    Ok(Action::requeue(record.requeue))
 }
 
 /// Applies the install: the serving certificates and Services
@@ -573,67 +535,4 @@ pub fn upgrade_neighbours(
         related.push(ObjectRef::new(replaces).within(&namespace));
     }
     related
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_csv_is_looked_at_again_when_the_first_reason_comes() {
-        let s = Duration::from_secs;
-        let hooks = machine::REQUIREMENTS_RECHECK;
-        // (what, recheck_in, waits_for_hooks, renewal_in, resync, expected)
-        let cases = [
-            ("nothing asked: the resync", None, false, None, s(600), s(600)),
-            ("the install asked", Some(s(30)), false, None, s(600), s(30)),
-            (
-                "the install asked later than the resync",
-                Some(s(900)),
-                false,
-                None,
-                s(600),
-                s(900),
-            ),
-            ("hooks awaited", Some(s(30)), true, None, s(600), hooks),
-            ("renewal first", Some(s(30)), false, Some(s(4)), s(600), s(5)),
-            ("renewal later", None, false, Some(s(3600)), s(600), s(600)),
-        ];
-        for (what, recheck_in, waits, renewal_in, resync, expected) in cases {
-            assert_eq!(
-                requeue_after(recheck_in, waits, renewal_in, resync),
-                expected,
-                "{what}"
-            );
-        }
-    }
-
-    #[test]
-    fn requirements_are_shown_except_while_stepping_aside() {
-        let statuses = vec![RequirementStatus {
-            group: "apiextensions.k8s.io".to_owned(),
-            version: "v1".to_owned(),
-            kind: "CustomResourceDefinition".to_owned(),
-            name: "demos.example.com".to_owned(),
-            status: olm_api::v1alpha1::StatusReason::Present,
-            message: "CRD is present and Established condition is true".to_owned(),
-            uuid: None,
-            dependents: None,
-        }];
-        for phase in [
-            None,
-            Some(CsvPhase::Pending),
-            Some(CsvPhase::Succeeded),
-            Some(CsvPhase::Failed),
-        ] {
-            assert_eq!(
-                shown_requirements(phase, &statuses).map(<[_]>::len),
-                Some(1),
-                "{phase:?}"
-            );
-        }
-        for phase in [CsvPhase::Replacing, CsvPhase::Deleting] {
-            assert_eq!(shown_requirements(Some(phase), &statuses), None, "{phase:?}");
-        }
-    }
 }

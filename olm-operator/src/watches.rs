@@ -13,7 +13,7 @@
 //! | Subscriptions | store: spec, `installedCSV` and `currentCSV` ([`crate::stores::trim_subscription`]); read by the reconcile | the CSV its `status.installedCSV` names ([`csv::overrides::installed_csv`]): its config reaches the Deployments; for machine CSVs also its current CSV ([`csv::machine::of_subscription`]) | - |
 //! | OperatorConditions | store ([`InstallStores`]): the applier's live copies; the replaced CSV's is read by the reconcile | the CSV of the same name and those replacing it ([`csv::operator_condition::concerned_csvs`]) | - |
 //! | APIServices | store without `caBundle` ([`InstallStores`]): the requirements read it | [`csv::apiservices::naming_api_service`] | - |
-//! | MachinePools | store ([`InstallStores`]): the requirements of machine CSVs read it | - | its objects |
+//! | MachinePools | store ([`InstallStores`]): the requirements of machine CSVs read it; the MachinePool controller reconciles from it | - | - |
 //! | Deployments, ServiceAccounts, RBAC labelled `olm.owner.kind=ClusterServiceVersion`, and Roles and RoleBindings labelled `olm.managed=true` (of OperatorConditions), metadata only | store ([`InstallStores`], [`crate::stores::trim_install_object`]): the applier's live copies | owner references; [`csv::labelled_owner`] | - |
 //! | Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | [`csv::labelled_owner`] | - |
 //! | Machines | store (no managed fields), shared with the MachinePool controller | [`csv::machine::of_pool`] | - |

@@ -4,8 +4,12 @@
 //! (on the objects' side a server-side apply that changes nothing leaves no
 //! trace, so the writes are counted where they are sent).
 //!
-//! A test binary of its own, so that no other operator (in-process or
-//! replica of another test) writes to the cluster meanwhile. Run with
+//! The counter holds every write of the new leader, of every controller: a
+//! test binary of its own, so that no other operator (in-process or replica
+//! of another test) changes the cluster meanwhile, and the cluster must hold
+//! nothing else an olm-operator controller would write to (what failed tests
+//! keep, such as a MachinePool whose machines go lost, gets its status
+//! written). Run with
 //! `cargo test -p olm-operator --test quiet_leader -- --ignored`.
 
 use k8s_openapi::api::{coordination::v1::Lease, rbac::v1::Role};

@@ -25,6 +25,7 @@
 
 pub mod context;
 pub mod controllers;
+pub mod fields;
 pub mod metrics;
 mod run;
 pub mod stores;

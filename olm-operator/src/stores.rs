@@ -7,19 +7,33 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::{
-    apps::v1::DaemonSet,
-    core::v1::{Namespace, Node, Secret, ServiceAccount},
-    discovery::v1::EndpointSlice,
-    rbac::v1::{Role, RoleBinding},
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::{
+    api::{
+        apps::v1::{DaemonSet, Deployment},
+        core::v1::{Namespace, Node, Secret, ServiceAccount},
+        discovery::v1::EndpointSlice,
+        rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
+    },
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
-use kube::{core::PartialObjectMeta, runtime::reflector::Store};
+use kube::{
+    api::ApiResource,
+    core::PartialObjectMeta,
+    runtime::reflector::{ObjectRef, Store},
+};
 use olm_api::{
-    substrate::Machine,
+    substrate::{Machine, MachinePool},
     v1::OperatorGroup,
     v1alpha1::{ClusterServiceVersion, Subscription, SubscriptionStatus},
+    v2::OperatorCondition,
 };
-use olm_runtime::live::LiveStores;
+use olm_runtime::{
+    effects::{DESIRED_HASH, Live},
+    live::LiveStores,
+};
+
+use crate::fields::{LiveCopies, Path};
 
 pub use olm_runtime::reflector::Synced;
 
@@ -49,6 +63,8 @@ pub struct Stores {
     /// removes an original's copies. Not waited for by [`Stores::synced`]:
     /// the finalizer lists the copies while it fills.
     pub copies: Cache<ClusterServiceVersion>,
+    /// What CSV installs write, as the applier needs it ([`InstallStores`]).
+    pub installs: InstallStores,
 }
 
 impl Stores {
@@ -69,6 +85,147 @@ impl Stores {
     pub fn operator_groups_in(&self, namespace: &str) -> Vec<Arc<OperatorGroup>> {
         in_namespace(&self.operator_groups.store, namespace)
     }
+}
+
+/// The stores only the CSV reconcile reads: every APIService (its
+/// requirements) and MachinePool (of machine CSVs), and the live copies of
+/// the objects CSV installs write, so that the CSV reconcile skips those
+/// already as desired ([`InstallStores::live`]): the
+/// Deployments, ServiceAccounts and RBAC labelled `olm.owner.kind=
+/// ClusterServiceVersion`, and the Roles and RoleBindings labelled
+/// `olm.managed=true` of the OperatorConditions, as metadata trimmed by
+/// [`trim_install_object`]; and every OperatorCondition, whole (small, and
+/// their spec and status are read).
+#[derive(Clone)]
+pub struct InstallStores {
+    /// The Deployments of CSVs, as metadata.
+    pub deployments: Cache<PartialObjectMeta<Deployment>>,
+    /// The ServiceAccounts of CSVs, as metadata.
+    pub service_accounts: Cache<PartialObjectMeta<ServiceAccount>>,
+    /// The Roles of CSVs, as metadata.
+    pub roles: Cache<PartialObjectMeta<Role>>,
+    /// The RoleBindings of CSVs, as metadata.
+    pub role_bindings: Cache<PartialObjectMeta<RoleBinding>>,
+    /// The ClusterRoles of CSVs, as metadata.
+    pub cluster_roles: Cache<PartialObjectMeta<ClusterRole>>,
+    /// The ClusterRoleBindings of CSVs, as metadata.
+    pub cluster_role_bindings: Cache<PartialObjectMeta<ClusterRoleBinding>>,
+    /// The Roles of OperatorConditions (`olm.managed=true`), as metadata.
+    pub condition_roles: Cache<PartialObjectMeta<Role>>,
+    /// The RoleBindings of OperatorConditions (`olm.managed=true`), as metadata.
+    pub condition_role_bindings: Cache<PartialObjectMeta<RoleBinding>>,
+    /// Every OperatorCondition.
+    pub operator_conditions: Cache<OperatorCondition>,
+    /// Every APIService, without its `caBundle`.
+    pub api_services: Cache<APIService>,
+    /// Every MachinePool (shared with the MachinePool controller).
+    pub machine_pools: Cache<MachinePool>,
+}
+
+impl InstallStores {
+    /// Whether every store holds a complete list.
+    pub fn synced(&self) -> bool {
+        self.deployments.synced.get()
+            && self.service_accounts.synced.get()
+            && self.roles.synced.get()
+            && self.role_bindings.synced.get()
+            && self.cluster_roles.synced.get()
+            && self.cluster_role_bindings.synced.get()
+            && self.condition_roles.synced.get()
+            && self.condition_role_bindings.synced.get()
+            && self.operator_conditions.synced.get()
+            && self.api_services.synced.get()
+            && self.machine_pools.synced.get()
+    }
+
+    /// The live copies of the kinds a CSV install applies.
+    pub fn live(&self) -> InstallLive {
+        InstallLive::default()
+            .with(self.deployments.store.clone())
+            .with(self.service_accounts.store.clone())
+            .with(self.roles.store.clone())
+            .with(self.role_bindings.store.clone())
+            .with(self.cluster_roles.store.clone())
+            .with(self.cluster_role_bindings.store.clone())
+            .with(self.condition_roles.store.clone())
+            .with(self.condition_role_bindings.store.clone())
+            .with(self.operator_conditions.store.clone())
+    }
+}
+
+/// Reads the metadata of one kind's object from a store.
+type Lookup = Arc<dyn Fn(Option<&str>, &str) -> Option<ObjectMeta> + Send + Sync>;
+
+/// The applier's view of what CSV installs write: the desired hash and the
+/// fields other writers own ([`crate::fields`]) of each live copy. Roles and
+/// RoleBindings are watched twice (those of the installs and those of the
+/// OperatorConditions carry different labels): both stores are asked.
+#[derive(Clone, Default)]
+pub struct InstallLive {
+    kinds: Vec<((String, String), Lookup)>,
+}
+
+impl InstallLive {
+    /// Adds the store of kind `K` (beside any of the same kind).
+    #[must_use]
+    pub fn with<K>(mut self, store: Store<K>) -> InstallLive
+    where
+        K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+    {
+        let resource = ApiResource::erase::<K>(&());
+        let lookup: Lookup = Arc::new(move |namespace, name| {
+            let key = match namespace {
+                Some(ns) => ObjectRef::new(name).within(ns),
+                None => ObjectRef::new(name),
+            };
+            Some(store.get(&key)?.meta().clone())
+        });
+        self.kinds.push(((resource.group, resource.kind), lookup));
+        self
+    }
+
+    /// The metadata of the live copy, from the first store of its kind that holds it.
+    fn meta(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Option<ObjectMeta> {
+        self.kinds
+            .iter()
+            .filter(|((group, kind), _)| *group == resource.group && *kind == resource.kind)
+            .find_map(|(_, lookup)| lookup(namespace, name))
+    }
+}
+
+impl Live for InstallLive {
+    fn desired_hash(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Option<String> {
+        let meta = self.meta(resource, namespace, name)?;
+        meta.annotations?.get(DESIRED_HASH).cloned()
+    }
+}
+
+impl LiveCopies for InstallLive {
+    fn foreign_fields(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Vec<Path> {
+        self.meta(resource, namespace, name)
+            .map(|meta| crate::fields::recorded(&meta))
+            .unwrap_or_default()
+    }
+}
+
+impl std::fmt::Debug for InstallLive {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kinds: Vec<&str> = self.kinds.iter().map(|((_, kind), _)| kind.as_str()).collect();
+        f.debug_struct("InstallLive").field("kinds", &kinds).finish()
+    }
+}
+
+/// Keeps of an object a CSV install writes what the CSV controller reads:
+/// its name, namespace, labels (its owner), owner references, of its
+/// annotations only [`DESIRED_HASH`], and the paths of the fields other
+/// writers own ([`crate::fields::keep_foreign_fields`]) instead of its
+/// managed fields.
+pub fn trim_install_object<K>(object: &mut PartialObjectMeta<K>) {
+    let meta = &mut object.metadata;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|key, _| key == DESIRED_HASH);
+    }
+    crate::fields::keep_foreign_fields(meta);
 }
 
 /// The stores the MachinePool reconcile reads. The objects it makes for its

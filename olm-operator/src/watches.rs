@@ -11,9 +11,11 @@
 //! | Namespaces, metadata only | store of names and labels | - | [`operatorgroup::selecting`]; read by the reconcile |
 //! | CRDs, metadata only | nothing | [`csv::naming_crd`] | - |
 //! | Subscriptions | store: spec, `installedCSV` and `currentCSV` ([`crate::stores::trim_subscription`]); read by the reconcile | the CSV its `status.installedCSV` names ([`csv::overrides::installed_csv`]): its config reaches the Deployments; for machine CSVs also its current CSV ([`csv::machine::of_subscription`]) | - |
-//! | OperatorConditions | nothing | the CSV of the same name and those replacing it ([`csv::operator_condition::concerned_csvs`]) | - |
-//! | APIServices, metadata only | nothing | [`csv::apiservices::naming_api_service`] | - |
-//! | Deployments, ServiceAccounts, RBAC, Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | owner references; [`csv::labelled_owner`] | - |
+//! | OperatorConditions | store ([`InstallStores`]): the applier's live copies; the replaced CSV's is read by the reconcile | the CSV of the same name and those replacing it ([`csv::operator_condition::concerned_csvs`]) | - |
+//! | APIServices | store without `caBundle` ([`InstallStores`]): the requirements read it | [`csv::apiservices::naming_api_service`] | - |
+//! | MachinePools | store ([`InstallStores`]): the requirements of machine CSVs read it; the MachinePool controller reconciles from it | - | - |
+//! | Deployments, ServiceAccounts, RBAC labelled `olm.owner.kind=ClusterServiceVersion`, and Roles and RoleBindings labelled `olm.managed=true` (of OperatorConditions), metadata only | store ([`InstallStores`], [`crate::stores::trim_install_object`]): the applier's live copies | owner references; [`csv::labelled_owner`] | - |
+//! | Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | [`csv::labelled_owner`] | - |
 //! | Machines | store (no managed fields), shared with the MachinePool controller | [`csv::machine::of_pool`] | - |
 //! | Copied CSVs (`olm.copiedFrom`), listed 50 at a time | store: trimmed to metadata and status ([`copiedcsv::trim`]); the finalizer reads it | - | - |
 //! | OLMConfigs | store | - | - |
@@ -36,7 +38,8 @@
 //! the names of the Operators are kept.
 //!
 //! The MachinePool controller has its own watches ([`machinepool_controller`]):
-//! MachinePools; Machines (→ their pool; the CSV controller's watch); and shared
+//! MachinePools (a shared watch, whose store the CSV reconcile reads); Machines
+//! (→ their pool; the CSV controller's watch); and shared
 //! watches whose stores its reconcile reads ([`PoolStores`]): the agent
 //! DaemonSets (→ their pool), the metadata of the ServiceAccounts, Roles,
 //! RoleBindings and Secrets labelled with a pool (the applier's live copies),
@@ -74,6 +77,7 @@ use k8s_openapi::{
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
@@ -98,7 +102,7 @@ use crate::{
         csv::{self, build::OWNER_KIND},
         machinepool, operator, operatorgroup,
     },
-    stores::{Cache, PoolStores, Stores},
+    stores::{Cache, InstallStores, PoolStores, Stores, trim_install_object},
 };
 
 /// How many copied CSVs one list request of the copies' watch asks for (the
@@ -143,6 +147,117 @@ struct Shared {
     subscriptions: Reflector<Subscription>,
     machines: Reflector<Machine>,
     pool_objects: PoolObjects,
+    install_objects: InstallObjects,
+}
+
+/// The shared watches of what CSV installs write ([`InstallStores`]): each
+/// triggers the CSV that owns the object, and its store tells the applier
+/// which objects are already as desired.
+struct InstallObjects {
+    deployments: Reflector<PartialObjectMeta<Deployment>>,
+    service_accounts: Reflector<PartialObjectMeta<ServiceAccount>>,
+    roles: Reflector<PartialObjectMeta<Role>>,
+    role_bindings: Reflector<PartialObjectMeta<RoleBinding>>,
+    cluster_roles: Reflector<PartialObjectMeta<ClusterRole>>,
+    cluster_role_bindings: Reflector<PartialObjectMeta<ClusterRoleBinding>>,
+    condition_roles: Reflector<PartialObjectMeta<Role>>,
+    condition_role_bindings: Reflector<PartialObjectMeta<RoleBinding>>,
+    operator_conditions: Reflector<OperatorCondition>,
+    api_services: Reflector<APIService>,
+    machine_pools: Reflector<MachinePool>,
+}
+
+impl InstallObjects {
+    /// The watches, each of the objects labelled for CSVs (or, for the
+    /// OperatorConditions' RBAC, `olm.managed=true`), as trimmed metadata.
+    fn new(client: &Client, readiness: &Readiness) -> Self {
+        fn labelled<K>(
+            client: &Client,
+            readiness: &Readiness,
+            selector: &str,
+        ) -> Reflector<PartialObjectMeta<K>>
+        where
+            K: Resource<DynamicType = ()>
+                + Clone
+                + DeserializeOwned
+                + std::fmt::Debug
+                + Send
+                + Sync
+                + 'static,
+        {
+            let config = watcher::Config::default().labels(selector);
+            Reflector::new(Api::all(client.clone()), config, readiness)
+                .modify_with_managed_fields(trim_install_object::<K>)
+        }
+        let owned = format!("{}={OWNER_KIND}", labels::OWNER_KIND);
+        let managed = format!("{}=true", csv::operator_condition::OLM_MANAGED);
+        Self {
+            deployments: labelled(client, readiness, &owned),
+            service_accounts: labelled(client, readiness, &owned),
+            roles: labelled(client, readiness, &owned),
+            role_bindings: labelled(client, readiness, &owned),
+            cluster_roles: labelled(client, readiness, &owned),
+            cluster_role_bindings: labelled(client, readiness, &owned),
+            condition_roles: labelled(client, readiness, &managed),
+            condition_role_bindings: labelled(client, readiness, &managed),
+            operator_conditions: Reflector::new(
+                Api::all(client.clone()),
+                watcher::Config::default(),
+                readiness,
+            )
+            .modify_with_managed_fields(|condition: &mut OperatorCondition| {
+                crate::fields::keep_foreign_fields(&mut condition.metadata);
+            }),
+            // The CA bundle is for the aggregator: a requirement reads the status.
+            api_services: Reflector::new(Api::all(client.clone()), watcher::Config::default(), readiness)
+                .modify(|service: &mut APIService| {
+                    if let Some(spec) = service.spec.as_mut() {
+                        spec.ca_bundle = None;
+                    }
+                }),
+            machine_pools: Reflector::new(Api::all(client.clone()), watcher::Config::default(), readiness),
+        }
+    }
+
+    /// The stores the CSV reconcile reads.
+    fn stores(&self) -> InstallStores {
+        InstallStores {
+            deployments: cache(&self.deployments),
+            service_accounts: cache(&self.service_accounts),
+            roles: cache(&self.roles),
+            role_bindings: cache(&self.role_bindings),
+            cluster_roles: cache(&self.cluster_roles),
+            cluster_role_bindings: cache(&self.cluster_role_bindings),
+            condition_roles: cache(&self.condition_roles),
+            condition_role_bindings: cache(&self.condition_role_bindings),
+            operator_conditions: cache(&self.operator_conditions),
+            api_services: cache(&self.api_services),
+            machine_pools: cache(&self.machine_pools),
+        }
+    }
+
+    /// Drives every watch; never ends on its own.
+    async fn run(self) {
+        futures::future::join4(
+            futures::future::join3(
+                self.deployments.run(),
+                self.service_accounts.run(),
+                self.roles.run(),
+            ),
+            futures::future::join3(
+                self.role_bindings.run(),
+                self.cluster_roles.run(),
+                self.cluster_role_bindings.run(),
+            ),
+            futures::future::join3(
+                self.condition_roles.run(),
+                self.condition_role_bindings.run(),
+                self.operator_conditions.run(),
+            ),
+            futures::future::join(self.api_services.run(), self.machine_pools.run()),
+        )
+        .await;
+    }
 }
 
 /// The shared watches only the MachinePool controller reads: the nodes, and
@@ -243,6 +358,7 @@ impl Shared {
             subscriptions,
             machines,
             pool_objects: PoolObjects::new(client, readiness),
+            install_objects: InstallObjects::new(client, readiness),
         }
     }
 
@@ -254,6 +370,7 @@ impl Shared {
             namespaces: cache(&self.namespaces),
             subscriptions: cache(&self.subscriptions),
             copies: cache(&self.copies),
+            installs: self.install_objects.stores(),
         }
     }
 
@@ -294,7 +411,7 @@ impl Shared {
                 self.copies.run(),
                 self.configs.run(),
             ),
-            self.pool_objects.run(),
+            futures::future::join(self.pool_objects.run(), self.install_objects.run()),
         )
         .await;
     }
@@ -312,7 +429,7 @@ fn csv_controller(
     let store = shared.csvs.store();
     let controller = Controller::for_shared_stream(shared.csvs.subscribe(), store.clone())
         .trigger_backoff(TriggerBackoff::default());
-    let controller = watch_csv_children(controller, &client);
+    let controller = watch_csv_children(controller, &client, &shared.install_objects);
     let controller = watch_csv_requirements(controller, &client, &store, shared);
     let controller = watch_csv_neighbours(controller, &store, shared);
     let metrics = ctx.metrics.clone();
@@ -341,20 +458,21 @@ fn csv_controller(
 fn watch_csv_children(
     controller: Controller<ClusterServiceVersion>,
     client: &Client,
+    installs: &InstallObjects,
 ) -> Controller<ClusterServiceVersion> {
     controller
-        .owns_stream(csv_children::<Deployment>(client))
-        .owns_stream(csv_children::<ServiceAccount>(client))
-        .watches_stream(csv_children::<Role>(client), |meta| {
+        .owns_shared_stream(installs.deployments.subscribe())
+        .owns_shared_stream(installs.service_accounts.subscribe())
+        .watches_shared_stream(installs.roles.subscribe(), |meta| {
             csv::labelled_owner(&meta.metadata)
         })
-        .watches_stream(csv_children::<RoleBinding>(client), |meta| {
+        .watches_shared_stream(installs.role_bindings.subscribe(), |meta| {
             csv::labelled_owner(&meta.metadata)
         })
-        .watches_stream(csv_children::<ClusterRole>(client), |meta| {
+        .watches_shared_stream(installs.cluster_roles.subscribe(), |meta| {
             csv::labelled_owner(&meta.metadata)
         })
-        .watches_stream(csv_children::<ClusterRoleBinding>(client), |meta| {
+        .watches_shared_stream(installs.cluster_role_bindings.subscribe(), |meta| {
             csv::labelled_owner(&meta.metadata)
         })
         .watches_stream(csv_children::<Secret>(client), |meta| {
@@ -392,8 +510,8 @@ fn watch_csv_requirements(
             csvs.dedup();
             csvs
         })
-        .watches_stream(
-            touched(Api::<OperatorCondition>::all(client.clone())),
+        .watches_shared_stream(
+            shared.install_objects.operator_conditions.subscribe(),
             move |condition| {
                 csv::operator_condition::concerned_csvs(
                     &by_condition,
@@ -402,14 +520,9 @@ fn watch_csv_requirements(
                 )
             },
         )
-        .watches_stream_with(
-            touched(Api::<PartialObjectMeta<DynamicObject>>::all_with(
-                client.clone(),
-                &csv::apiservices::resource(),
-            )),
-            move |service| csv::apiservices::naming_api_service(&by_api_service, &service.name_any()),
-            csv::apiservices::resource(),
-        )
+        .watches_shared_stream(shared.install_objects.api_services.subscribe(), move |service| {
+            csv::apiservices::naming_api_service(&by_api_service, &service.name_any())
+        })
 }
 
 /// The copied-CSV controller and its watches (see the table above).
@@ -568,9 +681,9 @@ fn machinepool_controller(
     stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let stores = shared.pool_stores();
-    let pools = Api::<MachinePool>::all(ctx.client.clone());
-    let controller =
-        Controller::new(pools, watcher::Config::default()).trigger_backoff(TriggerBackoff::default());
+    let pools = &shared.install_objects.machine_pools;
+    let controller = Controller::for_shared_stream(pools.subscribe(), pools.store())
+        .trigger_backoff(TriggerBackoff::default());
     let (by_node, by_slice) = (controller.store(), controller.store());
     let objects = &shared.pool_objects;
     controller

@@ -4,6 +4,11 @@
 //! another live CSV (other than the one this CSV replaces), so that two CSVs
 //! never fight over one object.
 //!
+//! Each object is stamped with the hash of its content and is not written
+//! when its live copy in the shared stores ([`LiveCopies`]) already carries
+//! that hash and nobody else took over a field it sets ([`stamp`]): a new
+//! leader sends nothing for an install that is already right.
+//!
 //! When the OperatorGroup names a service account, every write goes through
 //! a client that impersonates it: the install can do only what that account
 //! may do, and the API server's refusal names the missing permission.
@@ -20,14 +25,18 @@ use k8s_openapi::{
 };
 use kube::{Api, Client, Resource, ResourceExt, api::ListParams};
 use olm_api::v1alpha1::ClusterServiceVersion;
-use serde::{Serialize, de::DeserializeOwned};
+use serde::de::DeserializeOwned;
 
 use super::{
     build::{Children, OWNER_KIND, owner_selector},
     dereference::Dereferenced,
+    stamp::{self, Applier, display_name},
     validate::Membership,
 };
-use crate::context::{Context, ScopedClientError};
+use crate::{
+    context::{Context, ScopedClientError},
+    fields::LiveCopies,
+};
 use olm_runtime::{ErrorClass, apply::WriteError, classify};
 
 /// What the API server holds after the apply.
@@ -94,6 +103,9 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// An object could not be encoded to hash its content.
+    #[error("failed to hash an object of the install")]
+    Encode(#[source] stamp::Error),
     /// Deleting a leftover object failed.
     #[error("failed to delete {kind} {name}, which the install no longer has")]
     Delete {
@@ -120,7 +132,10 @@ impl Error {
     /// or invalid.
     pub fn is_terminal(&self) -> bool {
         match self {
-            Error::Conflict { .. } | Error::MissingServiceAccount { .. } | Error::ScopedClient(_) => true,
+            Error::Conflict { .. }
+            | Error::MissingServiceAccount { .. }
+            | Error::ScopedClient(_)
+            | Error::Encode(_) => true,
             Error::Apply { source, .. } | Error::Delete { source, .. } => refused(source.class()),
             Error::List { source, .. } => refused(classify(source)),
             Error::GetServiceAccount { .. } => false,
@@ -159,16 +174,19 @@ fn api_message(error: &kube::Error) -> String {
     }
 }
 
-/// Applies `children` for `csv` and removes what the CSV no longer needs.
+/// Applies `children` for `csv` and removes what the CSV no longer needs;
+/// objects whose copy in `live` already carries their hash are not written.
 pub async fn apply(
     ctx: &Context,
     csv: &ClusterServiceVersion,
     membership: &Membership,
     children: &Children,
     found: &Dereferenced,
+    live: &dyn LiveCopies,
 ) -> Result<Applied, Error> {
     let namespace = csv.namespace().unwrap_or_default();
     let writer = writer(ctx, &namespace, membership).await?;
+    let applier = Applier { ctx, live };
 
     for account in &children.service_accounts {
         let existing = found.service_accounts.get(&account.name_any());
@@ -180,39 +198,73 @@ pub async fn apply(
     }
 
     for account in &children.service_accounts {
-        apply_one(
-            ctx,
-            &Api::namespaced(writer.clone(), &namespace),
-            account,
-            "ServiceAccount",
-        )
-        .await?;
+        let api = Api::namespaced(writer.clone(), &namespace);
+        applier
+            .apply(&api, account, "ServiceAccount")
+            .await
+            .map_err(unstamped)?;
     }
     for role in &children.roles {
         let api = Api::namespaced(writer.clone(), &role.namespace().unwrap_or_default());
-        apply_one(ctx, &api, role, "Role").await?;
+        applier.apply(&api, role, "Role").await.map_err(unstamped)?;
     }
     for binding in &children.role_bindings {
         let api = Api::namespaced(writer.clone(), &binding.namespace().unwrap_or_default());
-        apply_one(ctx, &api, binding, "RoleBinding").await?;
+        applier
+            .apply(&api, binding, "RoleBinding")
+            .await
+            .map_err(unstamped)?;
     }
     for role in &children.cluster_roles {
-        apply_one(ctx, &Api::all(writer.clone()), role, "ClusterRole").await?;
+        applier
+            .apply(&Api::all(writer.clone()), role, "ClusterRole")
+            .await
+            .map_err(unstamped)?;
     }
     for binding in &children.cluster_role_bindings {
-        apply_one(ctx, &Api::all(writer.clone()), binding, "ClusterRoleBinding").await?;
+        applier
+            .apply(&Api::all(writer.clone()), binding, "ClusterRoleBinding")
+            .await
+            .map_err(unstamped)?;
     }
     let deployment_api = Api::<Deployment>::namespaced(writer.clone(), &namespace);
     let mut deployments = Vec::with_capacity(children.deployments.len());
     for deployment in &children.deployments {
-        deployments.push(apply_one(ctx, &deployment_api, deployment, "Deployment").await?);
+        let stored = applier
+            .apply(&deployment_api, deployment, "Deployment")
+            .await
+            .map_err(unstamped)?;
+        // Not written: the Deployment read before is the live one, status included.
+        let stored = stored.or_else(|| found.deployments.get(&deployment.name_any()).cloned());
+        match stored {
+            Some(stored) => deployments.push(stored),
+            None => deployments.push(
+                applier
+                    .force(&deployment_api, deployment, "Deployment")
+                    .await
+                    .map_err(unstamped)?,
+            ),
+        }
     }
 
+    prune(ctx, &writer, csv, children).await?;
+    Ok(Applied { deployments })
+}
+
+/// Deletes the objects labelled for `csv` that `children` no longer has,
+/// through `writer`.
+async fn prune(
+    ctx: &Context,
+    writer: &Client,
+    csv: &ClusterServiceVersion,
+    children: &Children,
+) -> Result<(), Error> {
+    let namespace = csv.namespace().unwrap_or_default();
     let selector = owner_selector(&csv.name_any(), &namespace);
     let prune = Prune {
         ctx,
         reader: &ctx.client,
-        writer: &writer,
+        writer,
         selector: &selector,
     };
     prune
@@ -229,8 +281,7 @@ pub async fn apply(
         .await?;
     prune
         .cluster::<ClusterRoleBinding>("ClusterRoleBinding", keys(&children.cluster_role_bindings))
-        .await?;
-    Ok(Applied { deployments })
+        .await
 }
 
 /// Whether applying `children` gives an existing Deployment a new spec: its
@@ -310,21 +361,12 @@ fn check_adoptable(
     })
 }
 
-async fn apply_one<K>(ctx: &Context, api: &Api<K>, obj: &K, kind: &'static str) -> Result<K, Error>
-where
-    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
-{
-    ctx.apply(api, obj).await.map_err(|source| Error::Apply {
-        kind,
-        name: display_name(obj.meta()),
-        source: Box::new(source),
-    })
-}
-
-fn display_name(meta: &ObjectMeta) -> String {
-    match (&meta.namespace, &meta.name) {
-        (Some(namespace), Some(name)) => format!("{namespace}/{name}"),
-        (_, name) => name.clone().unwrap_or_default(),
+/// A failed stamped write as an install error: the API server's answer
+/// keeps its [`Error::Apply`] form (its class and detail).
+fn unstamped(error: stamp::Error) -> Error {
+    match error {
+        stamp::Error::Write { kind, name, source } => Error::Apply { kind, name, source },
+        encode @ stamp::Error::Encode { .. } => Error::Encode(encode),
     }
 }
 

@@ -1,6 +1,7 @@
 //! Dereference: reads everything a ClusterServiceVersion refers to, so that
 //! validate and build can be pure: the OperatorGroups of its namespace (from
-//! the shared stores, like its CSVs and Subscriptions), the
+//! the shared stores, like its CSVs, Subscriptions and the OperatorCondition
+//! of the CSV it replaces), the
 //! CRDs it owns and requires, the service accounts and Deployments it will
 //! create (to check who controls them), its neighbours in the upgrade
 //! chain, the config of the Subscription that installed it, and whether the
@@ -12,7 +13,7 @@ use k8s_openapi::{
     api::{apps::v1::Deployment, core::v1::ServiceAccount},
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
-use kube::{Api, ResourceExt};
+use kube::{Api, ResourceExt, runtime::reflector::ObjectRef};
 use olm_api::{
     v1::OperatorGroup,
     v1alpha1::{ClusterServiceVersion, CsvPhase, SubscriptionConfig},
@@ -114,14 +115,11 @@ pub async fn dereference(
         .collect();
     let (replacement, replaced) = neighbours(csv, &csvs);
     let crd_owner_conflicts = crd_owner_conflicts(csv, &csvs);
-    let upgrade_hold = match &replaced {
-        Some(peer) => {
-            let api = Api::<OperatorCondition>::namespaced(client.clone(), &namespace);
-            let condition = get(&api, &peer.name, "OperatorCondition").await?;
-            super::operator_condition::upgrade_hold(condition.as_ref())
-        }
-        None => None,
-    };
+    let upgrade_hold = replaced.as_ref().and_then(|peer| {
+        let key = ObjectRef::<OperatorCondition>::new(&peer.name).within(&namespace);
+        let condition = stores.installs.operator_conditions.store.get(&key);
+        super::operator_condition::upgrade_hold(condition.as_deref())
+    });
     let subscriptions = in_namespace(&stores.subscriptions.store, &namespace);
     let subscription_config =
         super::overrides::config_for(subscriptions.iter().map(AsRef::as_ref), &csv.name_any());

@@ -24,7 +24,11 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
     jiff::Timestamp,
 };
-use kube::{Api, Resource, ResourceExt, api::ListParams};
+use kube::{
+    Api, Resource, ResourceExt,
+    api::ListParams,
+    runtime::reflector::{ObjectRef, Store},
+};
 use olm_api::{
     substrate::{Machine, MachinePool, WorkloadState},
     v1alpha1::{
@@ -166,22 +170,24 @@ pub fn requirement_statuses(
     vec![pool_status, hooks_status]
 }
 
-/// Reads the pool and the hooks ConfigMap and returns the requirement statuses.
+/// Reads the pool (from the shared store `pools`) and the hooks ConfigMap and
+/// returns the requirement statuses.
 pub async fn requirements(
     ctx: &Context,
+    pools: &Store<MachinePool>,
     csv: &ClusterServiceVersion,
     details: &StrategyDetailsMachine,
 ) -> Result<Vec<RequirementStatus>, Error> {
     let namespace = csv.namespace().unwrap_or_default();
-    let pool = Api::<MachinePool>::namespaced(ctx.client.clone(), &namespace)
-        .get_opt(&details.pool)
-        .await
-        .map_err(read(csv, format!("MachinePool {}", details.pool)))?;
+    let pool = pools.get(&ObjectRef::new(&details.pool).within(&namespace));
+    // Read from the API server: no store can hold the hooks, as nothing
+    // watches every ConfigMap of the cluster (their memory would dwarf the
+    // operator's) and the hooks ConfigMap carries no label to select it by.
     let hooks = Api::<ConfigMap>::namespaced(ctx.client.clone(), &namespace)
         .get_opt(&details.hooks.config_map)
         .await
         .map_err(read(csv, format!("ConfigMap {}", details.hooks.config_map)))?;
-    Ok(requirement_statuses(details, pool.as_ref(), hooks.as_ref()))
+    Ok(requirement_statuses(details, pool.as_deref(), hooks.as_ref()))
 }
 
 /// The effective config: the CSV's defaults overlaid with the Subscription's

@@ -1,11 +1,37 @@
 //! The ClusterServiceVersion controller.
 //!
 //! Each reconcile runs under a finalizer (so that cluster-scoped objects are
-//! removed on delete, see [`cleanup`]) and goes through the steps, one module
-//! each: [`dereference`] (client) → [`validate`] (pure) → [`phase`] (pure:
-//! which transition, whether to install) → [`build`] (pure) → [`serving`]
-//! (certificates, webhooks and APIServices of the Deployments that serve
-//! them) → [`apply`] (server-side apply) → [`update_status`] (client).
+//! removed on delete, see [`cleanup`]) and has three steps:
+//!
+//! 1. *Read* ([`read_and_validate`]), writing nothing: [`dereference`] reads
+//!    what the CSV refers to (OperatorGroups, CSVs, Subscriptions and
+//!    OperatorConditions from the shared [`Stores`]; the few CRDs it names,
+//!    its Deployments and ServiceAccounts, discovery and the API server's
+//!    version from the API server), [`validate`] checks it (pure), and the
+//!    APIServices and machine hooks it requires join its requirements.
+//! 2. *Decide* ([`phase::decide_ahead`], pure): the status and what to do:
+//!    settle, install, or delete a replaced CSV.
+//! 3. *Apply*: the OperatorCondition ([`operator_condition::ensure`]) and the
+//!    OperatorGroup annotations ([`update_status::annotate`]); for an install,
+//!    [`build`] (pure) → [`overrides`] (pure) → [`serving`] (certificates,
+//!    webhooks and APIServices of the Deployments that serve them) →
+//!    [`apply`] (server-side apply and prune); then [`decide::record`]
+//!    (pure) gives the status to end with, which [`update_status`] writes
+//!    only when it changed. The OperatorCondition and the install's objects
+//!    are stamped with the hash of their content and not written when their
+//!    live copy in the shared stores ([`crate::stores::InstallStores`])
+//!    carries it already and no other writer owns a field they set
+//!    ([`stamp`], [`crate::fields`]), so that a new leader, or a resync,
+//!    sends nothing for an install that is already right.
+//!
+//! Not yet in the one shape the other controllers have: the apply step is
+//! typed calls of its own rather than one [`olm_runtime::effects::Effects`]
+//! performed by the one applier; the serving objects (certificate Secrets,
+//! Services, webhook configurations, APIServices) are applied on every pass;
+//! pruning lists the CSV's objects from the API server; and the read step
+//! still GETs the CRDs it names (their schemas are too large to keep), its
+//! Deployments and ServiceAccounts (their status and owners), the hooks
+//! ConfigMap of a machine CSV ([`machine::requirements`]) and discovery.
 //!
 //! What triggers a reconcile is wired in [`crate::watches`]; the mappers it
 //! uses are here: CSVs; the Deployments and ServiceAccounts they own (owner
@@ -26,6 +52,7 @@ pub mod certs;
 pub mod cleanup;
 pub mod copy_hashes;
 pub mod crd_summary;
+pub mod decide;
 pub mod dereference;
 pub mod machine;
 pub mod naming;
@@ -33,6 +60,7 @@ pub mod operator_condition;
 pub mod overrides;
 pub mod phase;
 pub mod serving;
+pub mod stamp;
 pub mod update_status;
 pub mod validate;
 pub mod webhooks;
@@ -54,12 +82,13 @@ use kube::{
 };
 use olm_api::{
     labels,
-    v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase, RequirementStatus},
+    v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase},
 };
 use olm_runtime::{ErrorClass, ReconcileError, classify};
 
 use self::{
     build::OWNER_KIND,
+    decide::{Outcome, shown_requirements},
     phase::{Decision, Facts, InstallOutcome},
 };
 use crate::{context::Context, stores::Stores};
@@ -174,8 +203,9 @@ pub async fn reconcile(
         // reconciles every CSV (see `crate::watches`).
         return Ok(Action::await_change());
     }
-    if !stores.synced() {
-        // An unsynced store would read as "no OperatorGroup, no Subscription".
+    if !stores.synced() || !stores.installs.synced() {
+        // An unsynced store would read as "no OperatorGroup, no Subscription",
+        // or have every object of an install written again.
         return Ok(Action::requeue(UNSYNCED_RETRY));
     }
     let namespace = csv.namespace().ok_or(Error::NoNamespace)?;
@@ -226,6 +256,12 @@ async fn install(
     let requirements = shown_requirements(live.phase, &validation.requirements.statuses);
     // Pending and InstallReady are taken in this pass when nothing waits in between.
     let (status, decision) = phase::decide_ahead(&live, &facts, requirements, now);
+    let live_copies = stores.installs.live();
+    let applier = stamp::Applier {
+        ctx,
+        live: &live_copies,
+    };
+    keep_companions(applier, stores, csv, &validation).await?;
     let outcome = match decision {
         Decision::DeleteSelf => {
             tracing::info!(csv = %csv.name_any(), "deleting a replaced ClusterServiceVersion");
@@ -242,7 +278,7 @@ async fn install(
             install_on_machines(ctx, csv, &found, &status, now).await?
         }
         Decision::Install => {
-            let Some(outcome) = install_deployments(ctx, csv, &found, &validation, &status, now).await?
+            let Some(outcome) = install_deployments(applier, csv, &found, &validation, &status, now).await?
             else {
                 // decide() installs only with a membership and a valid strategy.
                 return Ok(Action::await_change());
@@ -253,20 +289,8 @@ async fn install(
     record(ctx, api, csv, &status, &validation, outcome, now).await
 }
 
-/// What performing a decision led to.
-#[derive(Default)]
-struct Outcome {
-    /// The phase transition to make, if any.
-    transition: Option<phase::Transition>,
-    /// When to look again even without an event.
-    recheck_in: Option<Duration>,
-    /// The serving certificates written, to stamp on the status.
-    served: Option<serving::Serving>,
-}
-
-/// Reads what the CSV refers to and validates it: the OperatorCondition is
-/// kept, the APIServices and machine hooks it requires are added to its
-/// requirements, and its OperatorGroup annotations are written.
+/// Reads what the CSV refers to and validates it: the APIServices and
+/// machine hooks it requires are added to its requirements. Writes nothing.
 async fn read_and_validate(
     ctx: &Context,
     stores: &Stores,
@@ -275,15 +299,11 @@ async fn read_and_validate(
     let found = dereference::dereference(ctx, stores, csv)
         .await
         .map_err(Error::Dereference)?;
-    operator_condition::ensure(ctx, csv)
-        .await
-        .map_err(Error::OperatorCondition)?;
     let mut validation = validate::validate(csv, &found);
-    serving::require_api_services(ctx, csv, &mut validation.requirements)
-        .await
-        .map_err(Error::Serving)?;
+    let installs = &stores.installs;
+    serving::require_api_services(&installs.api_services.store, csv, &mut validation.requirements);
     if let Some(details) = csv.spec.install.machine() {
-        let statuses = machine::requirements(ctx, csv, details)
+        let statuses = machine::requirements(ctx, &installs.machine_pools.store, csv, details)
             .await
             .map_err(Error::Machine)?;
         validation.requirements.met &= statuses
@@ -291,12 +311,28 @@ async fn read_and_validate(
             .all(|s| s.status == olm_api::v1alpha1::StatusReason::Present);
         validation.requirements.statuses.extend(statuses);
     }
+    Ok((found, validation))
+}
+
+/// The writes every decision starts with: the CSV's OperatorCondition (with
+/// its RBAC and status) and, with a membership, the OperatorGroup annotations
+/// on the CSV; each only when it is not as wanted.
+async fn keep_companions(
+    applier: stamp::Applier<'_>,
+    stores: &Stores,
+    csv: &ClusterServiceVersion,
+    validation: &validate::Validation,
+) -> Result<(), Error> {
+    let conditions = &stores.installs.operator_conditions.store;
+    operator_condition::ensure(applier, conditions, csv)
+        .await
+        .map_err(Error::OperatorCondition)?;
     if let Ok(membership) = &validation.membership {
-        update_status::annotate(ctx, csv, membership)
+        update_status::annotate(applier.ctx, csv, membership)
             .await
             .map_err(Error::UpdateStatus)?;
     }
-    Ok((found, validation))
+    Ok(())
 }
 
 /// Installs a CSV with the `machine` strategy on its machines.
@@ -325,7 +361,7 @@ async fn install_on_machines(
 /// OLM does, else builds, configures and applies its objects. `None` without
 /// a membership or a valid strategy.
 async fn install_deployments(
-    ctx: &Context,
+    applier: stamp::Applier<'_>,
     csv: &ClusterServiceVersion,
     found: &dereference::Dereferenced,
     validation: &validate::Validation,
@@ -350,8 +386,9 @@ async fn install_deployments(
     let mut children = build::build(csv, membership, strategy).map_err(Error::Build)?;
     // OLM's order: the Subscription's config first, then the serving certificates.
     overrides::apply(&mut children.deployments, found.subscription_config.as_ref());
-    let (outcome, served) = apply_install(ctx, csv, membership, children, found, now).await?;
-    let after = phase::after_install(status, &outcome, now, ctx.settings.install_timeout);
+    let (outcome, served) = apply_install(applier, csv, membership, children, found, now).await?;
+    let timeout = applier.ctx.settings.install_timeout;
+    let after = phase::after_install(status, &outcome, now, timeout);
     Ok(Some(Outcome {
         transition: after.transition,
         recheck_in: after.recheck_in,
@@ -359,8 +396,9 @@ async fn install_deployments(
     }))
 }
 
-/// Writes the status `outcome` leads to, and says when to look again. The
-/// copies follow from the written status, by their own controller.
+/// Writes the status `outcome` leads to ([`decide::record`]), when it
+/// changed, and says when to look again. The copies follow from the written
+/// status, by their own controller.
 async fn record(
     ctx: &Context,
     api: &Api<ClusterServiceVersion>,
@@ -370,52 +408,21 @@ async fn record(
     outcome: Outcome,
     now: Timestamp,
 ) -> Result<Action, Error> {
-    let requirements = shown_requirements(status.phase, &validation.requirements.statuses);
-    let mut next = phase::next_status(status, outcome.transition.as_ref(), requirements, now);
-    if let Some(served) = &outcome.served {
-        served.stamp(&mut next, now);
-    }
-    let waits_for_hooks = csv.spec.install.machine().is_some() && !validation.requirements.met;
-    let renewal_in = outcome.served.as_ref().map(|served| served.due_in(now));
-    let requeue = requeue_after(
-        outcome.recheck_in,
-        waits_for_hooks,
-        renewal_in,
-        ctx.settings.resync,
-    );
+    let live = csv.status.clone().unwrap_or_default();
+    let facts = decide::Facts {
+        live: &live,
+        decided: status,
+        requirements: &validation.requirements,
+        machine: csv.spec.install.machine().is_some(),
+        resync: ctx.settings.resync,
+    };
+    let record = decide::record(&facts, &outcome, now);
+    // Also when nothing changed, so that the metrics' series exist after a restart.
+    let next = record.status.unwrap_or(live);
     update_status::write(ctx, api, csv, next)
         .await
         .map_err(Error::UpdateStatus)?;
-    Ok(Action::requeue(requeue))
-}
-
-/// The requirement statuses the status shows: none while the CSV steps aside
-/// for its replacement, where requirements are not checked again.
-fn shown_requirements(
-    phase: Option<CsvPhase>,
-    statuses: &[RequirementStatus],
-) -> Option<&[RequirementStatus]> {
-    (!matches!(phase, Some(CsvPhase::Replacing | CsvPhase::Deleting))).then_some(statuses)
-}
-
-/// When to look at a CSV again without an event: when the install step asked
-/// (`recheck_in`), else after `resync`; soon for a machine CSV waiting for its
-/// hooks (nothing watches every ConfigMap); and no later than a second after
-/// its serving certificates are due for renewal (`renewal_in`), so that
-/// renewal is surely due.
-fn requeue_after(
-    recheck_in: Option<Duration>,
-    waits_for_hooks: bool,
-    renewal_in: Option<Duration>,
-    resync: Duration,
-) -> Duration {
-    let recheck_in = if waits_for_hooks {
-        Some(machine::REQUIREMENTS_RECHECK)
-    } else {
-        recheck_in
-    };
-    let requeue = recheck_in.unwrap_or(resync);
-    renewal_in.map_or(requeue, |due| requeue.min(due + Duration::from_secs(1)))
+    Ok(Action::requeue(record.requeue))
 }
 
 /// Applies the install: the serving certificates and Services
@@ -423,13 +430,14 @@ fn requeue_after(
 /// webhooks and APIServices ([`serving::register`]). Refusals become the
 /// outcome; other failures are errors.
 async fn apply_install(
-    ctx: &Context,
+    applier: stamp::Applier<'_>,
     csv: &ClusterServiceVersion,
     membership: &validate::Membership,
     mut children: build::Children,
     found: &dereference::Dereferenced,
     now: Timestamp,
 ) -> Result<(InstallOutcome, Option<serving::Serving>), Error> {
+    let ctx = applier.ctx;
     let refused = |detail: String, serving: Option<serving::Serving>| {
         tracing::warn!(csv = %csv.name_any(), error = %detail, "the install was refused");
         (InstallOutcome::Rejected(detail), serving)
@@ -442,7 +450,7 @@ async fn apply_install(
     // The certificates are written: the status says so even if what follows is refused.
     let serving = prepared.as_ref().map(|p| p.serving.clone());
     let updated = apply::spec_changed(&children, found);
-    let applied = match apply::apply(ctx, csv, membership, &children, found).await {
+    let applied = match apply::apply(ctx, csv, membership, &children, found, applier.live).await {
         Ok(applied) => applied,
         Err(e) if e.is_terminal() => return Ok(refused(e.detail(), serving)),
         Err(e) => return Err(Error::Apply(e)),
@@ -527,67 +535,4 @@ pub fn upgrade_neighbours(
         related.push(ObjectRef::new(replaces).within(&namespace));
     }
     related
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_csv_is_looked_at_again_when_the_first_reason_comes() {
-        let s = Duration::from_secs;
-        let hooks = machine::REQUIREMENTS_RECHECK;
-        // (what, recheck_in, waits_for_hooks, renewal_in, resync, expected)
-        let cases = [
-            ("nothing asked: the resync", None, false, None, s(600), s(600)),
-            ("the install asked", Some(s(30)), false, None, s(600), s(30)),
-            (
-                "the install asked later than the resync",
-                Some(s(900)),
-                false,
-                None,
-                s(600),
-                s(900),
-            ),
-            ("hooks awaited", Some(s(30)), true, None, s(600), hooks),
-            ("renewal first", Some(s(30)), false, Some(s(4)), s(600), s(5)),
-            ("renewal later", None, false, Some(s(3600)), s(600), s(600)),
-        ];
-        for (what, recheck_in, waits, renewal_in, resync, expected) in cases {
-            assert_eq!(
-                requeue_after(recheck_in, waits, renewal_in, resync),
-                expected,
-                "{what}"
-            );
-        }
-    }
-
-    #[test]
-    fn requirements_are_shown_except_while_stepping_aside() {
-        let statuses = vec![RequirementStatus {
-            group: "apiextensions.k8s.io".to_owned(),
-            version: "v1".to_owned(),
-            kind: "CustomResourceDefinition".to_owned(),
-            name: "demos.example.com".to_owned(),
-            status: olm_api::v1alpha1::StatusReason::Present,
-            message: "CRD is present and Established condition is true".to_owned(),
-            uuid: None,
-            dependents: None,
-        }];
-        for phase in [
-            None,
-            Some(CsvPhase::Pending),
-            Some(CsvPhase::Succeeded),
-            Some(CsvPhase::Failed),
-        ] {
-            assert_eq!(
-                shown_requirements(phase, &statuses).map(<[_]>::len),
-                Some(1),
-                "{phase:?}"
-            );
-        }
-        for phase in [CsvPhase::Replacing, CsvPhase::Deleting] {
-            assert_eq!(shown_requirements(Some(phase), &statuses), None, "{phase:?}");
-        }
-    }
 }

@@ -35,7 +35,7 @@ use olm_api::{
 };
 use olm_runtime::apply::WriteError;
 
-use crate::context::Context;
+use super::stamp::Applier;
 
 /// The label OLM puts on the Role and RoleBinding it makes for an OperatorCondition.
 pub const OLM_MANAGED: &str = "olm.managed";
@@ -46,6 +46,9 @@ pub enum Error {
     /// The CSV lacks metadata the API server always sets.
     #[error("the ClusterServiceVersion has no {0}")]
     MissingMetadata(&'static str),
+    /// The OperatorCondition, its Role or its RoleBinding could not be applied.
+    #[error("failed to keep the ClusterServiceVersion's OperatorCondition")]
+    Apply(#[from] super::stamp::Error),
     /// A write failed.
     #[error("failed to write {kind} {namespace}/{name} for the ClusterServiceVersion's OperatorCondition")]
     Write {
@@ -67,6 +70,8 @@ impl Error {
         match self {
             Error::MissingMetadata(_) => olm_runtime::ErrorClass::Terminal,
             Error::Write { source, .. } => source.class(),
+            Error::Apply(super::stamp::Error::Write { source, .. }) => source.class(),
+            Error::Apply(super::stamp::Error::Encode { .. }) => olm_runtime::ErrorClass::Terminal,
         }
     }
 }
@@ -253,25 +258,26 @@ pub fn pending_message(hold: &str) -> String {
 }
 
 /// Keeps the OperatorCondition of `csv`, its Role and RoleBinding, and its
-/// status (the operator's `spec.conditions` copied in).
-pub async fn ensure(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(), Error> {
+/// status (the operator's `spec.conditions` copied in). Objects whose live
+/// copy is as desired are not written ([`Applier`]); `conditions` is the
+/// store of OperatorConditions they are read from then.
+pub async fn ensure(
+    applier: Applier<'_>,
+    conditions: &Store<OperatorCondition>,
+    csv: &ClusterServiceVersion,
+) -> Result<(), Error> {
     let wanted = desired(csv)?;
     let namespace = csv.namespace().unwrap_or_default();
     let name = wanted.name_any();
-    let write_error = |kind: &'static str| {
-        let (namespace, name) = (namespace.clone(), name.clone());
-        move |source: WriteError| Error::Write {
-            kind,
-            namespace,
-            name,
-            source: Box::new(source),
-        }
+    let client = applier.ctx.client.clone();
+    let api = Api::<OperatorCondition>::namespaced(client.clone(), &namespace);
+    let stored = match applier.apply(&api, &wanted, "OperatorCondition").await? {
+        Some(stored) => stored,
+        None => match conditions.get(&ObjectRef::from_obj(&wanted)) {
+            Some(live) => live.as_ref().clone(),
+            None => applier.force(&api, &wanted, "OperatorCondition").await?,
+        },
     };
-    let api = Api::<OperatorCondition>::namespaced(ctx.client.clone(), &namespace);
-    let stored = ctx
-        .apply(&api, &wanted)
-        .await
-        .map_err(write_error("OperatorCondition"))?;
     let owner = stored
         .controller_owner_ref(&())
         .ok_or(Error::MissingMetadata("OperatorCondition uid"))?;
@@ -279,18 +285,14 @@ pub async fn ensure(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(), Er
         block_owner_deletion: Some(false),
         ..owner
     };
-    ctx.apply(
-        &Api::namespaced(ctx.client.clone(), &namespace),
-        &role(&stored, owner.clone()),
-    )
-    .await
-    .map_err(write_error("Role"))?;
-    ctx.apply(
-        &Api::namespaced(ctx.client.clone(), &namespace),
-        &role_binding(&stored, owner),
-    )
-    .await
-    .map_err(write_error("RoleBinding"))?;
+    let rbac = Api::namespaced(client.clone(), &namespace);
+    applier
+        .apply(&rbac, &role(&stored, owner.clone()), "Role")
+        .await?;
+    let rbac = Api::namespaced(client, &namespace);
+    applier
+        .apply(&rbac, &role_binding(&stored, owner), "RoleBinding")
+        .await?;
     if let Some(mut conditions) = synced_conditions(&stored, crate::context::now()) {
         // Own only the types the operator reports; others (an operator that
         // writes its status itself) stay theirs.
@@ -305,9 +307,16 @@ pub async fn ensure(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(), Er
         let status = OperatorConditionStatus {
             conditions: Some(conditions),
         };
-        ctx.apply_status(&api, &name, &status)
+        applier
+            .ctx
+            .apply_status(&api, &name, &status)
             .await
-            .map_err(write_error("OperatorCondition status"))?;
+            .map_err(|source| Error::Write {
+                kind: "OperatorCondition status",
+                namespace,
+                name,
+                source: Box::new(source),
+            })?;
     }
     Ok(())
 }

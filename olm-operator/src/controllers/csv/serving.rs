@@ -26,10 +26,12 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time},
     jiff::Timestamp,
+    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{
     Api, Resource, ResourceExt,
     api::{DynamicObject, ListParams},
+    runtime::reflector::{ObjectRef, Store},
 };
 use olm_api::{
     labels,
@@ -466,31 +468,27 @@ pub async fn register(
 }
 
 /// Adds the status of every required API service of `csv` to `requirements`
-/// (they are unmet while their APIService is missing or not Available).
-pub async fn require_api_services(
-    ctx: &Context,
+/// (they are unmet while their APIService is missing or not Available), as
+/// the shared store of APIServices holds them.
+pub fn require_api_services(
+    api_services: &Store<APIService>,
     csv: &ClusterServiceVersion,
     requirements: &mut Requirements,
-) -> Result<(), Error> {
-    let mut required = apiservices::required(csv).peekable();
-    if required.peek().is_none() {
-        return Ok(());
-    }
-    let api = Api::<DynamicObject>::all_with(ctx.client.clone(), &apiservices::resource());
-    for desc in required {
+) {
+    for desc in apiservices::required(csv) {
         let name = apiservices::name(desc);
-        let found = api.get_opt(&name).await.map_err(|source| Error::Get {
-            kind: "APIService",
-            name: name.clone(),
-            source,
-        })?;
+        let found = api_services.get(&ObjectRef::new(&name)).map(|service| {
+            let mut object = DynamicObject::new(&name, &apiservices::resource());
+            object.metadata = service.metadata.clone();
+            object.data = serde_json::json!({ "status": service.status });
+            object
+        });
         let status: RequirementStatus = apiservices::requirement(desc, found.as_ref());
         if status.status != StatusReason::Present {
             requirements.met = false;
         }
         requirements.statuses.push(status);
     }
-    Ok(())
 }
 
 /// Removes the webhook configurations and APIServices of a deleted CSV.

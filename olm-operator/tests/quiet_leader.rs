@@ -1,0 +1,185 @@
+//! A new leader of olm-operator sends no write for an install that is already
+//! right: one replica installs a CSV and is killed, a new process takes the
+//! Lease over and reconciles everything, and its write counter stays at zero
+//! (on the objects' side a server-side apply that changes nothing leaves no
+//! trace, so the writes are counted where they are sent).
+//!
+//! The counter holds every write of the new leader, of every controller: a
+//! test binary of its own, so that no other operator (in-process or replica
+//! of another test) changes the cluster meanwhile, and the cluster must hold
+//! nothing else an olm-operator controller would write to (what failed tests
+//! keep, such as a MachinePool whose machines go lost, gets its status
+//! written). Run with
+//! `cargo test -p olm-operator --test quiet_leader -- --ignored`.
+
+use k8s_openapi::api::{coordination::v1::Lease, rbac::v1::Role};
+use kube::{
+    Api,
+    api::{DeleteParams, ObjectMeta, PostParams},
+};
+use olm_api::{
+    v1::{OperatorGroup, OperatorGroupSpec},
+    v1alpha1::{ClusterServiceVersion, CsvPhase},
+};
+use olm_testkit::{
+    apply, eventually, install_crds,
+    objects::{lease_holder, wait_for_csv},
+    process::Process,
+    wait_for, wait_gone, with_namespace,
+};
+
+/// The sum of the `olm_writes_total` series a replica's metrics report with
+/// outcome `ok`: the writes it sent and the API server accepted.
+fn writes_ok(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|line| line.starts_with("olm_writes_total{") && line.contains(r#"outcome="ok""#))
+        .map(|line| {
+            let value = line.rsplit(' ').next().unwrap_or_default();
+            value.parse::<u64>().unwrap_or_else(|_| panic!("a count: {line}"))
+        })
+        .sum()
+}
+
+/// How many CSV reconciles a replica's metrics say have finished.
+fn csv_reconciles(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .find(|line| {
+            line.starts_with("olm_reconcile_duration_seconds_count{")
+                && line.contains(r#"controller="clusterserviceversion""#)
+        })
+        .and_then(|line| line.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn a_new_leader_writes_nothing_for_an_install_that_is_right() {
+    with_namespace("olm-ha-quiet", |client, ns| async move {
+        install_crds(&client).await;
+        let lease_name = format!("olm-operator-{ns}");
+        let mut first = Process::olm_operator("replica-a", &lease_name, &ns);
+        let group = OperatorGroup {
+            metadata: ObjectMeta {
+                name: Some("operators".to_owned()),
+                namespace: Some(ns.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: OperatorGroupSpec {
+                target_namespaces: Some(vec![ns.clone()]),
+                ..OperatorGroupSpec::default()
+            },
+            status: None,
+        };
+        apply(&Api::<OperatorGroup>::namespaced(client.clone(), &ns), &group).await;
+        // Every kind an install writes: a ServiceAccount, a Role and RoleBinding,
+        // a ClusterRole and ClusterRoleBinding, a Deployment; and the OperatorCondition.
+        let rule = serde_json::json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]});
+        let csv: ClusterServiceVersion = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "metadata": {"name": "quiet.v1.0.0"},
+            "spec": {
+                "displayName": "Quiet",
+                "installModes": [{"type": "OwnNamespace", "supported": true}],
+                "install": {"strategy": "deployment", "spec": {
+                    "permissions": [{"serviceAccountName": "quiet", "rules": [rule]}],
+                    "clusterPermissions": [{"serviceAccountName": "quiet", "rules": [rule]}],
+                    "deployments": [{
+                        "name": "quiet",
+                        "spec": {
+                            "selector": {"matchLabels": {"app": "quiet"}},
+                            "template": {
+                                "metadata": {"labels": {"app": "quiet"}},
+                                "spec": {
+                                    "serviceAccountName": "quiet",
+                                    "containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10"}],
+                                },
+                            },
+                        },
+                    }],
+                }},
+            },
+        }))
+        .expect("a valid CSV");
+        let csvs = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        csvs.create(&PostParams::default(), &csv)
+            .await
+            .expect("create the CSV");
+        wait_for_csv(&csvs, "quiet.v1.0.0", CsvPhase::Succeeded).await;
+        // Kill the leader, then start a new process: it takes the Lease over once it
+        // expires, and reconciles every CSV as a new leader does.
+        first.kill();
+        let mut second = Process::olm_operator("replica-b", &lease_name, &ns);
+        let leases = Api::<Lease>::namespaced(client.clone(), &ns);
+        wait_for(
+            &leases,
+            &lease_name,
+            "replica-b holds the Lease",
+            |lease: Option<&Lease>| lease_holder(lease) == Some("replica-b"),
+        )
+        .await;
+        eventually("the new leader reconciled the CSV", || {
+            let done = second
+                .admin_get("/metrics")
+                .is_some_and(|(_, metrics)| csv_reconciles(&metrics) > 0);
+            async move { done }
+        })
+        .await;
+        // Time for every reconcile the new term started (and their requeues) to finish.
+        tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+        let (_, metrics) = second.admin_get("/metrics").expect("the new leader's metrics");
+        assert_eq!(
+            writes_ok(&metrics),
+            0,
+            "the new leader wrote to an install that was right:\n{metrics}"
+        );
+        let phase = csvs
+            .get("quiet.v1.0.0")
+            .await
+            .expect("the CSV")
+            .status
+            .and_then(|s| s.phase);
+        assert_eq!(phase, Some(CsvPhase::Succeeded));
+
+        // Not for want of leading: an object of the install that goes is put back.
+        let roles = Api::<Role>::namespaced(client.clone(), &ns);
+        let role = roles
+            .list(&Default::default())
+            .await
+            .expect("list the Roles")
+            .items
+            .into_iter()
+            .find(|role| {
+                role.metadata
+                    .labels
+                    .as_ref()
+                    .is_some_and(|l| l.get("olm.owner").map(String::as_str) == Some("quiet.v1.0.0"))
+            })
+            .expect("the install's Role");
+        let role_name = role.metadata.name.clone().expect("a name");
+        roles
+            .delete(&role_name, &DeleteParams::default())
+            .await
+            .expect("delete the Role");
+        wait_for(&roles, &role_name, "the Role is back", |role: Option<&Role>| {
+            role.is_some()
+        })
+        .await;
+        eventually("the new leader wrote the Role again", || {
+            let wrote = second
+                .admin_get("/metrics")
+                .is_some_and(|(_, metrics)| writes_ok(&metrics) > 0);
+            async move { wrote }
+        })
+        .await;
+
+        csvs.delete("quiet.v1.0.0", &DeleteParams::default())
+            .await
+            .expect("delete the CSV");
+        wait_gone(&csvs, "quiet.v1.0.0").await;
+        second.kill();
+    })
+    .await;
+}

@@ -169,6 +169,9 @@ async fn main() {
 
     report_install(&options, &installs, &installed, &rest);
     report_rest(&options, &rest, &restarted, more_rss, &load_end);
+    // Stopped before their namespace goes: with it go the Role and RoleBinding that let them
+    // renew their Leases, and a refused renewal fails the run.
+    drop(operators);
     cleanup(&client, &run, namespaces).await;
 }
 

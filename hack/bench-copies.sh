@@ -16,10 +16,10 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
-target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+. hack/dist.sh
 if [ -z "${OLM_OPERATOR:-}" ]; then
-	cargo build -q --profile dist -p olm-operator --bin olm-operator
-	OLM_OPERATOR=$target/dist/olm-operator
+	dist_olm_operator
+	OLM_OPERATOR=$OLM_OPERATOR_BIN
 fi
 cargo build -q -p e2e --bin olm-rs-bench-copies
 
@@ -42,4 +42,4 @@ if [ -z "${KUBECONFIG:-}" ]; then
 fi
 # olm-testkit starts the binary cargo would name for a test of olm-operator.
 env "CARGO_BIN_EXE_olm-operator=$OLM_OPERATOR" RUST_LOG="${RUST_LOG:-warn}" \
-	"$target/debug/olm-rs-bench-copies" "$@"
+	"$(dist_dir)/debug/olm-rs-bench-copies" "$@"

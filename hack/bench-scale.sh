@@ -14,14 +14,12 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
-# One package at a time, as the bench's harness builds them (e2e::process::binary): built
-# together, the packages unify their dependencies' features differently and the harness would
-# build both binaries a second time.
-for bin in olm-operator catalog-operator; do
-	cargo build -q --profile dist -p "$bin" --bin "$bin"
-done
+# The operators as they ship (hack/dist.sh); the bench itself as a plain release build.
+. hack/dist.sh
+dist_olm_operator
+dist_catalog_operator
 cargo build -q --release -p e2e --bin olm-rs-bench-scale
-target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+target=$(dist_dir)
 
 cluster_dir=
 cleanup() {
@@ -40,6 +38,6 @@ if [ -z "${KUBECONFIG:-}" ]; then
 	OLM_RS_CLUSTER_DIR=$cluster_dir OLM_RS_CLUSTER_OWNER_PID=$$ "$repo/hack/cluster.sh" up >&2
 	export KUBECONFIG=$cluster_dir/kubeconfig
 fi
-env "CARGO_BIN_EXE_olm-operator=$target/dist/olm-operator" \
-	"CARGO_BIN_EXE_catalog-operator=$target/dist/catalog-operator" \
+env "CARGO_BIN_EXE_olm-operator=$OLM_OPERATOR_BIN" \
+	"CARGO_BIN_EXE_catalog-operator=$CATALOG_OPERATOR_BIN" \
 	RUST_LOG="${RUST_LOG:-warn}" "$target/release/olm-rs-bench-scale" "$@"

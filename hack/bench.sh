@@ -10,13 +10,12 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
-# The operators as they ship (profile dist: release with whole-program LTO), one package at a
-# time so that each builds with its own features; the bench itself as a plain release build.
-for bin in olm-operator catalog-operator; do
-	cargo build -q --profile dist -p "$bin" --bin "$bin"
-done
+# The operators as they ship (hack/dist.sh); the bench itself as a plain release build.
+. hack/dist.sh
+dist_olm_operator
+dist_catalog_operator
 cargo build -q --release -p e2e --bin olm-rs-bench
-target=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+target=$(dist_dir)
 
 cluster_dir=
 cleanup() {
@@ -35,6 +34,6 @@ if [ -z "${KUBECONFIG:-}" ]; then
 	OLM_RS_CLUSTER_DIR=$cluster_dir OLM_RS_CLUSTER_OWNER_PID=$$ "$repo/hack/cluster.sh" up >&2
 	export KUBECONFIG=$cluster_dir/kubeconfig
 fi
-env "CARGO_BIN_EXE_olm-operator=$target/dist/olm-operator" \
-	"CARGO_BIN_EXE_catalog-operator=$target/dist/catalog-operator" \
+env "CARGO_BIN_EXE_olm-operator=$OLM_OPERATOR_BIN" \
+	"CARGO_BIN_EXE_catalog-operator=$CATALOG_OPERATOR_BIN" \
 	RUST_LOG="${RUST_LOG:-warn}" "$target/release/olm-rs-bench" "$@"

@@ -28,10 +28,10 @@ unit: ## Unit and corpus tests only (no cluster)
 e2e: ## e2e tests against the cluster in KUBECONFIG
 	$(CARGO) test -p e2e
 
-bench: ## HA and delivery figures: RSS, Subscription->Succeeded, failover (release build)
+bench: ## HA and delivery figures: RSS, Subscription->Succeeded, failover (operators as they ship)
 	hack/bench.sh
 
-bench-scale: ## Scale figures: RSS, CPU and API requests at rest with 1,000 namespaces (release build)
+bench-scale: ## Scale figures: RSS, CPU and API requests at rest with 1,000 namespaces (operators as they ship)
 	hack/bench-scale.sh
 
 bench-copies: ## Copied CSVs: writes per copy, requests, RSS and restart with 5 operators x 1,000 namespaces

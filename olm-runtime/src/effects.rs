@@ -638,27 +638,27 @@ mod tests {
 
     /// A client whose API server answers `METHOD path` with the status code
     /// `code` gives (200 with a ConfigMap body, else a Kubernetes `Status`),
-    /// and records `METHOD path?query` of each request.
-    fn answering(code: fn(&str) -> u16) -> (Client, Arc<Mutex<Vec<String>>>) {
-        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-        let record = seen.clone();
-        let service = tower::service_fn(move |request: Request<Body>| {
-            let line = format!("{} {}", request.method(), request.uri().path());
-            let status = code(&line);
-            record.lock().unwrap().push(line);
-            async move {
-                let body = if status == 200 {
-                    serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
-                } else {
-                    serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                       "message": "no", "reason": "Conflict", "code": status})
-                };
-                let mut response = Response::new(Body::from(serde_json::to_vec(&body).unwrap()));
-                *response.status_mut() = http::StatusCode::from_u16(status).unwrap();
-                Ok::<_, std::convert::Infallible>(response)
-            }
-        });
-        (Client::new(service, "default"), seen)
+    /// and records each request ([`serving`]).
+    fn answering(code: fn(&str) -> u16) -> (Client, Seen) {
+        serving(move |line| {
+            let status = code(line);
+            let body = if status == 200 {
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}})
+            } else {
+                serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                                   "message": "no", "reason": "Conflict", "code": status})
+            };
+            (status, body)
+        })
+    }
+
+    /// The `METHOD path` of each request `seen`, in order.
+    fn lines(seen: &Seen) -> Vec<String> {
+        seen.lock()
+            .unwrap()
+            .iter()
+            .map(|(line, _)| line.clone())
+            .collect()
     }
 
     #[tokio::test]
@@ -696,7 +696,7 @@ mod tests {
             }
         );
         assert_eq!(
-            *seen.lock().unwrap(),
+            lines(&seen),
             [
                 "PATCH /api/v1/namespaces/ns/configmaps/kept",
                 "POST /api/v1/namespaces/ns/configmaps",
@@ -713,7 +713,9 @@ mod tests {
 
     /// A client whose API server answers `METHOD path` with what `answer` gives
     /// (a status code, and the body for 200), and records each request with its body.
-    fn serving(answer: fn(&str) -> (u16, serde_json::Value)) -> (Client, Seen) {
+    fn serving(
+        answer: impl Fn(&str) -> (u16, serde_json::Value) + Copy + Send + Sync + 'static,
+    ) -> (Client, Seen) {
         let seen: Seen = Arc::default();
         let record = seen.clone();
         let service = tower::service_fn(move |request: Request<Body>| {

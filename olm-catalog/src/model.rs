@@ -188,6 +188,18 @@ impl Catalog {
         self.packages.iter().find(|p| p.name == name)
     }
 
+    /// The deprecation message this catalog gives `package`'s object of `schema`
+    /// (`olm.package`, `olm.channel` or `olm.bundle`) named `name` (`None` for
+    /// the package itself).
+    pub fn deprecation_message(&self, package: &str, schema: &str, name: Option<&str>) -> Option<&str> {
+        self.deprecations
+            .iter()
+            .filter(|d| d.package == package)
+            .flat_map(|d| &d.entries)
+            .find(|e| e.reference.schema == schema && e.reference.name.as_deref() == name)
+            .map(|e| e.message.as_str())
+    }
+
     /// Channels of package `package`.
     pub fn channels_of<'a>(&'a self, package: &'a str) -> impl Iterator<Item = &'a Channel> + 'a {
         self.channels.iter().filter(move |c| c.package == package)

@@ -179,13 +179,9 @@ fn entries(catalog: &Catalog, package: &str, channel: &olm_catalog::Channel) -> 
 /// The catalog's deprecation notice for a package, channel or bundle.
 fn deprecation(catalog: &Catalog, package: &str, schema: &str, name: Option<&str>) -> Option<Deprecation> {
     catalog
-        .deprecations
-        .iter()
-        .filter(|d| d.package == package)
-        .flat_map(|d| &d.entries)
-        .find(|e| e.reference.schema == schema && e.reference.name.as_deref() == name)
-        .map(|e| Deprecation {
-            message: e.message.clone(),
+        .deprecation_message(package, schema, name)
+        .map(|message| Deprecation {
+            message: message.to_owned(),
         })
 }
 

@@ -126,12 +126,8 @@ impl RegistryIndex {
 
     fn deprecation(&self, package: &str, schema: &str, name: Option<&str>) -> Option<String> {
         self.catalog
-            .deprecations
-            .iter()
-            .filter(|d| d.package == package)
-            .flat_map(|d| &d.entries)
-            .find(|e| e.reference.schema == schema && e.reference.name.as_deref() == name)
-            .map(|e| e.message.clone())
+            .deprecation_message(package, schema, name)
+            .map(str::to_owned)
     }
 
     fn package(&self, name: &str) -> Result<&PackageIndex, Status> {

@@ -172,12 +172,8 @@ fn resolver_gvk(gvk: &olm_catalog::Gvk) -> Gvk {
 /// The deprecation message the catalog gives for a package or a channel of it.
 fn deprecation(catalog: &Catalog, package: &str, schema: &str, name: Option<&str>) -> Option<Deprecation> {
     catalog
-        .deprecations
-        .iter()
-        .filter(|d| d.package == package)
-        .flat_map(|d| &d.entries)
-        .find(|entry| entry.reference.schema == schema && entry.reference.name.as_deref() == name)
-        .map(|entry| Deprecation::new(entry.message.clone()))
+        .deprecation_message(package, schema, name)
+        .map(|message| Deprecation::new(message.to_owned()))
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@
 //! - [`process`] builds and starts the binaries as child processes;
 //! - [`identity`] gives the operators the ServiceAccounts and RBAC of `manifests/`, and finds
 //!   the requests the API server refused them;
+//! - [`mock_api`] is a mocked API server, for the tests of a reconcile's apply step and wiring;
 //! - [`objects`] writes the OLM objects a user would and tells what state they are in.
 //!
 //! Starting an operator in-process stays with the tests of its crate: this crate depends on no
@@ -26,6 +27,7 @@ mod cluster;
 mod crds;
 pub mod identity;
 mod kinds;
+pub mod mock_api;
 mod namespace;
 pub mod objects;
 pub mod process;

@@ -27,8 +27,7 @@ use kube::{
     Api, Client, Resource, ResourceExt,
     core::PartialObjectMeta,
     runtime::{
-        Controller, WatchStreamExt,
-        controller::Config as ControllerConfig,
+        WatchStreamExt,
         reflector::{ObjectRef, Store},
         watcher,
     },
@@ -281,11 +280,6 @@ pub fn controllers(
     })
 }
 
-/// How every controller is configured.
-fn controller_config() -> ControllerConfig {
-    ControllerConfig::default().concurrency(8)
-}
-
 /// Forgets each deleted CatalogSource (its content, clients and metrics) as soon as it goes.
 fn forget_deleted_sources<S>(
     deleted: S,
@@ -308,13 +302,10 @@ fn catalog_source_controller(
     watches: &Watches,
     catalog_ctx: Arc<catalogsource::CatalogSourceContext>,
 ) -> impl Future<Output = ()> + Send + 'static + use<> {
-    let sources = &watches.catalog_sources;
-    Controller::for_shared_stream(sources.subscribe(), sources.store())
-        .with_config(controller_config())
+    parts
+        .controller(&watches.catalog_sources)
         .owns_shared_stream(watches.pods.subscribe())
         .owns_shared_stream(watches.services.subscribe())
-        .reconcile_all_on(parts.leadership().terms())
-        .graceful_shutdown_on(parts.shutdown.signaled())
         .run(catalogsource::reconcile, catalogsource::error_policy, catalog_ctx)
         .for_each(|_| std::future::ready(()))
 }
@@ -357,13 +348,11 @@ where
         }
     };
     let subscription_ctx = Arc::new(subscription::SubscriptionContext::new(ctx.clone()));
-    Controller::for_shared_stream(watches.subscriptions.subscribe(), subscription_store)
-        .with_config(controller_config())
+    parts
+        .controller(&watches.subscriptions)
         .owns_shared_stream(watches.install_plans.subscribe())
         .watches_shared_stream(watches.csvs.subscribe(), csv_mapper)
         .reconcile_on(stream::select(catalog_changes, plan_deletions))
-        .reconcile_all_on(parts.leadership().terms())
-        .graceful_shutdown_on(parts.shutdown.signaled())
         .run(
             subscription::reconcile,
             subscription::error_policy,
@@ -386,11 +375,9 @@ fn install_plan_controller(
     );
     let plans = &watches.install_plans;
     let waiting_plans = installplan::wake_on_api_changes(api_changes, plans.store());
-    Controller::for_shared_stream(plans.subscribe(), plans.store())
-        .with_config(controller_config())
+    parts
+        .controller(plans)
         .reconcile_on(waiting_plans)
-        .reconcile_all_on(parts.leadership().terms())
-        .graceful_shutdown_on(parts.shutdown.signaled())
         .run(installplan::reconcile, installplan::error_policy, ctx)
         .for_each(|_| std::future::ready(()))
 }

@@ -90,11 +90,9 @@ pub async fn run(args: Args) -> Result<(), RunError> {
 /// Both controllers and their watches ([`crate::watches`]), as one future that
 /// ends once they have drained after `parts.shutdown`.
 pub fn controllers(parts: &Parts, ctx: Arc<Context>) -> impl Future<Output = ()> + Send + 'static {
-    let readiness = parts.readiness.clone();
-    let leadership = parts.leadership().clone();
-    let shutdown = parts.shutdown.clone();
+    let parts = parts.clone();
     async move {
-        crate::watches::run(ctx, readiness, || leadership.terms(), &shutdown).await;
+        crate::watches::run(ctx, &parts).await;
         tracing::info!("olm-operator controllers stopped");
     }
 }

@@ -92,7 +92,7 @@ use olm_api::{
     v1alpha1::{ClusterServiceVersion, Subscription},
     v2::OperatorCondition,
 };
-use olm_runtime::{Readiness, Reflector, Shutdown, backoff::TriggerBackoff};
+use olm_runtime::{Parts, Reflector, backoff::TriggerBackoff};
 use serde::de::DeserializeOwned;
 
 use crate::{
@@ -111,23 +111,20 @@ use crate::{
 /// with 100, 39.5 MiB with 50, 39 MiB with 20 (and a slower start).
 const COPIES_PAGE: u32 = 50;
 
-/// Runs the controllers with `ctx` until `shutdown` is triggered (reconciles in
-/// flight finish first). `terms` makes, for each controller, a stream that
-/// yields each time this replica starts leading. `readiness` gets one gate per
-/// shared store.
-pub async fn run<T>(ctx: Arc<Context>, readiness: Readiness, terms: impl Fn() -> T, shutdown: &Shutdown)
-where
-    T: Stream<Item = ()> + Send + 'static,
-{
-    let mut shared = Shared::new(&ctx.client, &readiness);
+/// Runs the controllers with `ctx` until the shutdown signal of `parts`
+/// (reconciles in flight finish first). Every shared watch and every
+/// controller is made by `parts` ([`Parts::reflector`], [`Parts::controller`]):
+/// each store has its readiness gate, and each controller reconciles
+/// everything when this replica starts leading.
+pub async fn run(ctx: Arc<Context>, parts: &Parts) {
+    let mut shared = Shared::new(parts);
     let stores = shared.stores();
-    let stopped = || shutdown.signaled();
 
-    let csvs = csv_controller(ctx.clone(), &mut shared, stores.clone(), terms(), stopped());
-    let copies = copiedcsv_controller(ctx.clone(), &mut shared, terms(), stopped());
-    let groups = operatorgroup_controller(ctx.clone(), &mut shared, stores, terms(), stopped());
-    let pools = machinepool_controller(ctx.clone(), &mut shared, terms(), stopped());
-    let operators = operator_controller(ctx.clone(), terms(), stopped());
+    let csvs = csv_controller(ctx.clone(), parts, &mut shared, stores.clone());
+    let copies = copiedcsv_controller(ctx.clone(), parts, &mut shared);
+    let groups = operatorgroup_controller(ctx.clone(), parts, &mut shared, stores);
+    let pools = machinepool_controller(ctx.clone(), parts, &mut shared);
+    let operators = operator_controller(ctx.clone(), parts);
     let controllers = async {
         tokio::join!(csvs, copies, groups, pools, operators);
     };
@@ -170,12 +167,8 @@ struct InstallObjects {
 impl InstallObjects {
     /// The watches, each of the objects labelled for CSVs (or, for the
     /// OperatorConditions' RBAC, `olm.managed=true`), as trimmed metadata.
-    fn new(client: &Client, readiness: &Readiness) -> Self {
-        fn labelled<K>(
-            client: &Client,
-            readiness: &Readiness,
-            selector: &str,
-        ) -> Reflector<PartialObjectMeta<K>>
+    fn new(parts: &Parts) -> Self {
+        fn labelled<K>(parts: &Parts, selector: &str) -> Reflector<PartialObjectMeta<K>>
         where
             K: Resource<DynamicType = ()>
                 + Clone
@@ -186,36 +179,35 @@ impl InstallObjects {
                 + 'static,
         {
             let config = watcher::Config::default().labels(selector);
-            Reflector::new(Api::all(client.clone()), config, readiness)
+            parts
+                .reflector(Api::all(parts.client.clone()), config)
                 .modify_with_managed_fields(trim_install_object::<K>)
         }
         let owned = format!("{}={OWNER_KIND}", labels::OWNER_KIND);
         let managed = format!("{}=true", csv::operator_condition::OLM_MANAGED);
         Self {
-            deployments: labelled(client, readiness, &owned),
-            service_accounts: labelled(client, readiness, &owned),
-            roles: labelled(client, readiness, &owned),
-            role_bindings: labelled(client, readiness, &owned),
-            cluster_roles: labelled(client, readiness, &owned),
-            cluster_role_bindings: labelled(client, readiness, &owned),
-            condition_roles: labelled(client, readiness, &managed),
-            condition_role_bindings: labelled(client, readiness, &managed),
-            operator_conditions: Reflector::new(
-                Api::all(client.clone()),
-                watcher::Config::default(),
-                readiness,
-            )
-            .modify_with_managed_fields(|condition: &mut OperatorCondition| {
-                crate::fields::keep_foreign_fields(&mut condition.metadata);
-            }),
+            deployments: labelled(parts, &owned),
+            service_accounts: labelled(parts, &owned),
+            roles: labelled(parts, &owned),
+            role_bindings: labelled(parts, &owned),
+            cluster_roles: labelled(parts, &owned),
+            cluster_role_bindings: labelled(parts, &owned),
+            condition_roles: labelled(parts, &managed),
+            condition_role_bindings: labelled(parts, &managed),
+            operator_conditions: parts
+                .reflector(Api::all(parts.client.clone()), watcher::Config::default())
+                .modify_with_managed_fields(|condition: &mut OperatorCondition| {
+                    crate::fields::keep_foreign_fields(&mut condition.metadata);
+                }),
             // The CA bundle is for the aggregator: a requirement reads the status.
-            api_services: Reflector::new(Api::all(client.clone()), watcher::Config::default(), readiness)
+            api_services: parts
+                .reflector(Api::all(parts.client.clone()), watcher::Config::default())
                 .modify(|service: &mut APIService| {
                     if let Some(spec) = service.spec.as_mut() {
                         spec.ca_bundle = None;
                     }
                 }),
-            machine_pools: Reflector::new(Api::all(client.clone()), watcher::Config::default(), readiness),
+            machine_pools: parts.reflector(Api::all(parts.client.clone()), watcher::Config::default()),
         }
     }
 
@@ -274,27 +266,24 @@ struct PoolObjects {
 
 impl PoolObjects {
     /// The watches, each of what the pools' objects need only.
-    fn new(client: &Client, readiness: &Readiness) -> Self {
+    fn new(parts: &Parts) -> Self {
+        let client = &parts.client;
         let pooled = || watcher::Config::default().labels(machinepool::agent::POOL_LABEL);
         // Names and labels are all a node selector reads.
-        let nodes = Reflector::<PartialObjectMeta<Node>>::new(
-            Api::all(client.clone()),
-            watcher::Config::default(),
-            readiness,
-        )
-        .modify(|node| node.metadata.annotations = None);
+        let nodes = parts
+            .reflector::<PartialObjectMeta<Node>>(Api::all(client.clone()), watcher::Config::default())
+            .modify(|node| node.metadata.annotations = None);
         let slices = Api::namespaced(client.clone(), olm_runtime::endpoints::NAMESPACE);
         Self {
             nodes,
-            daemonsets: Reflector::new(Api::all(client.clone()), pooled(), readiness),
-            service_accounts: Reflector::new(Api::all(client.clone()), pooled(), readiness),
-            roles: Reflector::new(Api::all(client.clone()), pooled(), readiness),
-            role_bindings: Reflector::new(Api::all(client.clone()), pooled(), readiness),
-            secrets: Reflector::new(Api::all(client.clone()), pooled(), readiness),
-            endpoint_slices: Reflector::new(
+            daemonsets: parts.reflector(Api::all(client.clone()), pooled()),
+            service_accounts: parts.reflector(Api::all(client.clone()), pooled()),
+            roles: parts.reflector(Api::all(client.clone()), pooled()),
+            role_bindings: parts.reflector(Api::all(client.clone()), pooled()),
+            secrets: parts.reflector(Api::all(client.clone()), pooled()),
+            endpoint_slices: parts.reflector(
                 slices,
                 watcher::Config::default().labels(olm_runtime::endpoints::SELECTOR),
-                readiness,
             ),
         }
     }
@@ -320,35 +309,37 @@ impl PoolObjects {
 
 impl Shared {
     /// The shared watches, each keeping only what its readers need.
-    fn new(client: &Client, readiness: &Readiness) -> Self {
-        let all = watcher::Config::default;
+    fn new(parts: &Parts) -> Self {
+        let (client, all) = (&parts.client, watcher::Config::default);
         // Icons and descriptions are for people: no controller reads them.
         // Copies in target namespaces stay out of the store: only their originals are reconciled.
         let not_copies = all().labels(&format!("!{}", labels::COPIED_FROM));
-        let csvs = Reflector::<ClusterServiceVersion>::new(Api::all(client.clone()), not_copies, readiness)
+        let csvs = parts
+            .reflector::<ClusterServiceVersion>(Api::all(client.clone()), not_copies)
             .modify(ClusterServiceVersion::drop_presentation);
-        let groups = Reflector::<OperatorGroup>::new(Api::all(client.clone()), all(), readiness);
+        let groups = parts.reflector::<OperatorGroup>(Api::all(client.clone()), all());
         // Names and labels are all a selector reads.
-        let namespaces =
-            Reflector::<PartialObjectMeta<Namespace>>::new(Api::all(client.clone()), all(), readiness)
-                .modify(|namespace| namespace.metadata.annotations = None);
+        let namespaces = parts
+            .reflector::<PartialObjectMeta<Namespace>>(Api::all(client.clone()), all())
+            .modify(|namespace| namespace.metadata.annotations = None);
         // Copies trimmed to what keeping them needs: metadata and status, no spec.
         // Listed 50 at a time: each carries its original's spec, annotations and
         // managed fields, and the heap a list page needs before `trim` stays with
         // the process.
-        let copies = Reflector::<ClusterServiceVersion>::new(
-            Api::all(client.clone()),
-            all().labels(labels::COPIED_FROM).page_size(COPIES_PAGE),
-            readiness,
-        )
-        .modify(copiedcsv::trim);
+        let copies = parts
+            .reflector::<ClusterServiceVersion>(
+                Api::all(client.clone()),
+                all().labels(labels::COPIED_FROM).page_size(COPIES_PAGE),
+            )
+            .modify(copiedcsv::trim);
         // The OLMConfig `cluster`: whether copies are switched off.
-        let configs = Reflector::<OLMConfig>::new(Api::all(client.clone()), all(), readiness);
+        let configs = parts.reflector::<OLMConfig>(Api::all(client.clone()), all());
         // The config and CSVs of each Subscription are all the CSV reconcile reads.
-        let subscriptions = Reflector::<Subscription>::new(Api::all(client.clone()), all(), readiness)
+        let subscriptions = parts
+            .reflector::<Subscription>(Api::all(client.clone()), all())
             .modify(crate::stores::trim_subscription);
         // One watch of Machines for the CSV and MachinePool controllers.
-        let machines = Reflector::<Machine>::new(Api::all(client.clone()), all(), readiness);
+        let machines = parts.reflector::<Machine>(Api::all(client.clone()), all());
         Self {
             csvs,
             groups,
@@ -357,8 +348,8 @@ impl Shared {
             configs,
             subscriptions,
             machines,
-            pool_objects: PoolObjects::new(client, readiness),
-            install_objects: InstallObjects::new(client, readiness),
+            pool_objects: PoolObjects::new(parts),
+            install_objects: InstallObjects::new(parts),
         }
     }
 
@@ -420,22 +411,18 @@ impl Shared {
 /// The CSV controller and its watches.
 fn csv_controller(
     ctx: Arc<Context>,
+    parts: &Parts,
     shared: &mut Shared,
     stores: Stores,
-    terms: impl Stream<Item = ()> + Send + 'static,
-    stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let client = ctx.client.clone();
     let store = shared.csvs.store();
-    let controller = Controller::for_shared_stream(shared.csvs.subscribe(), store.clone())
-        .trigger_backoff(TriggerBackoff::default());
+    let controller = parts.controller(&shared.csvs);
     let controller = watch_csv_children(controller, &client, &shared.install_objects);
     let controller = watch_csv_requirements(controller, &client, &store, shared);
     let controller = watch_csv_neighbours(controller, &store, shared);
     let metrics = ctx.metrics.clone();
     controller
-        .reconcile_all_on(terms)
-        .graceful_shutdown_on(stopped)
         .run(
             move |csv, ctx| csv::reconcile(csv, ctx, stores.clone()),
             csv::error_policy,
@@ -528,17 +515,16 @@ fn watch_csv_requirements(
 /// The copied-CSV controller and its watches (see the table above).
 fn copiedcsv_controller(
     ctx: Arc<Context>,
+    parts: &Parts,
     shared: &mut Shared,
-    terms: impl Stream<Item = ()> + Send + 'static,
-    stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let store = shared.csvs.store();
     let sources = shared.copy_sources();
     let (by_copy, by_deleted_copy, by_group, by_deleted_group) =
         (store.clone(), store.clone(), store.clone(), store.clone());
     let (by_config, by_namespace, by_deleted_namespace) = (store.clone(), store.clone(), store.clone());
-    Controller::for_shared_stream(shared.csvs.subscribe(), store)
-        .trigger_backoff(TriggerBackoff::default())
+    parts
+        .controller(&shared.csvs)
         .watches_shared_stream(shared.copies.subscribe(), move |copy| {
             copiedcsv::originals(&by_copy, &copy)
         })
@@ -569,8 +555,6 @@ fn copiedcsv_controller(
                 .deleted()
                 .flat_map(move |_| stream::iter(copiedcsv::serving_all(&by_deleted_namespace))),
         )
-        .reconcile_all_on(terms)
-        .graceful_shutdown_on(stopped)
         .run(
             move |csv, ctx| copiedcsv::reconcile(csv, ctx, sources.clone()),
             copiedcsv::error_policy,
@@ -622,17 +606,16 @@ fn watch_csv_neighbours(
 /// included.
 fn operatorgroup_controller(
     ctx: Arc<Context>,
+    parts: &Parts,
     shared: &mut Shared,
     stores: Stores,
-    terms: impl Stream<Item = ()> + Send + 'static,
-    stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let store = shared.groups.store();
     let (by_namespace, by_csv, by_group) = (store.clone(), store.clone(), store.clone());
     let (by_deleted_namespace, by_deleted_csv, by_deleted_group) =
         (store.clone(), store.clone(), store.clone());
-    Controller::for_shared_stream(shared.groups.subscribe(), store)
-        .trigger_backoff(TriggerBackoff::default())
+    parts
+        .controller(&shared.groups)
         .watches_shared_stream(shared.namespaces.subscribe(), move |_| {
             operatorgroup::selecting(&by_namespace)
         })
@@ -660,8 +643,6 @@ fn operatorgroup_controller(
                 &group.namespace().unwrap_or_default(),
             ))
         }))
-        .reconcile_all_on(terms)
-        .graceful_shutdown_on(stopped)
         .run(
             move |group, ctx| operatorgroup::reconcile(group, ctx, stores.clone()),
             operatorgroup::error_policy,
@@ -676,14 +657,12 @@ fn operatorgroup_controller(
 /// to) and the `kubernetes` EndpointSlices (→ every pool).
 fn machinepool_controller(
     ctx: Arc<Context>,
+    parts: &Parts,
     shared: &mut Shared,
-    terms: impl Stream<Item = ()> + Send + 'static,
-    stopped: impl std::future::Future<Output = ()> + Send + Sync + 'static,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let stores = shared.pool_stores();
     let pools = &shared.install_objects.machine_pools;
-    let controller = Controller::for_shared_stream(pools.subscribe(), pools.store())
-        .trigger_backoff(TriggerBackoff::default());
+    let controller = parts.controller(pools);
     let (by_node, by_slice) = (controller.store(), controller.store());
     let objects = &shared.pool_objects;
     controller
@@ -703,8 +682,6 @@ fn machinepool_controller(
         .watches_shared_stream(objects.endpoint_slices.subscribe(), move |_| {
             machinepool::all(&by_slice)
         })
-        .reconcile_all_on(terms)
-        .graceful_shutdown_on(stopped)
         .run(
             move |pool, ctx| machinepool::reconcile(pool, ctx, stores.clone()),
             machinepool::error_policy,
@@ -717,8 +694,7 @@ fn machinepool_controller(
 /// each component and each Operator (also a deleted one) names.
 fn operator_controller(
     ctx: Arc<Context>,
-    terms: impl Stream<Item = ()> + Send + 'static,
-    stopped: impl std::future::Future<Output = ()> + Send + 'static,
+    parts: &Parts,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
     let client = ctx.client.clone();
     let mut names: Vec<futures::stream::BoxStream<'static, String>> = operator::components::KINDS
@@ -743,6 +719,7 @@ fn operator_controller(
         .filter_map(|object| futures::future::ready(object.ok().map(|o| o.name_any())))
         .boxed(),
     );
+    let (terms, stopped) = (parts.leadership().terms(), parts.shutdown.signaled());
     operator::run(ctx, stream::select_all(names), terms, stopped)
 }
 

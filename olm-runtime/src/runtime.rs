@@ -11,7 +11,10 @@
 
 use std::net::SocketAddr;
 
-use kube::{Api, Client, Resource, runtime::watcher};
+use kube::{
+    Api, Client, Resource,
+    runtime::{Controller, controller::Config as ControllerConfig, watcher},
+};
 use serde::de::DeserializeOwned;
 use tokio::task::JoinHandle;
 
@@ -19,6 +22,7 @@ use crate::{
     RuntimeArgs,
     admin::{AdminError, AdminServer},
     apply::Writer,
+    backoff::TriggerBackoff,
     client::{self, RequestMetrics},
     leader::{ElectionTask, LeaderElectionArgs, LeaderElectionError, Leadership, owner},
     metrics::Metrics,
@@ -246,7 +250,29 @@ impl Parts {
     {
         Reflector::new(api, config, &self.readiness)
     }
+
+    /// The one way a controller is made: for the objects `reflector`
+    /// watches, reconciling at most [`CONCURRENCY`] objects at once, hearing
+    /// its watches again soon after an error ([`TriggerBackoff`]),
+    /// reconciling everything each time this replica starts leading, and
+    /// stopping on the shutdown signal. The caller adds what else wakes it
+    /// (`owns_shared_stream`, `watches_shared_stream`, `reconcile_on`) and runs it.
+    pub fn controller<K>(&self, reflector: &Reflector<K>) -> Controller<K>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    {
+        Controller::for_shared_stream(reflector.subscribe(), reflector.store())
+            .with_config(ControllerConfig::default().concurrency(CONCURRENCY))
+            .trigger_backoff(TriggerBackoff::default())
+            .reconcile_all_on(self.leadership().terms())
+            .graceful_shutdown_on(self.shutdown.signaled())
+    }
 }
+
+/// How many objects one controller reconciles at once: enough for a burst of
+/// installs, few enough that a resync of thousands of objects does not open
+/// thousands of requests together.
+pub const CONCURRENCY: u16 = 8;
 
 /// What every binary shares; see the [module docs](self).
 pub struct Runtime {

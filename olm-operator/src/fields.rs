@@ -14,6 +14,8 @@
 //! applier, which compares them with the desired object ([`overlaps`]).
 //! Paths stop at lists: a list is one field, as this operator sets it whole.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
 use kube::api::ApiResource;
 use olm_runtime::effects::Live;
@@ -34,17 +36,32 @@ pub trait LiveCopies: Live {
     /// The paths of the fields writers other than this operator own on the
     /// live object; none when it is not in a store.
     fn foreign_fields(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Vec<Path>;
+
+    /// The objects of `resource`'s kind in the stores that carry every one of
+    /// `labels`, as (namespace, name); none without a store of the kind.
+    fn labelled(&self, resource: &ApiResource, labels: &BTreeMap<String, String>) -> Vec<Key>;
 }
+
+/// An object's namespace (none for a cluster-scoped one) and name.
+pub type Key = (Option<String>, String);
 
 /// No store: nothing is known, every object is written.
 impl LiveCopies for () {
     fn foreign_fields(&self, _: &ApiResource, _: Option<&str>, _: &str) -> Vec<Path> {
         Vec::new()
     }
+
+    fn labelled(&self, _: &ApiResource, _: &BTreeMap<String, String>) -> Vec<Key> {
+        Vec::new()
+    }
 }
 
 impl LiveCopies for olm_runtime::live::LiveStores {
     fn foreign_fields(&self, _: &ApiResource, _: Option<&str>, _: &str) -> Vec<Path> {
+        Vec::new()
+    }
+
+    fn labelled(&self, _: &ApiResource, _: &BTreeMap<String, String>) -> Vec<Key> {
         Vec::new()
     }
 }

@@ -5,7 +5,10 @@
 //! reads a store checks [`Stores::synced`] first, since an empty store before
 //! then would look like "no namespaces, no CSVs".
 
-use std::sync::Arc;
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    sync::Arc,
+};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{
@@ -33,7 +36,7 @@ use olm_runtime::{
     live::LiveStores,
 };
 
-use crate::fields::{LiveCopies, Path};
+use crate::fields::{Key, LiveCopies, Path};
 
 pub use olm_runtime::reflector::Synced;
 
@@ -156,13 +159,26 @@ impl InstallStores {
 /// Reads the metadata of one kind's object from a store.
 type Lookup = Arc<dyn Fn(Option<&str>, &str) -> Option<ObjectMeta> + Send + Sync>;
 
+/// Reads the metadata of every object of one kind from a store.
+type All = Arc<dyn Fn() -> Vec<ObjectMeta> + Send + Sync>;
+
+/// One store of [`InstallLive`]: its kind, and how to read it.
+#[derive(Clone)]
+struct KindStore {
+    group: String,
+    kind: String,
+    lookup: Lookup,
+    all: All,
+}
+
 /// The applier's view of what CSV installs write: the desired hash and the
-/// fields other writers own ([`crate::fields`]) of each live copy. Roles and
+/// fields other writers own ([`crate::fields`]) of each live copy, and which
+/// objects carry a CSV's owner labels (what pruning removes). Roles and
 /// RoleBindings are watched twice (those of the installs and those of the
 /// OperatorConditions carry different labels): both stores are asked.
 #[derive(Clone, Default)]
 pub struct InstallLive {
-    kinds: Vec<((String, String), Lookup)>,
+    kinds: Vec<KindStore>,
 }
 
 impl InstallLive {
@@ -173,23 +189,35 @@ impl InstallLive {
         K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
     {
         let resource = ApiResource::erase::<K>(&());
+        let reader = store.clone();
         let lookup: Lookup = Arc::new(move |namespace, name| {
             let key = match namespace {
                 Some(ns) => ObjectRef::new(name).within(ns),
                 None => ObjectRef::new(name),
             };
-            Some(store.get(&key)?.meta().clone())
+            Some(reader.get(&key)?.meta().clone())
         });
-        self.kinds.push(((resource.group, resource.kind), lookup));
+        let all: All = Arc::new(move || store.state().iter().map(|o| o.meta().clone()).collect());
+        self.kinds.push(KindStore {
+            group: resource.group,
+            kind: resource.kind,
+            lookup,
+            all,
+        });
         self
+    }
+
+    /// The stores of `resource`'s kind.
+    fn of<'a>(&'a self, resource: &'a ApiResource) -> impl Iterator<Item = &'a KindStore> + 'a {
+        self.kinds
+            .iter()
+            .filter(|store| store.group == resource.group && store.kind == resource.kind)
     }
 
     /// The metadata of the live copy, from the first store of its kind that holds it.
     fn meta(&self, resource: &ApiResource, namespace: Option<&str>, name: &str) -> Option<ObjectMeta> {
-        self.kinds
-            .iter()
-            .filter(|((group, kind), _)| *group == resource.group && *kind == resource.kind)
-            .find_map(|(_, lookup)| lookup(namespace, name))
+        self.of(resource)
+            .find_map(|store| (store.lookup)(namespace, name))
     }
 }
 
@@ -206,11 +234,27 @@ impl LiveCopies for InstallLive {
             .map(|meta| crate::fields::recorded(&meta))
             .unwrap_or_default()
     }
+
+    fn labelled(&self, resource: &ApiResource, labels: &BTreeMap<String, String>) -> Vec<Key> {
+        let carries = |meta: &ObjectMeta| {
+            let own = meta.labels.as_ref();
+            labels
+                .iter()
+                .all(|(key, value)| own.and_then(|l| l.get(key)) == Some(value))
+        };
+        let keys: BTreeSet<Key> = self
+            .of(resource)
+            .flat_map(|store| (store.all)())
+            .filter(|meta| carries(meta))
+            .map(|meta| (meta.namespace, meta.name.unwrap_or_default()))
+            .collect();
+        keys.into_iter().collect()
+    }
 }
 
 impl std::fmt::Debug for InstallLive {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kinds: Vec<&str> = self.kinds.iter().map(|((_, kind), _)| kind.as_str()).collect();
+        let kinds: Vec<&str> = self.kinds.iter().map(|store| store.kind.as_str()).collect();
         f.debug_struct("InstallLive").field("kinds", &kinds).finish()
     }
 }
@@ -307,6 +351,59 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn role(namespace: &str, name: &str, labels: &[(&str, &str)]) -> PartialObjectMeta<Role> {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace,
+                         "labels": labels.iter().copied().collect::<BTreeMap<_, _>>()},
+        }))
+        .expect("a Role")
+    }
+
+    #[test]
+    fn the_objects_of_an_owner_are_read_from_every_store_of_their_kind_once() {
+        let owner = [("olm.owner", "demo.v1"), ("olm.owner.namespace", "ops")];
+        let installs = olm_testkit::stores::listed(vec![
+            role("ops", "a", &owner),
+            role(
+                "ops",
+                "other",
+                &[("olm.owner", "other.v1"), ("olm.owner.namespace", "ops")],
+            ),
+            role("ops", "unlabelled", &[]),
+        ]);
+        // The OperatorConditions' store holds one of them too.
+        let conditions = olm_testkit::stores::listed(vec![
+            role("ops", "a", &owner),
+            role(
+                "dev",
+                "b",
+                &[
+                    ("olm.owner", "demo.v1"),
+                    ("olm.owner.namespace", "ops"),
+                    ("x", "y"),
+                ],
+            ),
+        ]);
+        let live = InstallLive::default().with(installs).with(conditions);
+        let labels: BTreeMap<String, String> = owner
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        assert_eq!(
+            live.labelled(&ApiResource::erase::<Role>(&()), &labels),
+            [
+                (Some("dev".to_owned()), "b".to_owned()),
+                (Some("ops".to_owned()), "a".to_owned())
+            ]
+        );
+        assert!(
+            live.labelled(&ApiResource::erase::<RoleBinding>(&()), &labels)
+                .is_empty(),
+            "no store of the kind: nothing"
+        );
+    }
 
     #[test]
     fn a_trimmed_subscription_keeps_its_config_and_csvs() {

@@ -13,7 +13,10 @@
 //! a client that impersonates it: the install can do only what that account
 //! may do, and the API server's refusal names the missing permission.
 
-use std::{collections::BTreeSet, fmt::Debug};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    fmt::Debug,
+};
 
 use k8s_openapi::{
     api::{
@@ -23,21 +26,21 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
-use kube::{Api, Client, Resource, ResourceExt, api::ListParams};
+use kube::{Api, Client, Resource, ResourceExt, api::ApiResource};
 use olm_api::v1alpha1::ClusterServiceVersion;
 use serde::de::DeserializeOwned;
 
 use super::{
-    build::{Children, OWNER_KIND, owner_selector},
+    build::{Children, OWNER_KIND, owner_labels},
     dereference::Dereferenced,
-    stamp::{self, Applier, display_name},
+    stamp::{self, Applier},
     validate::Membership,
 };
 use crate::{
     context::{Context, ScopedClientError},
-    fields::LiveCopies,
+    fields::{Key, LiveCopies},
 };
-use olm_runtime::{ErrorClass, apply::WriteError, classify};
+use olm_runtime::{ErrorClass, apply::WriteError};
 
 /// What the API server holds after the apply.
 #[derive(Clone, Debug, Default)]
@@ -94,15 +97,6 @@ pub enum Error {
         #[source]
         source: Box<WriteError>,
     },
-    /// Listing the CSV's objects (to find leftovers) failed.
-    #[error("failed to list the {kind} objects of the ClusterServiceVersion")]
-    List {
-        /// The kind.
-        kind: &'static str,
-        /// The cause.
-        #[source]
-        source: kube::Error,
-    },
     /// An object could not be encoded to hash its content.
     #[error("failed to hash an object of the install")]
     Encode(#[source] stamp::Error),
@@ -137,7 +131,6 @@ impl Error {
             | Error::ScopedClient(_)
             | Error::Encode(_) => true,
             Error::Apply { source, .. } | Error::Delete { source, .. } => refused(source.class()),
-            Error::List { source, .. } => refused(classify(source)),
             Error::GetServiceAccount { .. } => false,
         }
     }
@@ -146,7 +139,6 @@ impl Error {
     pub fn class(&self) -> ErrorClass {
         match self {
             Error::Apply { source, .. } | Error::Delete { source, .. } => source.class(),
-            Error::List { source, .. } => classify(source),
             _ if self.is_terminal() => ErrorClass::Terminal,
             _ => ErrorClass::Transient,
         }
@@ -159,7 +151,6 @@ impl Error {
                 Some(api) => format!("{self}: {}", api_message(api)),
                 None => format!("{self}: {source}"),
             },
-            Error::List { source, .. } => format!("{self}: {}", api_message(source)),
             Error::ScopedClient(source) => format!("{self}: {source}"),
             _ => self.to_string(),
         }
@@ -247,34 +238,35 @@ pub async fn apply(
         }
     }
 
-    prune(ctx, &writer, csv, children).await?;
+    prune(ctx, &writer, csv, children, live).await?;
     Ok(Applied { deployments })
 }
 
 /// Deletes the objects labelled for `csv` that `children` no longer has,
-/// through `writer`.
+/// through `writer`. Which objects carry its labels is read from the shared
+/// stores (`live`), which hold every object labelled for a CSV: an object
+/// the store has not shown yet is pruned by the reconcile its watch event
+/// brings.
 async fn prune(
     ctx: &Context,
     writer: &Client,
     csv: &ClusterServiceVersion,
     children: &Children,
+    live: &dyn LiveCopies,
 ) -> Result<(), Error> {
     let namespace = csv.namespace().unwrap_or_default();
-    let selector = owner_selector(&csv.name_any(), &namespace);
     let prune = Prune {
         ctx,
-        reader: &ctx.client,
         writer,
-        selector: &selector,
+        live,
+        labels: owner_labels(&csv.name_any(), &namespace),
     };
     prune
-        .namespaced::<Deployment>(Some(&namespace), "Deployment", keys(&children.deployments))
+        .namespaced::<Deployment>("Deployment", keys(&children.deployments))
         .await?;
+    prune.namespaced::<Role>("Role", keys(&children.roles)).await?;
     prune
-        .namespaced::<Role>(None, "Role", keys(&children.roles))
-        .await?;
-    prune
-        .namespaced::<RoleBinding>(None, "RoleBinding", keys(&children.role_bindings))
+        .namespaced::<RoleBinding>("RoleBinding", keys(&children.role_bindings))
         .await?;
     prune
         .cluster::<ClusterRole>("ClusterRole", keys(&children.cluster_roles))
@@ -370,7 +362,7 @@ fn unstamped(error: stamp::Error) -> Error {
     }
 }
 
-fn keys<K: Resource>(objects: &[K]) -> BTreeSet<(Option<String>, String)> {
+fn keys<K: Resource>(objects: &[K]) -> BTreeSet<Key> {
     objects
         .iter()
         .map(|o| {
@@ -385,90 +377,72 @@ fn keys<K: Resource>(objects: &[K]) -> BTreeSet<(Option<String>, String)> {
 /// Deletes the labelled objects of a CSV that the install no longer has.
 struct Prune<'a> {
     ctx: &'a Context,
-    reader: &'a Client,
     writer: &'a Client,
-    selector: &'a str,
+    live: &'a dyn LiveCopies,
+    labels: BTreeMap<String, String>,
 }
 
 impl Prune<'_> {
-    async fn namespaced<K>(
-        &self,
-        namespace: Option<&str>,
-        kind: &'static str,
-        keep: BTreeSet<(Option<String>, String)>,
-    ) -> Result<(), Error>
+    async fn namespaced<K>(&self, kind: &'static str, keep: BTreeSet<Key>) -> Result<(), Error>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
             + Clone
             + DeserializeOwned
             + Debug,
     {
-        let reader = match namespace {
-            Some(ns) => Api::<K>::namespaced(self.reader.clone(), ns),
-            None => Api::<K>::all(self.reader.clone()),
-        };
-        for obj in self.leftovers(&reader, kind, &keep).await? {
-            let ns = obj.meta().namespace.clone().unwrap_or_default();
-            let api = Api::<K>::namespaced(self.writer.clone(), &ns);
-            self.delete(&api, kind, &obj).await?;
+        for (namespace, name) in self.leftovers::<K>(&keep) {
+            let api = Api::<K>::namespaced(self.writer.clone(), namespace.as_deref().unwrap_or_default());
+            self.delete(&api, kind, namespace.as_deref(), &name).await?;
         }
         Ok(())
     }
 
-    async fn cluster<K>(
-        &self,
-        kind: &'static str,
-        keep: BTreeSet<(Option<String>, String)>,
-    ) -> Result<(), Error>
+    async fn cluster<K>(&self, kind: &'static str, keep: BTreeSet<Key>) -> Result<(), Error>
     where
         K: Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
             + Clone
             + DeserializeOwned
             + Debug,
     {
-        let reader = Api::<K>::all(self.reader.clone());
-        for obj in self.leftovers(&reader, kind, &keep).await? {
-            self.delete(&Api::<K>::all(self.writer.clone()), kind, &obj)
+        for (_, name) in self.leftovers::<K>(&keep) {
+            self.delete(&Api::<K>::all(self.writer.clone()), kind, None, &name)
                 .await?;
         }
         Ok(())
     }
 
-    async fn leftovers<K>(
+    /// The objects of kind `K` in the stores that carry the CSV's labels and
+    /// are not in `keep`.
+    fn leftovers<K>(&self, keep: &BTreeSet<Key>) -> Vec<Key>
+    where
+        K: Resource<DynamicType = ()>,
+    {
+        let resource = ApiResource::erase::<K>(&());
+        self.live
+            .labelled(&resource, &self.labels)
+            .into_iter()
+            .filter(|key| !keep.contains(key))
+            .collect()
+    }
+
+    async fn delete<K>(
         &self,
         api: &Api<K>,
         kind: &'static str,
-        keep: &BTreeSet<(Option<String>, String)>,
-    ) -> Result<Vec<K>, Error>
-    where
-        K: Resource + Clone + DeserializeOwned + Debug,
-    {
-        let listed = api
-            .list(&ListParams::default().labels(self.selector))
-            .await
-            .map_err(|source| Error::List { kind, source })?;
-        Ok(listed
-            .items
-            .into_iter()
-            .filter(|obj| {
-                let key = (
-                    obj.meta().namespace.clone(),
-                    obj.meta().name.clone().unwrap_or_default(),
-                );
-                !keep.contains(&key)
-            })
-            .collect())
-    }
-
-    async fn delete<K>(&self, api: &Api<K>, kind: &'static str, obj: &K) -> Result<(), Error>
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(), Error>
     where
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     {
-        let name = obj.meta().name.clone().unwrap_or_default();
-        tracing::info!(kind, name = %display_name(obj.meta()), "removing an object the install no longer has");
-        self.ctx.delete(api, &name).await.map_err(|source| Error::Delete {
+        let shown = match namespace {
+            Some(namespace) => format!("{namespace}/{name}"),
+            None => name.to_owned(),
+        };
+        tracing::info!(kind, name = %shown, "removing an object the install no longer has");
+        self.ctx.delete(api, name).await.map_err(|source| Error::Delete {
             kind,
-            name: display_name(obj.meta()),
+            name: shown,
             source: Box::new(source),
         })
     }

@@ -28,7 +28,7 @@
 //! typed calls of its own rather than one [`olm_runtime::effects::Effects`]
 //! performed by the one applier; the serving objects (certificate Secrets,
 //! Services, webhook configurations, APIServices) are applied on every pass;
-//! pruning lists the CSV's objects from the API server; and the read step
+//! and the read step
 //! still GETs the CRDs it names (their schemas are too large to keep), its
 //! Deployments and ServiceAccounts (their status and owners), the hooks
 //! ConfigMap of a machine CSV ([`machine::requirements`]) and discovery.

@@ -62,6 +62,9 @@ pub struct Stores {
     pub namespaces: Cache<PartialObjectMeta<Namespace>>,
     /// Every Subscription, trimmed ([`trim_subscription`]).
     pub subscriptions: Cache<Subscription>,
+    /// Every Machine (shared with the MachinePool controller): the units of
+    /// machine CSVs.
+    pub machines: Cache<Machine>,
     /// Every copied CSV, trimmed (`copiedcsv::trim`): for the finalizer, which
     /// removes an original's copies. Not waited for by [`Stores::synced`]:
     /// the finalizer lists the copies while it fills.
@@ -77,6 +80,7 @@ impl Stores {
             && self.operator_groups.synced.get()
             && self.namespaces.synced.get()
             && self.subscriptions.synced.get()
+            && self.machines.synced.get()
     }
 
     /// The CSVs of `namespace`.

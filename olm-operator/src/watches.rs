@@ -360,6 +360,7 @@ impl Shared {
             operator_groups: cache(&self.groups),
             namespaces: cache(&self.namespaces),
             subscriptions: cache(&self.subscriptions),
+            machines: cache(&self.machines),
             copies: cache(&self.copies),
             installs: self.install_objects.stores(),
         }

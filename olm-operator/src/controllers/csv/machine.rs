@@ -42,6 +42,7 @@ use super::phase::{Health, Transition};
 use crate::{
     context::Context,
     controllers::machinepool::{agent::POOL_LABEL, status as pool_status},
+    stores::{Stores, in_namespace},
 };
 
 /// The label naming the CSV on its effective-config ConfigMap.
@@ -208,8 +209,11 @@ pub fn effective_config(
 
 /// The Subscription of `csv`: the one of its namespace whose installed or
 /// current CSV it is.
-fn subscription_of<'a>(subscriptions: &'a [Subscription], csv: &str) -> Option<&'a Subscription> {
-    subscriptions.iter().find(|s| {
+fn subscription_of<'a>(
+    subscriptions: impl IntoIterator<Item = &'a Subscription>,
+    csv: &str,
+) -> Option<&'a Subscription> {
+    subscriptions.into_iter().find(|s| {
         s.status.as_ref().is_some_and(|status| {
             status.installed_csv.as_deref() == Some(csv) || status.current_csv.as_deref() == Some(csv)
         })
@@ -341,20 +345,23 @@ pub fn views(
 }
 
 /// Writes the effective-config ConfigMap (when it changed) and returns how
-/// the install is doing on the pool's machines.
+/// the install is doing on the pool's machines. The Subscriptions and
+/// Machines come from the shared `stores`; the ConfigMap is read by name
+/// (no store keeps ConfigMaps) and the Leases are listed when it runs, as
+/// the MachinePool controller does: a watch would bring every renewal of
+/// every Lease of the cluster.
 pub async fn install(
     ctx: &Context,
+    stores: &Stores,
     csv: &ClusterServiceVersion,
     details: &StrategyDetailsMachine,
     replacement: Option<&str>,
 ) -> Result<Health, Error> {
     let namespace = csv.namespace().unwrap_or_default();
     let client = ctx.client.clone();
-    let subscriptions = Api::<Subscription>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(read(csv, "the Subscriptions of its namespace"))?;
-    let data = effective_config(details, subscription_of(&subscriptions.items, &csv.name_any()));
+    let subscriptions = in_namespace(&stores.subscriptions.store, &namespace);
+    let subscription = subscription_of(subscriptions.iter().map(AsRef::as_ref), &csv.name_any());
+    let data = effective_config(details, subscription);
     let name = config_map_name(&csv.name_any());
     let config_maps = Api::<ConfigMap>::namespaced(client.clone(), &namespace);
     let current = config_maps
@@ -371,13 +378,10 @@ pub async fn install(
             })?;
     }
 
-    let machines = Api::<Machine>::namespaced(client.clone(), &namespace)
-        .list(&ListParams::default())
-        .await
-        .map_err(read(csv, "the Machines of its namespace"))?;
+    let machines = in_namespace(&stores.machines.store, &namespace);
     let machines: Vec<&Machine> = machines
-        .items
         .iter()
+        .map(AsRef::as_ref)
         .filter(|m| m.spec.pool == details.pool)
         .collect();
     let leases = Api::<Lease>::namespaced(client, &namespace)
@@ -528,12 +532,12 @@ mod tests {
             "status": {"installedCSV": "demo.v1.0.0"},
         }))
         .expect("a subscription");
-        let found = subscription_of(std::slice::from_ref(&subscription), "demo.v1.0.0");
+        let found = subscription_of([&subscription], "demo.v1.0.0");
         let config = effective_config(&details(), found);
         assert_eq!(config.get("port").map(String::as_str), Some("9090"));
         assert_eq!(config.get("greeting").map(String::as_str), Some("hello"));
         assert_eq!(config.get("extra").map(String::as_str), Some("x"));
-        assert!(subscription_of(&[subscription], "other.v1").is_none());
+        assert!(subscription_of([&subscription], "other.v1").is_none());
     }
 
     fn view(name: &str, lost: bool, ready: bool, unit: Option<(&str, WorkloadState, &str)>) -> MachineView {

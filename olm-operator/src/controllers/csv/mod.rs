@@ -275,7 +275,7 @@ async fn install(
             ..Outcome::default()
         },
         Decision::Install if csv.spec.install.machine().is_some() => {
-            install_on_machines(ctx, csv, &found, &status, now).await?
+            install_on_machines(ctx, stores, csv, &found, &status, now).await?
         }
         Decision::Install => {
             let Some(outcome) = install_deployments(applier, csv, &found, &validation, &status, now).await?
@@ -338,6 +338,7 @@ async fn keep_companions(
 /// Installs a CSV with the `machine` strategy on its machines.
 async fn install_on_machines(
     ctx: &Context,
+    stores: &Stores,
     csv: &ClusterServiceVersion,
     found: &dereference::Dereferenced,
     status: &ClusterServiceVersionStatus,
@@ -345,7 +346,7 @@ async fn install_on_machines(
 ) -> Result<Outcome, Error> {
     let details = csv.spec.install.machine().expect("a machine strategy");
     let replacement = found.replacement.as_ref().map(|next| next.name.as_str());
-    let health = machine::install(ctx, csv, details, replacement)
+    let health = machine::install(ctx, stores, csv, details, replacement)
         .await
         .map_err(Error::Machine)?;
     let outcome = InstallOutcome::Applied(health.clone());

@@ -13,8 +13,9 @@ use std::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::{
     api::{
+        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
         apps::v1::{DaemonSet, Deployment},
-        core::v1::{Namespace, Node, Secret, ServiceAccount},
+        core::v1::{Namespace, Node, Secret, Service, ServiceAccount},
         discovery::v1::EndpointSlice,
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
@@ -127,6 +128,14 @@ pub struct InstallStores {
     pub api_services: Cache<APIService>,
     /// Every MachinePool (shared with the MachinePool controller).
     pub machine_pools: Cache<MachinePool>,
+    /// The certificate Secrets of CSVs, as metadata.
+    pub secrets: Cache<PartialObjectMeta<Secret>>,
+    /// The Services of CSVs' serving Deployments, as metadata.
+    pub services: Cache<PartialObjectMeta<Service>>,
+    /// The validating webhook configurations of CSVs, as metadata.
+    pub validating_webhooks: Cache<PartialObjectMeta<ValidatingWebhookConfiguration>>,
+    /// The mutating webhook configurations of CSVs, as metadata.
+    pub mutating_webhooks: Cache<PartialObjectMeta<MutatingWebhookConfiguration>>,
 }
 
 impl InstallStores {
@@ -143,6 +152,10 @@ impl InstallStores {
             && self.operator_conditions.synced.get()
             && self.api_services.synced.get()
             && self.machine_pools.synced.get()
+            && self.secrets.synced.get()
+            && self.services.synced.get()
+            && self.validating_webhooks.synced.get()
+            && self.mutating_webhooks.synced.get()
     }
 
     /// The live copies of the kinds a CSV install applies.
@@ -157,6 +170,10 @@ impl InstallStores {
             .with(self.condition_roles.store.clone())
             .with(self.condition_role_bindings.store.clone())
             .with(self.operator_conditions.store.clone())
+            .with(self.secrets.store.clone())
+            .with(self.services.store.clone())
+            .with(self.validating_webhooks.store.clone())
+            .with(self.mutating_webhooks.store.clone())
     }
 }
 

@@ -15,7 +15,7 @@
 //! | APIServices | store without `caBundle` ([`InstallStores`]): the requirements read it | [`csv::apiservices::naming_api_service`] | - |
 //! | MachinePools | store ([`InstallStores`]): the requirements of machine CSVs read it; the MachinePool controller reconciles from it | - | - |
 //! | Deployments, ServiceAccounts, RBAC labelled `olm.owner.kind=ClusterServiceVersion`, and Roles and RoleBindings labelled `olm.managed=true` (of OperatorConditions), metadata only | store ([`InstallStores`], [`crate::stores::trim_install_object`]): the applier's live copies | owner references; [`csv::labelled_owner`] | - |
-//! | Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | nothing | [`csv::labelled_owner`] | - |
+//! | Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | store ([`InstallStores`], [`crate::stores::trim_install_object`]): the applier's live copies | [`csv::labelled_owner`] | - |
 //! | Machines | store (no managed fields), shared with the MachinePool controller | [`csv::machine::of_pool`] | - |
 //! | Copied CSVs (`olm.copiedFrom`), listed 50 at a time | store: trimmed to metadata and status ([`copiedcsv::trim`]); the finalizer reads it | - | - |
 //! | OLMConfigs | store | - | - |
@@ -162,6 +162,18 @@ struct InstallObjects {
     operator_conditions: Reflector<OperatorCondition>,
     api_services: Reflector<APIService>,
     machine_pools: Reflector<MachinePool>,
+    serving: ServingObjects,
+}
+
+/// The shared watches of what serving Deployments of CSVs need (certificate
+/// Secrets, Services, webhook configurations), as trimmed metadata: each
+/// triggers the CSV that owns it, and its store tells the applier which are
+/// already as desired and which the CSV no longer has.
+struct ServingObjects {
+    secrets: Reflector<PartialObjectMeta<Secret>>,
+    services: Reflector<PartialObjectMeta<Service>>,
+    validating_webhooks: Reflector<PartialObjectMeta<ValidatingWebhookConfiguration>>,
+    mutating_webhooks: Reflector<PartialObjectMeta<MutatingWebhookConfiguration>>,
 }
 
 impl InstallObjects {
@@ -208,6 +220,12 @@ impl InstallObjects {
                     }
                 }),
             machine_pools: parts.reflector(Api::all(parts.client.clone()), watcher::Config::default()),
+            serving: ServingObjects {
+                secrets: labelled(parts, &owned),
+                services: labelled(parts, &owned),
+                validating_webhooks: labelled(parts, &owned),
+                mutating_webhooks: labelled(parts, &owned),
+            },
         }
     }
 
@@ -225,6 +243,10 @@ impl InstallObjects {
             operator_conditions: cache(&self.operator_conditions),
             api_services: cache(&self.api_services),
             machine_pools: cache(&self.machine_pools),
+            secrets: cache(&self.serving.secrets),
+            services: cache(&self.serving.services),
+            validating_webhooks: cache(&self.serving.validating_webhooks),
+            mutating_webhooks: cache(&self.serving.mutating_webhooks),
         }
     }
 
@@ -246,7 +268,15 @@ impl InstallObjects {
                 self.condition_role_bindings.run(),
                 self.operator_conditions.run(),
             ),
-            futures::future::join(self.api_services.run(), self.machine_pools.run()),
+            futures::future::join(
+                futures::future::join(self.api_services.run(), self.machine_pools.run()),
+                futures::future::join4(
+                    self.serving.secrets.run(),
+                    self.serving.services.run(),
+                    self.serving.validating_webhooks.run(),
+                    self.serving.mutating_webhooks.run(),
+                ),
+            ),
         )
         .await;
     }
@@ -419,7 +449,7 @@ fn csv_controller(
     let client = ctx.client.clone();
     let store = shared.csvs.store();
     let controller = parts.controller(&shared.csvs);
-    let controller = watch_csv_children(controller, &client, &shared.install_objects);
+    let controller = watch_csv_children(controller, &shared.install_objects);
     let controller = watch_csv_requirements(controller, &client, &store, shared);
     let controller = watch_csv_neighbours(controller, &store, shared);
     let metrics = ctx.metrics.clone();
@@ -445,7 +475,6 @@ fn csv_controller(
 /// certificates, Services and webhooks of serving Deployments.
 fn watch_csv_children(
     controller: Controller<ClusterServiceVersion>,
-    client: &Client,
     installs: &InstallObjects,
 ) -> Controller<ClusterServiceVersion> {
     controller
@@ -463,16 +492,16 @@ fn watch_csv_children(
         .watches_shared_stream(installs.cluster_role_bindings.subscribe(), |meta| {
             csv::labelled_owner(&meta.metadata)
         })
-        .watches_stream(csv_children::<Secret>(client), |meta| {
+        .watches_shared_stream(installs.serving.secrets.subscribe(), |meta| {
             csv::labelled_owner(&meta.metadata)
         })
-        .watches_stream(csv_children::<Service>(client), |meta| {
+        .watches_shared_stream(installs.serving.services.subscribe(), |meta| {
             csv::labelled_owner(&meta.metadata)
         })
-        .watches_stream(csv_children::<ValidatingWebhookConfiguration>(client), |meta| {
+        .watches_shared_stream(installs.serving.validating_webhooks.subscribe(), |meta| {
             csv::labelled_owner(&meta.metadata)
         })
-        .watches_stream(csv_children::<MutatingWebhookConfiguration>(client), |meta| {
+        .watches_shared_stream(installs.serving.mutating_webhooks.subscribe(), |meta| {
             csv::labelled_owner(&meta.metadata)
         })
 }
@@ -722,20 +751,6 @@ fn operator_controller(
     );
     let (terms, stopped) = (parts.leadership().terms(), parts.shutdown.signaled());
     operator::run(ctx, stream::select_all(names), terms, stopped)
-}
-
-/// The objects of kind `K` that CSVs own (labelled `olm.owner.kind`), as
-/// metadata: enough to map them back to their CSV.
-fn csv_children<K>(
-    client: &Client,
-) -> impl Stream<Item = watcher::Result<PartialObjectMeta<K>>> + Send + 'static
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    let config = watcher::Config::default().labels(&format!("{}={OWNER_KIND}", labels::OWNER_KIND));
-    watcher(Api::<PartialObjectMeta<K>>::all(client.clone()), config)
-        .backoff(TriggerBackoff::default())
-        .touched_objects()
 }
 
 /// Every change of the objects `api` reaches, retried with backoff.

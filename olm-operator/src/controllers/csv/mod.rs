@@ -24,13 +24,17 @@
 //!    ([`stamp`], [`crate::fields`]), so that a new leader, or a resync,
 //!    sends nothing for an install that is already right.
 //!
+//! The serving objects (certificate Secrets, Services, webhook
+//! configurations) are stamped and skipped the same way, and the objects a
+//! CSV no longer has are found in the stores.
+//!
 //! Not yet in the one shape the other controllers have: the apply step is
 //! typed calls of its own rather than one [`olm_runtime::effects::Effects`]
-//! performed by the one applier; the serving objects (certificate Secrets,
-//! Services, webhook configurations, APIServices) are applied on every pass;
-//! and the read step
-//! still GETs the CRDs it names (their schemas are too large to keep), its
-//! Deployments and ServiceAccounts (their status and owners), the hooks
+//! performed by the one applier; the APIServices and conversion webhooks of
+//! CRDs are applied on every pass of an install; and the read step still
+//! GETs the CRDs it names (their schemas are too large to keep), its
+//! Deployments and ServiceAccounts (their status and owners), the
+//! certificate Secrets of serving Deployments (their keys), the hooks
 //! ConfigMap of a machine CSV ([`machine::requirements`]) and discovery.
 //!
 //! What triggers a reconcile is wired in [`crate::watches`]; the mappers it
@@ -443,7 +447,7 @@ async fn apply_install(
         tracing::warn!(csv = %csv.name_any(), error = %detail, "the install was refused");
         (InstallOutcome::Rejected(detail), serving)
     };
-    let prepared = match serving::prepare(ctx, csv, &mut children, now).await {
+    let prepared = match serving::prepare(applier, csv, &mut children, now).await {
         Ok(prepared) => prepared,
         Err(e) if e.is_terminal() => return Ok(refused(e.detail(), None)),
         Err(e) => return Err(Error::Serving(e)),
@@ -457,7 +461,7 @@ async fn apply_install(
         Err(e) => return Err(Error::Apply(e)),
     };
     if let Some(prepared) = &prepared {
-        match serving::register(ctx, csv, membership, prepared).await {
+        match serving::register(applier, csv, membership, prepared).await {
             Ok(()) => {}
             Err(e) if e.is_terminal() => return Ok(refused(e.detail(), serving)),
             Err(e) => return Err(Error::Serving(e)),

@@ -30,7 +30,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Resource, ResourceExt,
-    api::{DynamicObject, ListParams},
+    api::{ApiResource, DynamicObject, ListParams},
     runtime::reflector::{ObjectRef, Store},
 };
 use olm_api::{
@@ -40,6 +40,7 @@ use olm_api::{
 use olm_runtime::{ErrorClass, apply::WriteError, classify};
 use serde::{Serialize, de::DeserializeOwned};
 
+use super::stamp::{self, Applier};
 use super::{
     apiservices,
     build::{Children, owner_labels, owner_selector},
@@ -92,6 +93,18 @@ pub enum Error {
         /// Who holds it, in words.
         holder: String,
     },
+    /// An object could not be encoded to hash its content (a bug: every
+    /// object built is plain JSON).
+    #[error("failed to encode {kind} {name} to hash it")]
+    Encode {
+        /// The kind.
+        kind: &'static str,
+        /// The name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
     /// Deleting an object failed.
     #[error("failed to delete {kind} {name}")]
     Delete {
@@ -110,7 +123,7 @@ impl Error {
     /// can help: the install is refused with this message.
     pub fn is_terminal(&self) -> bool {
         match self {
-            Error::Invalid(_) | Error::ApiServiceConflict { .. } => true,
+            Error::Invalid(_) | Error::ApiServiceConflict { .. } | Error::Encode { .. } => true,
             Error::Apply { source, .. } | Error::Delete { source, .. } => {
                 matches!(source.class(), ErrorClass::Terminal | ErrorClass::Forbidden)
             }
@@ -121,7 +134,9 @@ impl Error {
     /// What kind of failure this is, for the reconcile's error policy.
     pub fn class(&self) -> ErrorClass {
         match self {
-            Error::Invalid(_) | Error::ApiServiceConflict { .. } => ErrorClass::Terminal,
+            Error::Invalid(_) | Error::ApiServiceConflict { .. } | Error::Encode { .. } => {
+                ErrorClass::Terminal
+            }
             Error::Apply { source, .. } | Error::Delete { source, .. } => source.class(),
             Error::Get { source, .. } => classify(source),
             Error::Issue(_) => ErrorClass::Transient,
@@ -179,11 +194,12 @@ pub struct Prepared {
 /// into `children`' Deployments (and adds OLM's RBAC for them). `None` when
 /// the CSV serves nothing.
 pub async fn prepare(
-    ctx: &Context,
+    applier: Applier<'_>,
     csv: &ClusterServiceVersion,
     children: &mut Children,
     now: Timestamp,
 ) -> Result<Option<Prepared>, Error> {
+    let ctx = applier.ctx;
     let served = certs::served(csv);
     if served.is_empty() {
         if csv.status.as_ref().is_some_and(|s| s.certs_rotate_at.is_some()) {
@@ -225,7 +241,7 @@ pub async fn prepare(
         let Some(certificate) = issued.get(&one.deployment) else {
             continue;
         };
-        if serve_deployment(ctx, &owner, one, certificate, serving.rotate_at, children).await? {
+        if serve_deployment(applier, &owner, one, certificate, serving.rotate_at, children).await? {
             ca_bundles.insert(one.deployment.clone(), certificate.ca_pem.clone());
         }
     }
@@ -315,7 +331,7 @@ fn issue(
 /// spec hash and adds OLM's RBAC for it. Whether the Deployment is there to
 /// serve from.
 async fn serve_deployment(
-    ctx: &Context,
+    applier: Applier<'_>,
     owner: &Owner,
     one: &certs::Served,
     certificate: &Issued,
@@ -338,11 +354,12 @@ async fn serve_deployment(
 
     let mut service = certs::service(&service_name, &one.ports, spec);
     service.metadata = owner.namespaced(&service_name);
-    let services = Api::<Service>::namespaced(ctx.client.clone(), &owner.namespace);
-    apply(ctx, &services, &service, "Service").await?;
+    let client = &applier.ctx.client;
+    let services = Api::<Service>::namespaced(client.clone(), &owner.namespace);
+    apply(applier, &services, &service, "Service").await?;
     let secret = certificate_secret(owner, &secret_name, certificate, &hash, rotate_at);
-    let secrets = Api::<Secret>::namespaced(ctx.client.clone(), &owner.namespace);
-    apply(ctx, &secrets, &secret, "Secret").await?;
+    let secrets = Api::<Secret>::namespaced(client.clone(), &owner.namespace);
+    apply(applier, &secrets, &secret, "Secret").await?;
 
     certs::mount(spec, &secret_name, &hash);
     let new_hash = spec_hash(spec);
@@ -387,11 +404,12 @@ fn certificate_secret(
 /// the webhooks, conversion webhooks and APIServices of `csv` with the CAs of
 /// `prepared`, and removes those the CSV no longer declares.
 pub async fn register(
-    ctx: &Context,
+    applier: Applier<'_>,
     csv: &ClusterServiceVersion,
     membership: &Membership,
     prepared: &Prepared,
 ) -> Result<(), Error> {
+    let ctx = applier.ctx;
     let owner = Owner::of(csv);
     let ca_bundles = &prepared.ca_bundles;
     let registration = Registration {
@@ -405,7 +423,7 @@ pub async fn register(
     let validating_api = Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone());
     for configuration in &configurations.validating {
         apply(
-            ctx,
+            applier,
             &validating_api,
             configuration,
             "ValidatingWebhookConfiguration",
@@ -414,7 +432,13 @@ pub async fn register(
     }
     let mutating_api = Api::<MutatingWebhookConfiguration>::all(ctx.client.clone());
     for configuration in &configurations.mutating {
-        apply(ctx, &mutating_api, configuration, "MutatingWebhookConfiguration").await?;
+        apply(
+            applier,
+            &mutating_api,
+            configuration,
+            "MutatingWebhookConfiguration",
+        )
+        .await?;
     }
     let crds = Api::<DynamicObject>::all_with(ctx.client.clone(), &webhooks::crd_resource());
     for crd in &configurations.conversions {
@@ -433,8 +457,8 @@ pub async fn register(
 
     // What this CSV no longer declares.
     let selector = owner_selector(&owner.name, &owner.namespace);
-    let keep_names = |list: &[Option<String>]| list.iter().flatten().cloned().collect::<Vec<_>>();
-    let keep = keep_names(
+    let names = |list: &[Option<String>]| list.iter().flatten().cloned().collect::<Vec<_>>();
+    let keep = names(
         &configurations
             .validating
             .iter()
@@ -442,14 +466,14 @@ pub async fn register(
             .collect::<Vec<_>>(),
     );
     prune(
-        ctx,
+        applier,
         &validating_api,
-        &selector,
+        &owner.labels,
         &keep,
         "ValidatingWebhookConfiguration",
     )
     .await?;
-    let keep = keep_names(
+    let keep = names(
         &configurations
             .mutating
             .iter()
@@ -457,9 +481,9 @@ pub async fn register(
             .collect::<Vec<_>>(),
     );
     prune(
-        ctx,
+        applier,
         &mutating_api,
-        &selector,
+        &owner.labels,
         &keep,
         "MutatingWebhookConfiguration",
     )
@@ -491,22 +515,23 @@ pub fn require_api_services(
     }
 }
 
-/// Removes the webhook configurations and APIServices of a deleted CSV.
+/// Removes the webhook configurations and APIServices of a deleted CSV, or
+/// of one that serves nothing any more. They are listed from the API server:
+/// this runs once, when the CSV goes or stops serving, and must find every
+/// object whatever the stores have shown yet.
 pub async fn cleanup(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(), Error> {
     let selector = owner_selector(&csv.name_any(), &csv.namespace().unwrap_or_default());
-    prune(
+    remove_labelled(
         ctx,
         &Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone()),
         &selector,
-        &[],
         "ValidatingWebhookConfiguration",
     )
     .await?;
-    prune(
+    remove_labelled(
         ctx,
         &Api::<MutatingWebhookConfiguration>::all(ctx.client.clone()),
         &selector,
-        &[],
         "MutatingWebhookConfiguration",
     )
     .await?;
@@ -572,15 +597,26 @@ fn text(data: &BTreeMap<String, k8s_openapi::ByteString>, key: &str) -> String {
         .unwrap_or_default()
 }
 
-async fn apply<K>(ctx: &Context, api: &Api<K>, obj: &K, kind: &'static str) -> Result<K, Error>
+/// Applies `obj` stamped with the hash of its content, unless its live copy
+/// in the shared stores carries that hash already ([`Applier::apply`]).
+async fn apply<K>(applier: Applier<'_>, api: &Api<K>, obj: &K, kind: &'static str) -> Result<(), Error>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
-    ctx.apply(api, obj).await.map_err(|source| Error::Apply {
-        kind,
-        name: obj.meta().name.clone().unwrap_or_default(),
-        source: Box::new(source),
-    })
+    let name = || obj.meta().name.clone().unwrap_or_default();
+    match applier.apply(api, obj, kind).await {
+        Ok(_) => Ok(()),
+        Err(stamp::Error::Write { source, .. }) => Err(Error::Apply {
+            kind,
+            name: name(),
+            source,
+        }),
+        Err(stamp::Error::Encode { source, .. }) => Err(Error::Encode {
+            kind,
+            name: name(),
+            source,
+        }),
+    }
 }
 
 async fn apply_dynamic(
@@ -600,11 +636,42 @@ async fn apply_dynamic(
         })
 }
 
+/// Deletes the objects of kind `K` carrying the CSV's owner `labels` in the
+/// shared stores whose names are not in `keep`.
 async fn prune<K>(
+    applier: Applier<'_>,
+    api: &Api<K>,
+    labels: &BTreeMap<String, String>,
+    keep: &[String],
+    kind: &'static str,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let resource = ApiResource::erase::<K>(&());
+    for (_, name) in applier.live.labelled(&resource, labels) {
+        if keep.contains(&name) {
+            continue;
+        }
+        tracing::info!(kind, %name, "removing a webhook configuration the ClusterServiceVersion no longer has");
+        applier
+            .ctx
+            .delete(api, &name)
+            .await
+            .map_err(|source| Error::Delete {
+                kind,
+                name,
+                source: Box::new(source),
+            })?;
+    }
+    Ok(())
+}
+
+/// Deletes every object of kind `K` that `selector` selects, listed live.
+async fn remove_labelled<K>(
     ctx: &Context,
     api: &Api<K>,
     selector: &str,
-    keep: &[String],
     kind: &'static str,
 ) -> Result<(), Error>
 where
@@ -618,12 +685,8 @@ where
             name: selector.to_owned(),
             source,
         })?;
-    for obj in listed.items {
-        let name = obj.name_any();
-        if keep.contains(&name) {
-            continue;
-        }
-        tracing::info!(kind, %name, "removing a webhook configuration the ClusterServiceVersion no longer has");
+    for name in listed.items.iter().map(ResourceExt::name_any) {
+        tracing::info!(kind, %name, "removing a webhook configuration of a ClusterServiceVersion");
         ctx.delete(api, &name).await.map_err(|source| Error::Delete {
             kind,
             name,

@@ -40,7 +40,7 @@ use olm_runtime::{
 
 use self::{
     decide::{Applied, Decision, Next, Read, Transition},
-    execute::Executor,
+    execute::{Executor, StepCause, StepFailure},
 };
 use super::Context;
 
@@ -174,10 +174,14 @@ async fn apply_steps(
     applied: &mut Vec<Applied>,
 ) {
     for &index in batch {
-        let Some(step) = steps.get(index) else {
-            continue;
+        let outcome = match steps.get(index) {
+            Some(step) => executor.apply(step).await,
+            // Never from decide, which names steps of this plan; failing ends the loop.
+            None => Err(StepFailure {
+                cause: StepCause::Invalid,
+                message: format!("the plan has no step {index}"),
+            }),
         };
-        let outcome = executor.apply(step).await;
         let failed = outcome.is_err();
         applied.push(Applied { index, outcome });
         if failed {

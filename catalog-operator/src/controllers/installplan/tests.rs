@@ -89,33 +89,44 @@ fn served(group_version: &str, resources: &[(&str, &str, bool)]) -> Answer {
 /// gives a written CSV the UID `uid-applied` and answers a status write with
 /// `plan` carrying that status; it records every request.
 fn api_server(plan: &InstallPlan) -> (Client, MockApi) {
+    api_server_where(plan, |_| None)
+}
+
+/// [`api_server`], but answering as `first` says where it says anything.
+fn api_server_where(
+    plan: &InstallPlan,
+    first: impl Fn(&Request) -> Option<Answer> + Send + Sync + 'static,
+) -> (Client, MockApi) {
     let plan = serde_json::to_value(plan).expect("JSON");
-    MockApi::new(move |request: &Request| {
-        let (method, path) = request.line.split_once(' ').expect("METHOD /path");
-        match (method, path) {
-            ("GET", "/apis/apiextensions.k8s.io/v1") => Some(served(
-                "apiextensions.k8s.io/v1",
-                &[("customresourcedefinitions", "CustomResourceDefinition", false)],
-            )),
-            ("GET", "/apis/operators.coreos.com/v1alpha1") => Some(served(
-                "operators.coreos.com/v1alpha1",
-                &[("clusterserviceversions", "ClusterServiceVersion", true)],
-            )),
-            ("GET", "/api/v1") => Some(served("v1", &[("configmaps", "ConfigMap", true)])),
-            ("GET", _) => Some(Answer::failure(404, "NotFound")),
-            ("PATCH", CSV) => {
-                let mut csv = request.body.clone();
-                csv["metadata"]["uid"] = "uid-applied".into();
-                Some(Answer::ok(csv))
-            }
-            ("PATCH", _) if request.line == STATUS => {
-                let mut answer = plan.clone();
-                answer["status"] = request.body["status"].clone();
-                Some(Answer::ok(answer))
-            }
-            _ => None,
+    MockApi::new(move |request: &Request| first(request).or_else(|| answer(&plan, request)))
+}
+
+/// What [`api_server`] answers to `request`.
+fn answer(plan: &Value, request: &Request) -> Option<Answer> {
+    let (method, path) = request.line.split_once(' ').expect("METHOD /path");
+    match (method, path) {
+        ("GET", "/apis/apiextensions.k8s.io/v1") => Some(served(
+            "apiextensions.k8s.io/v1",
+            &[("customresourcedefinitions", "CustomResourceDefinition", false)],
+        )),
+        ("GET", "/apis/operators.coreos.com/v1alpha1") => Some(served(
+            "operators.coreos.com/v1alpha1",
+            &[("clusterserviceversions", "ClusterServiceVersion", true)],
+        )),
+        ("GET", "/api/v1") => Some(served("v1", &[("configmaps", "ConfigMap", true)])),
+        ("GET", _) => Some(Answer::failure(404, "NotFound")),
+        ("PATCH", CSV) => {
+            let mut csv = request.body.clone();
+            csv["metadata"]["uid"] = "uid-applied".into();
+            Some(Answer::ok(csv))
         }
-    })
+        ("PATCH", _) if request.line == STATUS => {
+            let mut answer = plan.clone();
+            answer["status"] = request.body["status"].clone();
+            Some(Answer::ok(answer))
+        }
+        _ => None,
+    }
 }
 
 /// A context on `client` whose stores hold `plan` and the CSVs `csvs`.
@@ -292,18 +303,9 @@ async fn a_step_whose_api_is_not_served_waits_and_looks_again() {
         true,
         ["Created", "Created", "Created", "NotPresent"],
     );
-    let (client, api) = MockApi::new({
-        let plan = serde_json::to_value(&plan).expect("JSON");
-        move |request: &Request| match request.line.as_str() {
-            // Discovery of the core group does not serve ConfigMaps (yet).
-            "GET /api/v1" => Some(served("v1", &[])),
-            STATUS => {
-                let mut answer = plan.clone();
-                answer["status"] = request.body["status"].clone();
-                Some(Answer::ok(answer))
-            }
-            _ => None,
-        }
+    // Discovery of the core group does not serve ConfigMaps (yet).
+    let (client, api) = api_server_where(&plan, |request| {
+        (request.line == "GET /api/v1").then(|| served("v1", &[]))
     });
     let action = reconcile(Arc::new(plan.clone()), context(client, &plan, Vec::new()))
         .await
@@ -321,6 +323,46 @@ async fn a_step_whose_api_is_not_served_waits_and_looks_again() {
         "{:?}",
         waiting.message
     );
+}
+
+/// A refused step write: retried (a missing permission) or failing the plan
+/// (an invalid object), recorded in the status naming the step (table).
+#[tokio::test]
+async fn a_refused_step_is_recorded_and_retried_or_fails_the_plan() {
+    let cases = [
+        (
+            403,
+            "Forbidden",
+            InstallPlanPhase::Installing,
+            Action::requeue(super::decide::RETRY),
+        ),
+        (422, "Invalid", InstallPlanPhase::Failed, Action::await_change()),
+    ];
+    for (code, reason, phase, then) in cases {
+        let plan = plan(
+            "Installing",
+            true,
+            ["Created", "Created", "Created", "NotPresent"],
+        );
+        let (client, api) = api_server_where(&plan, move |request| {
+            (request.line == format!("PATCH {APP_CONFIG}")).then(|| Answer::failure(code, reason))
+        });
+        let ctx = context(client, &plan, vec![csv("app.v1", "uid-app")]);
+        let action = reconcile(Arc::new(plan.clone()), ctx).await.expect("reconciled");
+        assert_eq!(action, then, "{reason}");
+        assert_eq!(
+            writes(&api),
+            [format!("PATCH {APP_CONFIG}"), STATUS.to_owned()],
+            "{reason}"
+        );
+        let written = status_written(&api, 0);
+        assert_eq!(written.phase, phase, "{reason}");
+        let message = written.message.unwrap_or_default();
+        assert!(
+            message.contains("ConfigMap app-config") && message.contains(reason),
+            "{reason}: {message}"
+        );
+    }
 }
 
 #[test]

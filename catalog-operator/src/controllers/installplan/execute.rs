@@ -5,6 +5,12 @@
 //! lease) resumes from its recorded progress and re-applies at most the steps that
 //! were in flight. Namespaced objects other than the CSV get the CSV as a
 //! (non-controller) owner, so Kubernetes collects them with it.
+//!
+//! This is the external work of the controller's *apply* step, and reads
+//! live what no store can hold: discovery (whether the API server serves a
+//! step's kind, and its scope) and the object a step applies, of any kind
+//! a bundle ships. The UID of a bundle's CSV comes from the shared CSV
+//! store, or from the apply that created it.
 
 use std::collections::HashMap;
 
@@ -14,6 +20,7 @@ use kube::{
     api::{DeleteParams, DynamicObject, GroupVersionKind, Preconditions},
     core::ApiResource,
     discovery::{ApiCapabilities, Scope},
+    runtime::reflector::{ObjectRef, Store},
 };
 use olm_api::{
     OPERATORS_GROUP,
@@ -97,23 +104,33 @@ fn from_write(step: &Step, error: WriteError) -> StepFailure {
 pub struct Executor<'a> {
     client: &'a Client,
     writer: &'a Writer,
+    csvs: &'a Store<ClusterServiceVersion>,
     namespace: &'a str,
     discovered: HashMap<(String, String, String), (ApiResource, ApiCapabilities)>,
     csv_uids: HashMap<String, String>,
 }
 
 impl<'a> Executor<'a> {
-    /// An executor for the plans of `namespace`.
-    pub fn new(client: &'a Client, writer: &'a Writer, namespace: &'a str) -> Self {
+    /// An executor for the plans of `namespace`, which finds the CSVs that
+    /// own a bundle's objects in `csvs` (the shared store, without copies).
+    pub fn new(
+        client: &'a Client,
+        writer: &'a Writer,
+        csvs: &'a Store<ClusterServiceVersion>,
+        namespace: &'a str,
+    ) -> Self {
         Executor {
             client,
             writer,
+            csvs,
             namespace,
             discovered: HashMap::new(),
             csv_uids: HashMap::new(),
         }
     }
 
+    /// The step's kind as the API server serves it. Discovery is live: no
+    /// store says which APIs are served.
     async fn resource(&mut self, step: &Step) -> Result<(ApiResource, ApiCapabilities), StepFailure> {
         let r = &step.resource;
         let key = (r.group.clone(), r.version.clone(), r.kind.clone());
@@ -141,25 +158,22 @@ impl<'a> Executor<'a> {
         }
     }
 
-    /// The UID of CSV `name` of the namespace, to own the bundle's other objects.
-    async fn csv_uid(&mut self, name: &str) -> Result<String, StepFailure> {
+    /// The UID of CSV `name` of the namespace, to own the bundle's other
+    /// objects: the one this reconcile applied, or the one in the store (which
+    /// holds no copied CSV, so never lends a copy's UID).
+    fn csv_uid(&mut self, name: &str) -> Result<String, StepFailure> {
         if let Some(uid) = self.csv_uids.get(name) {
             return Ok(uid.clone());
         }
-        let api: Api<ClusterServiceVersion> = Api::namespaced(self.client.clone(), self.namespace);
-        match api.get_metadata_opt(name).await {
-            Ok(Some(csv)) => {
-                let uid = csv.uid().unwrap_or_default();
+        let stored = self.csvs.get(&ObjectRef::new(name).within(self.namespace));
+        match stored.and_then(|csv| csv.uid()) {
+            Some(uid) => {
                 self.csv_uids.insert(name.to_owned(), uid.clone());
                 Ok(uid)
             }
-            Ok(None) => Err(StepFailure::new(
+            None => Err(StepFailure::new(
                 StepCause::NotReady,
                 format!("ClusterServiceVersion {name} is not there yet to own the objects of its bundle"),
-            )),
-            Err(e) => Err(StepFailure::api(
-                &e,
-                format!("cannot read ClusterServiceVersion {name}: {e}"),
             )),
         }
     }
@@ -184,9 +198,10 @@ impl<'a> Executor<'a> {
             Api::all_with(self.client.clone(), &resource)
         };
         if namespaced && !is_csv && !is_subscription {
-            let uid = self.csv_uid(&step.resolving).await?;
+            let uid = self.csv_uid(&step.resolving)?;
             object.metadata.owner_references = Some(vec![csv_owner(&step.resolving, uid)]);
         }
+        // Live: a step may be of any kind a bundle ships, which no store holds.
         let mut existing = api
             .get_opt(&r.name)
             .await

@@ -1,8 +1,8 @@
 //! Step 3 of a sync, writing plans: every group with bundles to install gets an
 //! InstallPlan, the existing one that covers its bundles or a new one (built by
-//! [`crate::controllers::plan`]), unless a bundle image of it must be pulled
-//! first: then the group asks for the pull ([`UnpackRequest`]) and gets its plan
-//! in the next pass. After the statuses, the oldest plans beyond the limit go
+//! [`crate::controllers::plan`]), unless a bundle image of it must be unpacked
+//! first: then the group asks for the unpack ([`UnpackRequest`]) and gets its
+//! plan in the next pass. After the statuses, the oldest plans beyond the limit go
 //! ([`plans_to_delete`], performed with the statuses: [`super::decide`]).
 
 use std::{collections::HashSet, sync::Arc};
@@ -72,9 +72,9 @@ impl WrittenPlans {
 }
 
 /// Finds or creates the plan of every group that has bundles to install, with
-/// the bundles `unpacked` gave; a group whose bundle image must be pulled asks
-/// for it instead (and shows as unpacking, should it be asked again in the
-/// pass after the pulls).
+/// the bundles `unpacked` gave; a group whose bundle image must be unpacked
+/// asks for it instead (and shows as unpacking, should it be asked again in the
+/// pass after the unpacks).
 pub(super) async fn write_plans(
     ctx: &SubscriptionContext,
     inputs: &NamespaceInputs,

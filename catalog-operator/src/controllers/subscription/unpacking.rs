@@ -1,11 +1,12 @@
 //! The Subscription controller's side of unpacking bundle images
-//! ([`crate::images::unpack`]). Building a plan never pulls an image: a bundle
-//! whose image must be pulled in process becomes an [`UnpackRequest`], external
-//! work the sync's decision asks for. The sync then sets condition
-//! `BundleUnpacking` True (reason `UnpackingInProgress`) on the plan's
-//! Subscriptions ([`super::decide::unpacking`]), [`perform`]s the pulls, and
-//! plans again with what they gave ([`Unpacked`]); a failed unpack becomes this
-//! controller's error.
+//! ([`crate::images::unpack`]). Building a plan never unpacks an image: a
+//! bundle whose image must be pulled in process, or whose unpack Job must be
+//! advanced, becomes an [`UnpackRequest`], external work the sync's decision
+//! asks for. The sync then sets condition `BundleUnpacking` True (reason
+//! `UnpackingInProgress`) on the Subscriptions of a plan waiting for a pull
+//! ([`super::decide::unpacking`]), [`perform`]s the requests, and plans again
+//! with what they gave ([`Unpacked`]): a bundle, where a Job stands, or why the
+//! unpack failed, which becomes this controller's error.
 
 use std::collections::HashMap;
 
@@ -19,11 +20,11 @@ use crate::{
     controllers::Context,
     images::{
         bundles::UnpackError,
-        unpack::{self, Prepared, Pull, Unpack},
+        unpack::{self, ByJob, Prepared, Pull, Unpack},
     },
 };
 
-/// A bundle image to pull in process, asked for by the decision of a sync.
+/// A bundle image to unpack, asked for by the decision of a sync.
 #[derive(Debug)]
 pub struct UnpackRequest {
     /// The catalog of the bundle.
@@ -32,14 +33,32 @@ pub struct UnpackRequest {
     pub bundle: String,
     /// The Subscriptions of the plan that waits for it.
     pub members: Vec<String>,
-    /// The pull.
-    pub pull: Pull,
+    /// How it is unpacked.
+    pub work: UnpackWork,
+}
+
+/// How a requested bundle image is unpacked.
+#[derive(Debug)]
+pub enum UnpackWork {
+    /// Pulled in process, while the plan's Subscriptions show BundleUnpacking.
+    Pull(Pull),
+    /// By the Job of its catalog, advanced by a step; the plan's Subscriptions
+    /// show where it stands once planned again.
+    Job(Box<ByJob>),
 }
 
 impl UnpackRequest {
-    /// The image to pull.
+    /// The image to unpack.
     pub fn image(&self) -> &str {
-        self.pull.image()
+        match &self.work {
+            UnpackWork::Pull(pull) => pull.image(),
+            UnpackWork::Job(job) => job.image(),
+        }
+    }
+
+    /// Whether it is pulled in process.
+    pub fn is_pull(&self) -> bool {
+        matches!(self.work, UnpackWork::Pull(_))
     }
 }
 
@@ -88,19 +107,22 @@ pub(super) async fn complete(
         extractor_image: &shared.options.unpack_job_image,
         namespace,
     };
-    match unpack::prepare(&unpack, bundle).await {
-        Prepared::Done(result) => result.map(Ok).map_err(failed),
-        Prepared::Pull(pull) => Ok(Err(UnpackRequest {
-            catalog: catalog.clone(),
-            bundle: name.clone(),
-            members: members.iter().map(|s| s.name_any()).collect(),
-            pull,
-        })),
-    }
+    let work = match unpack::prepare(&unpack, bundle).await {
+        Prepared::Done(result) => return result.map(Ok).map_err(failed),
+        Prepared::Pull(pull) => UnpackWork::Pull(pull),
+        Prepared::Job(job) => UnpackWork::Job(job),
+    };
+    Ok(Err(UnpackRequest {
+        catalog: catalog.clone(),
+        bundle: name.clone(),
+        members: members.iter().map(|s| s.name_any()).collect(),
+        work,
+    }))
 }
 
-/// Performs the unpacks the decision requested: pulls each image in process
-/// (within the namespace's unpack timeout), for the next pass of the sync.
+/// Performs the unpacks the decision requested, for the next pass of the sync:
+/// pulls an image in process (within the namespace's unpack timeout), or
+/// advances its unpack Job by a step.
 pub(super) async fn perform(shared: &Context, namespace: &str, requests: Vec<UnpackRequest>) -> Unpacked {
     let mut unpacked = Unpacked::default();
     for request in requests {
@@ -113,7 +135,10 @@ pub(super) async fn perform(shared: &Context, namespace: &str, requests: Vec<Unp
             extractor_image: &shared.options.unpack_job_image,
             namespace,
         };
-        let result = unpack::pull(&unpack, request.pull).await;
+        let result = match request.work {
+            UnpackWork::Pull(pull) => unpack::pull(&unpack, pull).await,
+            UnpackWork::Job(job) => unpack::advance_job(&unpack, job).await,
+        };
         unpacked.0.insert(image, result);
     }
     unpacked

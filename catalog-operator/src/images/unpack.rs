@@ -112,6 +112,26 @@ pub enum Prepared {
     Done(Result<Bundle, UnpackError>),
     /// The bundle's image is to be pulled in process: [`pull`] does it.
     Pull(Pull),
+    /// The bundle's image is unpacked by a Job: [`advance_job`] advances it.
+    Job(Box<ByJob>),
+}
+
+/// A bundle image unpacked by the Job of its catalog, with what the Job needs.
+#[derive(Debug)]
+pub struct ByJob {
+    /// The CatalogSource asking for Jobs.
+    source: CatalogSource,
+    /// The image.
+    image: String,
+    /// The unpack policy of the namespace.
+    policy: UnpackPolicy,
+}
+
+impl ByJob {
+    /// The image to unpack.
+    pub fn image(&self) -> &str {
+        &self.image
+    }
 }
 
 /// A bundle image to pull in process, with what the pull needs.
@@ -132,8 +152,9 @@ impl Pull {
     }
 }
 
-/// `bundle` with its manifests if it needs no pull now: its catalog carries them,
-/// its image was read before, or a Job unpacks it; else the pull to make.
+/// `bundle` with its manifests if it needs no unpack now: its catalog carries
+/// them, or its image was read before; else the pull to make, or the Job to
+/// advance.
 pub async fn prepare(unpack: &Unpack<'_>, bundle: Bundle) -> Prepared {
     if !crate::images::bundles::needs_unpacking(&bundle) {
         return Prepared::Done(Ok(bundle));
@@ -145,7 +166,11 @@ pub async fn prepare(unpack: &Unpack<'_>, bundle: Bundle) -> Prepared {
     }
     let policy = policy(unpack.client, unpack.namespace).await;
     if let Some(source) = unpack.source.filter(|s| Method::of(s) == Method::Job) {
-        return Prepared::Done(by_job(unpack, source, &image, &policy).await);
+        return Prepared::Job(Box::new(ByJob {
+            source: source.clone(),
+            image,
+            policy,
+        }));
     }
     if let Some(error) = images.retry_wait(&image, policy.min_retry) {
         return Prepared::Done(Err(error));
@@ -159,6 +184,12 @@ pub async fn prepare(unpack: &Unpack<'_>, bundle: Bundle) -> Prepared {
         policy,
         secrets,
     })
+}
+
+/// The bundle of the image of `job` as its unpack Job wrote it, or where the
+/// Job is ([`UnpackError::Pending`]), after advancing the Job by a step.
+pub async fn advance_job(unpack: &Unpack<'_>, job: Box<ByJob>) -> Result<Bundle, UnpackError> {
+    by_job(unpack, &job.source, &job.image, &job.policy).await
 }
 
 /// The bundle of `image` as the unpack Job of `source` wrote it, or where the Job is.

@@ -51,6 +51,15 @@ pub enum Error {
         #[source]
         source: WriteError,
     },
+    /// A decided object could not be encoded for the API server (a bug).
+    #[error("failed to encode {what}: report this as a bug")]
+    Encode {
+        /// What was encoded.
+        what: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
     /// A read failed.
     #[error("failed to read {what}")]
     Read {
@@ -66,6 +75,7 @@ impl ReconcileError for Error {
     fn category(&self) -> &'static str {
         match self {
             Error::NoNamespace => "invalid",
+            Error::Encode { .. } => "internal",
             Error::CatalogUnavailable { .. } | Error::Fetch { .. } => "catalog",
             Error::Unpack { .. } => "bundle_image",
             Error::Write { .. } | Error::Read { .. } => "api",
@@ -74,7 +84,7 @@ impl ReconcileError for Error {
 
     fn class(&self) -> ErrorClass {
         match self {
-            Error::NoNamespace => ErrorClass::Terminal,
+            Error::NoNamespace | Error::Encode { .. } => ErrorClass::Terminal,
             // The catalog may come back, or serve the bundle later.
             Error::CatalogUnavailable { .. } | Error::Fetch { .. } => ErrorClass::Transient,
             // Retried with backoff: a pull secret or the image may appear later.

@@ -1,11 +1,13 @@
 //! Step 3 of a sync, writing plans: every group with bundles to install gets an
 //! InstallPlan, the existing one that covers its bundles or a new one (built by
-//! [`crate::controllers::plan`]); and, after the statuses, the oldest plans
-//! beyond the limit go.
+//! [`crate::controllers::plan`]), unless a bundle image of it must be unpacked
+//! first: then the group asks for the unpack ([`UnpackRequest`]) and gets its
+//! plan in the next pass. After the statuses, the oldest plans beyond the limit go
+//! ([`plans_to_delete`], performed with the statuses: [`super::decide`]).
 
 use std::{collections::HashSet, sync::Arc};
 
-use kube::{Api, ResourceExt, api::DeleteParams};
+use kube::{Api, ResourceExt};
 use olm_api::v1alpha1::{
     ClusterServiceVersion, InstallPlan, InstallPlanPhase, InstallPlanStatus, Subscription,
 };
@@ -15,7 +17,7 @@ use super::{
     error::Error,
     inputs::NamespaceInputs,
     resolve::{Decision, GroupDecision},
-    unpacking,
+    unpacking::{self, UnpackRequest, Unpacked},
 };
 use crate::controllers::{
     Context,
@@ -39,6 +41,16 @@ pub struct WrittenPlans {
     /// The Subscriptions given BundleUnpacking while an image was pulled: their
     /// status is written again, which clears it.
     pub marked_unpacking: HashSet<String>,
+    /// The bundle images to pull before the groups that need them get a plan.
+    pub requests: Vec<UnpackRequest>,
+}
+
+/// What a group with bundles to install gets in one pass.
+enum Ensured {
+    /// Its plan, found or created.
+    Plan(Arc<InstallPlan>),
+    /// The pulls of bundle images its plan needs first.
+    Unpack(Vec<UnpackRequest>),
 }
 
 /// Where the unpacking of a group's bundle image stands.
@@ -59,23 +71,34 @@ impl WrittenPlans {
     }
 }
 
-/// Finds or creates the plan of every group that has bundles to install.
+/// Finds or creates the plan of every group that has bundles to install, with
+/// the bundles `unpacked` gave; a group whose bundle image must be unpacked
+/// asks for it instead (and shows as unpacking, should it be asked again in the
+/// pass after the unpacks).
 pub(super) async fn write_plans(
     ctx: &SubscriptionContext,
     inputs: &NamespaceInputs,
+    plans: &[Arc<InstallPlan>],
     decisions: &[GroupDecision],
+    unpacked: &mut Unpacked,
 ) -> Result<WrittenPlans, Error> {
-    let mut all = inputs.plans.clone();
+    let mut all = plans.to_vec();
     let mut by_group = Vec::with_capacity(decisions.len());
     let mut unpack = Vec::with_capacity(decisions.len());
     let mut unpack_error = None;
-    let mut marked_unpacking = HashSet::new();
+    let mut requests = Vec::new();
     for group in decisions {
         let mut state = None;
         let plan = match &group.decision {
             Decision::Install(steps) => {
-                match ensure_plan(ctx, inputs, group, steps, &mut all, &mut marked_unpacking).await {
-                    Ok(plan) => Some(plan),
+                match ensure_plan(ctx, inputs, group, steps, &mut all, unpacked).await {
+                    Ok(Ensured::Plan(plan)) => Some(plan),
+                    Ok(Ensured::Unpack(asked)) => {
+                        let image = asked.first().map(|r| r.image().to_owned()).unwrap_or_default();
+                        state = Some(UnpackState::Unpacking(format!("unpacking bundle image {image}")));
+                        requests.extend(asked);
+                        None
+                    }
                     Err(Error::Unpack {
                         source: UnpackError::Pending(waiting),
                         ..
@@ -102,7 +125,8 @@ pub(super) async fn write_plans(
         all,
         unpack,
         unpack_error,
-        marked_unpacking,
+        marked_unpacking: HashSet::new(),
+        requests,
     })
 }
 
@@ -114,8 +138,8 @@ async fn ensure_plan(
     group: &GroupDecision,
     steps: &[ResolvedStep],
     plans: &mut Vec<Arc<InstallPlan>>,
-    marked: &mut HashSet<String>,
-) -> Result<Arc<InstallPlan>, Error> {
+    unpacked: &mut Unpacked,
+) -> Result<Ensured, Error> {
     let namespace = inputs.namespace.as_str();
     let members: Vec<&Subscription> = inputs
         .subscriptions
@@ -131,14 +155,17 @@ async fn ensure_plan(
         let planned = plan.status.as_ref().is_some_and(|s| s.plan.is_some());
         if !planned {
             // Created, but its steps were never written (a crash in between).
-            let status = plan_status(&ctx.shared, &plan, group, steps, &members, marked).await?;
+            let status = match plan_status(&ctx.shared, &plan, group, steps, &members, unpacked).await? {
+                Ok(status) => status,
+                Err(requests) => return Ok(Ensured::Unpack(requests)),
+            };
             let written = write_plan_status(&ctx.shared, namespace, &plan.name_any(), &status).await?;
             ctx.state.remember(namespace, written.clone());
-            return Ok(written);
+            return Ok(Ensured::Plan(written));
         }
         let completed = plan.status.as_ref().map(|s| s.phase) == Some(InstallPlanPhase::Complete);
         if !completed || !csvs_gone(&ctx.shared, inputs, steps).await? {
-            return Ok(plan);
+            return Ok(Ensured::Plan(plan));
         }
         tracing::info!(
             namespace,
@@ -151,7 +178,10 @@ async fn ensure_plan(
     let plan = plan::new_install_plan(namespace, &members, steps, group.approval, generation);
     // Fetch the manifests first, so that a registry that is down leaves no
     // half-made plan behind.
-    let status = plan_status(&ctx.shared, &plan, group, steps, &members, marked).await?;
+    let status = match plan_status(&ctx.shared, &plan, group, steps, &members, unpacked).await? {
+        Ok(status) => status,
+        Err(requests) => return Ok(Ensured::Unpack(requests)),
+    };
     let api: Api<InstallPlan> = Api::namespaced(ctx.shared.client.clone(), namespace);
     let created = ctx
         .shared
@@ -176,7 +206,7 @@ async fn ensure_plan(
     let written = write_plan_status(&ctx.shared, namespace, &name, &status).await?;
     ctx.state.remember(namespace, written.clone());
     plans.push(written.clone());
-    Ok(written)
+    Ok(Ensured::Plan(written))
 }
 
 /// Whether some CSV of a complete plan is gone from the namespace (checked with
@@ -223,17 +253,19 @@ async fn write_plan_status(
 }
 
 /// The status of a freshly planned InstallPlan, from the bundles' manifests
-/// (fetched from their registry when the catalog listing left them out).
+/// (fetched from their registry when the catalog listing left them out), or
+/// the pulls of bundle images it needs first.
 async fn plan_status(
     shared: &Context,
     plan: &InstallPlan,
     group: &GroupDecision,
     steps: &[ResolvedStep],
     members: &[&Subscription],
-    marked: &mut HashSet<String>,
-) -> Result<InstallPlanStatus, Error> {
+    unpacked: &mut Unpacked,
+) -> Result<Result<InstallPlanStatus, Vec<UnpackRequest>>, Error> {
     let namespace = plan.namespace().unwrap_or_default();
     let mut bundles = Vec::with_capacity(steps.len());
+    let mut requests = Vec::new();
     for step in steps {
         let unavailable = || Error::CatalogUnavailable {
             catalog: step.catalog.clone(),
@@ -249,22 +281,20 @@ async fn plan_status(
                 source,
             })?
             .ok_or_else(unavailable)?;
-        let bundle = unpacking::complete(
-            shared,
-            &namespace,
-            members,
-            marked,
-            &step.catalog,
-            Arc::unwrap_or_clone(bundle),
-        )
-        .await?;
-        bundles.push(PlannedBundle {
-            step: step.clone(),
-            bundle,
-        });
+        let bundle = Arc::unwrap_or_clone(bundle);
+        match unpacking::complete(shared, &namespace, members, unpacked, &step.catalog, bundle).await? {
+            Ok(bundle) => bundles.push(PlannedBundle {
+                step: step.clone(),
+                bundle,
+            }),
+            Err(request) => requests.push(request),
+        }
+    }
+    if !requests.is_empty() {
+        return Ok(Err(requests));
     }
     let now = olm_runtime::conditions::now();
-    Ok(plan::planned_status(plan, &bundles, group.approval, &now))
+    Ok(Ok(plan::planned_status(plan, &bundles, group.approval, &now)))
 }
 
 /// The InstallPlans to delete so that at most `max` remain: the oldest first (by
@@ -295,28 +325,6 @@ pub fn plans_to_delete(plans: &[Arc<InstallPlan>], referenced: &HashSet<String>,
         excess -= 1;
     }
     out
-}
-
-/// Deletes the oldest InstallPlans of the namespace beyond the limit.
-pub(super) async fn collect_garbage(
-    shared: &Context,
-    namespace: &str,
-    plans: &[Arc<InstallPlan>],
-    referenced: &HashSet<String>,
-) -> Result<(), Error> {
-    let api: Api<InstallPlan> = Api::namespaced(shared.client.clone(), namespace);
-    for name in plans_to_delete(plans, referenced, shared.options.max_install_plans) {
-        shared
-            .writer
-            .delete(&api, &name, &DeleteParams::background())
-            .await
-            .map_err(|source| Error::Write {
-                what: format!("the deletion of InstallPlan {namespace}/{name}"),
-                source,
-            })?;
-        tracing::info!(namespace, install_plan = %name, "deleted an old install plan");
-    }
-    Ok(())
 }
 
 #[cfg(test)]

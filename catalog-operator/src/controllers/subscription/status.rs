@@ -854,6 +854,7 @@ mod tests {
             unpack: vec![None],
             unpack_error: None,
             marked_unpacking: Default::default(),
+            requests: Vec::new(),
         };
         let first = statuses(&inputs, &decisions, &written, &at(1));
         assert_eq!(first.updates.len(), 1);

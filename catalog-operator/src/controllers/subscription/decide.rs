@@ -1,0 +1,419 @@
+//! What a sync of a namespace writes besides its plans, as [`Effects`] for the
+//! runtime's one applier ([`olm_runtime::apply::Writer::perform`]) (pure):
+//! - [`unpacking`]: while the bundle images a plan needs are pulled, its
+//!   Subscriptions show condition `BundleUnpacking` True (reason
+//!   `UnpackingInProgress`), on the status they have;
+//! - [`closing`]: the statuses of the Subscriptions that changed, then the
+//!   oldest InstallPlans beyond the limit that no Subscription refers to.
+//!
+//! They fail only when a status cannot be encoded as JSON (a bug).
+
+use std::sync::Arc;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use olm_api::v1alpha1::{
+    InstallPlan, Subscription, SubscriptionConditionReason as Reason, SubscriptionConditionType as Type,
+    SubscriptionStatus,
+};
+use olm_runtime::effects::{Effects, Removal, StatusOf};
+
+use super::{plans::plans_to_delete, status::Statuses, unpacking::UnpackRequest};
+use crate::controllers::conditions::set_subscription_condition;
+
+/// The effects of a sync: statuses of Subscriptions and InstallPlans to
+/// remove; a namespace sync has no status of its own.
+pub type SyncEffects = Effects<SubscriptionStatus>;
+
+/// The status `status` of Subscription `namespace`/`name`, as an effect.
+fn status_of(
+    namespace: &str,
+    name: &str,
+    status: &SubscriptionStatus,
+) -> Result<StatusOf, serde_json::Error> {
+    StatusOf::of::<Subscription, _>(Some(namespace), name, status)
+}
+
+/// A bundle image requested to be unpacked, and the Subscriptions whose plan
+/// waits for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Waiting {
+    /// The image.
+    pub image: String,
+    /// The Subscriptions.
+    pub members: Vec<String>,
+}
+
+impl From<&UnpackRequest> for Waiting {
+    fn from(request: &UnpackRequest) -> Waiting {
+        Waiting {
+            image: request.image().to_owned(),
+            members: request.members.clone(),
+        }
+    }
+}
+
+/// `BundleUnpacking` True on the Subscriptions of each plan `waiting` for an
+/// unpack, added to the status they have (pure).
+pub fn unpacking(
+    namespace: &str,
+    subscriptions: &[Arc<Subscription>],
+    waiting: &[Waiting],
+    now: &Time,
+) -> Result<SyncEffects, serde_json::Error> {
+    let mut marked: Vec<(String, SubscriptionStatus)> = Vec::new();
+    for request in waiting {
+        let message = format!("unpacking bundle image {}", request.image);
+        for subscription in subscriptions
+            .iter()
+            .filter(|s| request.members.contains(&s.name_any()))
+        {
+            let name = subscription.name_any();
+            let mut status = match marked.iter().position(|(n, _)| *n == name) {
+                Some(at) => marked.remove(at).1,
+                None => subscription.status.clone().unwrap_or_default(),
+            };
+            let conditions = status.conditions.get_or_insert_with(Vec::new);
+            set_subscription_condition(
+                conditions,
+                Type::BundleUnpacking,
+                true,
+                Reason::UnpackingInProgress,
+                &message,
+                now,
+            );
+            marked.push((name, status));
+        }
+    }
+    let statuses = marked
+        .iter()
+        .map(|(name, status)| status_of(namespace, name, status))
+        .collect::<Result<_, _>>()?;
+    Ok(Effects {
+        statuses,
+        ..Effects::none()
+    })
+}
+
+/// The statuses that changed, then the removal of the oldest plans of `plans`
+/// beyond `max_plans` that no status refers to (pure).
+pub fn closing(
+    namespace: &str,
+    statuses: &Statuses,
+    plans: &[Arc<InstallPlan>],
+    max_plans: usize,
+) -> Result<SyncEffects, serde_json::Error> {
+    let writes = statuses
+        .updates
+        .iter()
+        .filter(|update| update.changed)
+        .map(|update| status_of(namespace, &update.subscription.name_any(), &update.status))
+        .collect::<Result<_, _>>()?;
+    let removals = plans_to_delete(plans, &statuses.referenced, max_plans)
+        .iter()
+        .map(|name| Removal::of::<InstallPlan>(Some(namespace), name))
+        .collect();
+    Ok(Effects {
+        statuses: writes,
+        removals,
+        ..Effects::none()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeSet, HashMap, HashSet};
+
+    use k8s_openapi::jiff::Timestamp;
+    use olm_api::v1alpha1::{Approval, InstallPlanSpec};
+    use olm_resolver::model::CatalogId;
+
+    use super::*;
+    use crate::controllers::subscription::{
+        inputs::NamespaceInputs,
+        plans::{UnpackState, WrittenPlans},
+        resolve::{Decision, GroupDecision, tests::subscription},
+        status::{self, StatusUpdate},
+    };
+
+    fn now() -> Time {
+        Time(Timestamp::from_second(1_000).unwrap())
+    }
+
+    fn plan(name: &str, generation: i64) -> Arc<InstallPlan> {
+        let mut plan = InstallPlan::new(
+            name,
+            InstallPlanSpec {
+                catalog_source: None,
+                catalog_source_namespace: None,
+                cluster_service_version_names: Vec::new(),
+                approval: Approval::Automatic,
+                approved: true,
+                generation: Some(generation),
+            },
+        );
+        plan.metadata.namespace = Some("team".into());
+        Arc::new(plan)
+    }
+
+    /// Subscription `name`, referring to plan `plan` when given.
+    fn subscription_of(name: &str, plan: Option<&str>) -> Arc<Subscription> {
+        let mut subscription = Arc::unwrap_or_clone(subscription(name, "demo-db", Approval::Automatic));
+        subscription.status = plan.map(|plan| SubscriptionStatus {
+            install_plan_ref: Some(k8s_openapi::api::core::v1::ObjectReference {
+                name: Some(plan.into()),
+                ..Default::default()
+            }),
+            ..SubscriptionStatus::default()
+        });
+        Arc::new(subscription)
+    }
+
+    fn update(subscription: Arc<Subscription>, changed: bool) -> StatusUpdate {
+        let mut status = subscription.status.clone().unwrap_or_default();
+        status.state = Some(olm_api::v1alpha1::SubscriptionState::AtLatestKnown);
+        StatusUpdate {
+            subscription,
+            status,
+            changed,
+        }
+    }
+
+    /// The `(type, status, reason, message)` of the conditions of a written status.
+    fn conditions(write: &StatusOf) -> Vec<(String, String, String, String)> {
+        let field = |c: &serde_json::Value, key: &str| c[key].as_str().unwrap_or_default().to_owned();
+        write.status["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| {
+                (
+                    field(c, "type"),
+                    field(c, "status"),
+                    field(c, "reason"),
+                    field(c, "message"),
+                )
+            })
+            .collect()
+    }
+
+    #[test]
+    fn closing_writes_the_changed_statuses_and_removes_the_oldest_unreferenced_plans() {
+        struct Case {
+            name: &'static str,
+            updates: Vec<StatusUpdate>,
+            plans: Vec<Arc<InstallPlan>>,
+            referenced: &'static [&'static str],
+            writes: &'static [&'static str],
+            removals: &'static [&'static str],
+        }
+        let seven: Vec<_> = (1..=7).map(|g| plan(&format!("install-{g}"), g)).collect();
+        let cases = vec![
+            Case {
+                name: "a changed status is written, an unchanged one is not",
+                updates: vec![
+                    update(subscription_of("a", None), true),
+                    update(subscription_of("b", None), false),
+                ],
+                plans: Vec::new(),
+                referenced: &[],
+                writes: &["a"],
+                removals: &[],
+            },
+            Case {
+                name: "at the limit nothing goes",
+                updates: Vec::new(),
+                plans: seven[..5].to_vec(),
+                referenced: &[],
+                writes: &[],
+                removals: &[],
+            },
+            Case {
+                name: "beyond the limit the oldest unreferenced plans go",
+                updates: vec![update(subscription_of("a", Some("install-1")), false)],
+                plans: seven.clone(),
+                referenced: &["install-1"],
+                writes: &[],
+                removals: &["install-2", "install-3"],
+            },
+        ];
+        for case in cases {
+            let statuses = Statuses {
+                updates: case.updates,
+                referenced: case.referenced.iter().map(|s| s.to_string()).collect(),
+            };
+            let effects = closing("team", &statuses, &case.plans, 5).unwrap();
+            let written: Vec<&str> = effects.statuses.iter().map(|s| s.name.as_str()).collect();
+            let removed: Vec<&str> = effects.removals.iter().map(|r| r.name.as_str()).collect();
+            assert_eq!(written, case.writes, "{}", case.name);
+            assert_eq!(removed, case.removals, "{}", case.name);
+            assert!(
+                effects.objects.is_empty() && effects.status.is_none(),
+                "{}",
+                case.name
+            );
+            assert!(
+                effects
+                    .statuses
+                    .iter()
+                    .all(|s| s.resource.kind == "Subscription" && s.namespace.as_deref() == Some("team")),
+                "{}",
+                case.name
+            );
+            assert!(
+                effects.removals.iter().all(|r| r.resource.kind == "InstallPlan"),
+                "{}",
+                case.name
+            );
+        }
+    }
+
+    #[test]
+    fn a_requested_unpack_shows_on_the_subscriptions_of_its_plan_only() {
+        let subscriptions = vec![
+            subscription_of("a", Some("install-1")),
+            subscription_of("b", None),
+        ];
+        // Requested unpacks → (Subscription, its BundleUnpacking message).
+        type Case = (Vec<Waiting>, Vec<(&'static str, &'static str)>);
+        let waiting = |image: &str, members: &[&str]| Waiting {
+            image: image.into(),
+            members: members.iter().map(|m| m.to_string()).collect(),
+        };
+        let cases: Vec<Case> = vec![
+            (Vec::new(), Vec::new()),
+            (
+                vec![waiting("reg/db:1", &["a"])],
+                vec![("a", "unpacking bundle image reg/db:1")],
+            ),
+            (
+                vec![waiting("reg/db:1", &["a", "b"]), waiting("reg/dep:1", &["b"])],
+                vec![
+                    ("a", "unpacking bundle image reg/db:1"),
+                    ("b", "unpacking bundle image reg/dep:1"),
+                ],
+            ),
+        ];
+        for (waits, want) in cases {
+            let effects = unpacking("team", &subscriptions, &waits, &now()).unwrap();
+            let got: Vec<(&str, String)> = effects
+                .statuses
+                .iter()
+                .map(|write| {
+                    let [(kind, status, reason, message)] = conditions(write).try_into().unwrap();
+                    assert_eq!((kind.as_str(), status.as_str()), ("BundleUnpacking", "True"));
+                    assert_eq!(reason, "UnpackingInProgress");
+                    (write.name.as_str(), message)
+                })
+                .collect();
+            let want: Vec<(&str, String)> = want.iter().map(|(n, m)| (*n, m.to_string())).collect();
+            assert_eq!(got, want, "{waits:?}");
+            // The status a Subscription has is kept: only the condition is added.
+            for write in &effects.statuses {
+                let before = subscriptions.iter().find(|s| s.name_any() == write.name).unwrap();
+                let plan = before.status.as_ref().and_then(|s| s.install_plan_ref.as_ref());
+                assert_eq!(
+                    write.status["installPlanRef"]["name"].as_str(),
+                    plan.and_then(|p| p.name.as_deref())
+                );
+            }
+        }
+    }
+
+    fn inputs(subscriptions: Vec<Arc<Subscription>>) -> NamespaceInputs {
+        NamespaceInputs {
+            namespace: "team".into(),
+            subscriptions,
+            csvs: Vec::new(),
+            plans: Vec::new(),
+            catalogs: Vec::new(),
+            catalog_uids: HashMap::new(),
+            fingerprint: 0,
+        }
+    }
+
+    fn installing(step: &str) -> GroupDecision {
+        GroupDecision {
+            subscriptions: vec!["a".into()],
+            decision: Decision::Install(vec![crate::controllers::plan::ResolvedStep {
+                bundle: step.into(),
+                package: "demo-db".into(),
+                version: "1.0.0".into(),
+                catalog: CatalogId::new("demo", "team"),
+                channel: "stable".into(),
+                replaces: None,
+                reason: "subscribed".into(),
+                dependency: false,
+            }]),
+            targets: HashMap::new(),
+            approval: Approval::Automatic,
+            catalogs: BTreeSet::new(),
+            deprecations: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn where_the_unpack_of_a_plan_stands_is_written_as_a_condition() {
+        // Where the unpack stands, and the unpack conditions written.
+        type Case = (
+            Option<UnpackState>,
+            bool,
+            Vec<(&'static str, &'static str, &'static str)>,
+        );
+        let failed = "bundle demo-db.v1.0.0 of catalog team/demo: image reg/db:1 is not a bundle: no labels";
+        let cases: Vec<Case> = vec![
+            (
+                Some(UnpackState::Unpacking(
+                    "unpacking bundle image reg/db:1 in Job olm/x".into(),
+                )),
+                false,
+                vec![(
+                    "BundleUnpacking",
+                    "UnpackingInProgress",
+                    "unpacking bundle image reg/db:1 in Job olm/x",
+                )],
+            ),
+            (
+                Some(UnpackState::Failed(failed.into())),
+                false,
+                vec![("BundleUnpackFailed", "BundleUnpackFailed", failed)],
+            ),
+            // Marked while its image was pulled: written again, which clears it.
+            (None, true, Vec::new()),
+        ];
+        for (state, marked, want) in cases {
+            let inputs = inputs(vec![subscription_of("a", None)]);
+            let decisions = vec![installing("demo-db.v1.0.0")];
+            let written = WrittenPlans {
+                by_group: vec![None],
+                all: Vec::new(),
+                unpack: vec![state.clone()],
+                unpack_error: None,
+                marked_unpacking: if marked {
+                    HashSet::from(["a".to_owned()])
+                } else {
+                    HashSet::new()
+                },
+                requests: Vec::new(),
+            };
+            let statuses = status::statuses(&inputs, &decisions, &written, &now());
+            let effects = closing("team", &statuses, &written.all, 5).unwrap();
+            let [write] = effects.statuses.as_slice() else {
+                panic!("{state:?}: one status write, got {:?}", effects.statuses);
+            };
+            let got: Vec<(String, String, String)> = conditions(write)
+                .into_iter()
+                .filter(|(kind, ..)| kind.starts_with("BundleUnpack"))
+                .map(|(kind, status, reason, message)| {
+                    assert_eq!(status, "True");
+                    (kind, reason, message)
+                })
+                .collect();
+            let want: Vec<(String, String, String)> = want
+                .iter()
+                .map(|(k, r, m)| (k.to_string(), r.to_string(), m.to_string()))
+                .collect();
+            assert_eq!(got, want, "{state:?}");
+        }
+    }
+}

@@ -2,18 +2,18 @@
 //! reads and writes, and that a reconcile with the live objects in the stores
 //! writes only what changed.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use http::{Request, Response};
 use k8s_openapi::api::{
     apps::v1::DaemonSet,
     core::v1::{Node, Secret, ServiceAccount},
     discovery::v1::EndpointSlice,
     rbac::v1::{Role, RoleBinding},
 };
-use kube::{Client, Resource, client::Body, core::PartialObjectMeta};
+use kube::{Client, Resource, core::PartialObjectMeta};
 use olm_api::substrate::{Machine, MachinePool, MachinePoolStatus};
 use olm_runtime::{Leadership, apply::Writer};
+use olm_testkit::mock_api::{Answer, MockApi, Request};
 use serde::de::DeserializeOwned;
 
 use super::reconcile;
@@ -23,34 +23,19 @@ use crate::{
     stores::{Cache, PoolStores},
 };
 
-/// What the mocked API server saw: `METHOD path` and the body of each request.
-type Seen = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
-
 /// A client whose API server lists no Lease, answers a pool's status with
 /// `pool`, and any other write with its own body; it records every request.
-fn api_server(pool: &MachinePool) -> (Client, Seen) {
-    let seen: Seen = Arc::default();
-    let record = seen.clone();
-    let pool = serde_json::to_vec(pool).expect("JSON");
-    let service = tower::service_fn(move |request: Request<Body>| {
-        let (record, pool) = (record.clone(), pool.clone());
-        async move {
-            let line = format!("{} {}", request.method(), request.uri().path());
-            let bytes = request.into_body().collect_bytes().await.expect("a body");
-            let body: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
-            let answer = if line.ends_with("/leases") {
-                br#"{"apiVersion":"coordination.k8s.io/v1","kind":"LeaseList","metadata":{},"items":[]}"#
-                    .to_vec()
-            } else if line.contains("/machinepools/") {
-                pool
-            } else {
-                bytes.to_vec()
-            };
-            record.lock().expect("not poisoned").push((line, body));
-            Ok::<_, std::convert::Infallible>(Response::new(Body::from(answer)))
+fn api_server(pool: &MachinePool) -> (Client, MockApi) {
+    let pool = serde_json::to_value(pool).expect("JSON");
+    MockApi::new(move |request| {
+        if request.line.ends_with("/leases") {
+            Some(Answer::empty_list("coordination.k8s.io/v1", "LeaseList"))
+        } else if request.line.contains("/machinepools/") {
+            Some(Answer::ok(pool.clone()))
+        } else {
+            None
         }
-    });
-    (Client::new(service, "default"), seen)
+    })
 }
 
 fn context(client: Client) -> Arc<Context> {
@@ -92,11 +77,11 @@ fn pool(version: &str) -> MachinePool {
 /// The stores: one node of the pool, the `kubernetes` EndpointSlice, and the
 /// live copies of what the API server was sent (`seen`, with the agent
 /// DaemonSet rolled out).
-fn stores(seen: &[(String, serde_json::Value)]) -> PoolStores {
+fn stores(seen: &[Request]) -> PoolStores {
     let sent = |kind: &str| -> Vec<serde_json::Value> {
         seen.iter()
-            .filter(|(line, body)| line.starts_with("PATCH") && body["kind"] == kind)
-            .map(|(_, body)| body.clone())
+            .filter(|r| r.line.starts_with("PATCH") && r.body["kind"] == kind)
+            .map(|r| r.body.clone())
             .collect()
     };
     let daemonsets = sent("DaemonSet")
@@ -145,22 +130,15 @@ fn stores(seen: &[(String, serde_json::Value)]) -> PoolStores {
     }
 }
 
-fn lines(seen: &Seen) -> Vec<String> {
-    seen.lock()
-        .expect("not poisoned")
-        .iter()
-        .map(|(line, _)| line.clone())
-        .collect()
-}
-
 /// The status the last reconcile wrote.
-fn written_status(seen: &Seen) -> MachinePoolStatus {
-    let seen = seen.lock().expect("not poisoned");
-    let (_, body) = seen
-        .iter()
+fn written_status(api: &MockApi) -> MachinePoolStatus {
+    let body = api
+        .requests()
+        .into_iter()
         .rev()
-        .find(|(line, _)| line.ends_with("/status"))
-        .expect("a status write");
+        .find(|r| r.line.ends_with("/status"))
+        .expect("a status write")
+        .body;
     from(body["status"].clone())
 }
 
@@ -177,7 +155,7 @@ async fn a_reconcile_applies_the_agent_then_the_status_and_a_settled_pool_writes
         .await
         .expect("reconciled");
     assert_eq!(
-        lines(&first),
+        first.lines(),
         [
             LEASES,
             "PATCH /api/v1/namespaces/ops/serviceaccounts/machine-agent-edge",
@@ -196,7 +174,7 @@ async fn a_reconcile_applies_the_agent_then_the_status_and_a_settled_pool_writes
 
     // The same pool once its objects are live and its agent rolled out: only
     // the status changes (the rollout is over).
-    let live = stores(&first.lock().expect("not poisoned"));
+    let live = stores(&first.requests());
     let mut settled = pool("0.1.0");
     settled.status = Some(status);
     let (client, second) = api_server(&settled);
@@ -204,24 +182,24 @@ async fn a_reconcile_applies_the_agent_then_the_status_and_a_settled_pool_writes
     reconcile(Arc::new(settled.clone()), ctx.clone(), live.clone())
         .await
         .expect("reconciled");
-    assert_eq!(lines(&second), [LEASES, STATUS]);
+    assert_eq!(second.lines(), [LEASES, STATUS]);
 
     // With that status too, a new leader sends no write at all.
     settled.status = Some(written_status(&second));
-    second.lock().expect("not poisoned").clear();
+    second.clear();
     reconcile(Arc::new(settled.clone()), ctx.clone(), live.clone())
         .await
         .expect("reconciled");
-    assert_eq!(lines(&second), [LEASES]);
+    assert_eq!(second.lines(), [LEASES]);
 
     // A new agent version: the DaemonSet alone, and the rollout in the status.
     let mut upgraded = pool("0.2.0");
     upgraded.status = settled.status.clone();
-    second.lock().expect("not poisoned").clear();
+    second.clear();
     reconcile(Arc::new(upgraded), ctx, live)
         .await
         .expect("reconciled");
-    assert_eq!(lines(&second), [LEASES, DAEMONSET, STATUS]);
+    assert_eq!(second.lines(), [LEASES, DAEMONSET, STATUS]);
     let progressing = written_status(&second).conditions.unwrap_or_default();
     assert!(
         progressing

@@ -139,3 +139,6 @@ pub fn forget(ctx: &CatalogSourceContext, namespace: &str, name: &str) {
 pub fn error_policy(source: Arc<CatalogSource>, error: &Error, ctx: Arc<CatalogSourceContext>) -> Action {
     olm_runtime::error_policy(CONTROLLER, source.as_ref(), error, &ctx.shared.reconciles)
 }
+
+#[cfg(test)]
+mod tests;

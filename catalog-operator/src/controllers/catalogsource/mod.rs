@@ -6,11 +6,12 @@
 //!    shared stores, the registry Pods and Services of an image catalog, its
 //!    namespace's Pod Security enforcement and the metadata of a ConfigMap
 //!    catalog's ConfigMap; and the catalog itself, by the only live requests of
-//!    a reconcile: a registry's gRPC health check and load ([`grpc`]), a catalog
-//!    image's pull ([`image`]) or the read through its registry Pod
-//!    ([`registry_pod`]), the load of a ConfigMap ([`config_map`]). What those
-//!    find is recorded in the [`CatalogStore`]: the content this controller
-//!    keeps for resolution;
+//!    a reconcile (external reads): a registry's gRPC health check and load
+//!    ([`grpc`]), a catalog image's pull with the pull Secrets it names
+//!    ([`image`]), the gRPC read through the registry Pod that serves it, the
+//!    GET that loads a ConfigMap that changed ([`config_map`]). What those
+//!    find is recorded in the [`CatalogStore`], the content this controller
+//!    keeps for resolution; the read changes no other shared state;
 //! 2. *decide* ([`decide::decide`], pure, the time passed in): the registry
 //!    objects to apply and remove, and the status ([`status::compute`]);
 //! 3. *apply*: the runtime's one applier ([`Writer::perform`]), which skips

@@ -3,7 +3,8 @@
 //! shutdown).
 //!
 //! Watch topology: one shared reflector per kind (Subscriptions, InstallPlans,
-//! CSVs, CatalogSources, registry Pods and Services), in one namespace or in all.
+//! CSVs, CatalogSources, registry Pods and Services, and the metadata of
+//! Namespaces and ConfigMaps), in one namespace or in all.
 //! - CatalogSource controller ← CatalogSources; the registry Pods and Services
 //!   of image catalogs (only objects labelled `olm.catalogSource` are watched).
 //! - Subscription controller ← Subscriptions; InstallPlans (their owner
@@ -19,7 +20,7 @@ use std::{sync::Arc, time::Duration};
 
 use futures::{FutureExt, StreamExt, stream};
 use k8s_openapi::{
-    api::core::v1::{Pod, Service},
+    api::core::v1::{ConfigMap, Namespace, Pod, Service},
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
@@ -148,6 +149,14 @@ where
     .filter_map(|object| std::future::ready(object.ok().map(drop)))
 }
 
+/// The namespaces watched: `namespace` alone, or all of them.
+fn watched_namespaces(namespace: Option<&str>) -> watcher::Config {
+    match namespace {
+        Some(namespace) => watcher::Config::default().fields(&format!("metadata.name={namespace}")),
+        None => watcher::Config::default(),
+    }
+}
+
 /// One Subscription per namespace: reconciling any of them syncs the namespace.
 fn one_per_namespace(
     subscriptions: &Store<Subscription>,
@@ -177,6 +186,8 @@ struct Watches {
     csvs: Reflector<ClusterServiceVersion>,
     pods: Reflector<Pod>,
     services: Reflector<Service>,
+    namespaces: Reflector<PartialObjectMeta<Namespace>>,
+    config_maps: Reflector<PartialObjectMeta<ConfigMap>>,
 }
 
 impl Watches {
@@ -199,6 +210,16 @@ impl Watches {
                 .modify(trim::csv),
             pods: parts.reflector(api(client, namespace), registry_objects()),
             services: parts.reflector(api(client, namespace), registry_objects()),
+            namespaces: parts
+                .reflector(Api::all(client.clone()), watched_namespaces(namespace))
+                .modify(|ns: &mut PartialObjectMeta<Namespace>| ns.metadata.annotations = None),
+            // Names and versions are all the CatalogSource controller reads of them.
+            config_maps: parts.reflector(api(client, namespace), all()).modify(
+                |map: &mut PartialObjectMeta<ConfigMap>| {
+                    map.metadata.annotations = None;
+                    map.metadata.labels = None;
+                },
+            ),
         }
     }
 
@@ -211,6 +232,8 @@ impl Watches {
             catalog_sources: self.catalog_sources.store(),
             pods: self.pods.store(),
             services: self.services.store(),
+            namespaces: self.namespaces.store(),
+            config_maps: self.config_maps.store(),
         }
     }
 
@@ -223,6 +246,8 @@ impl Watches {
             self.csvs.run(),
             self.pods.run(),
             self.services.run(),
+            self.namespaces.run(),
+            self.config_maps.run(),
         ])
         .map(drop)
     }

@@ -23,8 +23,8 @@ pub mod trim;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Pod, Service};
-use kube::{Client, runtime::reflector::Store};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
+use kube::{Client, core::PartialObjectMeta, runtime::reflector::Store};
 use olm_api::v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
 use olm_runtime::{apply::Writer, metrics::ReconcileMetrics};
 
@@ -101,6 +101,12 @@ pub struct Stores {
     pub pods: Store<Pod>,
     /// Registry Services of image catalogs (labelled `olm.catalogSource`).
     pub services: Store<Service>,
+    /// The watched namespaces, as metadata: whether one enforces the
+    /// `restricted` Pod Security Standard decides a registry Pod's security.
+    pub namespaces: Store<PartialObjectMeta<Namespace>>,
+    /// ConfigMaps, as metadata: whether the one a ConfigMap catalog names
+    /// exists and changed since it was loaded.
+    pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
 }
 
 /// What every controller shares.

@@ -1,8 +1,13 @@
 //! Reading a catalog from a ConfigMap in OLM's legacy format; reloaded when the
 //! ConfigMap's resourceVersion changed.
+//!
+//! Whether it changed is read from the store of ConfigMap metadata; the
+//! ConfigMap itself is read (a GET) only to load it: when the store shows a
+//! version other than the one loaded, or does not show it (not synced yet, or
+//! missing: the GET tells).
 
 use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::Time};
-use kube::{Api, ResourceExt};
+use kube::{Api, ResourceExt, runtime::reflector::ObjectRef};
 use olm_api::v1alpha1::{CatalogSourceReason, ConfigMapResourceReference};
 use olm_catalog::Catalog;
 use olm_resolver::model::CatalogId;
@@ -16,6 +21,43 @@ use crate::{bundles::BundleSource, catalogs::CatalogContent};
 
 /// Reads a ConfigMap catalog; reloads it when its resourceVersion changed.
 pub(super) async fn read_config_map(
+    ctx: &CatalogSourceContext,
+    id: &CatalogId,
+    priority: i32,
+    name: &str,
+    now: &Time,
+) -> Result<Observed, Error> {
+    let runtime = ctx.clients.get(id);
+    let loaded = ctx
+        .shared
+        .catalogs
+        .get(id)
+        .is_some_and(|s| s.content.is_some() && s.is_healthy());
+    let listed = ctx
+        .shared
+        .stores
+        .config_maps
+        .get(&ObjectRef::new(name).within(&id.namespace));
+    if let Some(listed) = listed
+        && loaded
+        && runtime.config_map_version.is_some()
+        && runtime.config_map_version == listed.resource_version()
+    {
+        let reference = ConfigMapResourceReference {
+            name: name.to_owned(),
+            namespace: id.namespace.clone(),
+            uid: listed.uid(),
+            resource_version: listed.resource_version(),
+            last_update_time: None,
+        };
+        return Ok(ready(reference, false, runtime.config_map_left_out));
+    }
+    load_config_map(ctx, id, priority, name, now).await
+}
+
+/// Loads the ConfigMap catalog (a GET of the ConfigMap: its content is the
+/// catalog) into the catalog store.
+async fn load_config_map(
     ctx: &CatalogSourceContext,
     id: &CatalogId,
     priority: i32,

@@ -9,9 +9,12 @@ pub enum Error {
     /// The CatalogSource has no namespace or name (never from the API server).
     #[error("the CatalogSource has no namespace")]
     NoNamespace,
-    /// The status could not be written.
-    #[error("failed to write the status of CatalogSource {namespace}/{name}")]
-    WriteStatus {
+    /// The registry objects or the status could not be written.
+    #[error(
+        "failed to write the registry objects or the status of CatalogSource {namespace}/{name}: \
+         it is retried; check catalog-operator's RBAC if it keeps failing"
+    )]
+    Apply {
         /// Namespace.
         namespace: String,
         /// Name.
@@ -19,6 +22,17 @@ pub enum Error {
         /// Why.
         #[source]
         source: WriteError,
+    },
+    /// A registry object could not be encoded (a bug).
+    #[error("failed to encode a registry object of CatalogSource {namespace}/{name}")]
+    Encode {
+        /// Namespace.
+        namespace: String,
+        /// Name.
+        name: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
     },
     /// Reading the registry Pod, Service or ConfigMap failed.
     #[error("failed to read {what} for CatalogSource {namespace}/{name}")]
@@ -33,33 +47,20 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// Creating the registry Pod or Service failed.
-    #[error("failed to create the registry {what} for CatalogSource {namespace}/{name}")]
-    Registry {
-        /// What was written.
-        what: &'static str,
-        /// Namespace.
-        namespace: String,
-        /// Name.
-        name: String,
-        /// Why.
-        #[source]
-        source: WriteError,
-    },
 }
 
 impl ReconcileError for Error {
     fn category(&self) -> &'static str {
         match self {
-            Error::NoNamespace => "invalid",
-            Error::WriteStatus { .. } | Error::Registry { .. } | Error::Read { .. } => "api",
+            Error::NoNamespace | Error::Encode { .. } => "invalid",
+            Error::Apply { .. } | Error::Read { .. } => "api",
         }
     }
 
     fn class(&self) -> ErrorClass {
         match self {
-            Error::NoNamespace => ErrorClass::Terminal,
-            Error::WriteStatus { source, .. } | Error::Registry { source, .. } => source.class(),
+            Error::NoNamespace | Error::Encode { .. } => ErrorClass::Terminal,
+            Error::Apply { source, .. } => source.class(),
             Error::Read { source, .. } => classify(source),
         }
     }

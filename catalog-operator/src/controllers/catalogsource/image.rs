@@ -2,7 +2,8 @@
 //! pulls the catalog image itself and is told how to serve it
 //! ([`crate::images::catalogs`]: the pull, the digest poll, the decision; the
 //! credentials from [`crate::images::pull_secrets`]); this step keeps the
-//! result in the store and removes the registry Pods it replaces. The file-based
+//! result in the store ([`super::decide`] removes the registry Pods it
+//! replaces). The file-based
 //! catalog inside the image is served with no registry Pod and no Service. The image is pulled again only when
 //! its digest changed: with `updateStrategy.registryPoll`, a tag is re-checked
 //! every interval (a digest never changes).
@@ -16,21 +17,16 @@
 
 use std::time::Duration;
 
-use k8s_openapi::{
-    api::core::v1::{Pod, Service},
-    apimachinery::pkg::apis::meta::v1::Time,
-};
-use kube::{Api, ResourceExt, api::DeleteParams};
-use olm_api::{labels, v1alpha1::CatalogSource};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use olm_api::v1alpha1::CatalogSource;
 use olm_catalog::Catalog;
 use olm_resolver::model::CatalogId;
 use tokio::time::Instant;
 
 use super::{
     context::{CatalogSourceContext, ImagePath, ImageState},
-    error::{Error, chain},
+    error::chain,
     observed::Observed,
-    registry_pod,
     status::{Serving, ServingReason},
     validate::SourceSpec,
 };
@@ -45,9 +41,29 @@ use crate::{
 /// tries in process again.
 pub const PULL_RETRY: Duration = Duration::from_secs(60);
 
-/// Reads the catalog image `image` of `source`: from memory when it holds a
-/// file-based catalog, else through a registry Pod. Returns what was found, when
-/// the image was polled now (if it was), and how the catalog is served.
+/// What reading a catalog image found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ImageRead {
+    /// Served from memory, or by nothing (an invalid catalog): what was found.
+    Found {
+        /// What reading it found.
+        observed: Box<Observed>,
+        /// When the image was polled now, if it was.
+        polled: Option<Time>,
+        /// How it is served.
+        serving: Serving,
+    },
+    /// Served by a registry Pod, read through it once one serves.
+    ByPod {
+        /// When the image was polled now (by a pull), if it was.
+        polled: Option<Time>,
+        /// How it is served, and why by a Pod.
+        serving: Serving,
+    },
+}
+
+/// Reads the catalog image `image` of `source`: into memory when it holds a
+/// file-based catalog, else it is left to a registry Pod.
 pub(super) async fn read(
     ctx: &CatalogSourceContext,
     source: &CatalogSource,
@@ -55,7 +71,7 @@ pub(super) async fn read(
     image: &str,
     spec: &SourceSpec,
     now: &Time,
-) -> Result<(Observed, Option<Time>, Serving), Error> {
+) -> ImageRead {
     let mut runtime = ctx.clients.get(id);
     let state = runtime.image.clone().filter(|s| s.image == image);
     let loaded = ctx.shared.catalogs.get(id).is_some_and(|s| s.content.is_some());
@@ -66,12 +82,12 @@ pub(super) async fn read(
     match state {
         Some(state) if loaded && matches!(state.path, ImagePath::Memory { .. }) => {
             let ImagePath::Memory { digest, message } = state.path.clone() else {
-                return pull_and_serve(ctx, source, id, image, spec, now, false).await;
+                return pull_and_serve(ctx, source, id, image, now, false).await;
             };
             let serving = Serving::memory(message);
             if !poll_due(&state) {
                 let changed = ctx.shared.catalogs.set_healthy(id, now);
-                return Ok((ready(changed), None, serving));
+                return found(ready(changed), None, serving);
             }
             let secrets = secrets_of(ctx, source, id).await;
             let polled = catalogs::digest_of(image, &secrets).await;
@@ -79,7 +95,7 @@ pub(super) async fn read(
                 && *current != digest
             {
                 tracing::info!(catalog = %id, image, old = %digest, new = %current, "catalog image changed");
-                return pull_and_serve(ctx, source, id, image, spec, now, true).await;
+                return pull_and_serve(ctx, source, id, image, now, true).await;
             }
             if let Err(error) = &polled {
                 // Keep serving what was loaded; the next poll tries again.
@@ -91,7 +107,7 @@ pub(super) async fn read(
             });
             ctx.clients.put(id, runtime);
             let changed = ctx.shared.catalogs.set_healthy(id, now);
-            Ok((ready(changed), polled.is_ok().then(|| now.clone()), serving))
+            found(ready(changed), polled.is_ok().then(|| now.clone()), serving)
         }
         Some(ImageState {
             path: ImagePath::Pod { reason, message },
@@ -100,10 +116,21 @@ pub(super) async fn read(
         }) if !(reason == ServingReason::PullFailed
             && checked_at.elapsed() >= PULL_RETRY.min(spec.poll_interval)) =>
         {
-            let (observed, polled) = registry_pod::read(ctx, source, id, image, spec, now).await?;
-            Ok((observed, polled, Serving::pod(reason, message)))
+            ImageRead::ByPod {
+                polled: None,
+                serving: Serving::pod(reason, message),
+            }
         }
-        _ => pull_and_serve(ctx, source, id, image, spec, now, false).await,
+        _ => pull_and_serve(ctx, source, id, image, now, false).await,
+    }
+}
+
+/// What was found, for a catalog served from memory or by nothing.
+fn found(observed: Observed, polled: Option<Time>, serving: Serving) -> ImageRead {
+    ImageRead::Found {
+        observed: Box::new(observed),
+        polled,
+        serving,
     }
 }
 
@@ -118,7 +145,10 @@ fn ready(changed: bool) -> Observed {
     }
 }
 
-/// The pull secrets of the catalog (none when they cannot be read).
+/// The pull secrets of the catalog (none when they cannot be read): read
+/// live, as part of the image pull (the Secrets a CatalogSource names are no
+/// objects of catalog-operator's, and a store of every Secret would keep them
+/// all in memory).
 async fn secrets_of(
     ctx: &CatalogSourceContext,
     source: &CatalogSource,
@@ -134,10 +164,9 @@ async fn pull_and_serve(
     source: &CatalogSource,
     id: &CatalogId,
     image: &str,
-    spec: &SourceSpec,
     now: &Time,
     polled: bool,
-) -> Result<(Observed, Option<Time>, Serving), Error> {
+) -> ImageRead {
     let secrets = secrets_of(ctx, source, id).await;
     let started = Instant::now();
     let outcome = catalogs::pull_catalog(image, &secrets).await;
@@ -158,9 +187,8 @@ async fn pull_and_serve(
                 elapsed_ms = started.elapsed().as_millis() as u64,
                 "catalog image loaded into memory"
             );
-            let (observed, serving) =
-                serve_from_memory(ctx, source, id, image, *catalog, &pulled, now).await?;
-            Ok((observed, polled, serving))
+            let (observed, serving) = serve_from_memory(ctx, source, id, image, *catalog, &pulled, now);
+            found(observed, polled, serving)
         }
         PullOutcome::Invalid { message } => {
             // A broken catalog is reported, not handed to a Pod that would fail the same way.
@@ -180,11 +208,11 @@ async fn pull_and_serve(
                 message: message.clone(),
                 changed,
             };
-            Ok((
+            found(
                 observed,
                 polled,
                 Serving::failed(ServingReason::InvalidCatalog, message),
-            ))
+            )
         }
         PullOutcome::Pod { reason, message } => {
             let reason = serving_reason(reason);
@@ -198,8 +226,10 @@ async fn pull_and_serve(
                     message: message.clone(),
                 },
             );
-            let (observed, pod_polled) = registry_pod::read(ctx, source, id, image, spec, now).await?;
-            Ok((observed, pod_polled.or(polled), Serving::pod(reason, message)))
+            ImageRead::ByPod {
+                polled,
+                serving: Serving::pod(reason, message),
+            }
         }
     }
 }
@@ -213,9 +243,8 @@ fn serving_reason(reason: PodReason) -> ServingReason {
     }
 }
 
-/// Puts the catalog of `pulled` in the store, to be served from memory, and
-/// removes the registry Pods that served it before.
-async fn serve_from_memory(
+/// Puts the catalog of `pulled` in the store, to be served from memory.
+fn serve_from_memory(
     ctx: &CatalogSourceContext,
     source: &CatalogSource,
     id: &CatalogId,
@@ -223,7 +252,7 @@ async fn serve_from_memory(
     catalog: Catalog,
     pulled: &olm_oci::Image,
     now: &Time,
-) -> Result<(Observed, Serving), Error> {
+) -> (Observed, Serving) {
     let priority = source.spec.priority.unwrap_or(0);
     let describe = ctx.shared.options.describe();
     let content = CatalogContent::described(id.clone(), catalog, Vec::new(), BundleSource::Memory, describe);
@@ -243,8 +272,7 @@ async fn serve_from_memory(
             message: message.clone(),
         },
     );
-    remove_registry_pods(ctx, source, id).await?;
-    Ok((ready(changed), Serving::memory(message)))
+    (ready(changed), Serving::memory(message))
 }
 
 /// Remembers how `image` is served now.
@@ -256,55 +284,4 @@ fn remember(ctx: &CatalogSourceContext, id: &CatalogId, image: &str, path: Image
         checked_at: Instant::now(),
     });
     ctx.clients.put(id, runtime);
-}
-
-/// Deletes the registry Pods and Service of a catalog now served from memory
-/// (left from before, when a Pod served it). Only the leader writes.
-async fn remove_registry_pods(
-    ctx: &CatalogSourceContext,
-    source: &CatalogSource,
-    id: &CatalogId,
-) -> Result<(), Error> {
-    if !ctx.shared.writer.leadership().is_leader() {
-        return Ok(());
-    }
-    let owned = |meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta| {
-        meta.namespace.as_deref() == Some(&id.namespace)
-            && meta.labels.as_ref().and_then(|l| l.get(labels::CATALOG_SOURCE)) == Some(&id.name)
-            && meta
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|o| Some(&o.uid) == source.uid().as_ref())
-    };
-    let fail = |what: &'static str| {
-        let (namespace, name) = (id.namespace.clone(), id.name.clone());
-        move |source| Error::Registry {
-            what,
-            namespace,
-            name,
-            source,
-        }
-    };
-    let pods: Api<Pod> = Api::namespaced(ctx.shared.client.clone(), &id.namespace);
-    for pod in ctx.shared.stores.pods.state() {
-        if owned(&pod.metadata) && pod.metadata.deletion_timestamp.is_none() {
-            ctx.shared
-                .writer
-                .delete(&pods, &pod.name_any(), &DeleteParams::background())
-                .await
-                .map_err(fail("Pod"))?;
-        }
-    }
-    let services: Api<Service> = Api::namespaced(ctx.shared.client.clone(), &id.namespace);
-    for service in ctx.shared.stores.services.state() {
-        if owned(&service.metadata) && service.metadata.deletion_timestamp.is_none() {
-            ctx.shared
-                .writer
-                .delete(&services, &service.name_any(), &DeleteParams::background())
-                .await
-                .map_err(fail("Service"))?;
-        }
-    }
-    Ok(())
 }

@@ -1,24 +1,46 @@
 //! The CatalogSource controller: reads each catalog into the [`CatalogStore`] and
 //! reports how the connection to it stands.
 //!
-//! Pipeline per reconcile: [`validate`] the spec (pure) → read the catalog
-//! ([`read`]: a gRPC health check and, when due, a full load ([`grpc`]); the
-//! image in memory or through a registry Pod ([`image`], [`registry_pod`]); or
-//! the ConfigMap ([`config_map`])) →
-//! record the result in the store → [`status::compute`] (pure) → write the status
-//! when it changed. A reachable catalog is checked again every
-//! `catalog_health_interval`; its content is reloaded every
-//! `updateStrategy.registryPoll.interval` and whenever it comes back after an
-//! outage. An unreachable or malformed catalog only marks itself unhealthy: the
-//! store keeps its last content and every other catalog is untouched.
+//! A reconcile has the three steps of every reconciler:
+//! 1. *read* ([`read`]): the spec, checked ([`validate`], pure); from the
+//!    shared stores, the registry Pods and Services of an image catalog, its
+//!    namespace's Pod Security enforcement and the metadata of a ConfigMap
+//!    catalog's ConfigMap; and the catalog itself, by the only live requests of
+//!    a reconcile (external reads): a registry's gRPC health check and load
+//!    ([`grpc`]), a catalog image's pull with the pull Secrets it names
+//!    ([`image`]), the gRPC read through the registry Pod that serves it, the
+//!    GET that loads a ConfigMap that changed ([`config_map`]). What those
+//!    find is recorded in the [`CatalogStore`], the content this controller
+//!    keeps for resolution; the read changes no other shared state;
+//! 2. *decide* ([`decide::decide`], pure, the time passed in): the registry
+//!    objects to apply and remove, and the status ([`status::compute`]);
+//! 3. *apply*: the runtime's one applier ([`Writer::perform`]), which skips
+//!    registry objects whose live copy in the stores carries the desired hash
+//!    and writes the status last. Only the leader writes; standbys read
+//!    catalogs too, so that their store is warm when they take over.
+//!
+//! Then, a step of its own that changes shared state: the catalog's metrics, and
+//! [`forget_deleted`] drops the catalogs whose CatalogSource is gone. The
+//! watch's delete event forgets a deleted catalog at once ([`forget`]); this
+//! sweep catches those whose delete event a restarted watch never sent.
+//!
+//! A reachable catalog is checked again every `catalog_health_interval`; its
+//! content is reloaded every `updateStrategy.registryPoll.interval` and
+//! whenever it comes back after an outage. An unreachable or malformed catalog
+//! only marks itself unhealthy: the store keeps its last content and every
+//! other catalog is untouched.
+//!
+//! [`CatalogStore`]: crate::catalogs::CatalogStore
+//! [`Writer::perform`]: olm_runtime::apply::Writer
 
 mod config_map;
 mod context;
+pub mod decide;
 mod error;
 mod grpc;
 mod image;
 mod observed;
-mod read;
+pub mod read;
 mod registry_pod;
 pub mod status;
 mod validate;
@@ -28,18 +50,19 @@ use std::{sync::Arc, time::Duration};
 use kube::{Api, ResourceExt, runtime::controller::Action};
 use olm_api::v1alpha1::CatalogSource;
 use olm_resolver::model::CatalogId;
+use olm_runtime::live::LiveStores;
 
 pub use context::CatalogSourceContext;
 pub use error::Error;
-use observed::Observed;
 pub use validate::{SourceSpec, validate};
-
-use super::Context;
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "catalogsource";
 
-/// Reconciles one CatalogSource.
+/// How soon a catalog is looked at again while a store it needs has not synced.
+const UNTIL_SYNCED: Duration = Duration::from_secs(1);
+
+/// Reconciles one CatalogSource: reads, decides, applies, then records.
 pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<CatalogSourceContext>) -> Result<Action, Error> {
     let shared = &ctx.shared;
     let _timer = shared.reconciles.start(CONTROLLER);
@@ -47,56 +70,50 @@ pub async fn reconcile(source: Arc<CatalogSource>, ctx: Arc<CatalogSourceContext
     let name = source.name_any();
     let id = CatalogId::new(name.clone(), namespace.clone());
     let now = olm_runtime::conditions::now();
-    let priority = source.spec.priority.unwrap_or(0);
-    shared.catalogs.register(&id, priority, &now);
-    forget_deleted(&ctx);
 
+    // Read.
     let spec = validate(&source.spec, shared.options.default_poll_interval);
-    let (observed, polled, serving) = read::read(&ctx, &source, &id, &spec, &now).await?;
-    let ready = observed.is_ready();
-    shared.metrics.set_catalog_ready(&namespace, &name, ready);
+    let Some(read) = read::read(&ctx, source, &id, spec, now).await? else {
+        return Ok(Action::requeue(UNTIL_SYNCED));
+    };
 
-    let mut new_status = status::compute(&source, &spec, &observed, &now);
-    if polled.is_some() {
-        new_status.latest_image_registry_poll = polled;
-    }
-    status::set_serving(
-        &mut new_status,
-        serving.as_ref(),
-        source.metadata.generation,
-        &now,
-    );
-    // Standbys read catalogs too (their store is warm when they take over), but
-    // only the leader reports.
-    if source.status.as_ref() != Some(&new_status) && shared.writer.leadership().is_leader() {
+    // Decide.
+    let decision =
+        decide::decide(&read, shared.options.catalog_health_interval).map_err(|source| Error::Encode {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            source,
+        })?;
+
+    // Apply: the leader alone (a standby's decision holds no effect).
+    if read.leading && !decision.effects.is_empty() {
         let api: Api<CatalogSource> = Api::namespaced(shared.client.clone(), &namespace);
+        let live = LiveStores::new()
+            .with(shared.stores.pods.clone())
+            .with(shared.stores.services.clone());
         shared
             .writer
-            .apply_status(&api, &name, &new_status)
+            .perform(&shared.client, &api, &decision.effects, &live)
             .await
-            .map_err(|source| Error::WriteStatus {
+            .map_err(|source| Error::Apply {
                 namespace: namespace.clone(),
                 name: name.clone(),
                 source,
             })?;
     }
-    Ok(requeue_after(shared, &spec, &observed))
+
+    // Record: the metrics, and the catalogs whose CatalogSource is gone.
+    shared
+        .metrics
+        .set_catalog_ready(&namespace, &name, decision.ready);
+    forget_deleted(&ctx);
+    Ok(decision
+        .requeue
+        .map_or_else(Action::await_change, Action::requeue))
 }
 
-/// How soon to look at the catalog again.
-fn requeue_after(ctx: &Context, spec: &SourceSpec, observed: &Observed) -> Action {
-    match observed {
-        Observed::Invalid { .. } => Action::await_change(),
-        Observed::Ready { .. } => {
-            Action::requeue(ctx.options.catalog_health_interval.min(spec.poll_interval))
-        }
-        Observed::Unreachable { .. } | Observed::Starting { .. } => {
-            Action::requeue(ctx.options.catalog_health_interval.min(Duration::from_secs(10)))
-        }
-    }
-}
-
-/// Drops catalogs whose CatalogSource is gone, with the controller's state for them.
+/// Drops catalogs whose CatalogSource is gone from the store, with the
+/// controller's state for them (after the decision: see the module docs).
 fn forget_deleted(ctx: &CatalogSourceContext) {
     ctx.shared.forget_deleted_catalogs();
     let existing = ctx.shared.stores.catalog_sources.state();
@@ -123,3 +140,6 @@ pub fn forget(ctx: &CatalogSourceContext, namespace: &str, name: &str) {
 pub fn error_policy(source: Arc<CatalogSource>, error: &Error, ctx: Arc<CatalogSourceContext>) -> Action {
     olm_runtime::error_policy(CONTROLLER, source.as_ref(), error, &ctx.shared.reconciles)
 }
+
+#[cfg(test)]
+mod tests;

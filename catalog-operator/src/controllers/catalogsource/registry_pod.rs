@@ -2,6 +2,9 @@
 //! OLM does, and is then read like any registry at an address
 //! (`<service>.<namespace>.svc:50051`).
 //!
+//! This module makes the objects and plans which Pods serve ([`plan_pods`],
+//! pure); it writes nothing: [`super::decide`] turns the plan into effects.
+//!
 //! The Pod is named after a hash of its spec (`<catalog>-<hash>`), so a changed
 //! image or `grpcPodConfig` makes a new Pod and the old ones are deleted once it
 //! exists; both Pod and Service are owned by the CatalogSource, so deleting the
@@ -19,7 +22,7 @@ use std::{collections::BTreeMap, sync::Arc};
 
 use k8s_openapi::{
     api::core::v1::{
-        Capabilities, Container, ContainerPort, EnvVar, GRPCAction, LocalObjectReference, Namespace, Pod,
+        Capabilities, Container, ContainerPort, EnvVar, GRPCAction, LocalObjectReference, Pod,
         PodSecurityContext, PodSpec, Probe, ResourceRequirements, SeccompProfile, SecurityContext, Service,
         ServicePort, ServiceSpec,
     },
@@ -29,18 +32,14 @@ use k8s_openapi::{
         util::intstr::IntOrString,
     },
 };
-use kube::{Api, Resource, ResourceExt, api::DeleteParams};
+use kube::{Resource, ResourceExt, runtime::reflector::ObjectRef};
 use olm_api::{
     labels,
     v1alpha1::{CatalogSource, ExtractContentConfig, GrpcPodConfig, RegistryServiceStatus, SecurityConfig},
 };
 use olm_resolver::model::CatalogId;
-use olm_runtime::apply::WriteError;
 
-use super::{
-    context::CatalogSourceContext, error::Error, grpc::read_registry, observed::Observed,
-    validate::SourceSpec,
-};
+use super::{context::CatalogSourceContext, validate::SourceSpec};
 
 /// The port registry servers listen on.
 pub const REGISTRY_PORT: i32 = 50051;
@@ -254,46 +253,68 @@ fn registry_container(image: &str, memory_target: Option<&Quantity>) -> Containe
     }
 }
 
-fn is_ready(pod: &Pod) -> bool {
+/// Whether `pod` is Ready.
+pub(super) fn is_ready(pod: &Pod) -> bool {
     pod.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// Whether the namespace enforces the `restricted` Pod Security Standard.
-async fn namespace_is_restricted(ctx: &CatalogSourceContext, namespace: &str) -> Result<bool, Error> {
-    let api: Api<Namespace> = Api::all(ctx.shared.client.clone());
-    let found = api
-        .get_metadata_opt(namespace)
-        .await
-        .map_err(|source| Error::Read {
-            what: format!("Namespace {namespace}"),
-            namespace: namespace.to_owned(),
-            name: String::new(),
-            source,
-        })?;
-    Ok(found.is_some_and(|ns| {
-        ns.labels()
-            .get("pod-security.kubernetes.io/enforce")
-            .map(String::as_str)
-            == Some("restricted")
-    }))
+/// The registry objects of one image catalog, as the stores hold them.
+#[derive(Clone, Debug, Default)]
+pub struct RegistryObjects {
+    /// Its registry Pods, not being deleted.
+    pub pods: Vec<Arc<Pod>>,
+    /// Its registry Services, not being deleted.
+    pub services: Vec<Arc<Service>>,
+    /// Whether its namespace enforces the `restricted` Pod Security Standard.
+    pub restricted_namespace: bool,
 }
 
-/// Runs the registry Pod and Service for `image` and reads the catalog through them.
-/// Returns when the image was polled now, if it was.
-pub(super) async fn read(
-    ctx: &CatalogSourceContext,
-    source: &CatalogSource,
-    id: &CatalogId,
-    image: &str,
-    spec: &SourceSpec,
-    now: &Time,
-) -> Result<(Observed, Option<Time>), Error> {
-    let namespace = &id.namespace;
-    let leading = ctx.shared.writer.leadership().is_leader();
-    let registry_service = ensure_service(ctx, source, id, leading).await?;
+/// Whether `meta` is of an object of catalog `source` (labelled with it, owned
+/// by it) that is not being deleted.
+fn owned_by(meta: &ObjectMeta, source: &CatalogSource) -> bool {
+    meta.namespace == source.namespace()
+        && meta.deletion_timestamp.is_none()
+        && meta.labels.as_ref().and_then(|l| l.get(labels::CATALOG_SOURCE)) == Some(&source.name_any())
+        && meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|o| Some(&o.uid) == source.uid().as_ref())
+}
+
+/// The registry objects of `source` in the shared stores; `None` while the
+/// namespace store has not listed its namespace yet (it has not synced).
+pub(super) fn read_objects(ctx: &CatalogSourceContext, source: &CatalogSource) -> Option<RegistryObjects> {
+    let stores = &ctx.shared.stores;
+    let namespace = source.namespace()?;
+    let found = stores.namespaces.get(&ObjectRef::new(&namespace))?;
+    Some(RegistryObjects {
+        pods: stores
+            .pods
+            .state()
+            .into_iter()
+            .filter(|p| owned_by(&p.metadata, source))
+            .collect(),
+        services: stores
+            .services
+            .state()
+            .into_iter()
+            .filter(|s| owned_by(&s.metadata, source))
+            .collect(),
+        restricted_namespace: found
+            .labels()
+            .get("pod-security.kubernetes.io/enforce")
+            .map(String::as_str)
+            == Some("restricted"),
+    })
+}
+
+/// The registry Pod `source` wants for `image` in a namespace whose
+/// enforcement `objects` says.
+pub(super) fn wanted_pod(source: &CatalogSource, image: &str, objects: &RegistryObjects) -> Pod {
     let restricted = match source
         .spec
         .grpc_pod_config
@@ -301,112 +322,48 @@ pub(super) async fn read(
         .and_then(|c| c.security_context_config)
     {
         Some(_) => false,
-        None => namespace_is_restricted(ctx, namespace).await?,
+        None => objects.restricted_namespace,
     };
-    let wanted = pod(source, image, restricted);
-    let hash = wanted.labels().get(POD_SPEC_HASH).cloned().unwrap_or_default();
-    let pods = owned_pods(ctx, source, id);
-    let plan = plan_pods(&pods, &hash, poll_due(source, spec, image, &pods, &hash, now));
-    let plan = if leading { plan } else { as_standby(plan, &pods) };
-    let address = format!("{}.{namespace}.svc:{REGISTRY_PORT}", id.name);
-    let starting = |message: String| Observed::Starting {
-        address: Some(address.clone()),
-        registry_service: Some(registry_service.clone()),
-        message,
-    };
-    let Some((current, polled)) = apply_plan(ctx, id, image, plan, &wanted, leading, now).await? else {
-        return Ok((
-            starting("the leader has not started the registry pod yet".to_owned()),
-            None,
-        ));
-    };
-    if !is_ready(&current) {
-        // Not readable yet: say so in the store, so that resolution does not wait for it.
-        let message = format!("registry pod {} is not ready yet", current.name_any());
-        ctx.shared
-            .catalogs
-            .set_unhealthy(id, source.spec.priority.unwrap_or(0), message.clone(), now);
-        return Ok((starting(message), polled));
-    }
-    let priority = source.spec.priority.unwrap_or(0);
-    let observed = read_registry(ctx, id, priority, &address, spec, Some(registry_service), now).await;
-    Ok((observed, polled))
+    pod(source, image, restricted)
 }
 
-/// The error of writing the registry `what` of catalog `id`.
-fn registry_error(id: &CatalogId, what: &'static str) -> impl FnOnce(WriteError) -> Error + use<> {
-    let (namespace, name) = (id.namespace.clone(), id.name.clone());
-    move |source| Error::Registry {
-        what,
-        namespace,
-        name,
-        source,
-    }
+/// The spec hash label of `pod`.
+pub(super) fn spec_hash(pod: &Pod) -> String {
+    pod.labels().get(POD_SPEC_HASH).cloned().unwrap_or_default()
 }
 
-/// The registry Service of the catalog, applied by the leader when it is
-/// missing or selects other Pods; how it stands, for the status.
-async fn ensure_service(
-    ctx: &CatalogSourceContext,
-    source: &CatalogSource,
-    id: &CatalogId,
-    leading: bool,
-) -> Result<RegistryServiceStatus, Error> {
-    let namespace = &id.namespace;
-    let wanted = service(source);
-    let current = ctx
-        .shared
-        .stores
-        .services
-        .state()
-        .into_iter()
-        .find(|s| s.namespace().as_deref() == Some(namespace) && s.name_any() == id.name);
-    let selector = |s: &Service| s.spec.as_ref().and_then(|s| s.selector.clone());
-    let service_ok = current.as_ref().is_some_and(|s| selector(s) == selector(&wanted));
-    let created_at = match current.filter(|_| service_ok || !leading) {
-        Some(s) => s.metadata.creation_timestamp.clone(),
-        None if !leading => None,
-        None => {
-            let services: Api<Service> = Api::namespaced(ctx.shared.client.clone(), namespace);
-            ctx.shared
-                .writer
-                .apply(&services, &id.name, &wanted)
-                .await
-                .map_err(registry_error(id, "Service"))?
-                .metadata
-                .creation_timestamp
-        }
-    };
-    Ok(RegistryServiceStatus {
+/// The address of the registry Service of catalog `id`.
+pub(super) fn address(id: &CatalogId) -> String {
+    format!("{}.{}.svc:{REGISTRY_PORT}", id.name, id.namespace)
+}
+
+/// How the registry Service of `source` stands, for the status: when it was
+/// created, once a store holds it.
+pub(super) fn service_status(source: &CatalogSource, services: &[Arc<Service>]) -> RegistryServiceStatus {
+    let name = source.name_any();
+    let created_at = services
+        .iter()
+        .find(|s| s.name_any() == name)
+        .and_then(|s| s.metadata.creation_timestamp.clone());
+    RegistryServiceStatus {
         protocol: Some("grpc".to_owned()),
-        service_name: Some(id.name.clone()),
-        service_namespace: Some(namespace.clone()),
+        service_name: Some(name),
+        service_namespace: source.namespace(),
         port: Some(REGISTRY_PORT.to_string()),
         created_at,
-    })
+    }
 }
 
-/// The registry Pods of the catalog in the store, not being deleted.
-fn owned_pods(ctx: &CatalogSourceContext, source: &CatalogSource, id: &CatalogId) -> Vec<Arc<Pod>> {
-    ctx.shared
-        .stores
-        .pods
-        .state()
-        .into_iter()
-        .filter(|p| {
-            p.namespace().as_deref() == Some(&id.namespace)
-                && p.metadata.deletion_timestamp.is_none()
-                && p.labels().get(labels::CATALOG_SOURCE) == Some(&id.name)
-                && p.owner_references()
-                    .iter()
-                    .any(|o| Some(&o.uid) == source.uid().as_ref())
-        })
-        .collect()
+/// The Pod to read the catalog through: the plan's, or for a standby (which
+/// starts no Pod) any that is there.
+pub(super) fn serving_pod(pods: &[Arc<Pod>], hash: &str, leading: bool) -> Option<Arc<Pod>> {
+    let plan = plan_pods(pods, hash, false);
+    if leading { plan } else { as_standby(plan, pods) }.serve
 }
 
 /// The plan of a standby: only the leader manages registry Pods, so it deletes
 /// and starts nothing and reads through what is there.
-fn as_standby(mut plan: PodPlan, pods: &[Arc<Pod>]) -> PodPlan {
+pub(super) fn as_standby(mut plan: PodPlan, pods: &[Arc<Pod>]) -> PodPlan {
     plan.delete.clear();
     plan.start_update = false;
     if plan.serve.is_none() {
@@ -415,63 +372,15 @@ fn as_standby(mut plan: PodPlan, pods: &[Arc<Pod>]) -> PodPlan {
     plan
 }
 
-/// Carries out `plan`: deletes Pods, starts an update Pod or the first Pod of
-/// `wanted`. Returns the Pod to read through and when the image was polled
-/// now; `None` when there is none yet and this replica may not start one.
-async fn apply_plan(
-    ctx: &CatalogSourceContext,
-    id: &CatalogId,
-    image: &str,
-    plan: PodPlan,
-    wanted: &Pod,
-    leading: bool,
-    now: &Time,
-) -> Result<Option<(Arc<Pod>, Option<Time>)>, Error> {
-    let api: Api<Pod> = Api::namespaced(ctx.shared.client.clone(), &id.namespace);
-    for name in &plan.delete {
-        ctx.shared
-            .writer
-            .delete(&api, name, &DeleteParams::background())
-            .await
-            .map_err(registry_error(id, "Pod"))?;
-    }
-    match plan.serve {
-        Some(pod) => {
-            let mut polled = None;
-            if plan.start_update {
-                tracing::info!(catalog = %id, image, "polling the catalog image with an update pod");
-                ctx.shared
-                    .writer
-                    .create(&api, wanted)
-                    .await
-                    .map_err(registry_error(id, "Pod"))?;
-                polled = Some(now.clone());
-            }
-            Ok(Some((pod, polled)))
-        }
-        None if !leading => Ok(None),
-        None => {
-            tracing::info!(catalog = %id, image, "starting the registry pod");
-            let created = ctx
-                .shared
-                .writer
-                .create(&api, wanted)
-                .await
-                .map_err(registry_error(id, "Pod"))?;
-            Ok(Some((Arc::new(created), None)))
-        }
-    }
-}
-
 /// What to do with the registry Pods of a catalog.
 #[derive(Debug, PartialEq)]
-struct PodPlan {
+pub(super) struct PodPlan {
     /// The Pod to read the catalog through; `None`: create one.
-    serve: Option<Arc<Pod>>,
+    pub(super) serve: Option<Arc<Pod>>,
     /// Pods to delete, by name.
-    delete: Vec<String>,
+    pub(super) delete: Vec<String>,
     /// Start an update Pod (same spec) to see whether the image changed.
-    start_update: bool,
+    pub(super) start_update: bool,
 }
 
 fn image_id(pod: &Pod) -> Option<&str> {
@@ -488,7 +397,7 @@ fn image_id(pod: &Pod) -> Option<&str> {
 /// is an update Pod: once Ready it takes over if its image differs (or the old
 /// one is not Ready), else it goes. Pods of another spec go once a Pod of the
 /// current spec is Ready, so that the catalog is served throughout a change.
-fn plan_pods(pods: &[Arc<Pod>], hash: &str, poll_due: bool) -> PodPlan {
+pub(super) fn plan_pods(pods: &[Arc<Pod>], hash: &str, poll_due: bool) -> PodPlan {
     let mut same: Vec<&Arc<Pod>> = pods
         .iter()
         .filter(|p| p.labels().get(POD_SPEC_HASH).map(String::as_str) == Some(hash))
@@ -531,7 +440,7 @@ fn plan_pods(pods: &[Arc<Pod>], hash: &str, poll_due: bool) -> PodPlan {
 /// Whether the image should be polled now: the CatalogSource asks for polling,
 /// the image is a tag (a digest never changes), and the interval has passed since
 /// the last poll or since the serving Pod started.
-fn poll_due(
+pub(super) fn poll_due(
     source: &CatalogSource,
     spec: &SourceSpec,
     image: &str,

@@ -109,6 +109,25 @@ pub struct Stores {
     pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
 }
 
+#[cfg(test)]
+impl Stores {
+    /// Stores that have listed nothing, for the tests of reconciles without a
+    /// cluster: each test fills the ones it needs with struct update syntax.
+    pub fn empty() -> Stores {
+        use olm_testkit::stores::listed;
+        Stores {
+            subscriptions: listed(Vec::new()),
+            install_plans: listed(Vec::new()),
+            csvs: listed(Vec::new()),
+            catalog_sources: listed(Vec::new()),
+            pods: listed(Vec::new()),
+            services: listed(Vec::new()),
+            namespaces: listed(Vec::new()),
+            config_maps: listed(Vec::new()),
+        }
+    }
+}
+
 /// What every controller shares.
 pub struct Context {
     /// The API client.

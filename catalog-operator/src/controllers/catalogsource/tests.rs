@@ -65,14 +65,11 @@ fn stores(source: &CatalogSource, pods: Vec<Pod>, services: Vec<Service>) -> Sto
         "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "olm"},
     }));
     Stores {
-        subscriptions: listed(Vec::new()),
-        install_plans: listed(Vec::new()),
-        csvs: listed(Vec::new()),
         catalog_sources: listed(vec![source.clone()]),
         pods: listed(pods),
         services: listed(services),
         namespaces: listed(vec![namespace]),
-        config_maps: listed(Vec::new()),
+        ..Stores::empty()
     }
 }
 

@@ -133,12 +133,9 @@ fn answer(plan: &Value, request: &Request) -> Option<Answer> {
 fn context(client: Client, plan: &InstallPlan, csvs: Vec<ClusterServiceVersion>) -> Arc<Context> {
     let metrics = olm_runtime::metrics::Metrics::new().expect("metrics");
     let stores = Stores {
-        subscriptions: olm_testkit::stores::listed(Vec::new()),
         install_plans: olm_testkit::stores::listed([plan.clone()]),
         csvs: olm_testkit::stores::listed(csvs),
-        catalog_sources: olm_testkit::stores::listed(Vec::new()),
-        pods: olm_testkit::stores::listed(Vec::new()),
-        services: olm_testkit::stores::listed(Vec::new()),
+        ..Stores::empty()
     };
     Arc::new(Context::new(
         client,

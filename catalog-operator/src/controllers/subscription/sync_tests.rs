@@ -46,10 +46,7 @@ fn context(client: Client, subscriptions: Vec<Subscription>, plans: Vec<InstallP
     let stores = Stores {
         subscriptions: olm_testkit::stores::listed(subscriptions),
         install_plans: olm_testkit::stores::listed(plans),
-        csvs: olm_testkit::stores::listed(Vec::new()),
-        catalog_sources: olm_testkit::stores::listed(Vec::new()),
-        pods: olm_testkit::stores::listed(Vec::new()),
-        services: olm_testkit::stores::listed(Vec::new()),
+        ..Stores::empty()
     };
     let shared = Context::new(
         client,

@@ -125,35 +125,19 @@ mod tests {
     use std::collections::{BTreeSet, HashMap, HashSet};
 
     use k8s_openapi::jiff::Timestamp;
-    use olm_api::v1alpha1::{Approval, InstallPlanSpec};
+    use olm_api::v1alpha1::Approval;
     use olm_resolver::model::CatalogId;
 
     use super::*;
     use crate::controllers::subscription::{
         inputs::NamespaceInputs,
-        plans::{UnpackState, WrittenPlans},
+        plans::{UnpackState, WrittenPlans, tests::plan},
         resolve::{Decision, GroupDecision, tests::subscription},
         status::{self, StatusUpdate},
     };
 
     fn now() -> Time {
         Time(Timestamp::from_second(1_000).unwrap())
-    }
-
-    fn plan(name: &str, generation: i64) -> Arc<InstallPlan> {
-        let mut plan = InstallPlan::new(
-            name,
-            InstallPlanSpec {
-                catalog_source: None,
-                catalog_source_namespace: None,
-                cluster_service_version_names: Vec::new(),
-                approval: Approval::Automatic,
-                approved: true,
-                generation: Some(generation),
-            },
-        );
-        plan.metadata.namespace = Some("team".into());
-        Arc::new(plan)
     }
 
     /// Subscription `name`, referring to plan `plan` when given.

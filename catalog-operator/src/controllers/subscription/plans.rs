@@ -328,12 +328,13 @@ pub fn plans_to_delete(plans: &[Arc<InstallPlan>], referenced: &HashSet<String>,
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use olm_api::v1alpha1::{Approval, InstallPlanSpec};
 
     use super::*;
 
-    fn plan(name: &str, generation: i64) -> Arc<InstallPlan> {
+    /// InstallPlan `name` of namespace `team`, of generation `generation`.
+    pub(crate) fn plan(name: &str, generation: i64) -> Arc<InstallPlan> {
         let mut plan = InstallPlan::new(
             name,
             InstallPlanSpec {

@@ -95,16 +95,8 @@ pub enum Error {
     },
     /// An object could not be encoded to hash its content (a bug: every
     /// object built is plain JSON).
-    #[error("failed to encode {kind} {name} to hash it")]
-    Encode {
-        /// The kind.
-        kind: &'static str,
-        /// The name.
-        name: String,
-        /// The cause.
-        #[source]
-        source: serde_json::Error,
-    },
+    #[error(transparent)]
+    Encode(stamp::Error),
     /// Deleting an object failed.
     #[error("failed to delete {kind} {name}")]
     Delete {
@@ -123,7 +115,7 @@ impl Error {
     /// can help: the install is refused with this message.
     pub fn is_terminal(&self) -> bool {
         match self {
-            Error::Invalid(_) | Error::ApiServiceConflict { .. } | Error::Encode { .. } => true,
+            Error::Invalid(_) | Error::ApiServiceConflict { .. } | Error::Encode(_) => true,
             Error::Apply { source, .. } | Error::Delete { source, .. } => {
                 matches!(source.class(), ErrorClass::Terminal | ErrorClass::Forbidden)
             }
@@ -134,9 +126,7 @@ impl Error {
     /// What kind of failure this is, for the reconcile's error policy.
     pub fn class(&self) -> ErrorClass {
         match self {
-            Error::Invalid(_) | Error::ApiServiceConflict { .. } | Error::Encode { .. } => {
-                ErrorClass::Terminal
-            }
+            Error::Invalid(_) | Error::ApiServiceConflict { .. } | Error::Encode(_) => ErrorClass::Terminal,
             Error::Apply { source, .. } | Error::Delete { source, .. } => source.class(),
             Error::Get { source, .. } => classify(source),
             Error::Issue(_) => ErrorClass::Transient,
@@ -603,19 +593,14 @@ async fn apply<K>(applier: Applier<'_>, api: &Api<K>, obj: &K, kind: &'static st
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
-    let name = || obj.meta().name.clone().unwrap_or_default();
     match applier.apply(api, obj, kind).await {
         Ok(_) => Ok(()),
         Err(stamp::Error::Write { source, .. }) => Err(Error::Apply {
             kind,
-            name: name(),
+            name: obj.meta().name.clone().unwrap_or_default(),
             source,
         }),
-        Err(stamp::Error::Encode { source, .. }) => Err(Error::Encode {
-            kind,
-            name: name(),
-            source,
-        }),
+        Err(encode @ stamp::Error::Encode { .. }) => Err(Error::Encode(encode)),
     }
 }
 

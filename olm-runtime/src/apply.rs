@@ -666,45 +666,38 @@ impl Writer {
 
 #[cfg(test)]
 mod tests {
-    use std::{
-        sync::{
-            Arc,
-            atomic::{AtomicUsize, Ordering},
-        },
-        time::Duration,
-    };
+    use std::time::Duration;
 
     use http::{Request, Response};
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::{Client, api::ObjectMeta, client::Body};
+    use olm_testkit::mock_api::{Answer, MockApi};
     use tokio::{sync::watch, time::Instant};
 
     use super::*;
     use crate::metrics::Metrics;
 
-    /// A client whose every request is counted and answered with the object applied.
-    fn counting_client() -> (Client, Arc<AtomicUsize>) {
-        let calls = Arc::new(AtomicUsize::new(0));
-        let seen = calls.clone();
-        let service = tower::service_fn(move |request: Request<Body>| {
-            let seen = seen.clone();
-            async move {
-                seen.fetch_add(1, Ordering::SeqCst);
-                let uri = request.uri().to_string();
-                assert!(uri.contains("fieldManager=olm-operator"), "{uri}");
-                assert!(uri.contains("force=true"), "{uri}");
-                let body = serde_json::to_vec(&ConfigMap {
-                    metadata: ObjectMeta {
-                        name: Some("c".into()),
-                        ..ObjectMeta::default()
-                    },
-                    ..ConfigMap::default()
-                })
-                .unwrap();
-                Ok::<_, std::convert::Infallible>(Response::new(Body::from(body)))
-            }
-        });
-        (Client::new(service, "default"), calls)
+    /// The answer of the mocked API servers below: a ConfigMap named `c`.
+    fn named_c() -> Option<Answer> {
+        Some(Answer::ok(serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+        })))
+    }
+
+    /// A client whose every request is recorded and answered with a ConfigMap named `c`.
+    fn counting_client() -> (Client, MockApi) {
+        MockApi::new(|_| named_c())
+    }
+
+    /// The requests `api` received, each checked to apply as olm-operator, by force.
+    fn applies(api: &MockApi) -> usize {
+        let requests = api.requests();
+        for request in &requests {
+            let query = request.query.as_deref().unwrap_or_default();
+            assert!(query.contains("fieldManager=olm-operator"), "{request:?}");
+            assert!(query.contains("force=true"), "{request:?}");
+        }
+        requests.len()
     }
 
     fn config_map() -> ConfigMap {
@@ -731,7 +724,7 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(written.metadata.name.as_deref(), Some("c"));
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(applies(&calls), 1);
     }
 
     #[tokio::test(start_paused = true)]
@@ -761,14 +754,14 @@ mod tests {
             .await
             .unwrap_err();
         assert_eq!(error.category(), "not_leader");
-        assert_eq!(calls.load(Ordering::SeqCst), 0);
+        assert_eq!(applies(&calls), 0);
 
         // Leading: writes go out, until the renew deadline passes without a renewal.
         tx.send_replace(LeaderState::Leading {
             until: Instant::now() + Duration::from_secs(10),
         });
         writer.apply(&api, "c", &config_map()).await.unwrap();
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(applies(&calls), 1);
         tokio::time::advance(Duration::from_secs(10)).await;
         assert!(
             writer
@@ -777,7 +770,7 @@ mod tests {
                 .unwrap_err()
                 .is_not_leader()
         );
-        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        assert_eq!(applies(&calls), 1);
 
         let text = prometheus::TextEncoder::new()
             .encode_to_string(&metrics.registry().gather())
@@ -794,6 +787,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_write_in_flight_when_leadership_ends_is_abandoned() {
+        // An API server that never answers: more than the mocked one can play.
         let hanging = tower::service_fn(|_request: Request<Body>| {
             std::future::pending::<Result<Response<Body>, std::convert::Infallible>>()
         });
@@ -809,26 +803,6 @@ mod tests {
         assert_eq!(Instant::now() - start, Duration::from_secs(10));
     }
 
-    /// A client that records each request's method and URI and answers with a
-    /// ConfigMap named `c`.
-    fn recording_client() -> (Client, Arc<std::sync::Mutex<Vec<String>>>) {
-        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let log = seen.clone();
-        let service = tower::service_fn(move |request: Request<Body>| {
-            log.lock()
-                .unwrap()
-                .push(format!("{} {}", request.method(), request.uri()));
-            async move {
-                let body = serde_json::to_vec(&serde_json::json!({
-                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
-                }))
-                .unwrap();
-                Ok::<_, std::convert::Infallible>(Response::new(Body::from(body)))
-            }
-        });
-        (Client::new(service, "default"), seen)
-    }
-
     fn dynamic_config_map() -> (kube::discovery::ApiResource, DynamicObject) {
         let resource = kube::discovery::ApiResource::erase::<ConfigMap>(&());
         let obj = DynamicObject::new("c", &resource).data(serde_json::json!({"data": {"k": "v"}}));
@@ -837,7 +811,7 @@ mod tests {
 
     #[tokio::test]
     async fn create_and_dynamic_apply_are_fenced_and_counted() {
-        let (client, seen) = recording_client();
+        let (client, seen) = MockApi::new(|_| named_c());
         let typed: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
         let (resource, obj) = dynamic_config_map();
         let dynamic: Api<DynamicObject> = Api::namespaced_with(client, "default", &resource);
@@ -860,23 +834,20 @@ mod tests {
         let error = follower.apply_dynamic(&dynamic, "c", &obj).await.unwrap_err();
         assert!(error.is_not_leader(), "{error}");
         assert_eq!(error.class(), ErrorClass::Transient);
-        assert!(seen.lock().unwrap().is_empty(), "nothing was sent");
+        assert!(seen.requests().is_empty(), "nothing was sent");
 
         let leader =
             Writer::new(Leadership::standalone(), FIELD_MANAGER_CATALOG).with_metrics(&metrics.writes);
         leader.create(&typed, &generated).await.unwrap();
         leader.apply_dynamic(&dynamic, "c", &obj).await.unwrap();
-        let requests = seen.lock().unwrap().clone();
+        let requests = seen.requests();
         assert_eq!(requests.len(), 2, "{requests:?}");
+        let query = |i: usize| requests[i].query.as_deref().unwrap_or_default();
+        assert_eq!(requests[0].line, "POST /api/v1/namespaces/default/configmaps");
+        assert!(query(0).contains("fieldManager=catalog-operator"), "{requests:?}");
+        assert_eq!(requests[1].line, "PATCH /api/v1/namespaces/default/configmaps/c");
         assert!(
-            requests[0].starts_with("POST /api/v1/namespaces/default/configmaps?")
-                && requests[0].contains("fieldManager=catalog-operator"),
-            "{requests:?}"
-        );
-        assert!(
-            requests[1].starts_with("PATCH /api/v1/namespaces/default/configmaps/c?")
-                && requests[1].contains("fieldManager=catalog-operator")
-                && requests[1].contains("force=true"),
+            query(1).contains("fieldManager=catalog-operator") && query(1).contains("force=true"),
             "{requests:?}"
         );
         let text = prometheus::TextEncoder::new()

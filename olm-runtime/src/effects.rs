@@ -500,36 +500,23 @@ fn dynamic_api(client: &Client, resource: &ApiResource, namespace: Option<&str>)
 
 #[cfg(test)]
 mod tests {
-    use std::{
-        collections::BTreeMap,
-        sync::{Arc, Mutex},
-    };
+    use std::collections::BTreeMap;
 
-    use http::{Request, Response};
     use k8s_openapi::api::core::v1::{ConfigMap, Service};
-    use kube::{api::ObjectMeta, client::Body};
+    use kube::api::ObjectMeta;
+    use olm_testkit::mock_api::{Answer, MockApi};
 
     use super::*;
     use crate::Leadership;
 
-    /// A client whose API server answers every request with the request's own
-    /// body (or `{}`), and records `METHOD path` of each.
-    fn recording() -> (Client, Arc<Mutex<Vec<String>>>) {
-        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
-        let record = seen.clone();
-        let service = tower::service_fn(move |request: Request<Body>| {
-            let line = format!("{} {}", request.method(), request.uri().path());
-            record.lock().unwrap().push(line);
-            async move {
-                let body = serde_json::json!({
-                    "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
-                });
-                Ok::<_, std::convert::Infallible>(Response::new(Body::from(
-                    serde_json::to_vec(&body).unwrap(),
-                )))
-            }
-        });
-        (Client::new(service, "default"), seen)
+    /// A client whose API server answers every request with a ConfigMap, and
+    /// records each.
+    fn recording() -> (Client, MockApi) {
+        MockApi::new(|_| {
+            Some(Answer::ok(serde_json::json!({
+                "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"},
+            })))
+        })
     }
 
     fn config_map(name: &str, data: &str) -> ConfigMap {
@@ -608,7 +595,7 @@ mod tests {
             }
         );
         assert_eq!(
-            *seen.lock().unwrap(),
+            seen.lines(),
             [
                 "PATCH /api/v1/namespaces/ns/configmaps/changed",
                 "PATCH /api/v1/namespaces/ns/configmaps/shared",
@@ -633,13 +620,13 @@ mod tests {
             .await
             .unwrap_err();
         assert!(error.is_not_leader(), "{error}");
-        assert!(seen.lock().unwrap().is_empty());
+        assert!(seen.requests().is_empty());
     }
 
     /// A client whose API server answers `METHOD path` with the status code
     /// `code` gives (200 with a ConfigMap body, else a Kubernetes `Status`),
     /// and records each request ([`serving`]).
-    fn answering(code: fn(&str) -> u16) -> (Client, Seen) {
+    fn answering(code: fn(&str) -> u16) -> (Client, MockApi) {
         serving(move |line| {
             let status = code(line);
             let body = if status == 200 {
@@ -650,15 +637,6 @@ mod tests {
             };
             (status, body)
         })
-    }
-
-    /// The `METHOD path` of each request `seen`, in order.
-    fn lines(seen: &Seen) -> Vec<String> {
-        seen.lock()
-            .unwrap()
-            .iter()
-            .map(|(line, _)| line.clone())
-            .collect()
     }
 
     #[tokio::test]
@@ -696,7 +674,7 @@ mod tests {
             }
         );
         assert_eq!(
-            lines(&seen),
+            seen.lines(),
             [
                 "PATCH /api/v1/namespaces/ns/configmaps/kept",
                 "POST /api/v1/namespaces/ns/configmaps",
@@ -708,33 +686,15 @@ mod tests {
         );
     }
 
-    /// A request as an API server saw it: `METHOD path`, and its body.
-    type Seen = Arc<Mutex<Vec<(String, serde_json::Value)>>>;
-
     /// A client whose API server answers `METHOD path` with what `answer` gives
-    /// (a status code, and the body for 200), and records each request with its body.
+    /// (a status code, and the body), and records each request with its body.
     fn serving(
-        answer: impl Fn(&str) -> (u16, serde_json::Value) + Copy + Send + Sync + 'static,
-    ) -> (Client, Seen) {
-        let seen: Seen = Arc::default();
-        let record = seen.clone();
-        let service = tower::service_fn(move |request: Request<Body>| {
-            let record = record.clone();
-            async move {
-                let line = format!("{} {}", request.method(), request.uri().path());
-                let bytes = http_body_util::BodyExt::collect(request.into_body())
-                    .await
-                    .unwrap()
-                    .to_bytes();
-                let body = serde_json::from_slice(&bytes).unwrap_or(serde_json::Value::Null);
-                let (code, answer) = answer(&line);
-                record.lock().unwrap().push((line, body));
-                let mut response = Response::new(Body::from(serde_json::to_vec(&answer).unwrap()));
-                *response.status_mut() = http::StatusCode::from_u16(code).unwrap();
-                Ok::<_, std::convert::Infallible>(response)
-            }
-        });
-        (Client::new(service, "default"), seen)
+        answer: impl Fn(&str) -> (u16, serde_json::Value) + Send + Sync + 'static,
+    ) -> (Client, MockApi) {
+        MockApi::new(move |request| {
+            let (status, body) = answer(&request.line);
+            Some(Answer { status, body })
+        })
     }
 
     /// A Kubernetes `Status` of HTTP `code`, naming invalid `fields`.
@@ -795,10 +755,8 @@ mod tests {
                 ..Performed::default()
             }
         );
-        let seen = seen.lock().unwrap().clone();
-        let lines: Vec<&str> = seen.iter().map(|(line, _)| line.as_str()).collect();
         assert_eq!(
-            lines,
+            seen.lines(),
             [
                 "POST /api/v1/namespaces/ns/configmaps",
                 "PATCH /api/v1/namespaces/ns/configmaps/replaced",
@@ -807,7 +765,11 @@ mod tests {
                 "PATCH /api/v1/namespaces/ns/configmaps/taken/status",
             ]
         );
-        assert_eq!(seen[1].1["metadata"]["uid"], "u-old", "the apply names the UID");
+        let seen = seen.requests();
+        assert_eq!(
+            seen[1].body["metadata"]["uid"], "u-old",
+            "the apply names the UID"
+        );
         let tests = |body: &serde_json::Value| -> Vec<(String, String)> {
             body.as_array()
                 .unwrap()
@@ -823,16 +785,16 @@ mod tests {
         };
         let label = ("/metadata/labels/olm.copiedFrom".to_owned(), "ops".to_owned());
         assert_eq!(
-            tests(&seen[2].1),
+            tests(&seen[2].body),
             [("/metadata/uid".to_owned(), "u-fresh".to_owned()), label.clone()],
             "the created object's status goes only onto the object created"
         );
         assert_eq!(
-            tests(&seen[3].1),
+            tests(&seen[3].body),
             [("/metadata/uid".to_owned(), "u-taken".to_owned()), label]
         );
         assert_eq!(
-            seen[3].1[2],
+            seen[3].body[2],
             serde_json::json!({"op": "add", "path": "/status", "value": {"phase": "Copied"}})
         );
     }

@@ -262,7 +262,8 @@ mod tests {
     }
 
     /// A client whose list of config maps holds one, `a`, with managed fields,
-    /// and whose watches stay open with nothing to say. Counts the lists.
+    /// and whose watches stay open with nothing to say (which the mocked API
+    /// server of olm-testkit, answering at once, cannot play). Counts the lists.
     fn one_config_map(lists: Arc<AtomicUsize>) -> Client {
         let service = tower::service_fn(move |request: Request<Body>| {
             let watch = request.uri().query().unwrap_or_default().contains("watch=true");

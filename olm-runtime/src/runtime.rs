@@ -426,10 +426,7 @@ mod tests {
     use super::*;
 
     fn client() -> Client {
-        let service = tower::service_fn(|_request: http::Request<kube::client::Body>| async {
-            Ok::<_, std::convert::Infallible>(http::Response::new(kube::client::Body::empty()))
-        });
-        Client::new(service, "default")
+        olm_testkit::mock_api::MockApi::echo().0
     }
 
     #[tokio::test]

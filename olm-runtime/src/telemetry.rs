@@ -79,10 +79,17 @@ impl TelemetryArgs {
                         .with_span_list(false),
                 )
                 .try_init(),
-            _ => registry.with(fmt::layer()).try_init(),
+            _ => registry.with(fmt::layer().with_ansi(colours())).try_init(),
         };
         result.map_err(TelemetryError::Init)
     }
+}
+
+/// Whether text lines are coloured: only on a terminal, and never with
+/// `NO_COLOR` set, so that log files and `kubectl logs` carry no escape codes.
+fn colours() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
 #[cfg(test)]

@@ -356,6 +356,19 @@ impl Process {
         self.user = None;
     }
 
+    /// Panics when its log carries terminal escape codes: a log written to a file (as
+    /// `kubectl logs` shows it) must be plain text.
+    pub fn assert_plain_log(&self) {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        if let Some(line) = text.lines().find(|line| line.contains('\u{1b}')) {
+            panic!(
+                "{} (log {}) wrote terminal escape codes to a file: {line:?}",
+                self.label,
+                self.log.display()
+            );
+        }
+    }
+
     /// Panics, with the lines, when the API server refused it any request so far.
     pub fn assert_no_forbidden(&self) {
         if let Some(user) = &self.user {
@@ -375,6 +388,7 @@ impl Drop for Process {
         // A test that already fails says why first.
         if !std::thread::panicking() {
             self.assert_no_forbidden();
+            self.assert_plain_log();
         }
     }
 }

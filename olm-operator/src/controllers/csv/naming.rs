@@ -87,6 +87,10 @@ pub fn generate_name(base: &str, parts: &[&str]) -> String {
     format!("{base}-{hash}")
 }
 
+/// FNV-1a in 32 bits. Not [`olm_runtime::effects::fnv1a`] (64 bits): the names
+/// and `olm.deployment-spec-hash` labels of installs already in clusters carry
+/// these 8 hex digits, and a different hash would rename (and so re-create)
+/// every Role and roll every Deployment on upgrade.
 fn fnv1a(bytes: &[u8]) -> u32 {
     bytes.iter().fold(0x811c_9dc5_u32, |hash, byte| {
         (hash ^ u32::from(*byte)).wrapping_mul(0x0100_0193)

@@ -461,6 +461,7 @@ mod tests {
             plans: Vec::new(),
             catalogs: Vec::new(),
             catalog_uids: HashMap::new(),
+            unpack_policy: crate::images::unpack::policy_of(None),
             fingerprint: 0,
         }
     }

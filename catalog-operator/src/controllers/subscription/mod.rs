@@ -40,12 +40,12 @@
 //! they are. Building a plan never unpacks an image (the unpack is requested,
 //! performed between two planning passes, and the pass after it plans with
 //! what it gave). Still to move: the unpack itself is performed by
-//! `crate::images` with its own reads and writes (the OperatorGroup's unpack
-//! policy, and the unpack Job's ConfigMap, RBAC and Job, read and applied
-//! live: no Job or ConfigMap store exists yet, so the decision cannot list
+//! `crate::images` with its own reads and writes (the unpack Job's
+//! ConfigMap, RBAC and Job, read and applied live: no Job or ConfigMap store exists yet, so the decision cannot list
 //! them as objects); while planning, a bundle's manifests are fetched from its
 //! registry, and a complete plan's CSVs are looked up live when the CSV store
-//! lacks them (it may lag).
+//! lacks them (it may lag). The unpack policy comes from the OperatorGroup
+//! store.
 
 pub mod adopt;
 mod context;
@@ -80,7 +80,7 @@ use self::{
     unpacking::Unpacked,
 };
 use super::Context;
-use crate::catalogs::Health;
+use crate::{catalogs::Health, images::unpack};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "subscription";
@@ -206,7 +206,24 @@ fn read_namespace(ctx: &SubscriptionContext, namespace: &str) -> Option<Namespac
         .into_iter()
         .filter(in_namespace(namespace))
         .collect();
-    let fingerprint = fingerprint(shared.catalogs.generation(), &subscriptions, &csvs, &plans);
+    let groups: Vec<_> = shared
+        .stores
+        .operator_groups
+        .state()
+        .into_iter()
+        .filter(in_namespace(namespace))
+        .collect();
+    // OLM's defaults unless the namespace has exactly one OperatorGroup.
+    let unpack_policy = unpack::policy_of(match groups.as_slice() {
+        [group] => Some(&group.metadata),
+        _ => None,
+    });
+    let mut fingerprint = fingerprint(shared.catalogs.generation(), &subscriptions, &csvs, &plans);
+    fingerprint ^= {
+        let mut hasher = DefaultHasher::new();
+        unpack_policy.hash(&mut hasher);
+        hasher.finish()
+    };
 
     shared.forget_deleted_catalogs();
     let named: Vec<CatalogId> = subscriptions.iter().map(|s| catalog_of(s)).collect();
@@ -227,6 +244,7 @@ fn read_namespace(ctx: &SubscriptionContext, namespace: &str) -> Option<Namespac
         plans,
         catalogs,
         catalog_uids,
+        unpack_policy,
         fingerprint,
     })
 }
@@ -321,7 +339,7 @@ async fn plan_groups(
         tracing::debug!(namespace, error = %crate::error_chain(&error), "BundleUnpacking not written");
     }
     let marked = pulls.flat_map(|r| r.members.clone()).collect();
-    let mut unpacked = unpacking::perform(&ctx.shared, namespace, first.requests).await;
+    let mut unpacked = unpacking::perform(&ctx.shared, &inputs.unpack_policy, first.requests).await;
     let mut second =
         plans::plan_groups(ctx, inputs, &first.all, &first.writes, decisions, &mut unpacked).await?;
     second.marked_unpacking = marked;
@@ -403,6 +421,7 @@ mod tests {
             csvs: Vec::new(),
             plans: Vec::new(),
             catalog_uids: HashMap::new(),
+            unpack_policy: crate::images::unpack::policy_of(None),
             fingerprint: 0,
         }
     }

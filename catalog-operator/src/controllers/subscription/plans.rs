@@ -26,7 +26,7 @@ use crate::controllers::{
     Context,
     plan::{self, ResolvedStep, steps::PlannedBundle},
 };
-use crate::images::bundles::UnpackError;
+use crate::images::{bundles::UnpackError, unpack::UnpackPolicy};
 
 /// The plans of a namespace once planned.
 pub struct GroupPlans {
@@ -182,6 +182,7 @@ async fn ensure_plan(
     unpacked: &mut Unpacked,
 ) -> Result<Ensured, Error> {
     let namespace = inputs.namespace.as_str();
+    let policy = &inputs.unpack_policy;
     let members: Vec<&Subscription> = inputs
         .subscriptions
         .iter()
@@ -200,10 +201,11 @@ async fn ensure_plan(
         let planned = plan.status.as_ref().is_some_and(|s| s.plan.is_some());
         if !planned {
             // Created, but its steps were never written (a crash in between).
-            let status = match plan_status(&ctx.shared, &plan, group, steps, &members, unpacked).await? {
-                Ok(status) => status,
-                Err(requests) => return Ok(Ensured::Unpack(requests)),
-            };
+            let status =
+                match plan_status(&ctx.shared, &plan, group, steps, &members, policy, unpacked).await? {
+                    Ok(status) => status,
+                    Err(requests) => return Ok(Ensured::Unpack(requests)),
+                };
             let mut plan = Arc::unwrap_or_clone(plan);
             plan.status = Some(status);
             return Ok(Ensured::Write(PlanWrite {
@@ -225,7 +227,7 @@ async fn ensure_plan(
     let name = plan::install_plan_name(namespace, &members, steps, group.approval, generation, plans);
     let mut plan = plan::new_install_plan(name, namespace, &members, steps, group.approval, generation);
     // The manifests first, so that a registry that is down leaves no half-made plan behind.
-    let mut status = match plan_status(&ctx.shared, &plan, group, steps, &members, unpacked).await? {
+    let mut status = match plan_status(&ctx.shared, &plan, group, steps, &members, policy, unpacked).await? {
         Ok(status) => status,
         Err(requests) => return Ok(Ensured::Unpack(requests)),
     };
@@ -266,16 +268,16 @@ async fn csvs_gone(
 
 /// The status of a freshly planned InstallPlan, from the bundles' manifests
 /// (fetched from their registry when the catalog listing left them out), or
-/// the pulls of bundle images it needs first.
+/// the pulls of bundle images it needs first (unpacked by `policy`).
 async fn plan_status(
     shared: &Context,
     plan: &InstallPlan,
     group: &GroupDecision,
     steps: &[ResolvedStep],
     members: &[&Subscription],
+    policy: &UnpackPolicy,
     unpacked: &mut Unpacked,
 ) -> Result<Result<InstallPlanStatus, Vec<UnpackRequest>>, Error> {
-    let namespace = plan.namespace().unwrap_or_default();
     let mut bundles = Vec::with_capacity(steps.len());
     let mut requests = Vec::new();
     for step in steps {
@@ -294,7 +296,7 @@ async fn plan_status(
             })?
             .ok_or_else(unavailable)?;
         let bundle = Arc::unwrap_or_clone(bundle);
-        match unpacking::complete(shared, &namespace, members, unpacked, &step.catalog, bundle).await? {
+        match unpacking::complete(shared, policy, members, unpacked, &step.catalog, bundle).await? {
             Ok(bundle) => bundles.push(PlannedBundle {
                 step: step.clone(),
                 bundle,

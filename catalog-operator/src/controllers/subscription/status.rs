@@ -845,6 +845,7 @@ mod tests {
             plans: vec![ip.clone()],
             catalogs: catalogs(true),
             catalog_uids: HashMap::new(),
+            unpack_policy: crate::images::unpack::policy_of(None),
             fingerprint: 0,
         };
         let decisions = [group(Decision::Install(vec![step()]), Change::Install)];

@@ -58,12 +58,18 @@ fn plan_status(patch: &serde_json::Value) -> serde_json::Value {
 /// A context over `client` whose stores hold `subscriptions` and `plans`, and
 /// whose catalogs hold the demo catalog as `team/demo`.
 fn context(client: Client, subscriptions: Vec<Subscription>, plans: Vec<InstallPlan>) -> SubscriptionContext {
-    let metrics = olm_runtime::metrics::Metrics::new().expect("metrics");
     let stores = Stores {
         subscriptions: olm_testkit::stores::listed(subscriptions),
         install_plans: olm_testkit::stores::listed(plans),
         ..Stores::empty()
     };
+    context_of(client, stores)
+}
+
+/// A context over `client` with `stores`, whose catalogs hold the demo
+/// catalog as `team/demo`.
+fn context_of(client: Client, stores: Stores) -> SubscriptionContext {
+    let metrics = olm_runtime::metrics::Metrics::new().expect("metrics");
     let shared = Context::new(
         client,
         Writer::new(Leadership::standalone(), "catalog-operator"),
@@ -204,4 +210,41 @@ async fn a_subscription_never_refers_to_a_plan_of_its_name_that_installs_somethi
     assert_eq!(plan.spec.cluster_service_version_names, ["demo-db.v1.1.0"]);
     let reference = (Some(plan.name_any()), Some("uid-plan".to_owned()));
     assert_eq!(plan_reference(&subscription), [reference.clone(), reference]);
+}
+
+#[tokio::test]
+async fn the_unpack_policy_is_read_from_the_store_of_operator_groups() {
+    use kube::{api::ObjectMeta, core::PartialObjectMetaExt};
+    use olm_api::v1::OperatorGroup;
+
+    use crate::images::unpack::{DEFAULT_TIMEOUT, TIMEOUT_ANNOTATION};
+
+    let group = |namespace: &str, name: &str| {
+        ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(namespace.into()),
+            annotations: Some([(TIMEOUT_ANNOTATION.to_owned(), "90s".to_owned())].into()),
+            ..ObjectMeta::default()
+        }
+        .into_response_partial::<OperatorGroup>()
+    };
+    // The OperatorGroups of the store → the unpack timeout of namespace `team`.
+    let cases = [
+        (vec![group("team", "og")], std::time::Duration::from_secs(90)),
+        (vec![group("ops", "og")], DEFAULT_TIMEOUT),
+        (vec![group("team", "a"), group("team", "b")], DEFAULT_TIMEOUT),
+    ];
+    for (groups, timeout) in cases {
+        let (client, mock) = MockApi::echo();
+        let stores = Stores {
+            subscriptions: olm_testkit::stores::listed(vec![new_subscription()]),
+            operator_groups: olm_testkit::stores::listed(groups.clone()),
+            ..Stores::empty()
+        };
+        let ctx = context_of(client, stores);
+        let inputs = super::read_namespace(&ctx, "team").expect("a Subscription");
+        let names: Vec<_> = groups.iter().map(|g| g.metadata.name.clone()).collect();
+        assert_eq!(inputs.unpack_policy.timeout, timeout, "{names:?}");
+        assert_eq!(mock.lines(), Vec::<String>::new(), "read from the store alone");
+    }
 }

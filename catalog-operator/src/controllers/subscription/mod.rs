@@ -365,7 +365,12 @@ async fn apply(shared: &Context, namespace: &str, effects: &SyncEffects) -> Resu
         })?;
     for plan in &effects.objects {
         let csvs = &plan.object.data["spec"]["clusterServiceVersionNames"];
-        tracing::info!(namespace, install_plan = %plan.name(), %csvs, "created install plan unless the name was taken");
+        if performed.refused == 0 {
+            tracing::info!(namespace, install_plan = %plan.name(), %csvs, "created install plan");
+        } else {
+            // Which write was refused is not told apart: the next sync sees.
+            tracing::info!(namespace, install_plan = %plan.name(), %csvs, "install plan not created, or a status held back: a name is taken");
+        }
     }
     for removal in &effects.removals {
         tracing::info!(namespace, install_plan = %removal.name, "deleted an old install plan");

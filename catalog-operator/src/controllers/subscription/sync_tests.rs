@@ -1,6 +1,10 @@
 //! The wiring of a namespace sync against a mocked API server: what one sync
-//! writes, in order, and that a sync whose writes are live in the stores
-//! writes nothing.
+//! writes, in order (a new plan created by its deterministic name, then its
+//! status, then the Subscription's status with the plan's UID); that a sync
+//! whose writes are live in the stores writes nothing; that a create refused
+//! because the name is taken (by that plan, not in the store yet, or by a plan
+//! installing something else) leaves the Subscription's status alone; and that
+//! the unpack policy is read from the OperatorGroup store.
 
 use std::sync::{Arc, Mutex};
 
@@ -22,12 +26,13 @@ const SUBSCRIPTIONS: &str = "/apis/operators.coreos.com/v1alpha1/namespaces/team
 /// `taken` names the plan that holds its name already (then HTTP 409), and the
 /// status written to it (a JSON Patch bound to that UID) returns it with that
 /// status; every other write returns what it was sent.
-fn api_server(taken: Option<&'static str>) -> (Client, MockApi) {
+fn api_server(taken: Option<&str>) -> (Client, MockApi) {
+    let taken = taken.map(str::to_owned);
     let created: Arc<Mutex<serde_json::Value>> = Arc::default();
     MockApi::new(move |request: &Request| {
         let mut plan = created.lock().expect("not poisoned");
         if request.line == format!("POST {PLANS}") {
-            if taken == request.body["metadata"]["name"].as_str() {
+            if taken.as_deref() == request.body["metadata"]["name"].as_str() {
                 return Some(Answer::failure(409, "AlreadyExists"));
             }
             *plan = request.body.clone();
@@ -159,7 +164,7 @@ async fn a_sync_creates_the_plan_by_its_name_then_its_status_and_a_synced_namesp
 
     // The same sync again, its stores not showing the plan yet: the same plan
     // by the same name, whose create is refused; nothing else is written.
-    let (client, lagging) = api_server(Some(Box::leak(name.clone().into_boxed_str())));
+    let (client, lagging) = api_server(Some(&name));
     let ctx = context(client, vec![subscription.clone()], Vec::new());
     let again = sync_namespace(&ctx, "team").await.expect("synced");
     assert_eq!(lagging.lines(), [format!("POST {PLANS}")]);
@@ -185,12 +190,12 @@ async fn a_subscription_never_refers_to_a_plan_of_its_name_that_installs_somethi
         .await
         .expect("synced");
     let (_, planned) = written(&mock, new.clone());
-    let name: &'static str = Box::leak(planned.name_any().into_boxed_str());
+    let name = planned.name_any();
 
     // Another plan holds that name (an older one, recreated), which the store
     // does not show yet: the create is refused, and neither that plan's
     // status nor the Subscription's is written.
-    let (client, taken) = api_server(Some(name));
+    let (client, taken) = api_server(Some(&name));
     let ctx = context(client, vec![new.clone()], Vec::new());
     let action = sync_namespace(&ctx, "team").await.expect("synced");
     assert_eq!(taken.lines(), [format!("POST {PLANS}")]);
@@ -202,7 +207,7 @@ async fn a_subscription_never_refers_to_a_plan_of_its_name_that_installs_somethi
     other.spec.cluster_service_version_names = vec!["demo-db.v1.0.0".into()];
     other.spec.generation = Some(0);
     other.status = None;
-    let (client, mock) = api_server(Some(name));
+    let (client, mock) = api_server(Some(&name));
     let ctx = context(client, vec![new.clone()], vec![other]);
     sync_namespace(&ctx, "team").await.expect("synced");
     let (subscription, plan) = written(&mock, new);

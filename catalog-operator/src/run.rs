@@ -33,7 +33,10 @@ use kube::{
         watcher,
     },
 };
-use olm_api::v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use olm_api::{
+    v1::OperatorGroup,
+    v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription},
+};
 use olm_runtime::{
     Parts, Runtime, RuntimeArgs, RuntimeError, apply::FIELD_MANAGER_CATALOG, backoff::TriggerBackoff,
     leader::parse_duration, reflector::Reflector,
@@ -188,6 +191,7 @@ struct Watches {
     services: Reflector<Service>,
     namespaces: Reflector<PartialObjectMeta<Namespace>>,
     config_maps: Reflector<PartialObjectMeta<ConfigMap>>,
+    operator_groups: Reflector<PartialObjectMeta<OperatorGroup>>,
 }
 
 impl Watches {
@@ -220,6 +224,18 @@ impl Watches {
                     map.metadata.labels = None;
                 },
             ),
+            // One per namespace; only the unpack policy's annotations are read.
+            operator_groups: parts.reflector(api(client, namespace), all()).modify(
+                |group: &mut PartialObjectMeta<OperatorGroup>| {
+                    group.metadata.labels = None;
+                    group.metadata.managed_fields = None;
+                    if let Some(annotations) = group.metadata.annotations.as_mut() {
+                        annotations.retain(|key, _| {
+                            crate::images::unpack::POLICY_ANNOTATIONS.contains(&key.as_str())
+                        });
+                    }
+                },
+            ),
         }
     }
 
@@ -234,6 +250,7 @@ impl Watches {
             services: self.services.store(),
             namespaces: self.namespaces.store(),
             config_maps: self.config_maps.store(),
+            operator_groups: self.operator_groups.store(),
         }
     }
 
@@ -248,6 +265,7 @@ impl Watches {
             self.services.run(),
             self.namespaces.run(),
             self.config_maps.run(),
+            self.operator_groups.run(),
         ])
         .map(drop)
     }

@@ -27,7 +27,9 @@
 //!    to its object ([`StatusOf::with_uid`], [`StatusOf::if_labelled`]) is
 //!    written only onto that object; the status of an object created or
 //!    written bound in the same perform, only onto the object that write
-//!    returned.
+//!    returned. A status that refers to an object of the same perform
+//!    ([`StatusOf::refers_to`]) is written only if that object's write was not
+//!    refused, with the UID the write returned.
 //! 3. [`Removal`]s, by name, and with [`Removal::with_uid`] only that very
 //!    object; one already gone, or replaced by another of the name, is not an
 //!    error.
@@ -215,6 +217,45 @@ pub struct StatusOf {
     /// What the object must be for the status to be written
     /// ([`StatusOf::with_uid`], [`StatusOf::if_labelled`]).
     pub guard: Guard,
+    /// An object of [`Effects::objects`] the status refers to ([`StatusOf::refers_to`]).
+    pub refers_to: Option<Reference>,
+}
+
+/// An object of the same [`Effects`] that a status refers to: the status is
+/// written only if that object's write was not refused, and carries the UID
+/// of the object when it was created or written bound.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reference {
+    /// Its kind's API resource.
+    pub resource: ApiResource,
+    /// Its namespace, for namespaced kinds.
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// The JSON Pointers, into the status, of the fields that hold its UID.
+    pub uid_at: Vec<String>,
+}
+
+impl Reference {
+    /// Whether it names `desired`.
+    fn names(&self, desired: &Desired) -> bool {
+        self.resource == desired.resource
+            && self.namespace.as_deref() == desired.namespace()
+            && self.name == desired.name()
+    }
+
+    /// `status` with `uid` set at every pointer of [`Reference::uid_at`]
+    /// (missing fields added, when their parent object exists).
+    fn stamped(&self, status: &serde_json::Value, uid: &str) -> serde_json::Value {
+        let mut status = status.clone();
+        for pointer in &self.uid_at {
+            let (parent, key) = pointer.rsplit_once('/').unwrap_or(("", pointer));
+            if let Some(serde_json::Value::Object(fields)) = status.pointer_mut(parent) {
+                fields.insert(key.replace("~1", "/").replace("~0", "~"), uid.into());
+            }
+        }
+        status
+    }
 }
 
 impl StatusOf {
@@ -230,7 +271,25 @@ impl StatusOf {
             name: name.to_owned(),
             status: serde_json::to_value(status)?,
             guard: Guard::default(),
+            refers_to: None,
         })
+    }
+
+    /// Written only after `desired` (one of the same [`Effects::objects`]), and
+    /// only if its write was not refused: a status never refers to an object
+    /// that another one holding the name stands in for. When `desired` is
+    /// created (or written bound to its UID), its UID is set in the status at
+    /// the JSON Pointers `uid_at` (e.g. `/objectRef/uid`), which the decision
+    /// could not know.
+    #[must_use]
+    pub fn refers_to(mut self, desired: &Desired, uid_at: &[&str]) -> StatusOf {
+        self.refers_to = Some(Reference {
+            resource: desired.resource.clone(),
+            namespace: desired.namespace().map(str::to_owned),
+            name: desired.name().to_owned(),
+            uid_at: uid_at.iter().map(|p| (*p).to_owned()).collect(),
+        });
+        self
     }
 
     /// Written only onto the object with UID `uid` (by a JSON Patch that tests
@@ -324,7 +383,8 @@ pub struct Performed {
     /// Writes left undone because the name is taken: creates refused with
     /// HTTP 409, and objects and statuses bound to an object
     /// ([`Desired::with_uid`], [`StatusOf::with_uid`]) that no longer holds
-    /// the name.
+    /// the name, and statuses referring to an object whose write was refused
+    /// ([`StatusOf::refers_to`]).
     pub refused: usize,
     /// Statuses of other objects written.
     pub statuses: usize,
@@ -432,15 +492,20 @@ impl Writer {
             Some((_, Outcome::Written(Some(uid)))) => guard.uid = Some(uid.clone()),
             _ => {}
         }
+        let status = match referred(write, outcomes) {
+            Referred::Refused => return Ok(Some(Guarded::Taken)),
+            Referred::Uid(reference, uid) => reference.stamped(&write.status, uid),
+            Referred::Unknown => write.status.clone(),
+        };
         let api = dynamic_api(client, &write.resource, write.namespace.as_deref());
         if guard.is_empty() {
             let written = self
-                .apply_status_dynamic(&api, &write.resource, &write.name, &write.status)
+                .apply_status_dynamic(&api, &write.resource, &write.name, &status)
                 .await?;
             return Ok(Some(if written { Guarded::Written } else { Guarded::Gone }));
         }
         let guarded = self
-            .patch_status_if_dynamic(&api, &write.resource, &write.name, &write.status, &guard)
+            .patch_status_if_dynamic(&api, &write.resource, &write.name, &status, &guard)
             .await?;
         Ok(Some(guarded))
     }
@@ -468,6 +533,27 @@ impl Writer {
             }
         }
         Ok(removed)
+    }
+}
+
+/// What became of the object a status refers to ([`StatusOf::refers_to`]).
+enum Referred<'a> {
+    /// Its write was refused: the status is not written.
+    Refused,
+    /// It was created or written bound, as this UID.
+    Uid(&'a Reference, &'a str),
+    /// No reference, or no UID known: the status is written as decided.
+    Unknown,
+}
+
+fn referred<'a>(write: &'a StatusOf, outcomes: &'a [(&Desired, Outcome)]) -> Referred<'a> {
+    let Some(reference) = &write.refers_to else {
+        return Referred::Unknown;
+    };
+    match outcomes.iter().find(|(d, _)| reference.names(d)) {
+        Some((_, Outcome::Refused)) => Referred::Refused,
+        Some((_, Outcome::Written(Some(uid)))) => Referred::Uid(reference, uid),
+        _ => Referred::Unknown,
     }
 }
 
@@ -695,6 +781,76 @@ mod tests {
             let (status, body) = answer(&request.line);
             Some(Answer { status, body })
         })
+    }
+
+    #[tokio::test]
+    async fn a_status_referring_to_a_refused_create_is_not_written_and_one_to_a_created_object_gets_its_uid()
+    {
+        let (client, seen) = serving(|line| match line {
+            "POST /api/v1/namespaces/ns/configmaps" => (409, refusal(409, &[])),
+            "POST /api/v1/namespaces/ns/secrets" => (
+                200,
+                serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+                                   "metadata": {"name": "made", "uid": "u-made"}}),
+            ),
+            _ => (
+                200,
+                serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}}),
+            ),
+        });
+        let writer = Writer::new(Leadership::standalone(), "olm-rs-test");
+        let taken = Desired::fields(&config_map("taken", "1")).unwrap().create_only();
+        let secret = k8s_openapi::api::core::v1::Secret {
+            metadata: ObjectMeta {
+                name: Some("made".into()),
+                namespace: Some("ns".into()),
+                ..ObjectMeta::default()
+            },
+            ..Default::default()
+        };
+        let made = Desired::fields(&secret).unwrap().create_only();
+        let status = |name: &str, of: &str| {
+            StatusOf::of::<ConfigMap, _>(
+                Some("ns"),
+                name,
+                &serde_json::json!({"ref": {"name": of}, "legacy": {"uuid": ""}}),
+            )
+            .unwrap()
+        };
+        let effects: Effects<()> = Effects {
+            objects: vec![taken.clone(), made.clone()],
+            statuses: vec![
+                status("a", "taken").refers_to(&taken, &["/ref/uid"]),
+                status("b", "made").refers_to(&made, &["/ref/uid", "/legacy/uuid", "/absent/uid"]),
+            ],
+            ..Effects::none()
+        };
+        let reconciled: Api<ConfigMap> = Api::namespaced(client.clone(), "ns");
+        let done = writer.perform(&client, &reconciled, &effects, &()).await.unwrap();
+        assert_eq!(
+            done,
+            Performed {
+                applied: 1,
+                refused: 2,
+                statuses: 1,
+                ..Performed::default()
+            }
+        );
+        let seen = seen.lock().unwrap().clone();
+        let lines: Vec<&str> = seen.iter().map(|(line, _)| line.as_str()).collect();
+        assert_eq!(
+            lines,
+            [
+                "POST /api/v1/namespaces/ns/configmaps",
+                "POST /api/v1/namespaces/ns/secrets",
+                // No status for `a`: what it refers to is not the object decided.
+                "PATCH /api/v1/namespaces/ns/configmaps/b/status",
+            ]
+        );
+        assert_eq!(
+            seen[2].1["status"],
+            serde_json::json!({"ref": {"name": "made", "uid": "u-made"}, "legacy": {"uuid": "u-made"}})
+        );
     }
 
     /// A Kubernetes `Status` of HTTP `code`, naming invalid `fields`.

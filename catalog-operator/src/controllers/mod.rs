@@ -25,7 +25,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use kube::{Client, core::PartialObjectMeta, runtime::reflector::Store};
-use olm_api::v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription};
+use olm_api::{
+    v1::OperatorGroup,
+    v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription},
+};
 use olm_runtime::{apply::Writer, metrics::ReconcileMetrics};
 
 use olm_resolver::model::CatalogId;
@@ -107,6 +110,9 @@ pub struct Stores {
     /// ConfigMaps, as metadata: whether the one a ConfigMap catalog names
     /// exists and changed since it was loaded.
     pub config_maps: Store<PartialObjectMeta<ConfigMap>>,
+    /// OperatorGroups, as metadata with only the annotations of the unpack
+    /// policy (`crate::images::unpack::policy_of`).
+    pub operator_groups: Store<PartialObjectMeta<OperatorGroup>>,
 }
 
 #[cfg(test)]
@@ -124,6 +130,7 @@ impl Stores {
             services: listed(Vec::new()),
             namespaces: listed(Vec::new()),
             config_maps: listed(Vec::new()),
+            operator_groups: listed(Vec::new()),
         }
     }
 }

@@ -3,8 +3,9 @@
 //! secrets of its catalog ([`crate::images::pull_secrets`]), or unpacked by a Job
 //! ([`crate::images::unpack_jobs`]).
 //!
-//! OLM's OperatorGroup annotations apply, read from the OperatorGroup of the
-//! Subscription's namespace:
+//! OLM's OperatorGroup annotations apply, from the OperatorGroup of the
+//! Subscription's namespace ([`policy_of`], which the Subscription controller
+//! gives it from its OperatorGroup store):
 //! - `operatorframework.io/bundle-unpack-timeout` (a Go duration, default 10m):
 //!   an unpack that takes longer fails with BundleUnpackFailed;
 //! - `operatorframework.io/bundle-unpack-min-retry-interval`: after a failure,
@@ -22,8 +23,7 @@
 
 use std::time::Duration;
 
-use kube::{Api, Client, ResourceExt};
-use olm_api::v1::OperatorGroup;
+use kube::{Client, api::ObjectMeta};
 use olm_api::v1alpha1::CatalogSource;
 use olm_catalog::Bundle;
 use olm_resolver::model::CatalogId;
@@ -43,7 +43,7 @@ pub const MIN_RETRY_ANNOTATION: &str = "operatorframework.io/bundle-unpack-min-r
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// How bundle images are unpacked in one namespace.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct UnpackPolicy {
     /// The time an unpack may take.
     pub timeout: Duration,
@@ -53,11 +53,15 @@ pub struct UnpackPolicy {
     pub operator_group: Option<String>,
 }
 
-/// The policy the annotations of `group` set (pure); invalid values are ignored
-/// with a warning, as OLM ignores them.
-pub fn policy_of(group: Option<&OperatorGroup>) -> UnpackPolicy {
+/// The annotations [`policy_of`] reads.
+pub const POLICY_ANNOTATIONS: [&str; 2] = [TIMEOUT_ANNOTATION, MIN_RETRY_ANNOTATION];
+
+/// The policy the annotations of `group` (the metadata of the namespace's one
+/// OperatorGroup) set (pure); invalid values are ignored with a warning, as
+/// OLM ignores them.
+pub fn policy_of(group: Option<&ObjectMeta>) -> UnpackPolicy {
     let annotation = |key: &str| {
-        let value = group?.annotations().get(key)?;
+        let value = group?.annotations.as_ref()?.get(key)?;
         match parse_go_duration(value) {
             Ok(duration) => Some(duration),
             Err(error) => {
@@ -71,27 +75,13 @@ pub fn policy_of(group: Option<&OperatorGroup>) -> UnpackPolicy {
             .filter(|d| !d.is_zero())
             .unwrap_or(DEFAULT_TIMEOUT),
         min_retry: annotation(MIN_RETRY_ANNOTATION).filter(|d| !d.is_zero()),
-        operator_group: group.map(|g| g.name_any()),
-    }
-}
-
-/// The unpack policy of `namespace` (the defaults when it has no single
-/// OperatorGroup or it cannot be read).
-async fn policy(client: &Client, namespace: &str) -> UnpackPolicy {
-    let api: Api<OperatorGroup> = Api::namespaced(client.clone(), namespace);
-    match api.list(&Default::default()).await {
-        Ok(list) if list.items.len() == 1 => policy_of(list.items.first()),
-        Ok(_) => policy_of(None),
-        Err(error) => {
-            tracing::debug!(namespace, %error, "cannot read the OperatorGroup; default unpack policy");
-            policy_of(None)
-        }
+        operator_group: group.and_then(|g| g.name.clone()),
     }
 }
 
 /// Where a bundle of one catalog is unpacked from, and with what.
 pub struct Unpack<'a> {
-    /// A client for the pull secrets, the OperatorGroup and the unpack Job.
+    /// A client for the pull secrets and the unpack Job.
     pub client: &'a Client,
     /// The writer of the unpack Job's objects.
     pub writer: &'a Writer,
@@ -101,8 +91,8 @@ pub struct Unpack<'a> {
     pub source: Option<&'a CatalogSource>,
     /// The image of the unpack Job's `extract` container.
     pub extractor_image: &'a str,
-    /// The namespace whose OperatorGroup sets the unpack policy.
-    pub namespace: &'a str,
+    /// The unpack policy of the namespace the bundle is planned for.
+    pub policy: &'a UnpackPolicy,
 }
 
 /// What [`prepare`] found.
@@ -164,7 +154,7 @@ pub async fn prepare(unpack: &Unpack<'_>, bundle: Bundle) -> Prepared {
     if images.is_cached(&image) {
         return Prepared::Done(images.complete(unpack.client, unpack.catalog, &[], bundle).await);
     }
-    let policy = policy(unpack.client, unpack.namespace).await;
+    let policy = unpack.policy.clone();
     if let Some(source) = unpack.source.filter(|s| Method::of(s) == Method::Job) {
         return Prepared::Job(Box::new(ByJob {
             source: source.clone(),
@@ -245,7 +235,7 @@ pub async fn pull(unpack: &Unpack<'_>, pull: Pull) -> Result<Bundle, UnpackError
 
 #[cfg(test)]
 mod tests {
-    use kube::api::ObjectMeta;
+    use olm_api::v1::OperatorGroup;
 
     use super::*;
 
@@ -266,14 +256,13 @@ mod tests {
 
     #[test]
     fn the_operator_group_annotations_set_the_unpack_policy() {
-        let set = policy_of(Some(&group(&[
-            (TIMEOUT_ANNOTATION, "1m30s"),
-            (MIN_RETRY_ANNOTATION, "10s"),
-        ])));
+        let set = policy_of(Some(
+            &group(&[(TIMEOUT_ANNOTATION, "1m30s"), (MIN_RETRY_ANNOTATION, "10s")]).metadata,
+        ));
         assert_eq!(set.timeout, Duration::from_secs(90));
         assert_eq!(set.min_retry, Some(Duration::from_secs(10)));
         assert_eq!(set.operator_group.as_deref(), Some("og"));
-        let defaults = policy_of(Some(&group(&[(TIMEOUT_ANNOTATION, "soon")])));
+        let defaults = policy_of(Some(&group(&[(TIMEOUT_ANNOTATION, "soon")]).metadata));
         assert_eq!(defaults.timeout, DEFAULT_TIMEOUT);
         assert_eq!(defaults.min_retry, None);
         assert_eq!(policy_of(None).timeout, DEFAULT_TIMEOUT);

@@ -2,8 +2,8 @@
 //! them) and the InstallPlan controller (which runs them); neither controller
 //! reaches into the other.
 //!
-//! Everything here is pure: [`new_install_plan`] builds the object for a group's
-//! resolved bundles, [`steps::build`] turns the bundles' manifests into steps
+//! Everything here is pure: [`install_plan_name`] names a new plan after what it
+//! installs, [`new_install_plan`] builds the object for a group's resolved bundles, [`steps::build`] turns the bundles' manifests into steps
 //! (writing `v1beta1` CRDs as `v1`: [`crd_v1`]),
 //! [`planned_status`] gives a fresh plan its first status, [`covering_plan`]
 //! finds an existing plan that already installs what a group wants, and
@@ -32,9 +32,67 @@ use self::steps::PlannedBundle;
 use super::conditions::set_install_plan_condition;
 pub use olm_resolution::ResolvedStep;
 
-/// A new InstallPlan (named by the server from `install-`) for `steps`, owned by
+/// The alphabet of the names the API server generates (`generateName`): no
+/// vowels, nor the digits 0, 1 and 3, so that no word is spelled.
+const NAME_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// The name of a new InstallPlan, in OLM's shape (`install-` and five lowercase
+/// alphanumerics, as `generateName` would give it), derived from what the plan
+/// installs: its namespace, generation and approval, its bundles (with the
+/// catalog, package and channel of each) and the Subscriptions it serves (with
+/// their UIDs). The same resolution gets the same name, so that a sync that
+/// does not see the plan it made yet (a store lagging) makes no second one; a
+/// later, different plan differs at least by its generation. A name that one
+/// of the `known` plans already holds (a plan installing something else, e.g.
+/// an older one of the same generation) is never reused: the next candidate is
+/// taken.
+pub fn install_plan_name(
+    namespace: &str,
+    subscriptions: &[&Subscription],
+    steps: &[ResolvedStep],
+    approval: Approval,
+    generation: i64,
+    known: &[Arc<InstallPlan>],
+) -> String {
+    let mut content = format!("{namespace}\0{generation}\0{approval:?}");
+    for step in steps {
+        let catalog = &step.catalog;
+        let (bundle, package, channel) = (&step.bundle, &step.package, &step.channel);
+        content.push_str(&format!(
+            "\0{bundle}\0{}/{}\0{package}\0{channel}",
+            catalog.namespace, catalog.name
+        ));
+    }
+    for subscription in subscriptions {
+        let uid = subscription.uid().unwrap_or_default();
+        content.push_str(&format!("\0{}\0{uid}", subscription.name_any()));
+    }
+    (0u32..)
+        .map(|attempt| {
+            name_from_hash(&olm_runtime::effects::fnv1a(
+                format!("{content}\0{attempt}").as_bytes(),
+            ))
+        })
+        .find(|name| !known.iter().any(|p| p.name_any() == *name))
+        .expect("the known plans hold finitely many names")
+}
+
+/// `install-` and five characters of [`NAME_ALPHABET`] from a 64-bit hash in hex.
+fn name_from_hash(hex: &str) -> String {
+    let mut rest = u64::from_str_radix(hex, 16).unwrap_or_default();
+    let base = NAME_ALPHABET.len() as u64;
+    let mut name = String::from("install-");
+    for _ in 0..5 {
+        name.push(char::from(NAME_ALPHABET[(rest % base) as usize]));
+        rest /= base;
+    }
+    name
+}
+
+/// A new InstallPlan named `name` ([`install_plan_name`]) for `steps`, owned by
 /// the `subscriptions` of the group it installs for.
 pub fn new_install_plan(
+    name: String,
     namespace: &str,
     subscriptions: &[&Subscription],
     steps: &[ResolvedStep],
@@ -65,7 +123,7 @@ pub fn new_install_plan(
         .collect();
     InstallPlan {
         metadata: ObjectMeta {
-            generate_name: Some("install-".to_owned()),
+            name: Some(name),
             namespace: Some(namespace.to_owned()),
             labels: (!labels.is_empty()).then_some(labels),
             owner_references: Some(owners),
@@ -188,13 +246,13 @@ mod tests {
 
     fn plan(name: &str, generation: i64, csvs: &[&str], phase: Option<InstallPlanPhase>) -> Arc<InstallPlan> {
         let mut plan = new_install_plan(
+            name.into(),
             "team",
             &[],
             &csvs.iter().map(|c| step(c)).collect::<Vec<_>>(),
             Approval::Automatic,
             generation,
         );
-        plan.metadata.name = Some(name.into());
         if let Some(phase) = phase {
             let mut status = planned_status(&plan, &[], Approval::Automatic, &olm_runtime::conditions::now());
             status.phase = phase;
@@ -219,7 +277,14 @@ mod tests {
         );
         sub.metadata.uid = Some("uid-1".into());
         let steps = [step("db.v1"), step("app.v1")];
-        let plan = new_install_plan("team", &[&sub], &steps, Approval::Automatic, 3);
+        let plan = new_install_plan(
+            "install-abcde".into(),
+            "team",
+            &[&sub],
+            &steps,
+            Approval::Automatic,
+            3,
+        );
         assert_eq!(plan.spec.cluster_service_version_names, ["db.v1", "app.v1"]);
         assert_eq!(plan.spec.catalog_source.as_deref(), Some("demo"));
         assert_eq!(plan.spec.generation, Some(3));
@@ -232,13 +297,86 @@ mod tests {
         );
         let owners = plan.metadata.owner_references.unwrap();
         assert_eq!((owners[0].name.as_str(), owners[0].uid.as_str()), ("db", "uid-1"));
-        let manual = new_install_plan("team", &[&sub], &steps, Approval::Manual, 3);
+        let manual = new_install_plan(
+            "install-abcde".into(),
+            "team",
+            &[&sub],
+            &steps,
+            Approval::Manual,
+            3,
+        );
         assert!(!manual.spec.approved);
         let status = planned_status(&manual, &[], Approval::Manual, &olm_runtime::conditions::now());
         assert_eq!(
             status.phase,
             InstallPlanPhase::RequiresApproval,
             "a Manual plan waits"
+        );
+    }
+
+    #[test]
+    fn a_plan_is_named_after_what_it_installs_in_olms_shape() {
+        let sub = |uid: &str| {
+            let mut sub = Subscription::new(
+                "db",
+                SubscriptionSpec {
+                    catalog_source: "demo".into(),
+                    catalog_source_namespace: "olm".into(),
+                    package: "db".into(),
+                    channel: None,
+                    starting_csv: None,
+                    install_plan_approval: None,
+                    config: None,
+                },
+            );
+            sub.metadata.uid = Some(uid.into());
+            sub
+        };
+        let (one, other) = (sub("uid-1"), sub("uid-2"));
+        let steps = [step("db.v1"), step("app.v1")];
+        let name =
+            |subs: &[&Subscription], steps: &[ResolvedStep], generation, known: &[Arc<InstallPlan>]| {
+                install_plan_name("team", subs, steps, Approval::Automatic, generation, known)
+            };
+        let base = name(&[&one], &steps, 3, &[]);
+        assert!(
+            base.strip_prefix("install-").is_some_and(|suffix| suffix.len() == 5
+                && suffix.bytes().all(|b| NAME_ALPHABET.contains(&b))),
+            "{base}"
+        );
+        assert_eq!(
+            base,
+            name(&[&one], &steps, 3, &[]),
+            "the same plan, the same name"
+        );
+        // What must make a different plan differ.
+        let differing = [
+            ("another generation", name(&[&one], &steps, 4, &[])),
+            (
+                "another bundle",
+                name(&[&one], &[step("db.v2"), step("app.v1")], 3, &[]),
+            ),
+            ("a recreated Subscription", name(&[&other], &steps, 3, &[])),
+            (
+                "another namespace",
+                install_plan_name("ops", &[&one], &steps, Approval::Automatic, 3, &[]),
+            ),
+            (
+                "another approval",
+                install_plan_name("team", &[&one], &steps, Approval::Manual, 3, &[]),
+            ),
+        ];
+        for (why, differs) in differing {
+            assert_ne!(differs, base, "{why}");
+        }
+        // A name some plan holds already is never given to a new one.
+        let holder = plan(&base, 3, &["other.v1"], None);
+        let next = name(&[&one], &steps, 3, std::slice::from_ref(&holder));
+        assert_ne!(next, base);
+        assert_eq!(
+            next,
+            name(&[&one], &steps, 3, &[holder]),
+            "and the next one is deterministic too"
         );
     }
 

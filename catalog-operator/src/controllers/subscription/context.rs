@@ -1,34 +1,18 @@
 //! What the controller's reconciles get, and the state of the controller that
-//! outlives a reconcile (namespace locks, plans created lately, what was synced).
+//! outlives a reconcile (namespace locks, what was synced).
 
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex, MutexGuard},
-    time::Duration,
 };
 
-use kube::ResourceExt;
-use olm_api::v1alpha1::InstallPlan;
-use tokio::time::Instant;
-
 use crate::controllers::Context;
-
-/// How long an InstallPlan created by this replica is remembered while the
-/// InstallPlan store has not seen it yet.
-const RECENT_PLAN_TTL: Duration = Duration::from_secs(120);
-
-/// An InstallPlan this replica created, until the store has it.
-struct RecentPlan {
-    plan: Arc<InstallPlan>,
-    at: Instant,
-}
 
 /// State of the controller that outlives a reconcile.
 #[derive(Default)]
 pub struct State {
     /// One lock per namespace: a namespace is resolved by one reconcile at a time.
     namespace_locks: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
-    recent: Mutex<HashMap<String, Vec<RecentPlan>>>,
     synced: Mutex<HashMap<String, u64>>,
 }
 
@@ -43,28 +27,6 @@ impl State {
             .entry(namespace.to_owned())
             .or_default()
             .clone()
-    }
-
-    /// The plans created lately in `namespace` that `stored` does not hold yet.
-    pub(super) fn recent(&self, namespace: &str, stored: &[Arc<InstallPlan>]) -> Vec<Arc<InstallPlan>> {
-        let mut recent = lock(&self.recent);
-        let Some(plans) = recent.get_mut(namespace) else {
-            return Vec::new();
-        };
-        plans.retain(|r| {
-            r.at.elapsed() < RECENT_PLAN_TTL && !stored.iter().any(|s| s.name_any() == r.plan.name_any())
-        });
-        plans.iter().map(|r| r.plan.clone()).collect()
-    }
-
-    pub(super) fn remember(&self, namespace: &str, plan: Arc<InstallPlan>) {
-        let mut recent = lock(&self.recent);
-        let plans = recent.entry(namespace.to_owned()).or_default();
-        plans.retain(|r| r.plan.name_any() != plan.name_any());
-        plans.push(RecentPlan {
-            plan,
-            at: Instant::now(),
-        });
     }
 
     pub(super) fn synced(&self, namespace: &str) -> Option<u64> {

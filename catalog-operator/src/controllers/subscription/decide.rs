@@ -3,8 +3,13 @@
 //! - [`unpacking`]: while the bundle images a plan needs are pulled, its
 //!   Subscriptions show condition `BundleUnpacking` True (reason
 //!   `UnpackingInProgress`), on the status they have;
-//! - [`closing`]: the statuses of the Subscriptions that changed, then the
-//!   oldest InstallPlans beyond the limit that no Subscription refers to.
+//! - [`closing`]: the new InstallPlans (created, never applied: on HTTP 409 the
+//!   plan of that name is left alone) and their statuses, the statuses of plans
+//!   whose steps were never written, the statuses of the Subscriptions that
+//!   changed, then the oldest InstallPlans beyond the limit that no
+//!   Subscription refers to. A Subscription status that refers to a new plan
+//!   is written only if that plan was created (so never onto a plan of the
+//!   name that installs something else), with the UID it was created as.
 //!
 //! They fail only when a status cannot be encoded as JSON (a bug).
 
@@ -16,13 +21,18 @@ use olm_api::v1alpha1::{
     InstallPlan, Subscription, SubscriptionConditionReason as Reason, SubscriptionConditionType as Type,
     SubscriptionStatus,
 };
-use olm_runtime::effects::{Effects, Removal, StatusOf};
+use olm_runtime::effects::{Desired, Effects, Removal, StatusOf};
 
-use super::{plans::plans_to_delete, status::Statuses, unpacking::UnpackRequest};
+use super::{
+    plans::{PlanWrite, PlanWriteKind, plans_to_delete},
+    status::Statuses,
+    unpacking::UnpackRequest,
+};
 use crate::controllers::conditions::set_subscription_condition;
 
-/// The effects of a sync: statuses of Subscriptions and InstallPlans to
-/// remove; a namespace sync has no status of its own.
+/// The effects of a sync: InstallPlans to create, statuses of InstallPlans and
+/// Subscriptions, and InstallPlans to remove; a namespace sync has no status
+/// of its own.
 pub type SyncEffects = Effects<SubscriptionStatus>;
 
 /// The status `status` of Subscription `namespace`/`name`, as an effect.
@@ -95,29 +105,69 @@ pub fn unpacking(
     })
 }
 
-/// The statuses that changed, then the removal of the oldest plans of `plans`
-/// beyond `max_plans` that no status refers to (pure).
+/// Where a Subscription's status holds the UID of its InstallPlan.
+const PLAN_UID_AT: [&str; 2] = ["/installPlanRef/uid", "/installplan/uuid"];
+
+/// The new plans of `writes` with their statuses, the statuses of the other
+/// plans `writes` holds, the Subscription statuses that changed, then the
+/// removal of the oldest plans of `plans` beyond `max_plans` that no status
+/// refers to (pure).
 pub fn closing(
     namespace: &str,
     statuses: &Statuses,
     plans: &[Arc<InstallPlan>],
+    writes: &[PlanWrite],
     max_plans: usize,
 ) -> Result<SyncEffects, serde_json::Error> {
-    let writes = statuses
-        .updates
-        .iter()
-        .filter(|update| update.changed)
-        .map(|update| status_of(namespace, &update.subscription.name_any(), &update.status))
-        .collect::<Result<_, _>>()?;
+    let (objects, mut written) = plan_writes(namespace, writes)?;
+    for update in statuses.updates.iter().filter(|update| update.changed) {
+        let status = status_of(namespace, &update.subscription.name_any(), &update.status)?;
+        let plan = update
+            .status
+            .install_plan_ref
+            .as_ref()
+            .and_then(|r| r.name.as_deref());
+        written.push(match objects.iter().find(|new| Some(new.name()) == plan) {
+            Some(new) => status.refers_to(new, &PLAN_UID_AT),
+            None => status,
+        });
+    }
     let removals = plans_to_delete(plans, &statuses.referenced, max_plans)
         .iter()
         .map(|name| Removal::of::<InstallPlan>(Some(namespace), name))
         .collect();
     Ok(Effects {
-        statuses: writes,
+        objects,
+        statuses: written,
         removals,
         ..Effects::none()
     })
+}
+
+/// The plans to create, and the statuses of the plans `writes` holds (a new
+/// plan's goes onto the plan created, an existing one's onto that very plan).
+fn plan_writes(
+    namespace: &str,
+    writes: &[PlanWrite],
+) -> Result<(Vec<Desired>, Vec<StatusOf>), serde_json::Error> {
+    let mut objects = Vec::new();
+    let mut statuses = Vec::new();
+    for write in writes {
+        let plan = write.plan.as_ref();
+        let status = StatusOf::of::<InstallPlan, _>(Some(namespace), &plan.name_any(), &plan.status)?;
+        match (write.kind, plan.uid()) {
+            (PlanWriteKind::Create, _) => {
+                let mut object = plan.clone();
+                object.status = None;
+                object.metadata.generation = None;
+                objects.push(Desired::fields(&object)?.create_only());
+                statuses.push(status);
+            }
+            (PlanWriteKind::Status, Some(uid)) => statuses.push(status.with_uid(&uid)),
+            (PlanWriteKind::Status, None) => statuses.push(status),
+        }
+    }
+    Ok((objects, statuses))
 }
 
 #[cfg(test)]
@@ -131,7 +181,7 @@ mod tests {
     use super::*;
     use crate::controllers::subscription::{
         inputs::NamespaceInputs,
-        plans::{UnpackState, WrittenPlans, tests::plan},
+        plans::{GroupPlans, UnpackState, tests::plan},
         resolve::{Decision, GroupDecision, tests::subscription},
         status::{self, StatusUpdate},
     };
@@ -226,7 +276,7 @@ mod tests {
                 updates: case.updates,
                 referenced: case.referenced.iter().map(|s| s.to_string()).collect(),
             };
-            let effects = closing("team", &statuses, &case.plans, 5).unwrap();
+            let effects = closing("team", &statuses, &case.plans, &[], 5).unwrap();
             let written: Vec<&str> = effects.statuses.iter().map(|s| s.name.as_str()).collect();
             let removed: Vec<&str> = effects.removals.iter().map(|r| r.name.as_str()).collect();
             assert_eq!(written, case.writes, "{}", case.name);
@@ -249,6 +299,105 @@ mod tests {
                 "{}",
                 case.name
             );
+        }
+    }
+
+    #[test]
+    fn new_plans_are_created_before_their_statuses_and_the_statuses_that_refer_to_them() {
+        /// What one effect is about: (kind, name, how it is bound).
+        type Effect = (&'static str, &'static str, &'static str);
+        struct Case {
+            name: &'static str,
+            writes: Vec<PlanWrite>,
+            updates: Vec<StatusUpdate>,
+            objects: &'static [&'static str],
+            statuses: &'static [Effect],
+        }
+        let planned = |name: &str, uid: Option<&str>, kind| {
+            let mut plan = Arc::unwrap_or_clone(plan(name, 2));
+            plan.metadata.uid = uid.map(Into::into);
+            plan.metadata.generation = uid.map(|_| 1);
+            let status = crate::controllers::plan::planned_status(&plan, &[], Approval::Automatic, &now());
+            plan.status = Some(status);
+            PlanWrite {
+                plan: Arc::new(plan),
+                kind,
+            }
+        };
+        let cases = vec![
+            Case {
+                name: "a new plan, then its status, then the Subscription status that refers to it",
+                writes: vec![planned("install-new", None, PlanWriteKind::Create)],
+                updates: vec![
+                    update(subscription_of("a", Some("install-new")), true),
+                    update(subscription_of("b", Some("install-old")), true),
+                ],
+                objects: &["install-new"],
+                statuses: &[
+                    ("InstallPlan", "install-new", "the plan created"),
+                    ("Subscription", "a", "after install-new"),
+                    ("Subscription", "b", "unbound"),
+                ],
+            },
+            Case {
+                name: "a lagging store: the plan again, nothing refers to it anew",
+                writes: vec![planned("install-new", None, PlanWriteKind::Create)],
+                updates: vec![update(subscription_of("a", Some("install-new")), false)],
+                objects: &["install-new"],
+                statuses: &[("InstallPlan", "install-new", "the plan created")],
+            },
+            Case {
+                name: "a plan whose steps were never written: its status only, onto that plan",
+                writes: vec![planned("install-made", Some("uid-made"), PlanWriteKind::Status)],
+                updates: vec![update(subscription_of("a", Some("install-made")), true)],
+                objects: &[],
+                statuses: &[
+                    ("InstallPlan", "install-made", "uid-made"),
+                    ("Subscription", "a", "unbound"),
+                ],
+            },
+        ];
+        for case in cases {
+            let statuses = Statuses {
+                updates: case.updates,
+                referenced: HashSet::new(),
+            };
+            let effects = closing("team", &statuses, &[], &case.writes, 5).unwrap();
+            let objects: Vec<&str> = effects.objects.iter().map(Desired::name).collect();
+            assert_eq!(objects, case.objects, "{}", case.name);
+            for object in &effects.objects {
+                assert!(object.creates(), "{}: created, never applied", case.name);
+                assert_eq!(object.resource.kind, "InstallPlan");
+                assert!(
+                    object.object.data.get("status").is_none_or(|s| s.is_null()),
+                    "{}",
+                    case.name
+                );
+                assert!(object.object.metadata.generation.is_none(), "{}", case.name);
+            }
+            let got: Vec<(String, String, String)> = effects
+                .statuses
+                .iter()
+                .map(|write| {
+                    let bound = match (&write.refers_to, &write.guard.uid) {
+                        (Some(reference), None) => {
+                            assert_eq!(reference.uid_at, PLAN_UID_AT, "{}", case.name);
+                            format!("after {}", reference.name)
+                        }
+                        (None, Some(uid)) => uid.clone(),
+                        (None, None) if write.resource.kind == "InstallPlan" => "the plan created".into(),
+                        (None, None) => "unbound".into(),
+                        (Some(_), Some(_)) => panic!("{}: bound twice", case.name),
+                    };
+                    (write.resource.kind.clone(), write.name.clone(), bound)
+                })
+                .collect();
+            let want: Vec<(String, String, String)> = case
+                .statuses
+                .iter()
+                .map(|(kind, name, bound)| (kind.to_string(), name.to_string(), bound.to_string()))
+                .collect();
+            assert_eq!(got, want, "{}", case.name);
         }
     }
 
@@ -312,6 +461,7 @@ mod tests {
             plans: Vec::new(),
             catalogs: Vec::new(),
             catalog_uids: HashMap::new(),
+            unpack_policy: crate::images::unpack::policy_of(None),
             fingerprint: 0,
         }
     }
@@ -368,7 +518,8 @@ mod tests {
         for (state, marked, want) in cases {
             let inputs = inputs(vec![subscription_of("a", None)]);
             let decisions = vec![installing("demo-db.v1.0.0")];
-            let written = WrittenPlans {
+            let written = GroupPlans {
+                writes: Vec::new(),
                 by_group: vec![None],
                 all: Vec::new(),
                 unpack: vec![state.clone()],
@@ -381,7 +532,7 @@ mod tests {
                 requests: Vec::new(),
             };
             let statuses = status::statuses(&inputs, &decisions, &written, &now());
-            let effects = closing("team", &statuses, &written.all, 5).unwrap();
+            let effects = closing("team", &statuses, &written.all, &written.writes, 5).unwrap();
             let [write] = effects.statuses.as_slice() else {
                 panic!("{state:?}: one status write, got {:?}", effects.statuses);
             };

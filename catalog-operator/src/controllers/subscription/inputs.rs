@@ -5,7 +5,7 @@ use std::{collections::HashMap, sync::Arc};
 use olm_api::v1alpha1::{ClusterServiceVersion, InstallPlan, Subscription};
 use olm_resolver::model::CatalogId;
 
-use crate::catalogs::CatalogState;
+use crate::{catalogs::CatalogState, images::unpack::UnpackPolicy};
 
 /// What the stores hold for one namespace: the input of a sync.
 pub struct NamespaceInputs {
@@ -22,6 +22,9 @@ pub struct NamespaceInputs {
     pub catalogs: Vec<(CatalogId, CatalogState)>,
     /// UIDs of the CatalogSources, for references.
     pub catalog_uids: HashMap<CatalogId, String>,
+    /// How its bundle images are unpacked: set by the annotations of its one
+    /// OperatorGroup.
+    pub unpack_policy: UnpackPolicy,
     /// Changes whenever any of the above (or any catalog) changes.
     pub fingerprint: u64,
 }

@@ -1,9 +1,12 @@
-//! Step 3 of a sync, writing plans: every group with bundles to install gets an
+//! Step 3 of a sync, planning: every group with bundles to install gets an
 //! InstallPlan, the existing one that covers its bundles or a new one (built by
-//! [`crate::controllers::plan`]), unless a bundle image of it must be unpacked
-//! first: then the group asks for the unpack ([`UnpackRequest`]) and gets its
-//! plan in the next pass. After the statuses, the oldest plans beyond the limit go
-//! ([`plans_to_delete`], performed with the statuses: [`super::decide`]).
+//! [`crate::controllers::plan`], named after what it installs), unless a bundle
+//! image of it must be unpacked first: then the group asks for the unpack
+//! ([`UnpackRequest`]) and gets its plan in the next pass. Nothing is written
+//! here: the new plans and the statuses of plans whose steps were never written
+//! are [`PlanWrite`]s, which [`super::decide::closing`] makes effects of, with
+//! the Subscription statuses and the oldest plans beyond the limit to remove
+//! ([`plans_to_delete`]).
 
 use std::{collections::HashSet, sync::Arc};
 
@@ -23,15 +26,17 @@ use crate::controllers::{
     Context,
     plan::{self, ResolvedStep, steps::PlannedBundle},
 };
-use crate::images::bundles::UnpackError;
+use crate::images::{bundles::UnpackError, unpack::UnpackPolicy};
 
-/// The plans of a namespace once written.
-pub struct WrittenPlans {
+/// The plans of a namespace once planned.
+pub struct GroupPlans {
     /// Per group (in the order of the decisions), its plan when it has bundles
-    /// to install.
+    /// to install (a new one as it will be created, with its status).
     pub by_group: Vec<Option<Arc<InstallPlan>>>,
-    /// Every plan of the namespace, those just created included.
+    /// Every plan of the namespace, the new ones included.
     pub all: Vec<Arc<InstallPlan>>,
+    /// The plans to write: the new ones, and those whose steps were never written.
+    pub writes: Vec<PlanWrite>,
     /// Per group (in the order of the decisions), where the unpacking of a
     /// bundle image of its plan stands, if its plan waits for one.
     pub unpack: Vec<Option<UnpackState>>,
@@ -45,10 +50,31 @@ pub struct WrittenPlans {
     pub requests: Vec<UnpackRequest>,
 }
 
+/// A plan to write, with the status it gets (its steps).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlanWrite {
+    /// The plan, its status included.
+    pub plan: Arc<InstallPlan>,
+    /// What is written: the whole plan, or its status only.
+    pub kind: PlanWriteKind,
+}
+
+/// What a [`PlanWrite`] writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlanWriteKind {
+    /// A new plan: created, then its status written.
+    Create,
+    /// A plan created before whose steps were never written (a crash in
+    /// between): its status only, onto that very plan.
+    Status,
+}
+
 /// What a group with bundles to install gets in one pass.
 enum Ensured {
-    /// Its plan, found or created.
+    /// Its plan, found as it is.
     Plan(Arc<InstallPlan>),
+    /// Its plan, to be written.
+    Write(PlanWrite),
     /// The pulls of bundle images its plan needs first.
     Unpack(Vec<UnpackRequest>),
 }
@@ -62,41 +88,61 @@ pub enum UnpackState {
     Failed(String),
 }
 
-impl WrittenPlans {
+impl GroupPlans {
     /// Whether a group waits for a bundle image being unpacked.
     pub fn unpacking(&self) -> bool {
         self.unpack
             .iter()
             .any(|s| matches!(s, Some(UnpackState::Unpacking(_))))
     }
+
+    /// Adds the plan `write` writes (once), in place of the one of its name.
+    fn add(&mut self, write: PlanWrite) {
+        let name = write.plan.name_any();
+        self.all.retain(|p| p.name_any() != name);
+        self.all.push(write.plan.clone());
+        self.writes.retain(|w| w.plan.name_any() != name);
+        self.writes.push(write);
+    }
 }
 
-/// Finds or creates the plan of every group that has bundles to install, with
-/// the bundles `unpacked` gave; a group whose bundle image must be unpacked
-/// asks for it instead (and shows as unpacking, should it be asked again in the
-/// pass after the unpacks).
-pub(super) async fn write_plans(
+/// The plan of every group that has bundles to install, found among `plans`
+/// (the plans of `earlier`, a pass before this one, still to be written) or
+/// new, with the bundles `unpacked` gave; a group whose bundle image must be
+/// unpacked asks for it instead (and shows as unpacking, should it be asked
+/// again in the pass after the unpacks).
+pub(super) async fn plan_groups(
     ctx: &SubscriptionContext,
     inputs: &NamespaceInputs,
     plans: &[Arc<InstallPlan>],
+    earlier: &[PlanWrite],
     decisions: &[GroupDecision],
     unpacked: &mut Unpacked,
-) -> Result<WrittenPlans, Error> {
-    let mut all = plans.to_vec();
-    let mut by_group = Vec::with_capacity(decisions.len());
-    let mut unpack = Vec::with_capacity(decisions.len());
-    let mut unpack_error = None;
-    let mut requests = Vec::new();
+) -> Result<GroupPlans, Error> {
+    let mut out = GroupPlans {
+        by_group: Vec::with_capacity(decisions.len()),
+        all: plans.to_vec(),
+        writes: Vec::new(),
+        unpack: Vec::with_capacity(decisions.len()),
+        unpack_error: None,
+        marked_unpacking: HashSet::new(),
+        requests: Vec::new(),
+    };
     for group in decisions {
         let mut state = None;
         let plan = match &group.decision {
             Decision::Install(steps) => {
-                match ensure_plan(ctx, inputs, group, steps, &mut all, unpacked).await {
+                match ensure_plan(ctx, inputs, group, steps, &out.all, earlier, unpacked).await {
                     Ok(Ensured::Plan(plan)) => Some(plan),
+                    Ok(Ensured::Write(write)) => {
+                        let plan = write.plan.clone();
+                        out.add(write);
+                        Some(plan)
+                    }
                     Ok(Ensured::Unpack(asked)) => {
                         let image = asked.first().map(|r| r.image().to_owned()).unwrap_or_default();
                         state = Some(UnpackState::Unpacking(format!("unpacking bundle image {image}")));
-                        requests.extend(asked);
+                        out.requests.extend(asked);
                         None
                     }
                     Err(Error::Unpack {
@@ -109,7 +155,7 @@ pub(super) async fn write_plans(
                     // One group's bad bundle image must not hold the other groups back.
                     Err(error @ Error::Unpack { .. }) => {
                         state = Some(UnpackState::Failed(error.to_string()));
-                        unpack_error.get_or_insert(error);
+                        out.unpack_error.get_or_insert(error);
                         None
                     }
                     Err(error) => return Err(error),
@@ -117,30 +163,26 @@ pub(super) async fn write_plans(
             }
             Decision::UpToDate | Decision::Unsatisfiable(_) => None,
         };
-        by_group.push(plan);
-        unpack.push(state);
+        out.by_group.push(plan);
+        out.unpack.push(state);
     }
-    Ok(WrittenPlans {
-        by_group,
-        all,
-        unpack,
-        unpack_error,
-        marked_unpacking: HashSet::new(),
-        requests,
-    })
+    Ok(out)
 }
 
 /// The InstallPlan of a group that has bundles to install: the existing plan for
-/// the same bundles, or a new one.
+/// the same bundles (with its status to write if its steps never were), or a
+/// new one.
 async fn ensure_plan(
     ctx: &SubscriptionContext,
     inputs: &NamespaceInputs,
     group: &GroupDecision,
     steps: &[ResolvedStep],
-    plans: &mut Vec<Arc<InstallPlan>>,
+    plans: &[Arc<InstallPlan>],
+    earlier: &[PlanWrite],
     unpacked: &mut Unpacked,
 ) -> Result<Ensured, Error> {
     let namespace = inputs.namespace.as_str();
+    let policy = &inputs.unpack_policy;
     let members: Vec<&Subscription> = inputs
         .subscriptions
         .iter()
@@ -152,16 +194,24 @@ async fn ensure_plan(
         .filter_map(|s| s.status.as_ref()?.install_plan_ref.as_ref()?.name.clone())
         .collect();
     if let Some(plan) = plan::covering_plan(plans, steps, &referenced) {
+        if let Some(write) = earlier.iter().find(|w| w.plan.name_any() == plan.name_any()) {
+            // Planned in the pass before the unpacks, and not written yet.
+            return Ok(Ensured::Write(write.clone()));
+        }
         let planned = plan.status.as_ref().is_some_and(|s| s.plan.is_some());
         if !planned {
             // Created, but its steps were never written (a crash in between).
-            let status = match plan_status(&ctx.shared, &plan, group, steps, &members, unpacked).await? {
-                Ok(status) => status,
-                Err(requests) => return Ok(Ensured::Unpack(requests)),
-            };
-            let written = write_plan_status(&ctx.shared, namespace, &plan.name_any(), &status).await?;
-            ctx.state.remember(namespace, written.clone());
-            return Ok(Ensured::Plan(written));
+            let status =
+                match plan_status(&ctx.shared, &plan, group, steps, &members, policy, unpacked).await? {
+                    Ok(status) => status,
+                    Err(requests) => return Ok(Ensured::Unpack(requests)),
+                };
+            let mut plan = Arc::unwrap_or_clone(plan);
+            plan.status = Some(status);
+            return Ok(Ensured::Write(PlanWrite {
+                plan: Arc::new(plan),
+                kind: PlanWriteKind::Status,
+            }));
         }
         let completed = plan.status.as_ref().map(|s| s.phase) == Some(InstallPlanPhase::Complete);
         if !completed || !csvs_gone(&ctx.shared, inputs, steps).await? {
@@ -173,44 +223,26 @@ async fn ensure_plan(
             "CSVs of a complete install plan are gone: planning them again"
         );
     }
-
     let generation = plans.iter().filter_map(|p| p.spec.generation).max().unwrap_or(0) + 1;
-    let plan = plan::new_install_plan(namespace, &members, steps, group.approval, generation);
-    // Fetch the manifests first, so that a registry that is down leaves no
-    // half-made plan behind.
-    let status = match plan_status(&ctx.shared, &plan, group, steps, &members, unpacked).await? {
+    let name = plan::install_plan_name(namespace, &members, steps, group.approval, generation, plans);
+    let mut plan = plan::new_install_plan(name, namespace, &members, steps, group.approval, generation);
+    // The manifests first, so that a registry that is down leaves no half-made plan behind.
+    let mut status = match plan_status(&ctx.shared, &plan, group, steps, &members, policy, unpacked).await? {
         Ok(status) => status,
         Err(requests) => return Ok(Ensured::Unpack(requests)),
     };
-    let api: Api<InstallPlan> = Api::namespaced(ctx.shared.client.clone(), namespace);
-    let created = ctx
-        .shared
-        .writer
-        .create(&api, &plan)
-        .await
-        .map_err(|source| Error::Write {
-            what: format!("a new InstallPlan in namespace {namespace}"),
-            source,
-        })?;
-    let name = created.name_any();
-    tracing::info!(
-        namespace,
-        install_plan = %name,
-        csvs = ?created.spec.cluster_service_version_names,
-        approval = ?created.spec.approval,
-        "created install plan"
-    );
-    ctx.state.remember(namespace, Arc::new(created.clone()));
-    let mut status = status;
-    status.observed_generation = created.metadata.generation;
-    let written = write_plan_status(&ctx.shared, namespace, &name, &status).await?;
-    ctx.state.remember(namespace, written.clone());
-    plans.push(written.clone());
-    Ok(Ensured::Plan(written))
+    // The generation the API server gives a created object.
+    status.observed_generation = Some(1);
+    plan.status = Some(status);
+    Ok(Ensured::Write(PlanWrite {
+        plan: Arc::new(plan),
+        kind: PlanWriteKind::Create,
+    }))
 }
 
-/// Whether some CSV of a complete plan is gone from the namespace (checked with
-/// the API server, since the CSV store may lag behind the plan).
+/// Whether some CSV of a complete plan is gone from the namespace. A live read
+/// stays here: a CSV the plan just created may not be in the CSV store yet, and
+/// reading it as gone would plan it again.
 async fn csvs_gone(
     shared: &Context,
     inputs: &NamespaceInputs,
@@ -234,36 +266,18 @@ async fn csvs_gone(
     Ok(false)
 }
 
-async fn write_plan_status(
-    shared: &Context,
-    namespace: &str,
-    name: &str,
-    status: &InstallPlanStatus,
-) -> Result<Arc<InstallPlan>, Error> {
-    let api: Api<InstallPlan> = Api::namespaced(shared.client.clone(), namespace);
-    shared
-        .writer
-        .apply_status(&api, name, status)
-        .await
-        .map(Arc::new)
-        .map_err(|source| Error::Write {
-            what: format!("the status of InstallPlan {namespace}/{name}"),
-            source,
-        })
-}
-
 /// The status of a freshly planned InstallPlan, from the bundles' manifests
 /// (fetched from their registry when the catalog listing left them out), or
-/// the pulls of bundle images it needs first.
+/// the pulls of bundle images it needs first (unpacked by `policy`).
 async fn plan_status(
     shared: &Context,
     plan: &InstallPlan,
     group: &GroupDecision,
     steps: &[ResolvedStep],
     members: &[&Subscription],
+    policy: &UnpackPolicy,
     unpacked: &mut Unpacked,
 ) -> Result<Result<InstallPlanStatus, Vec<UnpackRequest>>, Error> {
-    let namespace = plan.namespace().unwrap_or_default();
     let mut bundles = Vec::with_capacity(steps.len());
     let mut requests = Vec::new();
     for step in steps {
@@ -282,7 +296,7 @@ async fn plan_status(
             })?
             .ok_or_else(unavailable)?;
         let bundle = Arc::unwrap_or_clone(bundle);
-        match unpacking::complete(shared, &namespace, members, unpacked, &step.catalog, bundle).await? {
+        match unpacking::complete(shared, policy, members, unpacked, &step.catalog, bundle).await? {
             Ok(bundle) => bundles.push(PlannedBundle {
                 step: step.clone(),
                 bundle,

@@ -34,7 +34,7 @@ use olm_resolver::{
 
 use super::{
     inputs::NamespaceInputs,
-    plans::{UnpackState, WrittenPlans},
+    plans::{GroupPlans, UnpackState},
     resolve::{Decision, GroupDecision, Target},
 };
 use crate::{
@@ -478,7 +478,7 @@ pub struct Statuses {
 pub fn statuses(
     inputs: &NamespaceInputs,
     decisions: &[GroupDecision],
-    written: &WrittenPlans,
+    written: &GroupPlans,
     now: &Time,
 ) -> Statuses {
     let csv_exists = |name: &str| inputs.csvs.iter().any(|c| c.name_any() == name);
@@ -845,10 +845,12 @@ mod tests {
             plans: vec![ip.clone()],
             catalogs: catalogs(true),
             catalog_uids: HashMap::new(),
+            unpack_policy: crate::images::unpack::policy_of(None),
             fingerprint: 0,
         };
         let decisions = [group(Decision::Install(vec![step()]), Change::Install)];
-        let written = WrittenPlans {
+        let written = GroupPlans {
+            writes: Vec::new(),
             by_group: vec![Some(ip.clone())],
             all: vec![ip],
             unpack: vec![None],

@@ -20,7 +20,7 @@ use crate::{
     controllers::Context,
     images::{
         bundles::UnpackError,
-        unpack::{self, ByJob, Prepared, Pull, Unpack},
+        unpack::{self, ByJob, Prepared, Pull, Unpack, UnpackPolicy},
     },
 };
 
@@ -77,10 +77,11 @@ impl Unpacked {
 /// `bundle` with its manifests, or the unpack of its image to request: taken
 /// from `unpacked` when it was just pulled, else read as far as possible without
 /// a pull (its catalog has them, its image was read before, or a Job unpacks it).
-/// `members` are the Subscriptions of the plan.
+/// `members` are the Subscriptions of the plan; `policy` is their namespace's
+/// unpack policy.
 pub(super) async fn complete(
     shared: &Context,
-    namespace: &str,
+    policy: &UnpackPolicy,
     members: &[&Subscription],
     unpacked: &mut Unpacked,
     catalog: &CatalogId,
@@ -105,7 +106,7 @@ pub(super) async fn complete(
         catalog,
         source: source.as_deref(),
         extractor_image: &shared.options.unpack_job_image,
-        namespace,
+        policy,
     };
     let work = match unpack::prepare(&unpack, bundle).await {
         Prepared::Done(result) => return result.map(Ok).map_err(failed),
@@ -123,7 +124,11 @@ pub(super) async fn complete(
 /// Performs the unpacks the decision requested, for the next pass of the sync:
 /// pulls an image in process (within the namespace's unpack timeout), or
 /// advances its unpack Job by a step.
-pub(super) async fn perform(shared: &Context, namespace: &str, requests: Vec<UnpackRequest>) -> Unpacked {
+pub(super) async fn perform(
+    shared: &Context,
+    policy: &UnpackPolicy,
+    requests: Vec<UnpackRequest>,
+) -> Unpacked {
     let mut unpacked = Unpacked::default();
     for request in requests {
         let image = request.image().to_owned();
@@ -133,7 +138,7 @@ pub(super) async fn perform(shared: &Context, namespace: &str, requests: Vec<Unp
             catalog: &request.catalog,
             source: None,
             extractor_image: &shared.options.unpack_job_image,
-            namespace,
+            policy,
         };
         let result = match request.work {
             UnpackWork::Pull(pull) => unpack::pull(&unpack, pull).await,

@@ -135,6 +135,8 @@ pub fn latest(jobs: &[Job]) -> Option<&Job> {
 /// Why a Pod of `job` has not started, from its waiting init containers (e.g.
 /// an image that cannot be pulled).
 async fn pod_waits(client: &Client, job: &Job) -> String {
+    // A live LIST, by the Job's label, only while a Job runs and only for the
+    // message: no store of unpack Pods exists (the Pod store holds registry Pods).
     let namespace = job.namespace().unwrap_or_default();
     let pods: Api<Pod> = Api::namespaced(client.clone(), &namespace);
     let params = ListParams::default().labels(&format!("job-name={}", job.name_any()));
@@ -253,6 +255,9 @@ pub async fn unpack(
             "the leading replica unpacks bundle image {image} in Job {namespace}/{name}"
         )));
     }
+    // A live LIST of this unpack's Jobs: no Job store exists yet, and a Job
+    // retried is created by `generateName`, so a lagging store would have a
+    // sync create a second Job for the same unpack.
     let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
     let listed = jobs
         .list(&ListParams::default().labels(&format!("{}={name}", keys::REF)))
@@ -320,6 +325,10 @@ async fn read_bundle(
     must_exist: bool,
 ) -> Result<Option<Bundle>, UnpackError> {
     let (namespace, name, image) = (&request.namespace, &request.name, &request.image);
+    // A live GET: the ConfigMap store holds metadata only, and the bundle is
+    // its data, written by the Job since the last sync (`must_exist` is the
+    // read that decides a completed Job wrote nothing, which a lagging store
+    // would get wrong).
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
     let read_error = || cluster_error(image, format!("reading ConfigMap {namespace}/{name}"));
     let found = if must_exist {

@@ -836,10 +836,8 @@ mod tests {
                 ..Performed::default()
             }
         );
-        let seen = seen.lock().unwrap().clone();
-        let lines: Vec<&str> = seen.iter().map(|(line, _)| line.as_str()).collect();
         assert_eq!(
-            lines,
+            seen.lines(),
             [
                 "POST /api/v1/namespaces/ns/configmaps",
                 "POST /api/v1/namespaces/ns/secrets",
@@ -848,7 +846,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            seen[2].1["status"],
+            seen.requests()[2].body["status"],
             serde_json::json!({"ref": {"name": "made", "uid": "u-made"}, "legacy": {"uuid": "u-made"}})
         );
     }

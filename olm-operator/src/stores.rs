@@ -124,7 +124,8 @@ pub struct InstallStores {
     pub condition_role_bindings: Cache<PartialObjectMeta<RoleBinding>>,
     /// Every OperatorCondition.
     pub operator_conditions: Cache<OperatorCondition>,
-    /// Every APIService, without its `caBundle`.
+    /// Every APIService, without its `caBundle` and with its managed fields
+    /// kept as the paths of the foreign ones ([`crate::fields::keep_foreign_fields`]).
     pub api_services: Cache<APIService>,
     /// Every MachinePool (shared with the MachinePool controller).
     pub machine_pools: Cache<MachinePool>,
@@ -174,6 +175,7 @@ impl InstallStores {
             .with(self.services.store.clone())
             .with(self.validating_webhooks.store.clone())
             .with(self.mutating_webhooks.store.clone())
+            .with(self.api_services.store.clone())
     }
 }
 

@@ -461,7 +461,7 @@ async fn apply_install(
         Err(e) => return Err(Error::Apply(e)),
     };
     if let Some(prepared) = &prepared {
-        match serving::register(applier, csv, membership, prepared).await {
+        match serving::register(applier, csv, membership, prepared, &found.crds).await {
             Ok(()) => {}
             Err(e) if e.is_terminal() => return Ok(refused(e.detail(), serving)),
             Err(e) => return Err(Error::Serving(e)),

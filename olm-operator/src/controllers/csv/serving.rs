@@ -441,9 +441,8 @@ pub async fn register(
     prune(applier, &validating_api, &owner.labels, &keep, VALIDATING).await?;
     let keep: Vec<String> = names(configurations.mutating.iter().map(|c| &c.metadata).collect());
     prune(applier, &mutating_api, &owner.labels, &keep, MUTATING).await?;
-    let api = Api::<DynamicObject>::all_with(ctx.client.clone(), &apiservices::resource());
-    let selector = owner_selector(&owner.name, &owner.namespace);
-    prune_api_services(ctx, &api, &selector, &api_services).await
+    let api = Api::<APIService>::all(ctx.client.clone());
+    prune(applier, &api, &owner.labels, &api_services, API_SERVICE).await
 }
 
 /// Applies the APIServices `csv` owns, stamped, trusting the CAs of
@@ -518,11 +517,11 @@ pub async fn cleanup(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(), E
         MUTATING,
     )
     .await?;
-    prune_api_services(
+    remove_labelled(
         ctx,
-        &Api::<DynamicObject>::all_with(ctx.client.clone(), &apiservices::resource()),
+        &Api::<APIService>::all(ctx.client.clone()),
         &selector,
-        &[],
+        API_SERVICE,
     )
     .await
 }
@@ -631,7 +630,7 @@ where
         if keep.contains(&name) {
             continue;
         }
-        tracing::info!(kind, %name, "removing a webhook configuration the ClusterServiceVersion no longer has");
+        tracing::info!(kind, %name, "removing an object the ClusterServiceVersion no longer serves");
         applier
             .ctx
             .delete(api, &name)
@@ -664,55 +663,12 @@ where
             source,
         })?;
     for name in listed.items.iter().map(ResourceExt::name_any) {
-        tracing::info!(kind, %name, "removing a webhook configuration of a ClusterServiceVersion");
+        tracing::info!(kind, %name, "removing a serving object of a ClusterServiceVersion");
         ctx.delete(api, &name).await.map_err(|source| Error::Delete {
             kind,
             name,
             source: Box::new(source),
         })?;
-    }
-    Ok(())
-}
-
-async fn prune_api_services(
-    ctx: &Context,
-    api: &Api<DynamicObject>,
-    selector: &str,
-    keep: &[String],
-) -> Result<(), Error> {
-    let listed = api
-        .list(&ListParams::default().labels(selector))
-        .await
-        .map_err(|source| Error::Get {
-            kind: "APIService",
-            name: selector.to_owned(),
-            source,
-        })?;
-    for obj in listed.items {
-        let name = obj.name_any();
-        if keep.contains(&name) {
-            continue;
-        }
-        tracing::info!(%name, "removing an APIService the ClusterServiceVersion no longer has");
-        if !ctx.is_leader() {
-            // Standbys write nothing; the leader prunes.
-            return Ok(());
-        }
-        match api.delete(&name, &kube::api::DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.is_not_found() => {}
-            Err(source) => {
-                return Err(Error::Delete {
-                    kind: "APIService",
-                    name: name.clone(),
-                    source: Box::new(WriteError::Delete {
-                        kind: "APIService".to_owned(),
-                        name,
-                        source,
-                    }),
-                });
-            }
-        }
     }
     Ok(())
 }

@@ -179,6 +179,59 @@ impl InstallStores {
     }
 }
 
+#[cfg(test)]
+impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> Cache<K> {
+    /// A synced store holding `objects` (for tests).
+    pub fn listed(objects: impl IntoIterator<Item = K>) -> Self {
+        let synced = Synced::new();
+        synced.set();
+        Cache {
+            store: olm_testkit::stores::listed(objects),
+            synced,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Stores {
+    /// Synced stores holding nothing but `installs` (for tests).
+    pub fn with_installs(installs: InstallStores) -> Self {
+        Stores {
+            csvs: Cache::listed([]),
+            operator_groups: Cache::listed([]),
+            namespaces: Cache::listed([]),
+            subscriptions: Cache::listed([]),
+            machines: Cache::listed([]),
+            copies: Cache::listed([]),
+            installs,
+        }
+    }
+}
+
+#[cfg(test)]
+impl InstallStores {
+    /// Synced stores holding nothing (for tests).
+    pub fn empty() -> Self {
+        InstallStores {
+            deployments: Cache::listed([]),
+            service_accounts: Cache::listed([]),
+            roles: Cache::listed([]),
+            role_bindings: Cache::listed([]),
+            cluster_roles: Cache::listed([]),
+            cluster_role_bindings: Cache::listed([]),
+            condition_roles: Cache::listed([]),
+            condition_role_bindings: Cache::listed([]),
+            operator_conditions: Cache::listed([]),
+            api_services: Cache::listed([]),
+            machine_pools: Cache::listed([]),
+            secrets: Cache::listed([]),
+            services: Cache::listed([]),
+            validating_webhooks: Cache::listed([]),
+            mutating_webhooks: Cache::listed([]),
+        }
+    }
+}
+
 /// Reads the metadata of one kind's object from a store.
 type Lookup = Arc<dyn Fn(Option<&str>, &str) -> Option<ObjectMeta> + Send + Sync>;
 

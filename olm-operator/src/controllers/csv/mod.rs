@@ -71,6 +71,8 @@ pub mod webhooks;
 
 #[cfg(test)]
 mod fixtures;
+#[cfg(test)]
+mod tests;
 
 use std::{sync::Arc, time::Duration};
 

@@ -13,8 +13,11 @@
 //! `extension-apiserver-authentication-reader` bindings, join the install's
 //! RBAC. Services and Secrets carry owner references (the garbage collector
 //! removes them with the CSV); webhook configurations and APIServices are
-//! cluster-scoped and carry the CSV's `olm.owner*` labels, by which
-//! [`cleanup`] finds them.
+//! cluster-scoped and carry the CSV's `olm.owner*` labels, by which an
+//! install finds in the shared stores those the CSV no longer declares, and
+//! [`cleanup`] finds them all. Each object is stamped with the hash of its
+//! content and written only when its live copy does not carry it
+//! ([`stamp`]); the conversion of a CRD only when the CRD lacks it.
 
 use std::{collections::BTreeMap, fmt::Debug};
 

@@ -256,6 +256,8 @@ pub fn parse_kube_version(text: &str) -> Option<semver::Version> {
 
 #[cfg(test)]
 mod tests {
+    use olm_testkit::mock_api::{Answer, MockApi};
+
     use super::*;
 
     #[test]
@@ -278,31 +280,22 @@ mod tests {
     }
 
     /// A client for an API server that is away for the first `down` requests
-    /// (503), then answers `/version` with v1.36.3; it counts the requests.
-    fn flaky_server(down: usize) -> (Client, Arc<std::sync::atomic::AtomicUsize>) {
+    /// (503), then answers `/version` with v1.36.3; it records the requests.
+    fn flaky_server(down: usize) -> (Client, MockApi) {
         use std::sync::atomic::{AtomicUsize, Ordering};
 
-        let calls = Arc::new(AtomicUsize::new(0));
-        let seen = calls.clone();
-        let service = tower::service_fn(move |request: http::Request<kube::client::Body>| {
-            let call = seen.fetch_add(1, Ordering::SeqCst);
-            async move {
-                assert_eq!(request.uri().path(), "/version");
-                let response = if call < down {
-                    http::Response::builder()
-                        .status(503)
-                        .body(kube::client::Body::from(
-                            br#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":503}"#.to_vec(),
-                        ))
-                } else {
-                    http::Response::builder().body(kube::client::Body::from(
-                        br#"{"major":"1","minor":"36","gitVersion":"v1.36.3","gitCommit":"","gitTreeState":"clean","buildDate":"","goVersion":"","compiler":"gc","platform":"linux/amd64"}"#.to_vec(),
-                    ))
-                };
-                Ok::<_, std::convert::Infallible>(response.expect("a response"))
+        let calls = AtomicUsize::new(0);
+        MockApi::new(move |request| {
+            assert_eq!(request.line, "GET /version");
+            if calls.fetch_add(1, Ordering::SeqCst) < down {
+                return Some(Answer::failure(503, "ServiceUnavailable"));
             }
-        });
-        (Client::new(service, "default"), calls)
+            Some(Answer::ok(serde_json::json!({
+                "major": "1", "minor": "36", "gitVersion": "v1.36.3", "gitCommit": "",
+                "gitTreeState": "clean", "buildDate": "", "goVersion": "", "compiler": "gc",
+                "platform": "linux/amd64",
+            })))
+        })
     }
 
     fn context(client: Client) -> Context {
@@ -319,15 +312,11 @@ mod tests {
 
     #[tokio::test]
     async fn the_server_version_is_asked_again_until_it_is_known() {
-        let (client, calls) = flaky_server(1);
+        let (client, api) = flaky_server(1);
         let ctx = context(client);
         assert_eq!(ctx.server_version().await, None, "the API server is away");
         assert_eq!(ctx.server_version().await, Some(semver::Version::new(1, 36, 3)));
         assert_eq!(ctx.server_version().await, Some(semver::Version::new(1, 36, 3)));
-        assert_eq!(
-            calls.load(std::sync::atomic::Ordering::SeqCst),
-            2,
-            "known once, it is remembered"
-        );
+        assert_eq!(api.lines().len(), 2, "known once, it is remembered");
     }
 }

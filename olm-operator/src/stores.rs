@@ -124,7 +124,8 @@ pub struct InstallStores {
     pub condition_role_bindings: Cache<PartialObjectMeta<RoleBinding>>,
     /// Every OperatorCondition.
     pub operator_conditions: Cache<OperatorCondition>,
-    /// Every APIService, without its `caBundle`.
+    /// Every APIService, without its `caBundle` and with its managed fields
+    /// kept as the paths of the foreign ones ([`crate::fields::keep_foreign_fields`]).
     pub api_services: Cache<APIService>,
     /// Every MachinePool (shared with the MachinePool controller).
     pub machine_pools: Cache<MachinePool>,
@@ -174,6 +175,60 @@ impl InstallStores {
             .with(self.services.store.clone())
             .with(self.validating_webhooks.store.clone())
             .with(self.mutating_webhooks.store.clone())
+            .with(self.api_services.store.clone())
+    }
+}
+
+#[cfg(test)]
+impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> Cache<K> {
+    /// A synced store holding `objects` (for tests).
+    pub fn listed(objects: impl IntoIterator<Item = K>) -> Self {
+        let synced = Synced::new();
+        synced.set();
+        Cache {
+            store: olm_testkit::stores::listed(objects),
+            synced,
+        }
+    }
+}
+
+#[cfg(test)]
+impl Stores {
+    /// Synced stores holding nothing but `installs` (for tests).
+    pub fn with_installs(installs: InstallStores) -> Self {
+        Stores {
+            csvs: Cache::listed([]),
+            operator_groups: Cache::listed([]),
+            namespaces: Cache::listed([]),
+            subscriptions: Cache::listed([]),
+            machines: Cache::listed([]),
+            copies: Cache::listed([]),
+            installs,
+        }
+    }
+}
+
+#[cfg(test)]
+impl InstallStores {
+    /// Synced stores holding nothing (for tests).
+    pub fn empty() -> Self {
+        InstallStores {
+            deployments: Cache::listed([]),
+            service_accounts: Cache::listed([]),
+            roles: Cache::listed([]),
+            role_bindings: Cache::listed([]),
+            cluster_roles: Cache::listed([]),
+            cluster_role_bindings: Cache::listed([]),
+            condition_roles: Cache::listed([]),
+            condition_role_bindings: Cache::listed([]),
+            operator_conditions: Cache::listed([]),
+            api_services: Cache::listed([]),
+            machine_pools: Cache::listed([]),
+            secrets: Cache::listed([]),
+            services: Cache::listed([]),
+            validating_webhooks: Cache::listed([]),
+            mutating_webhooks: Cache::listed([]),
+        }
     }
 }
 

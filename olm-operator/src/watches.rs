@@ -12,7 +12,7 @@
 //! | CRDs, metadata only | nothing | [`csv::naming_crd`] | - |
 //! | Subscriptions | store: spec, `installedCSV` and `currentCSV` ([`crate::stores::trim_subscription`]); read by the reconcile | the CSV its `status.installedCSV` names ([`csv::overrides::installed_csv`]): its config reaches the Deployments; for machine CSVs also its current CSV ([`csv::machine::of_subscription`]) | - |
 //! | OperatorConditions | store ([`InstallStores`]): the applier's live copies; the replaced CSV's is read by the reconcile | the CSV of the same name and those replacing it ([`csv::operator_condition::concerned_csvs`]) | - |
-//! | APIServices | store without `caBundle` ([`InstallStores`]): the requirements read it | [`csv::apiservices::naming_api_service`] | - |
+//! | APIServices | store without `caBundle`, managed fields as foreign paths ([`InstallStores`]): the requirements read it, and the applier's live copies | [`csv::apiservices::naming_api_service`] | - |
 //! | MachinePools | store ([`InstallStores`]): the requirements of machine CSVs read it; the MachinePool controller reconciles from it | - | - |
 //! | Deployments, ServiceAccounts, RBAC labelled `olm.owner.kind=ClusterServiceVersion`, and Roles and RoleBindings labelled `olm.managed=true` (of OperatorConditions), metadata only | store ([`InstallStores`], [`crate::stores::trim_install_object`]): the applier's live copies | owner references; [`csv::labelled_owner`] | - |
 //! | Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | store ([`InstallStores`], [`crate::stores::trim_install_object`]): the applier's live copies | [`csv::labelled_owner`] | - |
@@ -211,13 +211,15 @@ impl InstallObjects {
                 .modify_with_managed_fields(|condition: &mut OperatorCondition| {
                     crate::fields::keep_foreign_fields(&mut condition.metadata);
                 }),
-            // The CA bundle is for the aggregator: a requirement reads the status.
+            // The CA bundle is for the aggregator: a requirement reads the
+            // status, the applier the stamp and the fields others own.
             api_services: parts
                 .reflector(Api::all(parts.client.clone()), watcher::Config::default())
-                .modify(|service: &mut APIService| {
+                .modify_with_managed_fields(|service: &mut APIService| {
                     if let Some(spec) = service.spec.as_mut() {
                         spec.ca_bundle = None;
                     }
+                    crate::fields::keep_foreign_fields(&mut service.metadata);
                 }),
             machine_pools: parts.reflector(Api::all(parts.client.clone()), watcher::Config::default()),
             serving: ServingObjects {

@@ -12,7 +12,10 @@
 //! written). Run with
 //! `cargo test -p olm-operator --test quiet_leader -- --ignored`.
 
-use k8s_openapi::api::{coordination::v1::Lease, rbac::v1::Role};
+use k8s_openapi::{
+    api::{coordination::v1::Lease, rbac::v1::Role},
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+};
 use kube::{
     Api,
     api::{DeleteParams, ObjectMeta, PostParams},
@@ -22,7 +25,7 @@ use olm_api::{
     v1alpha1::{ClusterServiceVersion, CsvPhase},
 };
 use olm_testkit::{
-    apply, eventually, install_crds,
+    apply, eventually, install_crd, install_crds,
     objects::{lease_holder, wait_for_csv},
     process::Process,
     wait_for, wait_gone, with_namespace,
@@ -53,6 +56,9 @@ fn csv_reconciles(metrics: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The CRD the CSV of the test owns (cluster-wide: removed at the end).
+const QUIET_CRD: &str = "widgets.quiet.olm-rs.dev";
+
 #[tokio::test]
 #[ignore = "needs a cluster"]
 async fn a_new_leader_writes_nothing_for_an_install_that_is_right() {
@@ -66,15 +72,28 @@ async fn a_new_leader_writes_nothing_for_an_install_that_is_right() {
                 namespace: Some(ns.clone()),
                 ..ObjectMeta::default()
             },
-            spec: OperatorGroupSpec {
-                target_namespaces: Some(vec![ns.clone()]),
-                ..OperatorGroupSpec::default()
-            },
+            // All namespaces: a CSV with a conversion webhook serves only those.
+            spec: OperatorGroupSpec::default(),
             status: None,
         };
         apply(&Api::<OperatorGroup>::namespaced(client.clone(), &ns), &group).await;
+        // The CRD the CSV owns, whose conversion it points at its webhook.
+        let crd: CustomResourceDefinition = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": QUIET_CRD},
+            "spec": {"group": "quiet.olm-rs.dev", "scope": "Namespaced",
+                     "names": {"plural": "widgets", "kind": "Widget"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object"}}}]},
+        }))
+        .expect("a valid CRD");
+        install_crd(&client, &crd).await;
         // Every kind an install writes: a ServiceAccount, a Role and RoleBinding,
-        // a ClusterRole and ClusterRoleBinding, a Deployment; and the OperatorCondition.
+        // a ClusterRole and ClusterRoleBinding, a Deployment; its serving
+        // certificate Secret and Service, a validating webhook configuration and
+        // the conversion of its CRD; and the OperatorCondition. (Not an
+        // APIService: were the test to fail, the CSV it keeps would keep an
+        // APIService that nothing serves, which fails discovery cluster-wide.)
         let rule = serde_json::json!({"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get"]});
         let csv: ClusterServiceVersion = serde_json::from_value(serde_json::json!({
             "apiVersion": "operators.coreos.com/v1alpha1",
@@ -82,7 +101,21 @@ async fn a_new_leader_writes_nothing_for_an_install_that_is_right() {
             "metadata": {"name": "quiet.v1.0.0"},
             "spec": {
                 "displayName": "Quiet",
-                "installModes": [{"type": "OwnNamespace", "supported": true}],
+                "installModes": [{"type": "AllNamespaces", "supported": true}],
+                "customresourcedefinitions": {"owned": [
+                    {"name": QUIET_CRD, "version": "v1", "kind": "Widget"},
+                ]},
+                "webhookdefinitions": [
+                    {"generateName": "vwidget.quiet.olm-rs.dev", "type": "ValidatingAdmissionWebhook",
+                     "deploymentName": "quiet", "containerPort": 443, "sideEffects": "None",
+                     "admissionReviewVersions": ["v1"], "webhookPath": "/validate",
+                     "rules": [{"apiGroups": ["quiet.olm-rs.dev"], "apiVersions": ["v1"],
+                                "operations": ["CREATE"], "resources": ["widgets"]}]},
+                    {"generateName": "cwidget.quiet.olm-rs.dev", "type": "ConversionWebhook",
+                     "deploymentName": "quiet", "containerPort": 443, "sideEffects": "None",
+                     "admissionReviewVersions": ["v1"], "webhookPath": "/convert",
+                     "conversionCRDs": [QUIET_CRD]},
+                ],
                 "install": {"strategy": "deployment", "spec": {
                     "permissions": [{"serviceAccountName": "quiet", "rules": [rule]}],
                     "clusterPermissions": [{"serviceAccountName": "quiet", "rules": [rule]}],
@@ -180,6 +213,11 @@ async fn a_new_leader_writes_nothing_for_an_install_that_is_right() {
             .expect("delete the CSV");
         wait_gone(&csvs, "quiet.v1.0.0").await;
         second.kill();
+        let crds = Api::<CustomResourceDefinition>::all(client.clone());
+        crds.delete(QUIET_CRD, &DeleteParams::default())
+            .await
+            .expect("delete the CRD");
+        wait_gone(&crds, QUIET_CRD).await;
     })
     .await;
 }

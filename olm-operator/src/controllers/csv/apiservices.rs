@@ -5,16 +5,19 @@
 //! version priority 15, as OLM sets them); and for each required API service
 //! a requirement that is met while that APIService is Available.
 //!
-//! `k8s-openapi` has no aggregator types, so APIServices are dynamic objects
-//! here. Everything in this module is pure.
+//! The APIServices made are typed (`k8s-openapi`'s aggregator types), so that
+//! they are stamped and skipped like the other serving objects
+//! ([`super::stamp`]); those read for requirements are dynamic objects.
+//! Everything in this module is pure.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::{ByteString, apimachinery::pkg::apis::meta::v1::ObjectMeta};
-use kube::{
-    api::{ApiResource, DynamicObject, GroupVersionKind},
-    core::TypeMeta,
+use k8s_openapi::{
+    ByteString,
+    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    kube_aggregator::pkg::apis::apiregistration::v1::{APIService, APIServiceSpec, ServiceReference},
 };
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
 use olm_api::v1alpha1::{ApiServiceDescription, ClusterServiceVersion, RequirementStatus, StatusReason};
 
 use super::certs;
@@ -64,38 +67,32 @@ pub fn api_service(
     namespace: &str,
     ca_pem: &str,
     labels: &BTreeMap<String, String>,
-) -> DynamicObject {
-    let resource = resource();
+) -> APIService {
     let deployment = desc.deployment_name.clone().unwrap_or_default();
     let port = desc
         .container_port
         .filter(|p| *p > 0)
         .unwrap_or(certs::DEFAULT_PORT);
-    let ca = serde_json::to_value(ByteString(ca_pem.as_bytes().to_vec())).unwrap_or_default();
-    DynamicObject {
-        types: Some(TypeMeta {
-            api_version: resource.api_version.clone(),
-            kind: resource.kind.clone(),
-        }),
+    APIService {
         metadata: ObjectMeta {
             name: Some(name(desc)),
             labels: Some(labels.clone()),
             ..ObjectMeta::default()
         },
-        data: serde_json::json!({
-            "spec": {
-                "group": desc.group,
-                "version": desc.version,
-                "groupPriorityMinimum": GROUP_PRIORITY_MINIMUM,
-                "versionPriority": VERSION_PRIORITY,
-                "service": {
-                    "namespace": namespace,
-                    "name": certs::service_name(&deployment),
-                    "port": port,
-                },
-                "caBundle": ca,
-            }
+        spec: Some(APIServiceSpec {
+            group: Some(desc.group.clone()),
+            version: Some(desc.version.clone()),
+            group_priority_minimum: GROUP_PRIORITY_MINIMUM,
+            version_priority: VERSION_PRIORITY,
+            service: Some(ServiceReference {
+                namespace: Some(namespace.to_owned()),
+                name: Some(certs::service_name(&deployment)),
+                port: Some(port),
+            }),
+            ca_bundle: Some(ByteString(ca_pem.as_bytes().to_vec())),
+            insecure_skip_tls_verify: None,
         }),
+        status: None,
     }
 }
 
@@ -125,9 +122,9 @@ pub enum Holder {
     Csv(String, String),
 }
 
-/// The holder of `existing`.
-pub fn holder(existing: &DynamicObject) -> Holder {
-    let labels = existing.metadata.labels.clone().unwrap_or_default();
+/// The holder of an existing APIService, by its metadata.
+pub fn holder(existing: &ObjectMeta) -> Holder {
+    let labels = existing.labels.clone().unwrap_or_default();
     let get = |key: &str| labels.get(key).filter(|v| !v.is_empty()).cloned();
     match (
         get(olm_api::labels::OWNER_KIND).as_deref(),
@@ -203,7 +200,10 @@ mod tests {
         let object = api_service(&desc(), "ops", "CA PEM", &labels);
         assert_eq!(object.metadata.name.as_deref(), Some("v1alpha1.example.com"));
         assert_eq!(object.metadata.labels.as_ref(), Some(&labels));
-        let spec = &object.data["spec"];
+        let object = serde_json::to_value(&object).expect("JSON");
+        assert_eq!(object["apiVersion"], "apiregistration.k8s.io/v1");
+        assert_eq!(object["kind"], "APIService");
+        let spec = &object["spec"];
         assert_eq!(spec["group"], "example.com");
         assert_eq!(spec["version"], "v1alpha1");
         assert_eq!(spec["groupPriorityMinimum"], 2000);
@@ -226,9 +226,9 @@ mod tests {
         .expect("a CSV");
         let held_by = |namespace: &str, name: &str| {
             let labels = crate::controllers::csv::build::owner_labels(name, namespace);
-            holder(&api_service(&desc(), "ops", "", &labels))
+            holder(&api_service(&desc(), "ops", "", &labels).metadata)
         };
-        let builtin = holder(&api_service(&desc(), "ops", "", &BTreeMap::new()));
+        let builtin = holder(&api_service(&desc(), "ops", "", &BTreeMap::new()).metadata);
         assert_eq!(builtin, Holder::Unowned);
         assert!(!adoptable_at_once(&csv, &builtin), "never the API server's own");
         assert!(adoptable_at_once(&csv, &held_by("ops", "demo.v2.0.0")));
@@ -239,7 +239,7 @@ mod tests {
 
     #[test]
     fn a_required_api_service_is_met_while_available() {
-        let mut found = api_service(&desc(), "ops", "", &BTreeMap::new());
+        let mut found = DynamicObject::new("v1alpha1.example.com", &resource());
         assert_eq!(requirement(&desc(), None).status, StatusReason::NotPresent);
         assert_eq!(
             requirement(&desc(), Some(&found)).status,

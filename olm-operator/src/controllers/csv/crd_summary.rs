@@ -1,7 +1,9 @@
 //! Reading a CRD for the requirement checks without its schema.
 //!
 //! The CSV reconcile only asks of a CRD whether a version is served, whether it
-//! is Established and NamesAccepted, and its uid ([`super::validate`]). A CRD's
+//! is Established and NamesAccepted, and its uid ([`super::validate`]), and
+//! whether its `spec.conversion` already calls the CSV's conversion webhook
+//! ([`super::webhooks::conversion_current`]). A CRD's
 //! schema is often hundreds of kilobytes; parsed into
 //! [`CustomResourceDefinition`] it becomes thousands of small allocations made
 //! and dropped on every reconcile, which the allocator keeps as resident memory.
@@ -10,8 +12,8 @@
 
 use k8s_openapi::{
     apiextensions_apiserver::pkg::apis::apiextensions::v1::{
-        CustomResourceDefinition, CustomResourceDefinitionCondition, CustomResourceDefinitionSpec,
-        CustomResourceDefinitionStatus, CustomResourceDefinitionVersion,
+        CustomResourceConversion, CustomResourceDefinition, CustomResourceDefinitionCondition,
+        CustomResourceDefinitionSpec, CustomResourceDefinitionStatus, CustomResourceDefinitionVersion,
     },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
@@ -43,6 +45,9 @@ struct SummaryMeta {
 struct SummarySpec {
     #[serde(default)]
     versions: Vec<SummaryVersion>,
+    /// Small: a strategy, and the webhook's client config when there is one.
+    #[serde(default)]
+    conversion: Option<CustomResourceConversion>,
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq)]
@@ -67,7 +72,7 @@ struct SummaryCondition {
 
 impl Summary {
     /// A CRD that carries only the summarised fields (name, uid, the versions'
-    /// names and `served`, the conditions' types and statuses).
+    /// names and `served`, the conversion, the conditions' types and statuses).
     fn into_crd(self) -> CustomResourceDefinition {
         CustomResourceDefinition {
             metadata: ObjectMeta {
@@ -86,6 +91,7 @@ impl Summary {
                         ..CustomResourceDefinitionVersion::default()
                     })
                     .collect(),
+                conversion: self.spec.conversion,
                 ..CustomResourceDefinitionSpec::default()
             },
             status: Some(CustomResourceDefinitionStatus {
@@ -106,8 +112,8 @@ impl Summary {
     }
 }
 
-/// The CRD `name`, holding only its name, uid, versions (name and `served`)
-/// and conditions (type and status); `None` when it does not exist.
+/// The CRD `name`, holding only its name, uid, versions (name and `served`),
+/// conversion and conditions (type and status); `None` when it does not exist.
 pub async fn get(client: &Client, name: &str) -> Result<Option<CustomResourceDefinition>, kube::Error> {
     let request = Request::new(CustomResourceDefinition::url_path(&(), None))
         .get(name, &GetParams::default())
@@ -133,6 +139,7 @@ mod tests {
                 "group": "example.com",
                 "names": {"kind": "Etcd", "plural": "etcds"},
                 "scope": "Namespaced",
+                "conversion": {"strategy": "None"},
                 "versions": [
                     {"name": "v1", "served": true, "storage": true,
                      "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object"}}}}},
@@ -156,6 +163,8 @@ mod tests {
             .collect();
         assert_eq!(versions, [("v1", true), ("v1beta1", false)]);
         assert!(crd.spec.versions.iter().all(|v| v.schema.is_none()));
+        let conversion = crd.spec.conversion.as_ref().expect("a conversion");
+        assert_eq!(conversion.strategy, "None");
         let conditions: Vec<(&str, &str)> = crd
             .status
             .as_ref()

@@ -25,17 +25,24 @@
 //!    sends nothing for an install that is already right.
 //!
 //! The serving objects (certificate Secrets, Services, webhook
-//! configurations) are stamped and skipped the same way, and the objects a
-//! CSV no longer has are found in the stores.
+//! configurations, APIServices) are stamped and skipped the same way, and
+//! the objects a CSV no longer has (APIServices included) are found in the
+//! stores; only [`cleanup`], once, on delete, lists them live. The
+//! conversion of a CRD, a patch of fields on an object others own, is sent
+//! (fenced, with this binary's field manager) only when the CRD the read
+//! step got does not already have exactly the wanted conversion
+//! ([`webhooks::conversion_current`]). The requests of a reconcile are
+//! tested against a mocked API server (`tests`): a reconcile of an install
+//! that is already right, serving objects included, sends no write.
 //!
 //! Not yet in the one shape the other controllers have: the apply step is
 //! typed calls of its own rather than one [`olm_runtime::effects::Effects`]
-//! performed by the one applier; the APIServices and conversion webhooks of
-//! CRDs are applied on every pass of an install; and the read step still
-//! GETs the CRDs it names (their schemas are too large to keep), its
-//! Deployments and ServiceAccounts (their status and owners), the
-//! certificate Secrets of serving Deployments (their keys), the hooks
-//! ConfigMap of a machine CSV ([`machine::requirements`]) and discovery.
+//! performed by the one applier; and the read step still GETs the CRDs it
+//! names (their schemas are too large to keep), its Deployments and
+//! ServiceAccounts (their status and owners), the certificate Secrets of
+//! serving Deployments (their keys), an APIService it is about to write (who
+//! holds it, [`serving`]), the hooks ConfigMap of a machine CSV
+//! ([`machine::requirements`]) and discovery.
 //!
 //! What triggers a reconcile is wired in [`crate::watches`]; the mappers it
 //! uses are here: CSVs; the Deployments and ServiceAccounts they own (owner
@@ -71,6 +78,8 @@ pub mod webhooks;
 
 #[cfg(test)]
 mod fixtures;
+#[cfg(test)]
+mod tests;
 
 use std::{sync::Arc, time::Duration};
 
@@ -461,7 +470,7 @@ async fn apply_install(
         Err(e) => return Err(Error::Apply(e)),
     };
     if let Some(prepared) = &prepared {
-        match serving::register(applier, csv, membership, prepared).await {
+        match serving::register(applier, csv, membership, prepared, &found.crds).await {
             Ok(()) => {}
             Err(e) if e.is_terminal() => return Ok(refused(e.detail(), serving)),
             Err(e) => return Err(Error::Serving(e)),

@@ -13,8 +13,11 @@
 //! `extension-apiserver-authentication-reader` bindings, join the install's
 //! RBAC. Services and Secrets carry owner references (the garbage collector
 //! removes them with the CSV); webhook configurations and APIServices are
-//! cluster-scoped and carry the CSV's `olm.owner*` labels, by which
-//! [`cleanup`] finds them.
+//! cluster-scoped and carry the CSV's `olm.owner*` labels, by which an
+//! install finds in the shared stores those the CSV no longer declares, and
+//! [`cleanup`] finds them all. Each object is stamped with the hash of its
+//! content and written only when its live copy does not carry it
+//! ([`stamp`]); the conversion of a CRD only when the CRD lacks it.
 
 use std::{collections::BTreeMap, fmt::Debug};
 
@@ -24,6 +27,7 @@ use k8s_openapi::{
         core::v1::{Secret, Service},
         rbac::v1::{ClusterRoleBinding, PolicyRule, Role, RoleBinding, RoleRef, Subject},
     },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time},
     jiff::Timestamp,
     kube_aggregator::pkg::apis::apiregistration::v1::APIService,
@@ -53,6 +57,10 @@ use crate::context::Context;
 
 /// The namespace of OLM's authentication-reader binding.
 const KUBE_SYSTEM: &str = "kube-system";
+
+const VALIDATING: &str = "ValidatingWebhookConfiguration";
+const MUTATING: &str = "MutatingWebhookConfiguration";
+const API_SERVICE: &str = "APIService";
 
 /// Why the serving objects could not be made or written.
 #[derive(Debug, thiserror::Error)]
@@ -392,93 +400,80 @@ fn certificate_secret(
 
 /// After the install's Deployments are applied (as OLM orders it): registers
 /// the webhooks, conversion webhooks and APIServices of `csv` with the CAs of
-/// `prepared`, and removes those the CSV no longer declares.
+/// `prepared`, and removes those the CSV no longer declares. Each is written
+/// only when its live copy is not already as wanted: webhook configurations
+/// and APIServices by their stamp ([`Applier::apply`]), the conversion of a
+/// CRD by the live CRD in `crds` (as the read step found it).
 pub async fn register(
     applier: Applier<'_>,
     csv: &ClusterServiceVersion,
     membership: &Membership,
     prepared: &Prepared,
+    crds: &BTreeMap<String, CustomResourceDefinition>,
 ) -> Result<(), Error> {
     let ctx = applier.ctx;
     let owner = Owner::of(csv);
-    let ca_bundles = &prepared.ca_bundles;
     let registration = Registration {
         csv_name: &owner.name,
         namespace: &owner.namespace,
         owner_labels: &owner.labels,
         targets: &membership.targets,
-        ca_bundles,
+        ca_bundles: &prepared.ca_bundles,
     };
     let configurations = registration.configurations(csv);
     let validating_api = Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone());
     for configuration in &configurations.validating {
-        apply(
-            applier,
-            &validating_api,
-            configuration,
-            "ValidatingWebhookConfiguration",
-        )
-        .await?;
+        apply(applier, &validating_api, configuration, VALIDATING).await?;
     }
     let mutating_api = Api::<MutatingWebhookConfiguration>::all(ctx.client.clone());
     for configuration in &configurations.mutating {
-        apply(
-            applier,
-            &mutating_api,
-            configuration,
-            "MutatingWebhookConfiguration",
-        )
-        .await?;
+        apply(applier, &mutating_api, configuration, MUTATING).await?;
     }
-    let crds = Api::<DynamicObject>::all_with(ctx.client.clone(), &webhooks::crd_resource());
+    let crd_api = Api::<DynamicObject>::all_with(ctx.client.clone(), &webhooks::crd_resource());
     for crd in &configurations.conversions {
-        apply_dynamic(ctx, &crds, crd, "CustomResourceDefinition").await?;
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        if !webhooks::conversion_current(crd, crds.get(&name)) {
+            apply_dynamic(ctx, &crd_api, crd, "CustomResourceDefinition").await?;
+        }
     }
-    let api_services = Api::<DynamicObject>::all_with(ctx.client.clone(), &apiservices::resource());
-    let mut wanted_api_services = Vec::new();
+    let api_services = register_api_services(applier, csv, &owner, &prepared.ca_bundles).await?;
+
+    // What this CSV no longer declares.
+    let names = |metas: Vec<&ObjectMeta>| metas.into_iter().filter_map(|m| m.name.clone()).collect();
+    let keep: Vec<String> = names(configurations.validating.iter().map(|c| &c.metadata).collect());
+    prune(applier, &validating_api, &owner.labels, &keep, VALIDATING).await?;
+    let keep: Vec<String> = names(configurations.mutating.iter().map(|c| &c.metadata).collect());
+    prune(applier, &mutating_api, &owner.labels, &keep, MUTATING).await?;
+    let api = Api::<APIService>::all(ctx.client.clone());
+    prune(applier, &api, &owner.labels, &api_services, API_SERVICE).await
+}
+
+/// Applies the APIServices `csv` owns, stamped, trusting the CAs of
+/// `ca_bundles`; one whose live copy carries its stamp is left alone (its
+/// labels, in the stamp, say this CSV holds it), any other is first checked
+/// to be adoptable ([`check_adoptable`]). Returns their names.
+async fn register_api_services(
+    applier: Applier<'_>,
+    csv: &ClusterServiceVersion,
+    owner: &Owner,
+    ca_bundles: &BTreeMap<String, String>,
+) -> Result<Vec<String>, Error> {
+    let ctx = applier.ctx;
+    let api = Api::<APIService>::all(ctx.client.clone());
+    let mut names = Vec::new();
     for desc in apiservices::owned(csv) {
         let deployment = desc.deployment_name.clone().unwrap_or_default();
         let ca = ca_bundles.get(&deployment).cloned().unwrap_or_default();
         let object = apiservices::api_service(desc, &owner.namespace, &ca, &owner.labels);
-        check_adoptable(ctx, csv, &api_services, &apiservices::name(desc)).await?;
-        apply_dynamic(ctx, &api_services, &object, "APIService").await?;
-        wanted_api_services.push(apiservices::name(desc));
+        let name = apiservices::name(desc);
+        let (_, current) = stamp::stamp(&object, API_SERVICE, applier.live).map_err(Error::Encode)?;
+        if !current {
+            check_adoptable(ctx, csv, &api, &name).await?;
+            apply(applier, &api, &object, API_SERVICE).await?;
+        }
+        names.push(name);
     }
-
-    // What this CSV no longer declares.
-    let selector = owner_selector(&owner.name, &owner.namespace);
-    let names = |list: &[Option<String>]| list.iter().flatten().cloned().collect::<Vec<_>>();
-    let keep = names(
-        &configurations
-            .validating
-            .iter()
-            .map(|c| c.metadata.name.clone())
-            .collect::<Vec<_>>(),
-    );
-    prune(
-        applier,
-        &validating_api,
-        &owner.labels,
-        &keep,
-        "ValidatingWebhookConfiguration",
-    )
-    .await?;
-    let keep = names(
-        &configurations
-            .mutating
-            .iter()
-            .map(|c| c.metadata.name.clone())
-            .collect::<Vec<_>>(),
-    );
-    prune(
-        applier,
-        &mutating_api,
-        &owner.labels,
-        &keep,
-        "MutatingWebhookConfiguration",
-    )
-    .await?;
-    prune_api_services(ctx, &api_services, &selector, &wanted_api_services).await
+    Ok(names)
 }
 
 /// Adds the status of every required API service of `csv` to `requirements`
@@ -515,21 +510,21 @@ pub async fn cleanup(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(), E
         ctx,
         &Api::<ValidatingWebhookConfiguration>::all(ctx.client.clone()),
         &selector,
-        "ValidatingWebhookConfiguration",
+        VALIDATING,
     )
     .await?;
     remove_labelled(
         ctx,
         &Api::<MutatingWebhookConfiguration>::all(ctx.client.clone()),
         &selector,
-        "MutatingWebhookConfiguration",
+        MUTATING,
     )
     .await?;
-    prune_api_services(
+    remove_labelled(
         ctx,
-        &Api::<DynamicObject>::all_with(ctx.client.clone(), &apiservices::resource()),
+        &Api::<APIService>::all(ctx.client.clone()),
         &selector,
-        &[],
+        API_SERVICE,
     )
     .await
 }
@@ -540,7 +535,7 @@ pub async fn cleanup(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(), E
 async fn check_adoptable(
     ctx: &Context,
     csv: &ClusterServiceVersion,
-    api: &Api<DynamicObject>,
+    api: &Api<APIService>,
     name: &str,
 ) -> Result<(), Error> {
     let get = |kind: &'static str, name: String| move |source| Error::Get { kind, name, source };
@@ -551,7 +546,7 @@ async fn check_adoptable(
     else {
         return Ok(());
     };
-    let holder = apiservices::holder(&existing);
+    let holder = apiservices::holder(&existing.metadata);
     if apiservices::adoptable_at_once(csv, &holder) {
         return Ok(());
     }
@@ -638,7 +633,7 @@ where
         if keep.contains(&name) {
             continue;
         }
-        tracing::info!(kind, %name, "removing a webhook configuration the ClusterServiceVersion no longer has");
+        tracing::info!(kind, %name, "removing an object the ClusterServiceVersion no longer serves");
         applier
             .ctx
             .delete(api, &name)
@@ -671,55 +666,12 @@ where
             source,
         })?;
     for name in listed.items.iter().map(ResourceExt::name_any) {
-        tracing::info!(kind, %name, "removing a webhook configuration of a ClusterServiceVersion");
+        tracing::info!(kind, %name, "removing a serving object of a ClusterServiceVersion");
         ctx.delete(api, &name).await.map_err(|source| Error::Delete {
             kind,
             name,
             source: Box::new(source),
         })?;
-    }
-    Ok(())
-}
-
-async fn prune_api_services(
-    ctx: &Context,
-    api: &Api<DynamicObject>,
-    selector: &str,
-    keep: &[String],
-) -> Result<(), Error> {
-    let listed = api
-        .list(&ListParams::default().labels(selector))
-        .await
-        .map_err(|source| Error::Get {
-            kind: "APIService",
-            name: selector.to_owned(),
-            source,
-        })?;
-    for obj in listed.items {
-        let name = obj.name_any();
-        if keep.contains(&name) {
-            continue;
-        }
-        tracing::info!(%name, "removing an APIService the ClusterServiceVersion no longer has");
-        if !ctx.is_leader() {
-            // Standbys write nothing; the leader prunes.
-            return Ok(());
-        }
-        match api.delete(&name, &kube::api::DeleteParams::background()).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(status)) if status.is_not_found() => {}
-            Err(source) => {
-                return Err(Error::Delete {
-                    kind: "APIService",
-                    name: name.clone(),
-                    source: Box::new(WriteError::Delete {
-                        kind: "APIService".to_owned(),
-                        name,
-                        source,
-                    }),
-                });
-            }
-        }
     }
     Ok(())
 }

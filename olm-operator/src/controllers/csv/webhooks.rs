@@ -19,6 +19,9 @@ use k8s_openapi::{
         MutatingWebhook, MutatingWebhookConfiguration, RuleWithOperations, ServiceReference,
         ValidatingWebhook, ValidatingWebhookConfiguration, WebhookClientConfig,
     },
+    apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceConversion, CustomResourceDefinition,
+    },
     apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement, ObjectMeta},
 };
 use kube::{
@@ -429,6 +432,19 @@ fn conversion(
     object
 }
 
+/// Whether the live CRD `live` (as the read step found it, [`super::crd_summary`])
+/// already has exactly the `spec.conversion` that `wanted` (made by
+/// [`Registration::configurations`]) sets, so that patching it would change
+/// nothing. A missing CRD, or a wanted conversion that does not parse, is not
+/// current.
+pub fn conversion_current(wanted: &DynamicObject, live: Option<&CustomResourceDefinition>) -> bool {
+    let Some(live) = live.and_then(|crd| crd.spec.conversion.as_ref()) else {
+        return false;
+    };
+    serde_json::from_value::<CustomResourceConversion>(wanted.data["spec"]["conversion"].clone())
+        .is_ok_and(|wanted| &wanted == live)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -680,5 +696,48 @@ mod tests {
         assert_eq!(requirement.key, NAMESPACE_NAME_LABEL);
         assert_eq!(requirement.operator, "In");
         assert_eq!(requirement.values, Some(vec!["a".to_owned(), "b".to_owned()]));
+    }
+    #[test]
+    fn a_crd_already_calling_the_conversion_webhook_is_not_patched() {
+        let csv = csv(
+            ALL,
+            serde_json::json!([webhook(
+                "ConversionWebhook",
+                serde_json::json!({"generateName": "cwidget.example.com",
+                                   "conversionCRDs": ["widgets.example.com"]})
+            )]),
+        );
+        let labels = BTreeMap::new();
+        let cas = BTreeMap::from([("demo".to_owned(), "CA PEM".to_owned())]);
+        let all = Targets::All;
+        let wanted = registration_for(&all, &labels, &cas)
+            .configurations(&csv)
+            .conversions[0]
+            .clone();
+        let live = |conversion: serde_json::Value| -> CustomResourceDefinition {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "widgets.example.com"},
+                "spec": {"group": "example.com", "scope": "Namespaced",
+                         "names": {"plural": "widgets", "kind": "Widget"}, "versions": [],
+                         "conversion": conversion},
+            }))
+            .expect("a CRD")
+        };
+        let same = wanted.data["spec"]["conversion"].clone();
+        assert!(conversion_current(&wanted, Some(&live(same.clone()))));
+        assert!(!conversion_current(&wanted, None), "no CRD");
+        assert!(
+            !conversion_current(&wanted, Some(&live(serde_json::json!({"strategy": "None"})))),
+            "no webhook yet"
+        );
+        let mut other_ca = same.clone();
+        other_ca["webhook"]["clientConfig"]["caBundle"] = "T1RIRVI=".into();
+        assert!(!conversion_current(&wanted, Some(&live(other_ca))), "another CA");
+        let mut other_versions = same;
+        other_versions["webhook"]["conversionReviewVersions"] = serde_json::json!(["v1", "v1beta1"]);
+        assert!(
+            !conversion_current(&wanted, Some(&live(other_versions))),
+            "other review versions"
+        );
     }
 }

@@ -328,15 +328,21 @@ async fn keep_companions(
     validation: &validate::Validation,
 ) -> Result<(), Error> {
     let conditions = &stores.installs.operator_conditions.store;
-    operator_condition::ensure(applier, conditions, csv)
-        .await
-        .map_err(Error::OperatorCondition)?;
-    if let Ok(membership) = &validation.membership {
-        update_status::annotate(applier.ctx, csv, membership)
+    // Independent writes: both at once.
+    let condition = async {
+        operator_condition::ensure(applier, conditions, csv)
             .await
-            .map_err(Error::UpdateStatus)?;
-    }
-    Ok(())
+            .map_err(Error::OperatorCondition)
+    };
+    let annotations = async {
+        match &validation.membership {
+            Ok(membership) => update_status::annotate(applier.ctx, csv, membership)
+                .await
+                .map_err(Error::UpdateStatus),
+            Err(_) => Ok(()),
+        }
+    };
+    futures::try_join!(condition, annotations).map(drop)
 }
 
 /// Installs a CSV with the `machine` strategy on its machines.

@@ -214,18 +214,23 @@ pub async fn reconcile(
     }
     let namespace = csv.namespace().ok_or(Error::NoNamespace)?;
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-    let result = finalizer(&api, FINALIZER, csv, |event| async {
-        match event {
-            finalizer::Event::Apply(csv) => install(&ctx, &stores, &api, &csv).await,
-            finalizer::Event::Cleanup(csv) => {
-                crate::controllers::copiedcsv::delete_all(&ctx, &stores.copies, &csv)
-                    .await
-                    .map_err(Error::Copied)?;
-                cleanup::cleanup(&ctx, &csv).await.map_err(Error::Cleanup)
-            }
+    let result = match with_finalizer(&api, csv).await {
+        Ok(csv) => {
+            finalizer(&api, FINALIZER, csv, |event| async {
+                match event {
+                    finalizer::Event::Apply(csv) => install(&ctx, &stores, &api, &csv).await,
+                    finalizer::Event::Cleanup(csv) => {
+                        crate::controllers::copiedcsv::delete_all(&ctx, &stores.copies, &csv)
+                            .await
+                            .map_err(Error::Copied)?;
+                        cleanup::cleanup(&ctx, &csv).await.map_err(Error::Cleanup)
+                    }
+                }
+            })
+            .await
         }
-    })
-    .await;
+        Err(e) => Err(e),
+    };
     match result {
         Ok(action) => Ok(action),
         // The cache was behind: the finalizer is already there (the patch's
@@ -238,6 +243,29 @@ pub async fn reconcile(
         }
         Err(e) => Err(Error::Finalizer(Box::new(e))),
     }
+}
+
+/// `csv` with the [`FINALIZER`]: added first when missing (and the CSV is
+/// not being deleted), then the same pass goes on with the CSV the API server
+/// returned, instead of waiting for the watch to bring it back. The patch
+/// names the resourceVersion read, so a stale read fails with a conflict.
+async fn with_finalizer(
+    api: &Api<ClusterServiceVersion>,
+    csv: Arc<ClusterServiceVersion>,
+) -> Result<Arc<ClusterServiceVersion>, finalizer::Error<Error>> {
+    if csv.metadata.deletion_timestamp.is_some() || csv.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(csv);
+    }
+    let mut finalizers = csv.finalizers().to_vec();
+    finalizers.push(FINALIZER.to_owned());
+    let patch = serde_json::json!({
+        "metadata": {"finalizers": finalizers, "resourceVersion": csv.resource_version()},
+    });
+    let params = kube::api::PatchParams::default();
+    api.patch(&csv.name_any(), &params, &kube::api::Patch::Merge(&patch))
+        .await
+        .map(Arc::new)
+        .map_err(finalizer::Error::AddFinalizer)
 }
 
 /// The steps for a CSV that is not being deleted: read and validate, decide

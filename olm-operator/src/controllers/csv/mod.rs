@@ -233,10 +233,10 @@ pub async fn reconcile(
     };
     match result {
         Ok(action) => Ok(action),
-        // The cache was behind: the finalizer is already there (the patch's
-        // test failed), or the CSV is already gone. Look again shortly.
+        // The cache was behind: the CSV changed since it was read. The watch
+        // brings the newer CSV, and with it the next pass.
         Err(finalizer::Error::AddFinalizer(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => {
-            Ok(Action::requeue(Duration::from_secs(1)))
+            Ok(Action::await_change())
         }
         Err(finalizer::Error::RemoveFinalizer(kube::Error::Api(status))) if status.code == 404 => {
             Ok(Action::await_change())

@@ -166,18 +166,30 @@ pub async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<Context>) -> Result<Acti
     }
 }
 
-/// Applies `stages` in order, the steps of each at once (discovery for them
-/// read first, together), until a stage where one fails; records each
-/// outcome in `applied`, in plan order.
+/// Applies `stages` in order, the steps of each at once, until a stage where
+/// one fails; records each outcome in `applied`, in plan order. Discovery for
+/// every stage is read once, at once, before the first; a later stage reads
+/// again only the groups of the CRDs the stages before it applied.
 async fn apply_stages(
     executor: &Executor<'_>,
     steps: &[Step],
     stages: &[Vec<usize>],
     applied: &mut Vec<Applied>,
 ) {
-    for stage in stages {
-        let known: Vec<&Step> = stage.iter().filter_map(|&index| steps.get(index)).collect();
-        executor.discover(&known).await;
+    let of = |stage: &[usize]| -> Vec<&Step> { stage.iter().filter_map(|&index| steps.get(index)).collect() };
+    executor.discover(&of(&stages.concat())).await;
+    let mut new_groups: Vec<&str> = Vec::new();
+    for (n, stage) in stages.iter().enumerate() {
+        let known = of(stage);
+        let changed: Vec<&Step> = known
+            .iter()
+            .copied()
+            .filter(|step| n > 0 && new_groups.contains(&step.resource.group.as_str()))
+            .collect();
+        if !changed.is_empty() {
+            executor.discover(&changed).await;
+        }
+        new_groups.extend(known.iter().filter_map(|step| crd_group(step)));
         let outcomes = futures::future::join_all(stage.iter().map(|&index| async move {
             let outcome = match steps.get(index) {
                 Some(step) => executor.apply(step).await,
@@ -196,6 +208,14 @@ async fn apply_stages(
             return;
         }
     }
+}
+
+/// The API group a CRD step serves (a CRD is named `<plural>.<group>`);
+/// `None` for a step of another kind.
+fn crd_group(step: &Step) -> Option<&str> {
+    (decide::Stage::of(step) == decide::Stage::Crds)
+        .then(|| step.resource.name.split_once('.').map(|(_, group)| group))
+        .flatten()
 }
 
 /// Writes the plan's status, through the runtime's applier.

@@ -376,3 +376,21 @@ fn only_an_installing_plan_with_a_step_waiting_for_its_api_waits_for_one() {
     assert!(!waits_for_api(&plan("Installing", "Created")));
     assert!(!waits_for_api(&plan("Failed", "WaitingForApi")));
 }
+
+/// A CRD step serves the group its name ends with; other steps serve none
+/// that a later stage must read discovery for again.
+#[test]
+fn a_crd_step_serves_the_group_of_its_name() {
+    let step = |group: &str, kind: &str, name: &str| -> olm_api::v1alpha1::Step {
+        serde_json::from_value(json!({
+            "resolving": "db.v1", "status": "NotPresent",
+            "resource": {"sourceName": "demo", "sourceNamespace": "olm", "group": group,
+                         "version": "v1", "kind": kind, "name": name},
+        }))
+        .expect("a step")
+    };
+    let crd = step("apiextensions.k8s.io", "CustomResourceDefinition", "dbs.demo.io");
+    assert_eq!(super::crd_group(&crd), Some("demo.io"));
+    let config = step("", "ConfigMap", "db.config");
+    assert_eq!(super::crd_group(&config), None);
+}

@@ -520,7 +520,7 @@ fn watch_csv_requirements(
     let (by_crd, by_subscription) = (store.clone(), store.clone());
     let (by_condition, by_api_service) = (store.clone(), store.clone());
     controller
-        .watches_stream(metadata::<CustomResourceDefinition>(client), move |crd| {
+        .watches_stream(crd_changes(client), move |crd| {
             csv::naming_crd(&by_crd, &crd.name_any())
         })
         .watches_shared_stream(shared.subscriptions.subscribe(), move |subscription| {
@@ -773,6 +773,60 @@ where
     touched(Api::<PartialObjectMeta<K>>::all(client.clone()))
 }
 
+/// The changes of CRDs a CSV can see, as metadata: a write that changed only
+/// a CRD's labels or annotations is left out ([`labels_only`]). Each install
+/// of an operator labels the CRDs it shares with the installs in other
+/// namespaces, and hearing it woke every CSV naming them, all at once, ahead
+/// of the new install's CSVs; the CSV reads of a CRD only its versions,
+/// conditions and uid.
+fn crd_changes(
+    client: &Client,
+) -> impl Stream<Item = watcher::Result<PartialObjectMeta<CustomResourceDefinition>>> + Send + 'static {
+    let mut seen = std::collections::HashMap::new();
+    metadata::<CustomResourceDefinition>(client).filter(move |change| {
+        let keep = match change {
+            Ok(crd) => {
+                let key = (crd.name_any(), crd.uid());
+                let now = CrdLook::of(&crd.metadata);
+                !seen
+                    .insert(key, now)
+                    .is_some_and(|before| labels_only(&before, &now))
+            }
+            Err(_) => true,
+        };
+        std::future::ready(keep)
+    })
+}
+
+/// What a CRD change is told apart by: its generation (its spec) and a hash
+/// of its labels and annotations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct CrdLook {
+    generation: Option<i64>,
+    marks: u64,
+    deleting: bool,
+}
+
+impl CrdLook {
+    fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> CrdLook {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        (&meta.labels, &meta.annotations).hash(&mut hasher);
+        CrdLook {
+            generation: meta.generation,
+            marks: hasher.finish(),
+            deleting: meta.deletion_timestamp.is_some(),
+        }
+    }
+}
+
+/// Whether a CRD seen as `before`, then as `now`, changed only its labels or
+/// annotations: the same spec and deletion, other marks. A change with the
+/// same marks too is of its status (Established) or is a relist: kept.
+fn labels_only(before: &CrdLook, now: &CrdLook) -> bool {
+    before.generation == now.generation && before.deleting == now.deleting && before.marks != now.marks
+}
+
 /// The store of `reflector` and whether it has synced, for the reconciles.
 fn cache<K>(reflector: &Reflector<K>) -> Cache<K>
 where
@@ -781,5 +835,24 @@ where
     Cache {
         store: reflector.store(),
         synced: reflector.synced(),
+    }
+}
+
+#[cfg(test)]
+mod crd_change_tests {
+    use super::*;
+
+    #[test]
+    fn a_crd_change_of_only_its_labels_wakes_no_csv() {
+        let look = |generation, marks, deleting| CrdLook {
+            generation: Some(generation),
+            marks,
+            deleting,
+        };
+        let before = look(1, 7, false);
+        assert!(labels_only(&before, &look(1, 8, false)), "labels only");
+        assert!(!labels_only(&before, &look(1, 7, false)), "status or relist");
+        assert!(!labels_only(&before, &look(2, 8, false)), "spec and labels");
+        assert!(!labels_only(&before, &look(1, 8, true)), "being deleted");
     }
 }

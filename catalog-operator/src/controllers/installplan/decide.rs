@@ -1,11 +1,14 @@
 //! What to do with an InstallPlan, from what was read (pure).
 //!
 //! A reconcile asks [`decide`] first with no step applied yet, then again
-//! after each batch of steps it applied ([`Next::Apply`]) with their outcomes
-//! ([`Applied`]), until the decision says when to look again. Each decision
-//! carries the whole status to write (only when it differs from what the API
-//! server holds), so the plan records its progress after each bundle, and a
-//! plan interrupted at any point resumes where its status says.
+//! after the steps it applied ([`Next::Apply`]) with their outcomes
+//! ([`Applied`]), until the decision says when to look again. The steps not
+//! done yet are applied in one pass, in stages ([`Stage`]): every CRD of the
+//! plan, then every CSV, then the rest, the steps of a stage at once. Each
+//! decision carries the whole status to write (only when it differs from what
+//! the API server holds), so the plan records what the pass did, and a plan
+//! interrupted at any point resumes where its status says (applying a step
+//! again is harmless).
 
 use std::time::Duration;
 
@@ -72,9 +75,10 @@ pub enum Transition {
 /// What the reconcile does after writing the decision's status.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Next {
-    /// Apply these steps (indexes into the plan), in order, stopping at the
-    /// first that fails, then decide again with their outcomes.
-    Apply(Vec<usize>),
+    /// Apply these stages of steps (indexes into the plan) in order, the
+    /// steps of a stage at once, stopping after the first stage where one
+    /// fails, then decide again with their outcomes.
+    Apply(Vec<Vec<usize>>),
     /// Done for now: look again after this long, or (`None`) on a change.
     LookAgain(Option<Duration>),
     /// This replica stopped leading while applying a step (what was being
@@ -166,7 +170,9 @@ fn progress(read: &Read<'_>) -> (InstallPlanStatus, Option<(usize, StepFailure)>
                 step.status = *done;
                 status.message = None;
             }
-            (Err(failure), _) => failed = Some((*index, failure.clone())),
+            // The first failure in plan order is the one the status shows.
+            (Err(failure), _) if failed.is_none() => failed = Some((*index, failure.clone())),
+            (Err(_), _) => {}
             (Ok(_), None) => {}
         }
     }
@@ -235,19 +241,46 @@ fn fail(read: &Read<'_>, mut status: InstallPlanStatus, message: String) -> Deci
     finish(read, status, Next::LookAgain(None), Some(Transition::Failed))
 }
 
-/// The next steps to apply: from the first not done, those not done up to
-/// the last step of the bundle where one is applied, so that progress is
-/// recorded at each bundle's end and a restart resumes there.
-fn next_batch(steps: &[Step]) -> Option<Vec<usize>> {
-    let pending = |i: &usize| !matches!(steps[*i].status, StepStatus::Created | StepStatus::Present);
-    let mut batch = Vec::new();
-    for i in (0..steps.len()).filter(pending) {
-        batch.push(i);
-        if ends_bundle(steps, i) {
-            break;
+/// The stage of a plan a step is applied in: CRDs first, so that the CSVs
+/// that own or require them find them; then CSVs, so that the other objects
+/// of a bundle can name their CSV as owner; then the rest.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    /// CustomResourceDefinitions.
+    Crds,
+    /// ClusterServiceVersions.
+    Csvs,
+    /// Everything else (Subscriptions of dependencies, a bundle's objects).
+    Rest,
+}
+
+impl Stage {
+    /// The stage of `step`.
+    pub fn of(step: &Step) -> Stage {
+        let r = &step.resource;
+        match (r.group.as_str(), r.kind.as_str()) {
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => Stage::Crds,
+            (olm_api::OPERATORS_GROUP, "ClusterServiceVersion") => Stage::Csvs,
+            _ => Stage::Rest,
         }
     }
-    (!batch.is_empty()).then_some(batch)
+}
+
+/// The steps not done yet, by [`Stage`] (in plan order within each, empty
+/// stages left out): all of them are applied in one pass.
+fn next_batch(steps: &[Step]) -> Option<Vec<Vec<usize>>> {
+    let pending = |i: &usize| !matches!(steps[*i].status, StepStatus::Created | StepStatus::Present);
+    let mut stages: Vec<(Stage, Vec<usize>)> = Vec::new();
+    for i in (0..steps.len()).filter(pending) {
+        let stage = Stage::of(&steps[i]);
+        match stages.iter_mut().find(|(s, _)| *s == stage) {
+            Some((_, batch)) => batch.push(i),
+            None => stages.push((stage, vec![i])),
+        }
+    }
+    stages.sort_by_key(|(stage, _)| *stage);
+    let stages: Vec<Vec<usize>> = stages.into_iter().map(|(_, batch)| batch).collect();
+    (!stages.is_empty()).then_some(stages)
 }
 
 /// Why the plan cannot be installed at all: its first step of a kind a plan may
@@ -260,13 +293,6 @@ pub fn unsupported_step(steps: &[Step]) -> Option<String> {
         "step {} {} of bundle {}: an install plan may not create objects of kind {}",
         step.resource.kind, step.resource.name, step.resolving, step.resource.kind
     ))
-}
-
-/// Whether step `i` is the last of its bundle's steps.
-pub fn ends_bundle(steps: &[Step], i: usize) -> bool {
-    steps
-        .get(i + 1)
-        .is_none_or(|next| next.resolving != steps[i].resolving)
 }
 
 /// What the plan does about a step that failed.

@@ -12,13 +12,13 @@
 //! a bundle ships. The UID of a bundle's CSV comes from the shared CSV
 //! store, or from the apply that created it.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, sync::Mutex};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
     Api, Client, ResourceExt,
-    api::{DeleteParams, DynamicObject, GroupVersionKind, Preconditions},
-    core::ApiResource,
+    api::{DeleteParams, DynamicObject, Preconditions},
+    core::{ApiResource, GroupVersion},
     discovery::{ApiCapabilities, Scope},
     runtime::reflector::{ObjectRef, Store},
 };
@@ -99,15 +99,20 @@ fn from_write(step: &Step, error: WriteError) -> StepFailure {
     }
 }
 
-/// What applying steps needs, kept for one reconcile: discovery answers and the
-/// UIDs of the plan's CSVs.
+/// The kinds the API server serves at one group/version, as discovery lists them.
+type Served = Vec<(ApiResource, ApiCapabilities)>;
+
+/// What applying steps needs, kept for one reconcile: discovery answers (by
+/// group/version) and the UIDs of the plan's CSVs. Steps are applied
+/// concurrently through a shared reference; the maps are only touched
+/// between requests.
 pub struct Executor<'a> {
     client: &'a Client,
     writer: &'a Writer,
     csvs: &'a Store<ClusterServiceVersion>,
     namespace: &'a str,
-    discovered: HashMap<(String, String, String), (ApiResource, ApiCapabilities)>,
-    csv_uids: HashMap<String, String>,
+    discovered: Mutex<HashMap<(String, String), Served>>,
+    csv_uids: Mutex<HashMap<String, String>>,
 }
 
 impl<'a> Executor<'a> {
@@ -124,33 +129,65 @@ impl<'a> Executor<'a> {
             writer,
             csvs,
             namespace,
-            discovered: HashMap::new(),
-            csv_uids: HashMap::new(),
+            discovered: Mutex::default(),
+            csv_uids: Mutex::default(),
         }
     }
 
-    /// The step's kind as the API server serves it. Discovery is live: no
-    /// store says which APIs are served.
-    async fn resource(&mut self, step: &Step) -> Result<(ApiResource, ApiCapabilities), StepFailure> {
-        let r = &step.resource;
-        let key = (r.group.clone(), r.version.clone(), r.kind.clone());
-        if let Some(found) = self.discovered.get(&key) {
-            return Ok(found.clone());
+    /// Reads discovery for the group/versions of `steps`, all at once, so
+    /// that the steps of a stage applied together do not each ask, and see
+    /// the CRDs applied by the stages before. A failure is left for the
+    /// step's own look to report.
+    pub async fn discover(&self, steps: &[&Step]) {
+        let mut wanted: Vec<(String, String)> = steps
+            .iter()
+            .map(|step| (step.resource.group.clone(), step.resource.version.clone()))
+            .collect();
+        wanted.sort();
+        wanted.dedup();
+        let reads = wanted.into_iter().map(|(group, version)| async move {
+            let served = self.served(&group, &version).await;
+            ((group, version), served)
+        });
+        for (key, served) in futures::future::join_all(reads).await {
+            match served {
+                Ok(served) => lock(&self.discovered).insert(key, served),
+                Err(_) => lock(&self.discovered).remove(&key),
+            };
         }
-        let gvk = GroupVersionKind::gvk(&r.group, &r.version, &r.kind);
-        match kube::discovery::pinned_kind(self.client, &gvk).await {
-            Ok(found) => {
-                self.discovered.insert(key, found.clone());
-                Ok(found)
+    }
+
+    /// The kinds served at `group`/`version`, read live.
+    async fn served(&self, group: &str, version: &str) -> Result<Served, kube::Error> {
+        let gv = GroupVersion::gv(group, version);
+        let found = kube::discovery::pinned_group(self.client, &gv).await?;
+        Ok(found.versioned_resources(version))
+    }
+
+    /// The step's kind as the API server serves it. Discovery is live: no
+    /// store says which APIs are served; [`Executor::discover`] read it for
+    /// the step's stage, or else it is read here.
+    async fn resource(&self, step: &Step) -> Result<(ApiResource, ApiCapabilities), StepFailure> {
+        let r = &step.resource;
+        let key = (r.group.clone(), r.version.clone());
+        let find = |served: &Served| served.iter().find(|(ar, _)| ar.kind == r.kind).cloned();
+        let not_served = |detail: String| {
+            StepFailure::new(
+                StepCause::WaitingForApi,
+                format!("{}: the API server does not serve it yet{detail}", describe(step)),
+            )
+        };
+        if let Some(served) = lock(&self.discovered).get(&key) {
+            return find(served).ok_or_else(|| not_served(String::new()));
+        }
+        match self.served(&r.group, &r.version).await {
+            Ok(served) => {
+                let found = find(&served);
+                lock(&self.discovered).insert(key, served);
+                found.ok_or_else(|| not_served(String::new()))
             }
-            Err(kube::Error::Discovery(e)) => Err(StepFailure::new(
-                StepCause::WaitingForApi,
-                format!("{}: the API server does not serve it yet ({e})", describe(step)),
-            )),
-            Err(e) if classify(&e) == ErrorClass::Gone => Err(StepFailure::new(
-                StepCause::WaitingForApi,
-                format!("{}: the API server does not serve it yet", describe(step)),
-            )),
+            Err(kube::Error::Discovery(e)) => Err(not_served(format!(" ({e})"))),
+            Err(e) if classify(&e) == ErrorClass::Gone => Err(not_served(String::new())),
             Err(e) => Err(StepFailure::api(
                 &e,
                 format!("{}: discovery failed: {e}", describe(step)),
@@ -161,14 +198,14 @@ impl<'a> Executor<'a> {
     /// The UID of CSV `name` of the namespace, to own the bundle's other
     /// objects: the one this reconcile applied, or the one in the store (which
     /// holds no copied CSV, so never lends a copy's UID).
-    fn csv_uid(&mut self, name: &str) -> Result<String, StepFailure> {
-        if let Some(uid) = self.csv_uids.get(name) {
+    fn csv_uid(&self, name: &str) -> Result<String, StepFailure> {
+        if let Some(uid) = lock(&self.csv_uids).get(name) {
             return Ok(uid.clone());
         }
         let stored = self.csvs.get(&ObjectRef::new(name).within(self.namespace));
         match stored.and_then(|csv| csv.uid()) {
             Some(uid) => {
-                self.csv_uids.insert(name.to_owned(), uid.clone());
+                lock(&self.csv_uids).insert(name.to_owned(), uid.clone());
                 Ok(uid)
             }
             None => Err(StepFailure::new(
@@ -179,7 +216,7 @@ impl<'a> Executor<'a> {
     }
 
     /// Applies one step; returns Created (new) or Present (it existed).
-    pub async fn apply(&mut self, step: &Step) -> Result<StepStatus, StepFailure> {
+    pub async fn apply(&self, step: &Step) -> Result<StepStatus, StepFailure> {
         let r = &step.resource;
         let manifest = r
             .manifest
@@ -229,7 +266,7 @@ impl<'a> Executor<'a> {
                 .map_err(|e| from_write(step, e))?
         };
         if is_csv && let Some(uid) = applied.uid() {
-            self.csv_uids.insert(r.name.clone(), uid);
+            lock(&self.csv_uids).insert(r.name.clone(), uid);
         }
         Ok(if existing.is_some() {
             StepStatus::Present
@@ -237,6 +274,11 @@ impl<'a> Executor<'a> {
             StepStatus::Created
         })
     }
+}
+
+/// The map behind `mutex`; one poisoned by a panic elsewhere is still a cache.
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// The object a step applies, from its manifest (pure): refused when a plan may

@@ -3,8 +3,9 @@
 //! The Subscription controller plans (it writes the steps into the status); this
 //! controller moves a plan through its phases:
 //! RequiresApproval → (spec.approved) → Installing → Complete, or Failed.
-//! Installing applies the steps in order ([`execute::Executor`]) and records
-//! progress in the status after each bundle, so a plan resumes where it stopped.
+//! Installing applies the steps not done yet in one pass, in stages (CRDs,
+//! CSVs, the rest; the steps of a stage at once, [`execute::Executor`]), and
+//! records what it did in the status, so a plan resumes where it stopped.
 //! A step whose API is not served yet waits (WaitingForApi); transient failures
 //! are retried for `install_plan_retry_timeout` (permission errors for ever, as
 //! OLM does); anything else fails the plan with a message that names the step.
@@ -127,7 +128,7 @@ pub async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<Context>) -> Result<Acti
     let steps = status.plan.as_deref().unwrap_or_default();
     let now = olm_runtime::conditions::now();
     let plans: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &namespace);
-    let mut executor = Executor::new(&ctx.client, &ctx.writer, &ctx.stores.csvs, &namespace);
+    let executor = Executor::new(&ctx.client, &ctx.writer, &ctx.stores.csvs, &namespace);
     let mut written = status.clone();
     let mut applied: Vec<Applied> = Vec::new();
     loop {
@@ -151,7 +152,7 @@ pub async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<Context>) -> Result<Acti
         }
         log(&namespace, &name, transition, &written);
         match next {
-            Next::Apply(batch) => apply_steps(&mut executor, steps, &batch, &mut applied).await,
+            Next::Apply(stages) => apply_stages(&executor, steps, &stages, &mut applied).await,
             Next::LookAgain(Some(after)) => return Ok(Action::requeue(after)),
             Next::LookAgain(None) => return Ok(Action::await_change()),
             Next::Stop(message) => {
@@ -165,29 +166,56 @@ pub async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<Context>) -> Result<Acti
     }
 }
 
-/// Applies the steps of `batch`, in order, until one fails; records each
-/// outcome in `applied`.
-async fn apply_steps(
-    executor: &mut Executor<'_>,
+/// Applies `stages` in order, the steps of each at once, until a stage where
+/// one fails; records each outcome in `applied`, in plan order. Discovery for
+/// every stage is read once, at once, before the first; a later stage reads
+/// again only the groups of the CRDs the stages before it applied.
+async fn apply_stages(
+    executor: &Executor<'_>,
     steps: &[Step],
-    batch: &[usize],
+    stages: &[Vec<usize>],
     applied: &mut Vec<Applied>,
 ) {
-    for &index in batch {
-        let outcome = match steps.get(index) {
-            Some(step) => executor.apply(step).await,
-            // Never from decide, which names steps of this plan; failing ends the loop.
-            None => Err(StepFailure {
-                cause: StepCause::Invalid,
-                message: format!("the plan has no step {index}"),
-            }),
-        };
-        let failed = outcome.is_err();
-        applied.push(Applied { index, outcome });
+    let of = |stage: &[usize]| -> Vec<&Step> { stage.iter().filter_map(|&index| steps.get(index)).collect() };
+    executor.discover(&of(&stages.concat())).await;
+    let mut new_groups: Vec<&str> = Vec::new();
+    for (n, stage) in stages.iter().enumerate() {
+        let known = of(stage);
+        let changed: Vec<&Step> = known
+            .iter()
+            .copied()
+            .filter(|step| n > 0 && new_groups.contains(&step.resource.group.as_str()))
+            .collect();
+        if !changed.is_empty() {
+            executor.discover(&changed).await;
+        }
+        new_groups.extend(known.iter().filter_map(|step| crd_group(step)));
+        let outcomes = futures::future::join_all(stage.iter().map(|&index| async move {
+            let outcome = match steps.get(index) {
+                Some(step) => executor.apply(step).await,
+                // Never from decide, which names steps of this plan; failing ends the pass.
+                None => Err(StepFailure {
+                    cause: StepCause::Invalid,
+                    message: format!("the plan has no step {index}"),
+                }),
+            };
+            Applied { index, outcome }
+        }))
+        .await;
+        let failed = outcomes.iter().any(|a| a.outcome.is_err());
+        applied.extend(outcomes);
         if failed {
             return;
         }
     }
+}
+
+/// The API group a CRD step serves (a CRD is named `<plural>.<group>`);
+/// `None` for a step of another kind.
+fn crd_group(step: &Step) -> Option<&str> {
+    (decide::Stage::of(step) == decide::Stage::Crds)
+        .then(|| step.resource.name.split_once('.').map(|(_, group)| group))
+        .flatten()
 }
 
 /// Writes the plan's status, through the runtime's applier.

@@ -183,7 +183,7 @@ fn step_statuses(status: &InstallPlanStatus) -> Vec<StepStatus> {
 }
 
 #[tokio::test]
-async fn an_approved_plan_applies_its_steps_in_order_then_writes_its_status() {
+async fn an_approved_plan_applies_its_steps_in_stages_then_writes_its_status() {
     let plan = plan("RequiresApproval", true, ["NotPresent"; 4]);
     let (client, api) = api_server(&plan);
     // The CSV of bundle app.v1 is live already; that of db.v1 is a step.
@@ -193,27 +193,15 @@ async fn an_approved_plan_applies_its_steps_in_order_then_writes_its_status() {
     assert_eq!(
         writes(&api),
         [
+            // The CRDs, the CSVs, the rest of both bundles, then the end.
             format!("PATCH {CRD}"),
             format!("PATCH {CSV}"),
             format!("PATCH {DB_CONFIG}"),
-            // The first bundle's progress, then the last bundle, then the end.
-            STATUS.to_owned(),
             format!("PATCH {APP_CONFIG}"),
             STATUS.to_owned(),
         ]
     );
-    let progress = status_written(&api, 0);
-    assert_eq!(progress.phase, InstallPlanPhase::Installing);
-    assert_eq!(
-        step_statuses(&progress),
-        [
-            StepStatus::Created,
-            StepStatus::Created,
-            StepStatus::Created,
-            StepStatus::NotPresent
-        ]
-    );
-    let done = status_written(&api, 1);
+    let done = status_written(&api, 0);
     assert_eq!(done.phase, InstallPlanPhase::Complete);
     assert_eq!(step_statuses(&done), [StepStatus::Created; 4]);
     assert_eq!(done.observed_generation, Some(1));
@@ -250,7 +238,6 @@ async fn a_resumed_plan_applies_only_what_is_left_owned_by_the_csv_in_the_store(
         writes(&api),
         [
             format!("PATCH {DB_CONFIG}"),
-            STATUS.to_owned(),
             format!("PATCH {APP_CONFIG}"),
             STATUS.to_owned()
         ]
@@ -388,4 +375,22 @@ fn only_an_installing_plan_with_a_step_waiting_for_its_api_waits_for_one() {
     assert!(waits_for_api(&plan("Installing", "WaitingForApi")));
     assert!(!waits_for_api(&plan("Installing", "Created")));
     assert!(!waits_for_api(&plan("Failed", "WaitingForApi")));
+}
+
+/// A CRD step serves the group its name ends with; other steps serve none
+/// that a later stage must read discovery for again.
+#[test]
+fn a_crd_step_serves_the_group_of_its_name() {
+    let step = |group: &str, kind: &str, name: &str| -> olm_api::v1alpha1::Step {
+        serde_json::from_value(json!({
+            "resolving": "db.v1", "status": "NotPresent",
+            "resource": {"sourceName": "demo", "sourceNamespace": "olm", "group": group,
+                         "version": "v1", "kind": kind, "name": name},
+        }))
+        .expect("a step")
+    };
+    let crd = step("apiextensions.k8s.io", "CustomResourceDefinition", "dbs.demo.io");
+    assert_eq!(super::crd_group(&crd), Some("demo.io"));
+    let config = step("", "ConfigMap", "db.config");
+    assert_eq!(super::crd_group(&config), None);
 }

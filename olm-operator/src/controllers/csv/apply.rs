@@ -188,36 +188,33 @@ pub async fn apply(
         check_adoptable(csv, found, "Deployment", existing.map(|d| &d.metadata))?;
     }
 
-    for account in &children.service_accounts {
-        let api = Api::namespaced(writer.clone(), &namespace);
-        applier
-            .apply(&api, account, "ServiceAccount")
-            .await
-            .map_err(unstamped)?;
-    }
-    for role in &children.roles {
-        let api = Api::namespaced(writer.clone(), &role.namespace().unwrap_or_default());
-        applier.apply(&api, role, "Role").await.map_err(unstamped)?;
-    }
-    for binding in &children.role_bindings {
-        let api = Api::namespaced(writer.clone(), &binding.namespace().unwrap_or_default());
-        applier
-            .apply(&api, binding, "RoleBinding")
-            .await
-            .map_err(unstamped)?;
-    }
-    for role in &children.cluster_roles {
-        applier
-            .apply(&Api::all(writer.clone()), role, "ClusterRole")
-            .await
-            .map_err(unstamped)?;
-    }
-    for binding in &children.cluster_role_bindings {
-        applier
-            .apply(&Api::all(writer.clone()), binding, "ClusterRoleBinding")
-            .await
-            .map_err(unstamped)?;
-    }
+    // Service accounts and RBAC do not depend on one another: all at once,
+    // then the Deployments that run as them.
+    futures::try_join!(
+        apply_all(applier, &children.service_accounts, "ServiceAccount", |_| {
+            Api::namespaced(writer.clone(), &namespace)
+        }),
+        apply_all(applier, &children.roles, "Role", |role: &Role| {
+            Api::namespaced(writer.clone(), &role.namespace().unwrap_or_default())
+        }),
+        apply_all(
+            applier,
+            &children.role_bindings,
+            "RoleBinding",
+            |binding: &RoleBinding| {
+                Api::namespaced(writer.clone(), &binding.namespace().unwrap_or_default())
+            }
+        ),
+        apply_all(applier, &children.cluster_roles, "ClusterRole", |_| Api::all(
+            writer.clone()
+        )),
+        apply_all(
+            applier,
+            &children.cluster_role_bindings,
+            "ClusterRoleBinding",
+            |_| { Api::all(writer.clone()) }
+        ),
+    )?;
     let deployment_api = Api::<Deployment>::namespaced(writer.clone(), &namespace);
     let mut deployments = Vec::with_capacity(children.deployments.len());
     for deployment in &children.deployments {
@@ -240,6 +237,23 @@ pub async fn apply(
 
     prune(ctx, &writer, csv, children, live).await?;
     Ok(Applied { deployments })
+}
+
+/// Applies `objects` of `kind` at once, each through the API `api` gives for it.
+async fn apply_all<K>(
+    applier: Applier<'_>,
+    objects: &[K],
+    kind: &'static str,
+    api: impl Fn(&K) -> Api<K>,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + serde::Serialize + DeserializeOwned + Clone + Debug,
+{
+    let api = &api;
+    let writes = objects
+        .iter()
+        .map(|object| async move { applier.apply(&api(object), object, kind).await.map_err(unstamped) });
+    futures::future::try_join_all(writes).await.map(drop)
 }
 
 /// Deletes the objects labelled for `csv` that `children` no longer has,

@@ -124,40 +124,21 @@ pub async fn dereference(
     let subscription_config =
         super::overrides::config_for(subscriptions.iter().map(AsRef::as_ref), &csv.name_any());
 
-    let mut crds = BTreeMap::new();
-    for name in crd_names(csv) {
-        let found = super::crd_summary::get(&client, &name)
-            .await
-            .map_err(|source| Error::Get {
-                kind: "CustomResourceDefinition",
-                name: name.clone(),
-                source,
-            })?;
-        if let Some(crd) = found {
-            crds.insert(name, crd);
-        }
-    }
-
-    let sa_api = Api::<ServiceAccount>::namespaced(client.clone(), &namespace);
-    let mut service_accounts = BTreeMap::new();
-    for name in service_account_names(csv) {
-        if let Some(account) = get(&sa_api, &name, "ServiceAccount").await? {
-            service_accounts.insert(name, account);
-        }
-    }
-
-    let deployment_api = Api::<Deployment>::namespaced(client, &namespace);
-    let mut deployments = BTreeMap::new();
-    for name in deployment_names(csv) {
-        if let Some(deployment) = get(&deployment_api, &name, "Deployment").await? {
-            deployments.insert(name, deployment);
-        }
-    }
-
-    let mut served_kinds = BTreeMap::new();
-    for group_version in native_group_versions(csv) {
-        served_kinds.insert(group_version.clone(), discover(ctx, &group_version).await?);
-    }
+    // The live reads are independent: all of them at once, one round trip.
+    let (crds, service_accounts, deployments, served_kinds) = futures::try_join!(
+        crds(&client, csv),
+        existing(
+            Api::<ServiceAccount>::namespaced(client.clone(), &namespace),
+            service_account_names(csv),
+            "ServiceAccount"
+        ),
+        existing(
+            Api::<Deployment>::namespaced(client.clone(), &namespace),
+            deployment_names(csv),
+            "Deployment"
+        ),
+        served_kinds(ctx, csv),
+    )?;
 
     Ok(Dereferenced {
         subscription_config,
@@ -173,6 +154,61 @@ pub async fn dereference(
         replaced,
         server_version: ctx.server_version().await,
     })
+}
+
+/// The owned and required CRDs of `csv` that exist, by name, read at once.
+async fn crds(
+    client: &kube::Client,
+    csv: &ClusterServiceVersion,
+) -> Result<BTreeMap<String, CustomResourceDefinition>, Error> {
+    let reads = crd_names(csv).into_iter().map(|name| async move {
+        let found = super::crd_summary::get(client, &name)
+            .await
+            .map_err(|source| Error::Get {
+                kind: "CustomResourceDefinition",
+                name: name.clone(),
+                source,
+            })?;
+        Ok::<_, Error>(found.map(|crd| (name, crd)))
+    });
+    Ok(futures::future::try_join_all(reads)
+        .await?
+        .into_iter()
+        .flatten()
+        .collect())
+}
+
+/// Those of `names` that exist in `api`, by name, read at once.
+async fn existing<K>(
+    api: Api<K>,
+    names: impl IntoIterator<Item = String>,
+    kind: &'static str,
+) -> Result<BTreeMap<String, K>, Error>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let api = &api;
+    let reads = names
+        .into_iter()
+        .map(|name| async move { Ok::<_, Error>(get(api, &name, kind).await?.map(|found| (name, found))) });
+    Ok(futures::future::try_join_all(reads)
+        .await?
+        .into_iter()
+        .flatten()
+        .collect())
+}
+
+/// The kinds served at each group/version of the CSV's `nativeAPIs`, read at once.
+async fn served_kinds(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+) -> Result<BTreeMap<String, BTreeSet<String>>, Error> {
+    let reads = native_group_versions(csv)
+        .into_iter()
+        .map(|group_version| async move {
+            Ok::<_, Error>((group_version.clone(), discover(ctx, &group_version).await?))
+        });
+    Ok(futures::future::try_join_all(reads).await?.into_iter().collect())
 }
 
 /// The kinds served at `group_version`; none when it is not served at all.

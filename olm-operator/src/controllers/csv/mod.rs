@@ -223,30 +223,58 @@ pub async fn reconcile(
     }
     let namespace = csv.namespace().ok_or(Error::NoNamespace)?;
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-    let result = finalizer(&api, FINALIZER, csv, |event| async {
-        match event {
-            finalizer::Event::Apply(csv) => install(&ctx, &stores, &api, &csv).await,
-            finalizer::Event::Cleanup(csv) => {
-                crate::controllers::copiedcsv::delete_all(&ctx, &stores.copies, &csv)
-                    .await
-                    .map_err(Error::Copied)?;
-                cleanup::cleanup(&ctx, &csv).await.map_err(Error::Cleanup)
-            }
+    let result = match with_finalizer(&api, csv).await {
+        Ok(csv) => {
+            finalizer(&api, FINALIZER, csv, |event| async {
+                match event {
+                    finalizer::Event::Apply(csv) => install(&ctx, &stores, &api, &csv).await,
+                    finalizer::Event::Cleanup(csv) => {
+                        crate::controllers::copiedcsv::delete_all(&ctx, &stores.copies, &csv)
+                            .await
+                            .map_err(Error::Copied)?;
+                        cleanup::cleanup(&ctx, &csv).await.map_err(Error::Cleanup)
+                    }
+                }
+            })
+            .await
         }
-    })
-    .await;
+        Err(e) => Err(e),
+    };
     match result {
         Ok(action) => Ok(action),
-        // The cache was behind: the finalizer is already there (the patch's
-        // test failed), or the CSV is already gone. Look again shortly.
+        // The cache was behind: the CSV changed since it was read. The watch
+        // brings the newer CSV, and with it the next pass.
         Err(finalizer::Error::AddFinalizer(kube::Error::Api(status))) if matches!(status.code, 409 | 422) => {
-            Ok(Action::requeue(Duration::from_secs(1)))
+            Ok(Action::await_change())
         }
         Err(finalizer::Error::RemoveFinalizer(kube::Error::Api(status))) if status.code == 404 => {
             Ok(Action::await_change())
         }
         Err(e) => Err(Error::Finalizer(Box::new(e))),
     }
+}
+
+/// `csv` with the [`FINALIZER`]: added first when missing (and the CSV is
+/// not being deleted), then the same pass goes on with the CSV the API server
+/// returned, instead of waiting for the watch to bring it back. The patch
+/// names the resourceVersion read, so a stale read fails with a conflict.
+async fn with_finalizer(
+    api: &Api<ClusterServiceVersion>,
+    csv: Arc<ClusterServiceVersion>,
+) -> Result<Arc<ClusterServiceVersion>, finalizer::Error<Error>> {
+    if csv.metadata.deletion_timestamp.is_some() || csv.finalizers().iter().any(|f| f == FINALIZER) {
+        return Ok(csv);
+    }
+    let mut finalizers = csv.finalizers().to_vec();
+    finalizers.push(FINALIZER.to_owned());
+    let patch = serde_json::json!({
+        "metadata": {"finalizers": finalizers, "resourceVersion": csv.resource_version()},
+    });
+    let params = kube::api::PatchParams::default();
+    api.patch(&csv.name_any(), &params, &kube::api::Patch::Merge(&patch))
+        .await
+        .map(Arc::new)
+        .map_err(finalizer::Error::AddFinalizer)
 }
 
 /// The steps for a CSV that is not being deleted: read and validate, decide
@@ -337,15 +365,21 @@ async fn keep_companions(
     validation: &validate::Validation,
 ) -> Result<(), Error> {
     let conditions = &stores.installs.operator_conditions.store;
-    operator_condition::ensure(applier, conditions, csv)
-        .await
-        .map_err(Error::OperatorCondition)?;
-    if let Ok(membership) = &validation.membership {
-        update_status::annotate(applier.ctx, csv, membership)
+    // Independent writes: both at once.
+    let condition = async {
+        operator_condition::ensure(applier, conditions, csv)
             .await
-            .map_err(Error::UpdateStatus)?;
-    }
-    Ok(())
+            .map_err(Error::OperatorCondition)
+    };
+    let annotations = async {
+        match &validation.membership {
+            Ok(membership) => update_status::annotate(applier.ctx, csv, membership)
+                .await
+                .map_err(Error::UpdateStatus),
+            Err(_) => Ok(()),
+        }
+    };
+    futures::try_join!(condition, annotations).map(drop)
 }
 
 /// Installs a CSV with the `machine` strategy on its machines.

@@ -285,14 +285,16 @@ pub async fn ensure(
         block_owner_deletion: Some(false),
         ..owner
     };
-    let rbac = Api::namespaced(client.clone(), &namespace);
-    applier
-        .apply(&rbac, &role(&stored, owner.clone()), "Role")
-        .await?;
-    let rbac = Api::namespaced(client, &namespace);
-    applier
-        .apply(&rbac, &role_binding(&stored, owner), "RoleBinding")
-        .await?;
+    // The Role and its binding at once: a binding may name a Role not there yet.
+    let (roles, bindings) = (
+        Api::namespaced(client.clone(), &namespace),
+        Api::namespaced(client, &namespace),
+    );
+    let (role, binding) = (role(&stored, owner.clone()), role_binding(&stored, owner));
+    futures::try_join!(
+        applier.apply(&roles, &role, "Role"),
+        applier.apply(&bindings, &binding, "RoleBinding"),
+    )?;
     if let Some(mut conditions) = synced_conditions(&stored, crate::context::now()) {
         // Own only the types the operator reports; others (an operator that
         // writes its status itself) stay theirs.

@@ -13,12 +13,17 @@ fn at(second: i64) -> Time {
 }
 
 fn step(bundle: &str, kind: &str, status: StepStatus) -> Step {
+    let group = match kind {
+        "CustomResourceDefinition" => "apiextensions.k8s.io",
+        "ClusterServiceVersion" | "Subscription" => olm_api::OPERATORS_GROUP,
+        _ => "",
+    };
     Step {
         resolving: bundle.into(),
         resource: StepResource {
             catalog_source: "demo".into(),
             catalog_source_namespace: "olm".into(),
-            group: String::new(),
+            group: group.into(),
             version: "v1".into(),
             kind: kind.into(),
             name: format!("{bundle}-{kind}").to_lowercase(),
@@ -135,21 +140,21 @@ fn approval_and_progress() {
             transition: None,
         },
         Case {
-            name: "an approved plan applies its first bundle, recording nothing yet",
+            name: "an approved plan applies its steps in stages, recording nothing yet",
             read: status(RequiresApproval, fresh, None),
             approved: true,
             applied: vec![],
             writes: None,
-            next: Next::Apply(vec![0, 1]),
+            next: Next::Apply(vec![vec![0], vec![1], vec![2]]),
             transition: Some(Transition::Approved),
         },
         Case {
-            name: "after the first bundle the plan records it, Installing, and goes on",
+            name: "after some steps the plan records them, Installing, and goes on",
             read: status(RequiresApproval, fresh, None),
             approved: true,
             applied: vec![ok(0, Created), ok(1, Created)],
             writes: Some((Installing, first_done, None)),
-            next: Next::Apply(vec![2]),
+            next: Next::Apply(vec![vec![2]]),
             transition: None,
         },
         Case {
@@ -176,7 +181,7 @@ fn approval_and_progress() {
             approved: true,
             applied: vec![],
             writes: None,
-            next: Next::Apply(vec![2]),
+            next: Next::Apply(vec![vec![2]]),
             transition: None,
         },
         Case {
@@ -288,6 +293,18 @@ fn failures_wait_retry_or_fail() {
             transition: Some(Transition::Failed),
         },
         Case {
+            name: "of the steps of a stage that failed, the first in plan order is shown",
+            read: status(Installing, [Created, NotPresent, NotPresent], Some(0)),
+            approved: true,
+            applied: vec![
+                failed(1, transient, UNAVAILABLE),
+                failed(2, StepCause::WaitingForApi, NOT_SERVED),
+            ],
+            writes: Some((Installing, [Created, NotPresent, NotPresent], Some(UNAVAILABLE))),
+            next: Next::LookAgain(Some(RETRY)),
+            transition: None,
+        },
+        Case {
             name: "a replica that stopped leading stops and writes nothing",
             read: installing(0),
             approved: true,
@@ -361,29 +378,40 @@ fn the_plan_starts_when_it_is_first_installed() {
         approved: true,
         applied: vec![ok(0, Created), ok(1, Created)],
         writes: None,
-        next: Next::Apply(vec![2]),
+        next: Next::Apply(vec![vec![2]]),
         transition: None,
     };
     let written = decision(&case).status.expect("progress");
     assert_eq!(written.start_time, Some(at(NOW)));
 }
 
-/// Progress is recorded at the last step of each bundle (table).
+/// The steps not done are applied in one pass: every CRD of the plan, then
+/// every CSV, then the rest, in plan order within each stage (table).
 #[test]
-fn a_bundle_ends_where_the_next_step_resolves_another() {
+fn a_plan_applies_its_crds_then_its_csvs_then_the_rest() {
     let steps = [
-        step("db.v1", "ConfigMap", NotPresent),
-        step("db.v1", "Service", NotPresent),
+        step("db.v1", "CustomResourceDefinition", NotPresent),
+        step("db.v1", "ClusterServiceVersion", NotPresent),
+        step("db.v1", "Subscription", NotPresent),
+        step("app.v1", "CustomResourceDefinition", NotPresent),
+        step("app.v1", "ClusterServiceVersion", NotPresent),
         step("app.v1", "ConfigMap", NotPresent),
     ];
-    let ends: Vec<bool> = (0..steps.len()).map(|i| ends_bundle(&steps, i)).collect();
-    assert_eq!(ends, [false, true, true]);
-    assert_eq!(next_batch(&steps), Some(vec![0, 1]));
+    let stages: Vec<Stage> = steps.iter().map(Stage::of).collect();
+    use Stage::{Crds, Csvs, Rest};
+    assert_eq!(stages, [Crds, Csvs, Rest, Crds, Csvs, Rest]);
+    assert_eq!(next_batch(&steps), Some(vec![vec![0, 3], vec![1, 4], vec![2, 5]]));
     let mut resumed = steps.clone();
-    resumed[0].status = Present;
-    assert_eq!(next_batch(&resumed), Some(vec![1]));
-    resumed[1].status = Created;
-    resumed[2].status = Created;
+    for i in [0, 1, 3] {
+        resumed[i].status = Present;
+    }
+    assert_eq!(next_batch(&resumed), Some(vec![vec![4], vec![2, 5]]));
+    resumed[5].status = WaitingForApi;
+    for i in [2, 4] {
+        resumed[i].status = Created;
+    }
+    assert_eq!(next_batch(&resumed), Some(vec![vec![5]]));
+    resumed[5].status = Created;
     assert_eq!(next_batch(&resumed), None);
 }
 

@@ -96,6 +96,20 @@ impl Context {
         }
     }
 
+    /// A context for tests: `client` (a mocked API server, say), leading
+    /// alone, default settings, metrics of its own.
+    #[cfg(test)]
+    pub fn for_tests(client: Client) -> Self {
+        let metrics = olm_runtime::metrics::Metrics::new().expect("metrics");
+        Context::new(
+            client,
+            None,
+            Arc::new(Metrics::register(&metrics).expect("metrics")),
+            Writer::new(olm_runtime::Leadership::standalone(), FIELD_MANAGER),
+            Settings::default(),
+        )
+    }
+
     /// Whether this replica leads and may write now.
     pub fn is_leader(&self) -> bool {
         self.writer.leadership().is_leader()
@@ -299,15 +313,7 @@ mod tests {
     }
 
     fn context(client: Client) -> Context {
-        Context::new(
-            client,
-            None,
-            Arc::new(
-                Metrics::register(&olm_runtime::metrics::Metrics::new().expect("metrics")).expect("metrics"),
-            ),
-            Writer::new(olm_runtime::Leadership::standalone(), FIELD_MANAGER_OLM),
-            Settings::default(),
-        )
+        Context::for_tests(client)
     }
 
     #[tokio::test]

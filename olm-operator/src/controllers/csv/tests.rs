@@ -27,15 +27,13 @@ use olm_api::{
     v1alpha1::{ClusterServiceVersion, CsvPhase},
     v2::OperatorCondition,
 };
-use olm_runtime::{Leadership, apply::Writer};
 use olm_testkit::mock_api::{Answer, MockApi};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::{FINALIZER, reconcile};
 use crate::{
-    context::{Context, FIELD_MANAGER, Settings},
-    metrics::Metrics,
+    context::Context,
     stores::{Cache, InstallStores, Stores},
 };
 
@@ -118,14 +116,7 @@ fn add_finalizers(object: &mut Value, operations: &[Value]) {
 }
 
 fn context(client: Client) -> Arc<Context> {
-    let metrics = olm_runtime::metrics::Metrics::new().expect("metrics");
-    Arc::new(Context::new(
-        client,
-        None,
-        Arc::new(Metrics::register(&metrics).expect("metrics")),
-        Writer::new(Leadership::standalone(), FIELD_MANAGER),
-        Settings::default(),
-    ))
+    Arc::new(Context::for_tests(client))
 }
 
 fn from<K: DeserializeOwned>(value: Value) -> K {

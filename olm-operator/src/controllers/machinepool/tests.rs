@@ -12,14 +12,12 @@ use k8s_openapi::api::{
 };
 use kube::{Client, Resource, core::PartialObjectMeta};
 use olm_api::substrate::{Machine, MachinePool, MachinePoolStatus};
-use olm_runtime::{Leadership, apply::Writer};
 use olm_testkit::mock_api::{Answer, MockApi, Request};
 use serde::de::DeserializeOwned;
 
 use super::reconcile;
 use crate::{
-    context::{Context, FIELD_MANAGER, Settings},
-    metrics::Metrics,
+    context::Context,
     stores::{Cache, PoolStores},
 };
 
@@ -39,14 +37,7 @@ fn api_server(pool: &MachinePool) -> (Client, MockApi) {
 }
 
 fn context(client: Client) -> Arc<Context> {
-    let metrics = olm_runtime::metrics::Metrics::new().expect("metrics");
-    Arc::new(Context::new(
-        client,
-        None,
-        Arc::new(Metrics::register(&metrics).expect("metrics")),
-        Writer::new(Leadership::standalone(), FIELD_MANAGER),
-        Settings::default(),
-    ))
+    Arc::new(Context::for_tests(client))
 }
 
 /// A synced store holding `objects`.

@@ -262,6 +262,7 @@ impl Operator {
         if let Ok(filter) = std::env::var("E2E_LOG") {
             let _ = tracing_subscriber::fmt()
                 .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                .with_ansi(false)
                 .with_test_writer()
                 .try_init();
         }

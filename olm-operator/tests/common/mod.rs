@@ -119,8 +119,10 @@ pub async fn start_operator_with(client: &Client, settings: Settings) {
                     .expect("a tokio runtime for the operator");
                 runtime.block_on(async {
                     let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "olm_operator=info".to_owned());
+                    // Plain text: the test's output ends up in files (CI's log).
                     let _ = tracing_subscriber::fmt()
                         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+                        .with_ansi(false)
                         .try_init();
                     // olm-operator's ServiceAccount, with the RBAC of manifests/.
                     let admin = olm_testkit::client().await;

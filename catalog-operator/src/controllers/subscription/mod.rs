@@ -80,7 +80,10 @@ use self::{
     unpacking::Unpacked,
 };
 use super::Context;
-use crate::{catalogs::Health, images::unpack};
+use crate::{
+    catalogs::Health,
+    images::unpack::{self, UnpackPolicy},
+};
 
 /// The controller's name in metrics and logs.
 pub const CONTROLLER: &str = "subscription";
@@ -218,12 +221,13 @@ fn read_namespace(ctx: &SubscriptionContext, namespace: &str) -> Option<Namespac
         [group] => Some(&group.metadata),
         _ => None,
     });
-    let mut fingerprint = fingerprint(shared.catalogs.generation(), &subscriptions, &csvs, &plans);
-    fingerprint ^= {
-        let mut hasher = DefaultHasher::new();
-        unpack_policy.hash(&mut hasher);
-        hasher.finish()
-    };
+    let fingerprint = fingerprint(
+        shared.catalogs.generation(),
+        &subscriptions,
+        &csvs,
+        &plans,
+        &unpack_policy,
+    );
 
     shared.forget_deleted_catalogs();
     let named: Vec<CatalogId> = subscriptions.iter().map(|s| catalog_of(s)).collect();
@@ -249,14 +253,19 @@ fn read_namespace(ctx: &SubscriptionContext, namespace: &str) -> Option<Namespac
     })
 }
 
+/// What a namespace's sync depends on, as one number: the catalogs'
+/// generation, the versions of its Subscriptions, CSVs and plans, and its
+/// unpack policy.
 fn fingerprint(
     generation: u64,
     subscriptions: &[Arc<Subscription>],
     csvs: &[Arc<ClusterServiceVersion>],
     plans: &[Arc<InstallPlan>],
+    unpack_policy: &UnpackPolicy,
 ) -> u64 {
     let mut hasher = DefaultHasher::new();
     generation.hash(&mut hasher);
+    unpack_policy.hash(&mut hasher);
     for s in subscriptions {
         (s.name_any(), s.resource_version()).hash(&mut hasher);
     }

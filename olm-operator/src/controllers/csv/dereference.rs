@@ -125,19 +125,19 @@ pub async fn dereference(
         super::overrides::config_for(subscriptions.iter().map(AsRef::as_ref), &csv.name_any());
 
     // The live reads are independent: all of them at once, one round trip.
+    let accounts = &Api::<ServiceAccount>::namespaced(client.clone(), &namespace);
+    let deployment_api = &Api::<Deployment>::namespaced(client.clone(), &namespace);
     let (crds, service_accounts, deployments, served_kinds) = futures::try_join!(
-        crds(&client, csv),
-        existing(
-            Api::<ServiceAccount>::namespaced(client.clone(), &namespace),
-            service_account_names(csv),
-            "ServiceAccount"
-        ),
-        existing(
-            Api::<Deployment>::namespaced(client.clone(), &namespace),
-            deployment_names(csv),
-            "Deployment"
-        ),
-        served_kinds(ctx, csv),
+        read_each(crd_names(csv), |name| crd(&client, name)),
+        read_each(service_account_names(csv), |name| async move {
+            get(accounts, &name, "ServiceAccount").await
+        }),
+        read_each(deployment_names(csv), |name| async move {
+            get(deployment_api, &name, "Deployment").await
+        }),
+        read_each(native_group_versions(csv), |group_version| async move {
+            discover(ctx, &group_version).await.map(Some)
+        }),
     )?;
 
     Ok(Dereferenced {
@@ -156,20 +156,18 @@ pub async fn dereference(
     })
 }
 
-/// The owned and required CRDs of `csv` that exist, by name, read at once.
-async fn crds(
-    client: &kube::Client,
-    csv: &ClusterServiceVersion,
-) -> Result<BTreeMap<String, CustomResourceDefinition>, Error> {
-    let reads = crd_names(csv).into_iter().map(|name| async move {
-        let found = super::crd_summary::get(client, &name)
-            .await
-            .map_err(|source| Error::Get {
-                kind: "CustomResourceDefinition",
-                name: name.clone(),
-                source,
-            })?;
-        Ok::<_, Error>(found.map(|crd| (name, crd)))
+/// What `read` finds for each of `names`, by name, all read at once; a name
+/// it finds nothing for is left out.
+async fn read_each<T, Fut>(
+    names: impl IntoIterator<Item = String>,
+    read: impl Fn(String) -> Fut,
+) -> Result<BTreeMap<String, T>, Error>
+where
+    Fut: Future<Output = Result<Option<T>, Error>>,
+{
+    let reads = names.into_iter().map(|name| {
+        let found = read(name.clone());
+        async move { Ok::<_, Error>(found.await?.map(|value| (name, value))) }
     });
     Ok(futures::future::try_join_all(reads)
         .await?
@@ -178,37 +176,15 @@ async fn crds(
         .collect())
 }
 
-/// Those of `names` that exist in `api`, by name, read at once.
-async fn existing<K>(
-    api: Api<K>,
-    names: impl IntoIterator<Item = String>,
-    kind: &'static str,
-) -> Result<BTreeMap<String, K>, Error>
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-{
-    let api = &api;
-    let reads = names
-        .into_iter()
-        .map(|name| async move { Ok::<_, Error>(get(api, &name, kind).await?.map(|found| (name, found))) });
-    Ok(futures::future::try_join_all(reads)
-        .await?
-        .into_iter()
-        .flatten()
-        .collect())
-}
-
-/// The kinds served at each group/version of the CSV's `nativeAPIs`, read at once.
-async fn served_kinds(
-    ctx: &Context,
-    csv: &ClusterServiceVersion,
-) -> Result<BTreeMap<String, BTreeSet<String>>, Error> {
-    let reads = native_group_versions(csv)
-        .into_iter()
-        .map(|group_version| async move {
-            Ok::<_, Error>((group_version.clone(), discover(ctx, &group_version).await?))
-        });
-    Ok(futures::future::try_join_all(reads).await?.into_iter().collect())
+/// The CRD `name`, summed up ([`super::crd_summary`]); `None` when it does not exist.
+async fn crd(client: &kube::Client, name: String) -> Result<Option<CustomResourceDefinition>, Error> {
+    super::crd_summary::get(client, &name)
+        .await
+        .map_err(|source| Error::Get {
+            kind: "CustomResourceDefinition",
+            name,
+            source,
+        })
 }
 
 /// The kinds served at `group_version`; none when it is not served at all.

@@ -223,23 +223,22 @@ pub async fn reconcile(
     }
     let namespace = csv.namespace().ok_or(Error::NoNamespace)?;
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
-    let result = match with_finalizer(&api, csv).await {
-        Ok(csv) => {
-            finalizer(&api, FINALIZER, csv, |event| async {
-                match event {
-                    finalizer::Event::Apply(csv) => install(&ctx, &stores, &api, &csv).await,
-                    finalizer::Event::Cleanup(csv) => {
-                        crate::controllers::copiedcsv::delete_all(&ctx, &stores.copies, &csv)
-                            .await
-                            .map_err(Error::Copied)?;
-                        cleanup::cleanup(&ctx, &csv).await.map_err(Error::Cleanup)
-                    }
+    let result = async {
+        let csv = with_finalizer(&api, csv).await?;
+        finalizer(&api, FINALIZER, csv, |event| async {
+            match event {
+                finalizer::Event::Apply(csv) => install(&ctx, &stores, &api, &csv).await,
+                finalizer::Event::Cleanup(csv) => {
+                    crate::controllers::copiedcsv::delete_all(&ctx, &stores.copies, &csv)
+                        .await
+                        .map_err(Error::Copied)?;
+                    cleanup::cleanup(&ctx, &csv).await.map_err(Error::Cleanup)
                 }
-            })
-            .await
-        }
-        Err(e) => Err(e),
-    };
+            }
+        })
+        .await
+    }
+    .await;
     match result {
         Ok(action) => Ok(action),
         // The cache was behind: the CSV changed since it was read. The watch

@@ -10,7 +10,7 @@ use k8s_openapi::api::{
     discovery::v1::EndpointSlice,
     rbac::v1::{Role, RoleBinding},
 };
-use kube::{Client, Resource, core::PartialObjectMeta};
+use kube::{Client, core::PartialObjectMeta};
 use olm_api::substrate::{Machine, MachinePool, MachinePoolStatus};
 use olm_testkit::mock_api::{Answer, MockApi, Request};
 use serde::de::DeserializeOwned;
@@ -40,17 +40,6 @@ fn context(client: Client) -> Arc<Context> {
     Arc::new(Context::for_tests(client))
 }
 
-/// A synced store holding `objects`.
-fn cache<K>(objects: Vec<K>) -> Cache<K>
-where
-    K: Resource<DynamicType = ()> + Clone + 'static,
-{
-    let store = olm_testkit::stores::listed(objects);
-    let synced = olm_runtime::reflector::Synced::new();
-    synced.set();
-    Cache { store, synced }
-}
-
 fn from<K: DeserializeOwned>(value: serde_json::Value) -> K {
     serde_json::from_value(value).expect("an object")
 }
@@ -75,7 +64,7 @@ fn stores(seen: &[Request]) -> PoolStores {
             .map(|r| r.body.clone())
             .collect()
     };
-    let daemonsets = sent("DaemonSet")
+    let daemonsets: Vec<DaemonSet> = sent("DaemonSet")
         .into_iter()
         .map(|mut body| {
             body["metadata"]["generation"] = 1.into();
@@ -95,29 +84,22 @@ fn stores(seen: &[Request]) -> PoolStores {
         "ports": [{"name": "https", "port": 6443}],
     }));
     PoolStores {
-        machines: cache::<Machine>(Vec::new()),
-        nodes: cache(vec![node]),
-        daemonsets: cache(daemonsets),
-        service_accounts: cache(
+        machines: Cache::<Machine>::listed([]),
+        nodes: Cache::listed([node]),
+        daemonsets: Cache::listed(daemonsets),
+        service_accounts: Cache::listed(
             sent("ServiceAccount")
                 .into_iter()
-                .map(from::<PartialObjectMeta<ServiceAccount>>)
-                .collect(),
+                .map(from::<PartialObjectMeta<ServiceAccount>>),
         ),
-        roles: cache(
-            sent("Role")
-                .into_iter()
-                .map(from::<PartialObjectMeta<Role>>)
-                .collect(),
-        ),
-        role_bindings: cache(
+        roles: Cache::listed(sent("Role").into_iter().map(from::<PartialObjectMeta<Role>>)),
+        role_bindings: Cache::listed(
             sent("RoleBinding")
                 .into_iter()
-                .map(from::<PartialObjectMeta<RoleBinding>>)
-                .collect(),
+                .map(from::<PartialObjectMeta<RoleBinding>>),
         ),
-        secrets: cache::<PartialObjectMeta<Secret>>(Vec::new()),
-        endpoint_slices: cache(vec![slice]),
+        secrets: Cache::<PartialObjectMeta<Secret>>::listed([]),
+        endpoint_slices: Cache::listed([slice]),
     }
 }
 

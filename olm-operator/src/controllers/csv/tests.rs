@@ -261,6 +261,13 @@ fn writes(api: &MockApi) -> Vec<String> {
         .collect()
 }
 
+/// One reconcile of the CSV `objects` holds, with stores of what it holds.
+async fn pass(objects: &Objects, ctx: &Arc<Context>) {
+    reconcile(kept_csv(objects), ctx.clone(), stores(objects, operator_group()))
+        .await
+        .expect("reconciled");
+}
+
 #[tokio::test]
 async fn a_csv_is_installed_and_then_a_right_install_gets_no_write() {
     let objects: Objects = Arc::default();
@@ -274,13 +281,7 @@ async fn a_csv_is_installed_and_then_a_right_install_gets_no_write() {
     // webhooks and APIService, the status.
     let (client, api) = api_server(&objects);
     let ctx = context(client);
-    reconcile(
-        kept_csv(&objects),
-        ctx.clone(),
-        stores(&objects, operator_group()),
-    )
-    .await
-    .expect("reconciled");
+    pass(&objects, &ctx).await;
     assert_eq!(
         writes(&api).first(),
         Some(&format!("PATCH {CSV_PATH}")),
@@ -329,22 +330,14 @@ async fn a_csv_is_installed_and_then_a_right_install_gets_no_write() {
 
     // Everything live and stamped, the Deployment available: the status alone.
     api.clear();
-    reconcile(
-        kept_csv(&objects),
-        ctx.clone(),
-        stores(&objects, operator_group()),
-    )
-    .await
-    .expect("reconciled");
+    pass(&objects, &ctx).await;
     assert_eq!(writes(&api), [format!("PATCH {CSV_PATH}/status")]);
     let status = kept_csv(&objects).status.clone().expect("a status");
     assert_eq!(status.phase, Some(CsvPhase::Succeeded), "{status:?}");
 
     // With that status too, as a new leader or a resync finds it: no write at all.
     api.clear();
-    reconcile(kept_csv(&objects), ctx, stores(&objects, operator_group()))
-        .await
-        .expect("reconciled");
+    pass(&objects, &ctx).await;
     let any: Vec<String> = api.lines().into_iter().filter(|line| is_write(line)).collect();
     assert_eq!(any, Vec::<String>::new(), "{:#?}", api.lines());
 }

@@ -777,8 +777,8 @@ where
 /// a CRD's labels or annotations is left out ([`labels_only`]). Each install
 /// of an operator labels the CRDs it shares with the installs in other
 /// namespaces, and hearing it woke every CSV naming them, all at once, ahead
-/// of the new install's CSVs; the CSV reads of a CRD only its versions,
-/// conditions and uid.
+/// of the new install's CSVs. A CSV reads of a CRD only its spec (versions,
+/// conversion: a change moves its generation), conditions and uid.
 fn crd_changes(
     client: &Client,
 ) -> impl Stream<Item = watcher::Result<PartialObjectMeta<CustomResourceDefinition>>> + Send + 'static {

@@ -10,7 +10,7 @@
 //! interrupted at any point resumes where its status says (applying a step
 //! again is harmless).
 
-use std::time::Duration;
+use std::{collections::BTreeMap, time::Duration};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use olm_api::v1alpha1::{InstallPlanConditionReason, InstallPlanPhase, InstallPlanStatus, Step, StepStatus};
@@ -270,17 +270,11 @@ impl Stage {
 /// stages left out): all of them are applied in one pass.
 fn next_batch(steps: &[Step]) -> Option<Vec<Vec<usize>>> {
     let pending = |i: &usize| !matches!(steps[*i].status, StepStatus::Created | StepStatus::Present);
-    let mut stages: Vec<(Stage, Vec<usize>)> = Vec::new();
+    let mut stages: BTreeMap<Stage, Vec<usize>> = BTreeMap::new();
     for i in (0..steps.len()).filter(pending) {
-        let stage = Stage::of(&steps[i]);
-        match stages.iter_mut().find(|(s, _)| *s == stage) {
-            Some((_, batch)) => batch.push(i),
-            None => stages.push((stage, vec![i])),
-        }
+        stages.entry(Stage::of(&steps[i])).or_default().push(i);
     }
-    stages.sort_by_key(|(stage, _)| *stage);
-    let stages: Vec<Vec<usize>> = stages.into_iter().map(|(_, batch)| batch).collect();
-    (!stages.is_empty()).then_some(stages)
+    (!stages.is_empty()).then(|| stages.into_values().collect())
 }
 
 /// Why the plan cannot be installed at all: its first step of a kind a plan may

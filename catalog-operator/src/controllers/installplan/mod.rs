@@ -179,17 +179,18 @@ async fn apply_stages(
     let of = |stage: &[usize]| -> Vec<&Step> { stage.iter().filter_map(|&index| steps.get(index)).collect() };
     executor.discover(&of(&stages.concat())).await;
     let mut new_groups: Vec<&str> = Vec::new();
-    for (n, stage) in stages.iter().enumerate() {
-        let known = of(stage);
-        let changed: Vec<&Step> = known
+    for stage in stages {
+        let stage_steps = of(stage);
+        // Groups served by the CRDs of the stages before: new since the first read.
+        let changed: Vec<&Step> = stage_steps
             .iter()
             .copied()
-            .filter(|step| n > 0 && new_groups.contains(&step.resource.group.as_str()))
+            .filter(|step| new_groups.contains(&step.resource.group.as_str()))
             .collect();
         if !changed.is_empty() {
             executor.discover(&changed).await;
         }
-        new_groups.extend(known.iter().filter_map(|step| crd_group(step)));
+        new_groups.extend(stage_steps.iter().filter_map(|step| crd_group(step)));
         let outcomes = futures::future::join_all(stage.iter().map(|&index| async move {
             let outcome = match steps.get(index) {
                 Some(step) => executor.apply(step).await,

@@ -4,7 +4,9 @@
 //!
 //! Watch topology: one shared reflector per kind (Subscriptions, InstallPlans,
 //! CSVs, CatalogSources, registry Pods and Services, and the metadata of
-//! Namespaces and ConfigMaps), in one namespace or in all.
+//! Namespaces and ConfigMaps), in one namespace or in all; and two for bundle
+//! unpacks: the Jobs and the ConfigMaps (whole) labelled
+//! `operatorframework.io/bundle-unpack-ref`, no others.
 //! - CatalogSource controller ← CatalogSources; the registry Pods and Services
 //!   of image catalogs (only objects labelled `olm.catalogSource` are watched).
 //! - Subscription controller ← Subscriptions; InstallPlans (their owner
@@ -20,7 +22,10 @@ use std::{sync::Arc, time::Duration};
 
 use futures::{FutureExt, StreamExt, stream};
 use k8s_openapi::{
-    api::core::v1::{ConfigMap, Namespace, Pod, Service},
+    api::{
+        batch::v1::Job,
+        core::v1::{ConfigMap, Namespace, Pod, Service},
+    },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
@@ -45,6 +50,7 @@ use olm_runtime::{
 use crate::{
     catalogs::CatalogStore,
     controllers::{Context, Options, Stores, catalogsource, installplan, subscription, trim},
+    images::unpack_jobs::JobStores,
     metrics::CatalogMetrics,
 };
 
@@ -192,6 +198,8 @@ struct Watches {
     namespaces: Reflector<PartialObjectMeta<Namespace>>,
     config_maps: Reflector<PartialObjectMeta<ConfigMap>>,
     operator_groups: Reflector<PartialObjectMeta<OperatorGroup>>,
+    unpack_jobs: Reflector<Job>,
+    unpack_config_maps: Reflector<ConfigMap>,
 }
 
 impl Watches {
@@ -201,6 +209,8 @@ impl Watches {
         let all = watcher::Config::default;
         // Only the registry Pods and Services of image catalogs, never every Pod.
         let registry_objects = || watcher::Config::default().labels(olm_api::labels::CATALOG_SOURCE);
+        // Only bundle unpack Jobs and ConfigMaps, never every Job or ConfigMap.
+        let unpack_objects = || watcher::Config::default().labels(olm_api::labels::unpack::REF);
         // Copies in target namespaces (olm.copiedFrom) are no installed operators: kept out.
         let not_copies = watcher::Config::default().labels(&format!("!{}", olm_api::labels::COPIED_FROM));
         Watches {
@@ -236,6 +246,10 @@ impl Watches {
                     }
                 },
             ),
+            unpack_jobs: parts
+                .reflector(api(client, namespace), unpack_objects())
+                .modify(trim::unpack_job),
+            unpack_config_maps: parts.reflector(api(client, namespace), unpack_objects()),
         }
     }
 
@@ -251,6 +265,12 @@ impl Watches {
             namespaces: self.namespaces.store(),
             config_maps: self.config_maps.store(),
             operator_groups: self.operator_groups.store(),
+            unpack: JobStores {
+                jobs: self.unpack_jobs.store(),
+                config_maps: self.unpack_config_maps.store(),
+                jobs_synced: self.unpack_jobs.synced(),
+                config_maps_synced: self.unpack_config_maps.synced(),
+            },
         }
     }
 
@@ -266,6 +286,8 @@ impl Watches {
             self.namespaces.run(),
             self.config_maps.run(),
             self.operator_groups.run(),
+            self.unpack_jobs.run(),
+            self.unpack_config_maps.run(),
         ])
         .map(drop)
     }

@@ -4,12 +4,15 @@
 //!
 //! Watch topology: one shared reflector per kind (Subscriptions, InstallPlans,
 //! CSVs, CatalogSources, registry Pods and Services, and the metadata of
-//! Namespaces and ConfigMaps), in one namespace or in all.
+//! Namespaces and ConfigMaps), in one namespace or in all; and two for bundle
+//! unpacks: the Jobs and the ConfigMaps (whole) labelled
+//! `operatorframework.io/bundle-unpack-ref`, no others.
 //! - CatalogSource controller ← CatalogSources; the registry Pods and Services
 //!   of image catalogs (only objects labelled `olm.catalogSource` are watched).
 //! - Subscription controller ← Subscriptions; InstallPlans (their owner
-//!   Subscriptions); CSVs, catalog changes (one Subscription per affected
-//!   namespace: any of them syncs the whole namespace).
+//!   Subscriptions); CSVs, catalog changes, unpack Jobs and ConfigMaps (one
+//!   Subscription per affected namespace: any of them syncs the whole
+//!   namespace).
 //! - InstallPlan controller ← InstallPlans; CRDs and APIServices as metadata,
 //!   kept nowhere (the plans waiting for an API).
 //!
@@ -20,7 +23,10 @@ use std::{sync::Arc, time::Duration};
 
 use futures::{FutureExt, StreamExt, stream};
 use k8s_openapi::{
-    api::core::v1::{ConfigMap, Namespace, Pod, Service},
+    api::{
+        batch::v1::Job,
+        core::v1::{ConfigMap, Namespace, Pod, Service},
+    },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
@@ -45,6 +51,7 @@ use olm_runtime::{
 use crate::{
     catalogs::CatalogStore,
     controllers::{Context, Options, Stores, catalogsource, installplan, subscription, trim},
+    images::unpack_jobs::JobStores,
     metrics::CatalogMetrics,
 };
 
@@ -192,6 +199,8 @@ struct Watches {
     namespaces: Reflector<PartialObjectMeta<Namespace>>,
     config_maps: Reflector<PartialObjectMeta<ConfigMap>>,
     operator_groups: Reflector<PartialObjectMeta<OperatorGroup>>,
+    unpack_jobs: Reflector<Job>,
+    unpack_config_maps: Reflector<ConfigMap>,
 }
 
 impl Watches {
@@ -201,6 +210,8 @@ impl Watches {
         let all = watcher::Config::default;
         // Only the registry Pods and Services of image catalogs, never every Pod.
         let registry_objects = || watcher::Config::default().labels(olm_api::labels::CATALOG_SOURCE);
+        // Only bundle unpack Jobs and ConfigMaps, never every Job or ConfigMap.
+        let unpack_objects = || watcher::Config::default().labels(olm_api::labels::unpack::REF);
         // Copies in target namespaces (olm.copiedFrom) are no installed operators: kept out.
         let not_copies = watcher::Config::default().labels(&format!("!{}", olm_api::labels::COPIED_FROM));
         Watches {
@@ -236,6 +247,10 @@ impl Watches {
                     }
                 },
             ),
+            unpack_jobs: parts
+                .reflector(api(client, namespace), unpack_objects())
+                .modify(trim::unpack_job),
+            unpack_config_maps: parts.reflector(api(client, namespace), unpack_objects()),
         }
     }
 
@@ -251,6 +266,12 @@ impl Watches {
             namespaces: self.namespaces.store(),
             config_maps: self.config_maps.store(),
             operator_groups: self.operator_groups.store(),
+            unpack: JobStores {
+                jobs: self.unpack_jobs.store(),
+                config_maps: self.unpack_config_maps.store(),
+                jobs_synced: self.unpack_jobs.synced(),
+                config_maps_synced: self.unpack_config_maps.synced(),
+            },
         }
     }
 
@@ -266,6 +287,8 @@ impl Watches {
             self.namespaces.run(),
             self.config_maps.run(),
             self.operator_groups.run(),
+            self.unpack_jobs.run(),
+            self.unpack_config_maps.run(),
         ])
         .map(drop)
     }
@@ -353,8 +376,26 @@ fn catalog_source_controller(
         .for_each(|_| std::future::ready(()))
 }
 
+/// One Subscription per namespace whose Subscriptions may wait for an unpack in
+/// `object`'s namespace (the CatalogSource's): that namespace, or every
+/// namespace for the global catalog namespace.
+fn unpack_waiters<K: Resource>(
+    subscriptions: Store<Subscription>,
+    global: String,
+) -> impl Fn(Arc<K>) -> Vec<ObjectRef<Subscription>> + Send + Sync + 'static {
+    move |object| {
+        let Some(namespace) = object.meta().namespace.as_deref() else {
+            return Vec::new();
+        };
+        // The global catalog namespace's catalogs serve every namespace.
+        let only = (namespace != global).then_some(namespace);
+        one_per_namespace(&subscriptions, only)
+    }
+}
+
 /// The Subscription controller: one reconcile syncs a namespace, woken by its
-/// Subscriptions, InstallPlans and CSVs, by catalog changes and by deleted plans.
+/// Subscriptions, InstallPlans and CSVs, by catalog changes, by deleted plans,
+/// and by the unpack Jobs and ConfigMaps of the catalogs it may use.
 fn subscription_controller<S>(
     parts: &Parts,
     watches: &Watches,
@@ -390,11 +431,16 @@ where
                 .filter(move |r| r.namespace == namespace)
         }
     };
+    let global = ctx.options.global_catalog_namespace.clone();
+    let job_waiters = unpack_waiters::<Job>(subscription_store.clone(), global.clone());
+    let config_map_waiters = unpack_waiters::<ConfigMap>(subscription_store.clone(), global);
     let subscription_ctx = Arc::new(subscription::SubscriptionContext::new(ctx.clone()));
     parts
         .controller(&watches.subscriptions)
         .owns_shared_stream(watches.install_plans.subscribe())
         .watches_shared_stream(watches.csvs.subscribe(), csv_mapper)
+        .watches_shared_stream(watches.unpack_jobs.subscribe(), job_waiters)
+        .watches_shared_stream(watches.unpack_config_maps.subscribe(), config_map_waiters)
         .reconcile_on(stream::select(catalog_changes, plan_deletions))
         .run(
             subscription::reconcile,
@@ -451,5 +497,58 @@ fn package_server(
             Some(server) => server.await,
             None => futures::future::pending().await,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::batch::v1::Job;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn subscription(namespace: &str, name: &str) -> Subscription {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "Subscription",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"name": "p", "source": "c", "sourceNamespace": namespace}
+        }))
+        .unwrap()
+    }
+
+    fn job_in(namespace: &str) -> Arc<Job> {
+        Arc::new(Job {
+            metadata: ObjectMeta {
+                name: Some("j".into()),
+                namespace: Some(namespace.into()),
+                ..ObjectMeta::default()
+            },
+            ..Job::default()
+        })
+    }
+
+    /// An unpack Job or ConfigMap wakes one Subscription of its own namespace,
+    /// or of every namespace when it is the global catalog namespace's.
+    #[test]
+    fn an_unpack_wakes_the_namespaces_that_may_use_its_catalog() {
+        let subscriptions = olm_testkit::stores::listed([
+            subscription("team", "b"),
+            subscription("team", "a"),
+            subscription("other", "c"),
+            subscription("olm", "d"),
+        ]);
+        let waiters = unpack_waiters::<Job>(subscriptions, "olm".into());
+        let woken = |namespace: &str| {
+            let mut names: Vec<String> = waiters(job_in(namespace))
+                .into_iter()
+                .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
+                .collect();
+            names.sort();
+            names
+        };
+        assert_eq!(woken("team"), ["team/a"]);
+        assert_eq!(woken("olm"), ["olm/d", "other/c", "team/a"]);
+        assert!(woken("empty").is_empty());
     }
 }

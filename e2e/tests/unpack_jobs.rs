@@ -398,19 +398,18 @@ async fn an_unpack_job_past_its_timeout_fails_and_is_tried_again_after_the_min_r
         let client_for_node = client.clone();
         let ns_for_node = ns.clone();
         let image_for_node = image.clone();
+        let retried = objects::attempt_name(&name, 2);
         eventually("a new unpack Job after the minimum retry interval", || {
             let client = client_for_node.clone();
             let ns = ns_for_node.clone();
             let image = image_for_node.clone();
             let first = first.clone();
+            let retried = retried.clone();
             async move {
                 let jobs = unpack_jobs(&client, &ns, &image).await;
                 match jobs.iter().find(|j| !first.contains(&j.name_any())) {
                     Some(job) => {
-                        assert!(
-                            job.metadata.generate_name.is_some(),
-                            "a retry has a generated name"
-                        );
+                        assert_eq!(job.name_any(), retried, "a retry is named after its attempt");
                         run_unpack_pod(&client, job).await;
                         true
                     }

@@ -48,8 +48,9 @@ pub const OLM_MANAGED: &str = "olm.managed";
 
 /// Bundle unpacking in a Job, as OLM does it.
 pub mod unpack {
-    /// Label on an unpack Job and its Pods: the name of the ConfigMap the bundle
-    /// is written to.
+    /// Label on an unpack Job, its Pods and (in olm-rs) the ConfigMap: the name
+    /// of the ConfigMap the bundle is written to. catalog-operator watches only
+    /// the Jobs and ConfigMaps that carry it.
     pub const REF: &str = "operatorframework.io/bundle-unpack-ref";
     /// ConfigMap annotation: the bundle image whose content the ConfigMap holds.
     pub const SOURCE_IMAGE: &str = "olm.sourceImage";

@@ -33,7 +33,7 @@ use olm_runtime::{apply::Writer, metrics::ReconcileMetrics};
 
 use olm_resolver::model::CatalogId;
 
-use crate::{catalogs::CatalogStore, metrics::CatalogMetrics};
+use crate::{catalogs::CatalogStore, images::unpack_jobs::JobStores, metrics::CatalogMetrics};
 
 /// The image unpack Jobs run the extractor from, unless `--unpack-job-image` says otherwise.
 pub const DEFAULT_UNPACK_JOB_IMAGE: &str = "ghcr.io/olm-rs/catalog-operator:latest";
@@ -113,6 +113,9 @@ pub struct Stores {
     /// OperatorGroups, as metadata with only the annotations of the unpack
     /// policy (`crate::images::unpack::policy_of`).
     pub operator_groups: Store<PartialObjectMeta<OperatorGroup>>,
+    /// The bundle unpack Jobs and ConfigMaps (only those labelled
+    /// `operatorframework.io/bundle-unpack-ref`), whole.
+    pub unpack: JobStores,
 }
 
 #[cfg(test)]
@@ -131,6 +134,7 @@ impl Stores {
             namespaces: listed(Vec::new()),
             config_maps: listed(Vec::new()),
             operator_groups: listed(Vec::new()),
+            unpack: JobStores::listed(Vec::new(), Vec::new()),
         }
     }
 }

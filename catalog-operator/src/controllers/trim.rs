@@ -4,6 +4,7 @@
 //! a store. Nothing trimmed here is ever written back: status writes are built
 //! from the controllers' own decisions, never from a stored object.
 
+use k8s_openapi::api::batch::v1::Job;
 use olm_api::v1alpha1::{ClusterServiceVersion, InstallPlan, InstallPlanPhase};
 
 /// A CSV as the catalog-operator keeps it: without its presentation (icon,
@@ -33,6 +34,14 @@ pub fn install_plan(plan: &mut InstallPlan) {
     for step in status.plan.iter_mut().flatten() {
         step.resource.manifest = None;
     }
+}
+
+/// A bundle unpack Job as the catalog-operator keeps it: its name, labels,
+/// creation and status, which decide the unpack's next step; not its Pod
+/// template, which the catalog-operator builds and never reads back.
+pub fn unpack_job(job: &mut Job) {
+    job.spec = None;
+    job.metadata.annotations = None;
 }
 
 #[cfg(test)]

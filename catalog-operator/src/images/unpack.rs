@@ -32,7 +32,7 @@ use olm_runtime::apply::Writer;
 use crate::{
     go_duration::parse_go_duration,
     images::bundles::{BundleImages, UnpackError},
-    images::unpack_jobs::{self, JobSettings, JobState, Method},
+    images::unpack_jobs::{self, JobSettings, JobState, JobStores, Method},
 };
 
 /// OLM's annotation with the time an unpack may take.
@@ -85,6 +85,8 @@ pub struct Unpack<'a> {
     pub client: &'a Client,
     /// The writer of the unpack Job's objects.
     pub writer: &'a Writer,
+    /// The stores of the unpack Jobs and their ConfigMaps.
+    pub stores: &'a JobStores,
     /// The catalog the bundle comes from.
     pub catalog: &'a CatalogId,
     /// Its CatalogSource, if the store has it (its pull secrets, its unpack method).
@@ -194,7 +196,16 @@ async fn by_job(
         timeout: policy.timeout,
         min_retry: policy.min_retry,
     };
-    match unpack_jobs::unpack(unpack.client, unpack.writer, source, image, &settings).await? {
+    let state = unpack_jobs::unpack(
+        unpack.client,
+        unpack.writer,
+        unpack.stores,
+        source,
+        image,
+        &settings,
+    )
+    .await?;
+    match state {
         JobState::Unpacked(unpacked) => {
             BundleImages::global().remember(image, &unpacked);
             Ok(unpacked)

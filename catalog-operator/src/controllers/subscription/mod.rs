@@ -39,13 +39,19 @@
 //! create is refused (HTTP 409) and whose Subscriptions' statuses are left as
 //! they are. Building a plan never unpacks an image (the unpack is requested,
 //! performed between two planning passes, and the pass after it plans with
-//! what it gave). Still to move: the unpack itself is performed by
-//! `crate::images` with its own reads and writes (the unpack Job's
-//! ConfigMap, RBAC and Job, read and applied live: no Job or ConfigMap store exists yet, so the decision cannot list
-//! them as objects); while planning, a bundle's manifests are fetched from its
-//! registry, and a complete plan's CSVs are looked up live when the CSV store
-//! lacks them (it may lag). The unpack policy comes from the OperatorGroup
-//! store.
+//! what it gave). The unpack by a Job reads the unpack Jobs and their
+//! ConfigMaps (the bundle in their data) from shared stores that watch only
+//! those objects (`crate::images::unpack_jobs::JobStores`); their changes wake
+//! the sync of the namespaces that may use the catalog, and a sync waiting for
+//! a Job looks again on a short timer for the steps that follow from time
+//! alone (deadline, grace, retry interval). Still to move: the unpack itself
+//! is performed by `crate::images` with its own writes (the unpack Job's
+//! ConfigMap, RBAC and Job, applied and created there, a Job named so that a
+//! lagging store gets a 409, not a second Job) and one live read, the LIST of
+//! a running Job's Pods for its message; while planning, a bundle's manifests
+//! are fetched from its registry, and a complete plan's CSVs are looked up
+//! live when the CSV store lacks them (it may lag). The unpack policy comes
+//! from the OperatorGroup store.
 
 pub mod adopt;
 mod context;
@@ -92,7 +98,8 @@ pub const CONTROLLER: &str = "subscription";
 /// time before it is resolved without it.
 const PENDING_CATALOG_WAIT: Duration = Duration::from_secs(30);
 
-/// How often a namespace whose plan waits for an unpack Job looks at the Job again.
+/// How often a namespace whose plan waits for an unpack Job looks at the Job
+/// again (its changes wake the sync sooner; this covers what follows from time).
 const UNPACK_JOB_RECHECK: Duration = Duration::from_secs(2);
 
 /// How soon a namespace whose new plan's name was taken is planned again.

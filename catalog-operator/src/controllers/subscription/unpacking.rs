@@ -103,6 +103,7 @@ pub(super) async fn complete(
     let unpack = Unpack {
         client: &shared.client,
         writer: &shared.writer,
+        stores: &shared.stores.unpack,
         catalog,
         source: source.as_deref(),
         extractor_image: &shared.options.unpack_job_image,
@@ -135,6 +136,7 @@ pub(super) async fn perform(
         let unpack = Unpack {
             client: &shared.client,
             writer: &shared.writer,
+            stores: &shared.stores.unpack,
             catalog: &request.catalog,
             source: None,
             extractor_image: &shared.options.unpack_job_image,

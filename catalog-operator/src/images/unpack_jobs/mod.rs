@@ -15,6 +15,24 @@
 //! in the ConfigMap. The Job's active deadline is the unpack timeout; a failed
 //! Job is tried again once the OperatorGroup's minimum retry interval has
 //! passed, or when it expires (OLM keeps finished Jobs 5 minutes).
+//!
+//! What it reads comes from the shared stores ([`JobStores`]): the unpack Jobs
+//! and the unpack ConfigMaps, whole (the bundle is the ConfigMap's data), both
+//! watched only where labelled [`keys::REF`]. A store may lag; the decisions
+//! allow for it:
+//! - each attempt's Job has a name known before its create (the unpack's name,
+//!   then that name and the attempt number, [`objects::attempt_name`], the
+//!   attempt following the Jobs seen), so a sync that does not see the last
+//!   Job yet asks for the same name, is refused (HTTP 409) and waits for the
+//!   watch, instead of starting a second Job;
+//! - a completed Job is said to have written no bundle only once its whole
+//!   timeout has passed and [`BUNDLE_GRACE`] since its completion, time for the
+//!   ConfigMap's watch to deliver the write that came before the completion. A
+//!   verdict still wrong is undone by the next sync, which reads the bundle
+//!   from the store before anything else.
+//!
+//! The one live read left is the LIST of a running Job's Pods, only for the
+//! message ([`pod_waits`]).
 
 pub mod configmap;
 pub mod objects;
@@ -31,10 +49,17 @@ use k8s_openapi::{
     apimachinery::pkg::apis::meta::v1::Time,
     jiff::Timestamp,
 };
-use kube::{Api, Client, Resource, ResourceExt, api::ListParams};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::ListParams,
+    runtime::reflector::{ObjectRef, Store},
+};
 use olm_api::{labels::unpack as keys, v1alpha1::CatalogSource};
 use olm_catalog::Bundle;
-use olm_runtime::apply::{WriteError, Writer};
+use olm_runtime::{
+    apply::{WriteError, Writer},
+    reflector::Synced,
+};
 
 use crate::images::bundles::UnpackError;
 use objects::{Owner, Unpack};
@@ -88,10 +113,58 @@ pub struct JobSettings {
     pub min_retry: Option<Duration>,
 }
 
-fn cluster_error(image: &str, what: String) -> impl FnOnce(kube::Error) -> UnpackError + '_ {
-    move |error| UnpackError::Cluster {
-        image: image.to_owned(),
-        cause: format!("{what}: {error}"),
+/// How long after a Job completed its ConfigMap's watch is given to show the
+/// bundle the Job wrote before the Job is said to have written none.
+pub const BUNDLE_GRACE: Duration = Duration::from_secs(10);
+
+/// The shared stores an unpack reads: the Jobs and ConfigMaps labelled
+/// [`keys::REF`] (no other Job or ConfigMap is cached), whole.
+#[derive(Clone)]
+pub struct JobStores {
+    /// The unpack Jobs.
+    pub jobs: Store<Job>,
+    /// The unpack ConfigMaps, with the bundles in their data.
+    pub config_maps: Store<ConfigMap>,
+    /// Whether `jobs` holds a complete list.
+    pub jobs_synced: Synced,
+    /// Whether `config_maps` holds a complete list.
+    pub config_maps_synced: Synced,
+}
+
+impl JobStores {
+    /// Whether both stores hold a complete list (an empty store before then
+    /// would read as "no Job, no bundle").
+    pub fn synced(&self) -> bool {
+        self.jobs_synced.get() && self.config_maps_synced.get()
+    }
+
+    /// The Jobs of the unpack named `name` in `namespace`.
+    fn jobs_of(&self, namespace: &str, name: &str) -> Vec<Job> {
+        self.jobs
+            .state()
+            .into_iter()
+            .filter(|job| {
+                job.metadata.namespace.as_deref() == Some(namespace)
+                    && job.labels().get(keys::REF).map(String::as_str) == Some(name)
+            })
+            .map(|job| job.as_ref().clone())
+            .collect()
+    }
+
+    /// Synced stores holding `jobs` and `config_maps` (for tests).
+    #[cfg(test)]
+    pub fn listed(jobs: Vec<Job>, config_maps: Vec<ConfigMap>) -> JobStores {
+        let synced = || {
+            let synced = Synced::new();
+            synced.set();
+            synced
+        };
+        JobStores {
+            jobs: olm_testkit::stores::listed(jobs),
+            config_maps: olm_testkit::stores::listed(config_maps),
+            jobs_synced: synced(),
+            config_maps_synced: synced(),
+        }
     }
 }
 
@@ -228,10 +301,12 @@ async fn ensure_objects(
     Ok(owner)
 }
 
-/// Advances the unpack of `image` for a bundle of `source` by one step.
+/// Advances the unpack of `image` for a bundle of `source` by one step, from
+/// what `stores` show.
 pub async fn unpack(
     client: &Client,
     writer: &Writer,
+    stores: &JobStores,
     source: &CatalogSource,
     image: &str,
     settings: &JobSettings,
@@ -246,8 +321,13 @@ pub async fn unpack(
         timeout: Some(settings.timeout),
     };
     let name = request.name.as_str();
+    if !stores.synced() {
+        return Ok(JobState::Pending(format!(
+            "waiting for the unpack Jobs and ConfigMaps to be listed before unpacking bundle image {image}"
+        )));
+    }
     // Unpacked before (by this replica or another): no Job needed.
-    if let Some(bundle) = read_bundle(client, &request, false).await? {
+    if let Some(bundle) = read_bundle(stores, &request)? {
         return Ok(JobState::Unpacked(bundle));
     }
     if !writer.leadership().is_leader() {
@@ -255,24 +335,10 @@ pub async fn unpack(
             "the leading replica unpacks bundle image {image} in Job {namespace}/{name}"
         )));
     }
-    // A live LIST of this unpack's Jobs: no Job store exists yet, and a Job
-    // retried is created by `generateName`, so a lagging store would have a
-    // sync create a second Job for the same unpack.
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
-    let listed = jobs
-        .list(&ListParams::default().labels(&format!("{}={name}", keys::REF)))
-        .await
-        .map_err(cluster_error(
-            image,
-            format!("listing the unpack Jobs in {namespace}"),
-        ))?;
-    let job = latest(&listed.items);
+    let jobs = stores.jobs_of(&namespace, name);
+    let job = latest(&jobs);
     let mut step = next_step(job, settings, Timestamp::now());
-    if let JobStep::RecheckBundle { overdue } = step {
-        // Before giving up: the Job may have written the bundle since the first read.
-        if let Some(bundle) = read_bundle(client, &request, true).await? {
-            return Ok(JobState::Unpacked(bundle));
-        }
+    if let JobStep::NoBundle { overdue } = step {
         let message = format!(
             "the Job completed but wrote no bundle into ConfigMap {namespace}/{name} within the unpack timeout of {:?}",
             settings.timeout
@@ -281,18 +347,8 @@ pub async fn unpack(
     }
     let job_name = job.map(ResourceExt::name_any).unwrap_or_default();
     match step {
-        JobStep::Create | JobStep::Retry => {
-            let owner = ensure_objects(client, writer, source, &request).await?;
-            let (job, again) = match step {
-                JobStep::Retry => (objects::retry_job(&request, &owner), " again"),
-                _ => (objects::job(&request, &owner), ""),
-            };
-            let created = writer.create(&jobs, &job).await.map_err(write_error(image))?;
-            Ok(JobState::Pending(format!(
-                "unpacking bundle image {image}{again} in Job {namespace}/{}",
-                created.name_any()
-            )))
-        }
+        JobStep::Create => start_job(client, writer, source, &request, 1).await,
+        JobStep::Retry => start_job(client, writer, source, &request, next_attempt(name, &jobs)).await,
         JobStep::WaitForBundle => Ok(JobState::Pending(format!(
             "unpack Job {namespace}/{job_name} completed; waiting for bundle image {image} in ConfigMap {namespace}/{name}"
         ))),
@@ -303,7 +359,7 @@ pub async fn unpack(
             reason,
             message,
         }),
-        JobStep::Wait | JobStep::RecheckBundle { .. } => {
+        JobStep::Wait | JobStep::NoBundle { .. } => {
             let waits = match job {
                 Some(job) => pod_waits(client, job).await,
                 None => String::new(),
@@ -317,26 +373,58 @@ pub async fn unpack(
     }
 }
 
-/// Reads the unpack's ConfigMap and the bundle of its image in it, when it is
-/// there. `must_exist`: a missing ConfigMap is an error, not "not yet".
-async fn read_bundle(
+/// The attempt after the last of `jobs`, the Jobs of the unpack named `name`
+/// (pure): one more than the highest attempt their names tell, at least 2.
+fn next_attempt(name: &str, jobs: &[Job]) -> u32 {
+    let last = jobs
+        .iter()
+        .filter_map(|job| objects::attempt_of(name, &job.name_any()))
+        .max()
+        .unwrap_or(1);
+    last.saturating_add(1).max(2)
+}
+
+/// Applies the unpack's objects and creates the Job of attempt `attempt` (1
+/// for the first). A Job of that name that exists already (HTTP 409) was
+/// created by an earlier sync whose create the Job store does not show yet:
+/// the unpack waits for the watch.
+async fn start_job(
     client: &Client,
+    writer: &Writer,
+    source: &CatalogSource,
     request: &Unpack,
-    must_exist: bool,
-) -> Result<Option<Bundle>, UnpackError> {
-    let (namespace, name, image) = (&request.namespace, &request.name, &request.image);
-    // A live GET: the ConfigMap store holds metadata only, and the bundle is
-    // its data, written by the Job since the last sync (`must_exist` is the
-    // read that decides a completed Job wrote nothing, which a lagging store
-    // would get wrong).
-    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let read_error = || cluster_error(image, format!("reading ConfigMap {namespace}/{name}"));
-    let found = if must_exist {
-        Some(config_maps.get(name).await.map_err(read_error())?)
-    } else {
-        config_maps.get_opt(name).await.map_err(read_error())?
+    attempt: u32,
+) -> Result<JobState, UnpackError> {
+    let (namespace, image) = (request.namespace.as_str(), request.image.as_str());
+    let owner = ensure_objects(client, writer, source, request).await?;
+    let (job, again) = match attempt {
+        0 | 1 => (objects::job(request, &owner), ""),
+        _ => (objects::retry_job(request, &owner, attempt), " again"),
     };
-    Ok(found.map(|cm| bundle_in(&cm, image)).transpose()?.flatten())
+    let job_name = job.name_any();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), namespace);
+    match writer.create(&jobs, &job).await {
+        Ok(_) => Ok(JobState::Pending(format!(
+            "unpacking bundle image {image}{again} in Job {namespace}/{job_name}"
+        ))),
+        Err(WriteError::Create {
+            source: kube::Error::Api(status),
+            ..
+        }) if status.code == 409 => Ok(JobState::Pending(format!(
+            "unpacking bundle image {image} in Job {namespace}/{job_name}, created before and not yet watched"
+        ))),
+        Err(error) => Err(write_error(image)(error)),
+    }
+}
+
+/// The bundle of the unpack's image in its ConfigMap in the store, when it is
+/// there.
+fn read_bundle(stores: &JobStores, request: &Unpack) -> Result<Option<Bundle>, UnpackError> {
+    let reference = ObjectRef::<ConfigMap>::new(&request.name).within(&request.namespace);
+    let Some(config_map) = stores.config_maps.get(&reference) else {
+        return Ok(None);
+    };
+    bundle_in(&config_map, &request.image)
 }
 
 /// What to do about an unpack whose bundle is not in its ConfigMap yet.
@@ -346,12 +434,14 @@ enum JobStep {
     Create,
     /// The Job runs: wait for it.
     Wait,
-    /// The Job completed within the timeout: wait for its bundle in the ConfigMap.
+    /// The Job completed, not long enough ago to call its bundle missing:
+    /// wait for its bundle in the ConfigMap.
     WaitForBundle,
-    /// The Job completed longer ago than the timeout, this much longer: read the
-    /// ConfigMap again before calling it a failure.
-    RecheckBundle {
-        /// How long past the timeout.
+    /// The Job completed and wrote no bundle the store shows, though its whole
+    /// timeout and [`BUNDLE_GRACE`] since its completion have passed, this much
+    /// longer ago: a failure.
+    NoBundle {
+        /// How long past the later of the two.
         overdue: Duration,
     },
     /// The Job failed long enough ago: start a new one.
@@ -381,15 +471,22 @@ fn next_step(job: Option<&Job>, settings: &JobSettings, now: Timestamp) -> JobSt
             since(failed.last_transition_time.as_ref()),
             settings.min_retry,
         ),
-        // Its bundle is not in the ConfigMap read before.
-        (None, Some(_)) => {
-            let age = since(job.metadata.creation_timestamp.as_ref());
-            if age <= settings.timeout {
-                JobStep::WaitForBundle
-            } else {
-                JobStep::RecheckBundle {
-                    overdue: age - settings.timeout,
-                }
+        // Its bundle is not in the ConfigMap the store showed.
+        (None, Some(complete)) => {
+            let created = job.metadata.creation_timestamp.as_ref();
+            let completed = job
+                .status
+                .as_ref()
+                .and_then(|s| s.completion_time.as_ref())
+                .or(complete.last_transition_time.as_ref())
+                .or(created);
+            let past_timeout = since(created).checked_sub(settings.timeout);
+            let past_grace = since(completed).checked_sub(BUNDLE_GRACE);
+            match past_timeout.zip(past_grace) {
+                Some((timeout, grace)) if !timeout.is_zero() && !grace.is_zero() => JobStep::NoBundle {
+                    overdue: timeout.min(grace),
+                },
+                _ => JobStep::WaitForBundle,
             }
         }
         (None, None) => JobStep::Wait,
@@ -446,7 +543,7 @@ mod tests {
             timeout: Duration::from_secs(600),
             min_retry: min_retry.map(Duration::from_secs),
         };
-        let completed = |created: i64| {
+        let completed_at = |created: i64, done: Option<i64>| {
             let mut job = job("j", created, None);
             job.status = Some(JobStatus {
                 conditions: Some(vec![JobCondition {
@@ -454,10 +551,12 @@ mod tests {
                     status: "True".to_owned(),
                     ..JobCondition::default()
                 }]),
+                completion_time: done.map(|at| Time(Timestamp::from_second(at).unwrap())),
                 ..JobStatus::default()
             });
             job
         };
+        let completed = |created: i64| completed_at(created, None);
         let fail = || JobStep::Fail {
             reason: String::new(),
             message: String::new(),
@@ -489,9 +588,29 @@ mod tests {
                 "completed past the timeout",
                 Some(completed(9_000)),
                 None,
-                JobStep::RecheckBundle {
+                JobStep::NoBundle {
                     overdue: Duration::from_secs(400),
                 },
+            ),
+            (
+                "past the timeout, completed just now: the ConfigMap's watch may lag",
+                Some(completed_at(9_000, Some(9_995))),
+                None,
+                JobStep::WaitForBundle,
+            ),
+            (
+                "past the timeout, completed past the grace",
+                Some(completed_at(9_000, Some(9_980))),
+                None,
+                JobStep::NoBundle {
+                    overdue: Duration::from_secs(10),
+                },
+            ),
+            (
+                "completed long ago, within the timeout",
+                Some(completed_at(9_500, Some(9_501))),
+                None,
+                JobStep::WaitForBundle,
             ),
         ];
         for (case, job, min_retry, want) in cases {
@@ -512,6 +631,47 @@ mod tests {
         assert_eq!(step(Some(60), 61), JobStep::Retry);
         assert!(matches!(step(Some(60), 59), JobStep::Fail { reason, .. } if reason == "NoBundle"));
         assert!(matches!(step(None, 1_000), JobStep::Fail { .. }));
+    }
+
+    #[test]
+    fn a_retry_follows_the_highest_attempt_seen() {
+        let name = objects::unpack_name("reg/bundle:1");
+        let named = |n: &str| job(n, 1, Some(2));
+        assert_eq!(next_attempt(&name, &[]), 2);
+        assert_eq!(next_attempt(&name, &[named(&name)]), 2);
+        let third = objects::attempt_name(&name, 3);
+        assert_eq!(
+            next_attempt(&name, &[named(&name), named(&third)]),
+            4,
+            "the first attempt may have expired or not"
+        );
+        assert_eq!(next_attempt(&name, &[named(&third)]), 4);
+        assert_eq!(
+            next_attempt(&name, &[named("generated-x7k2p")]),
+            2,
+            "a Job named otherwise counts as the first"
+        );
+    }
+
+    #[test]
+    fn the_jobs_of_an_unpack_are_those_of_its_label_and_namespace() {
+        let labelled = |name: &str, namespace: &str, unpack: &str| {
+            let mut job = job(name, 1, None);
+            job.metadata.namespace = Some(namespace.to_owned());
+            job.metadata.labels = Some([(keys::REF.to_owned(), unpack.to_owned())].into());
+            job
+        };
+        let stores = JobStores::listed(
+            vec![
+                labelled("a", "olm", "u"),
+                labelled("b", "olm", "v"),
+                labelled("c", "other", "u"),
+            ],
+            Vec::new(),
+        );
+        let names: Vec<String> = stores.jobs_of("olm", "u").iter().map(|j| j.name_any()).collect();
+        assert_eq!(names, ["a"]);
+        assert!(stores.synced());
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The objects of one bundle unpack, in the shape OLM gives them (pure).
 //!
 //! All share one name, derived from the bundle image, in the CatalogSource's
-//! namespace: a ConfigMap owned by the CatalogSource, which the bundle is
-//! written into; a ServiceAccount, a Role that may write only that ConfigMap and
+//! namespace (a retried Job adds its attempt: [`retry_job`]): a ConfigMap owned
+//! by the CatalogSource, which the bundle is written into, labelled like the
+//! Job with [`unpack::REF`] so that catalog-operator's watch selects it; a ServiceAccount, a Role that may write only that ConfigMap and
 //! its RoleBinding, all owned by the ConfigMap; and the Job, owned by the
 //! ConfigMap, whose Pod has three containers:
 //! - `util` (the extractor image) copies the extractor binary to a shared volume;
@@ -101,10 +102,22 @@ fn meta(unpack: &Unpack, owner: &Owner) -> ObjectMeta {
     }
 }
 
+/// The labels of the Job, its Pod and the ConfigMap: OLM's, with the unpack's
+/// name under [`unpack::REF`].
+fn unpack_labels(unpack: &Unpack) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (OLM_MANAGED.to_owned(), "true".to_owned()),
+        (unpack::REF.to_owned(), unpack.name.clone()),
+    ])
+}
+
 /// The ConfigMap the bundle is written into, owned by the CatalogSource.
 pub fn config_map(unpack: &Unpack, catalog_source: &Owner) -> ConfigMap {
     ConfigMap {
-        metadata: meta(unpack, catalog_source),
+        metadata: ObjectMeta {
+            labels: Some(unpack_labels(unpack)),
+            ..meta(unpack, catalog_source)
+        },
         ..ConfigMap::default()
     }
 }
@@ -220,10 +233,7 @@ fn toleration(
 /// The unpack Job, owned by the ConfigMap; `name` is its own (the unpack's name
 /// for the first attempt).
 pub fn job(unpack: &Unpack, config_map: &Owner) -> Job {
-    let labels = BTreeMap::from([
-        (OLM_MANAGED.to_owned(), "true".to_owned()),
-        (unpack::REF.to_owned(), unpack.name.clone()),
-    ]);
+    let labels = unpack_labels(unpack);
     Job {
         metadata: ObjectMeta {
             labels: Some(labels.clone()),
@@ -374,13 +384,40 @@ fn tolerations() -> Vec<Toleration> {
     tolerations
 }
 
-/// A Job for a new attempt after a failed one: the same, with a generated name
-/// (OLM keeps the failed Jobs for inspection until they expire).
-pub fn retry_job(unpack: &Unpack, config_map: &Owner) -> Job {
+/// The longest name a Job may have (its Pods carry it in label `job-name`).
+const MAX_JOB_NAME: usize = 63;
+
+/// The name of attempt `attempt` of the unpack named `name`: the unpack's name
+/// for the first, else that name cut to fit `-<attempt>` after it.
+pub fn attempt_name(name: &str, attempt: u32) -> String {
+    if attempt <= 1 {
+        return name.to_owned();
+    }
+    let suffix = format!("-{attempt}");
+    let base: String = name.chars().take(MAX_JOB_NAME - suffix.len()).collect();
+    format!("{base}{suffix}")
+}
+
+/// The attempt a Job named `job` is of the unpack named `name` (pure): 1 for the
+/// unpack's own name, `n` for [`attempt_name`]'s `-n`, else `None` (e.g. a Job
+/// an older release named by `generateName`).
+pub fn attempt_of(name: &str, job: &str) -> Option<u32> {
+    if job == name {
+        return Some(1);
+    }
+    let (base, attempt) = job.rsplit_once('-')?;
+    let attempt: u32 = attempt.parse().ok().filter(|n| *n > 1)?;
+    name.starts_with(base).then_some(attempt)
+}
+
+/// Attempt `attempt` (at least 2) after a failed one: the same Job, named by
+/// [`attempt_name`] (OLM keeps the failed Jobs for inspection until they
+/// expire). The name is known before the create, so that a sync that does not
+/// see the Job yet asks for the same name and is refused (HTTP 409) instead of
+/// starting a second Job.
+pub fn retry_job(unpack: &Unpack, config_map: &Owner, attempt: u32) -> Job {
     let mut job = job(unpack, config_map);
-    let base: String = unpack.name.chars().take(57).collect();
-    job.metadata.name = None;
-    job.metadata.generate_name = Some(format!("{base}-"));
+    job.metadata.name = Some(attempt_name(&unpack.name, attempt.max(2)));
     job
 }
 
@@ -470,10 +507,39 @@ mod tests {
     }
 
     #[test]
-    fn a_retry_job_gets_a_generated_name_that_fits() {
-        let job = retry_job(&unpack(), &owner("ConfigMap"));
-        assert!(job.metadata.name.is_none());
-        let base = job.metadata.generate_name.unwrap();
-        assert!(base.len() + 5 <= 63, "{base}");
+    fn a_retry_job_is_named_after_its_attempt_and_fits() {
+        let name = unpack().name;
+        let job = retry_job(&unpack(), &owner("ConfigMap"), 2);
+        let retried = job.metadata.name.unwrap();
+        assert!(job.metadata.generate_name.is_none());
+        assert_eq!(retried.len(), 63, "{retried}");
+        assert!(retried.ends_with("-2"), "{retried}");
+        assert_eq!(attempt_of(&name, &retried), Some(2));
+        let late = attempt_name(&name, 12_345);
+        assert_eq!((late.len(), attempt_of(&name, &late)), (63, Some(12_345)));
+        assert_eq!(attempt_name(&name, 1), name);
+    }
+
+    #[test]
+    fn the_attempt_of_a_job_is_read_from_its_name() {
+        let name = unpack().name;
+        assert_eq!(attempt_of(&name, &name), Some(1));
+        assert_eq!(attempt_of(&name, &attempt_name(&name, 7)), Some(7));
+        let base: String = name.chars().take(57).collect();
+        assert_eq!(attempt_of(&name, &format!("{base}-x7k2p")), None, "generated");
+        assert_eq!(attempt_of(&name, "other-3"), None, "another unpack");
+        assert_eq!(
+            attempt_of(&name, &format!("{base}-1")),
+            None,
+            "1 is the bare name"
+        );
+    }
+
+    #[test]
+    fn the_config_map_carries_the_unpack_label() {
+        let map = config_map(&unpack(), &owner("CatalogSource"));
+        let labels = map.metadata.labels.unwrap();
+        assert_eq!(labels.get(unpack::REF), Some(&unpack().name));
+        assert_eq!(labels.get(OLM_MANAGED).map(String::as_str), Some("true"));
     }
 }

@@ -16,7 +16,9 @@
 //! not exist (deleted by a user) must still be reconciled: [`run`] takes the
 //! names to look at from a stream (the watches of [`crate::watches`]: every
 //! component kind as metadata, and the Operators themselves, deletions
-//! included), queues each name once, and reconciles one name at a time. It
+//! included), queues each name once, and reconciles one name at a time, each
+//! [`SETTLE`] after it was first queued, so that the burst of changes an
+//! install makes is one reconcile. It
 //! remembers the names it has seen, to reconcile them all when this replica
 //! starts leading and at each resync.
 
@@ -33,7 +35,7 @@ use futures::{Stream, StreamExt};
 use kube::Api;
 use olm_api::v1::Operator;
 use olm_runtime::{ErrorClass, ReconcileError, apply::WriteError, classify};
-use tokio::sync::mpsc;
+use tokio::{sync::mpsc, time::Instant};
 
 use self::decide::Effect;
 use crate::context::Context;
@@ -155,22 +157,36 @@ fn retry_after(error: &Error) -> Option<Duration> {
     }
 }
 
+/// How long a name waits in the queue before its reconcile. An install
+/// labels a dozen objects of an Operator within a second, each change naming
+/// it again; while it waits they are one reconcile, not a dozen (each lists
+/// every component kind from the API server, which would take the API
+/// server's time from the install itself). What the Operator shows is at most
+/// this much later.
+pub const SETTLE: Duration = Duration::from_secs(1);
+
+/// A queued name and when it may be reconciled.
+pub type Queued = (String, Instant);
+
 /// The names waiting for a reconcile, each queued at most once, and every name seen.
 #[derive(Clone)]
 pub struct Queue {
     pending: Arc<Mutex<HashSet<String>>>,
     known: Arc<Mutex<BTreeSet<String>>>,
-    sender: mpsc::UnboundedSender<String>,
+    sender: mpsc::UnboundedSender<Queued>,
+    settle: Duration,
 }
 
 impl Queue {
-    /// An empty queue and the receiving end its names come out of.
-    pub fn new() -> (Self, mpsc::UnboundedReceiver<String>) {
+    /// An empty queue whose names wait `settle` each, and the receiving end
+    /// they come out of, in the order they were queued.
+    pub fn new(settle: Duration) -> (Self, mpsc::UnboundedReceiver<Queued>) {
         let (sender, receiver) = mpsc::unbounded_channel();
         let queue = Queue {
             pending: Arc::default(),
             known: Arc::default(),
             sender,
+            settle,
         };
         (queue, receiver)
     }
@@ -180,7 +196,7 @@ impl Queue {
         lock(&self.known).insert(name.clone());
         if lock(&self.pending).insert(name.clone()) {
             // The receiver lives as long as the controller: a send fails only once it stopped.
-            let _ = self.sender.send(name);
+            let _ = self.sender.send((name, Instant::now() + self.settle));
         }
     }
 
@@ -217,7 +233,7 @@ pub async fn run(
     terms: impl Stream<Item = ()> + Send + 'static,
     stopped: impl std::future::Future<Output = ()> + Send + 'static,
 ) {
-    let (queue, mut receiver) = Queue::new();
+    let (queue, mut receiver) = Queue::new(SETTLE);
     let feeding = {
         let queue = queue.clone();
         let resync = ctx.settings.resync;
@@ -238,7 +254,9 @@ pub async fn run(
         }
     };
     let working = async {
-        while let Some(name) = receiver.recv().await {
+        // Names come out in the order queued, so each waits at most its own settle.
+        while let Some((name, due)) = receiver.recv().await {
+            tokio::time::sleep_until(due).await;
             queue.taken(&name);
             reconcile_queued(&ctx, &queue, &name).await;
         }
@@ -291,18 +309,22 @@ fn every(period: Duration) -> impl Stream<Item = ()> + Send + 'static {
 mod tests {
     use super::*;
 
+    async fn next(receiver: &mut mpsc::UnboundedReceiver<Queued>) -> Option<String> {
+        receiver.recv().await.map(|(name, _)| name)
+    }
+
     #[tokio::test]
     async fn a_name_is_queued_once_until_it_is_taken() {
-        let (queue, mut receiver) = Queue::new();
+        let (queue, mut receiver) = Queue::new(Duration::ZERO);
         queue.push("a.ops".to_owned());
         queue.push("a.ops".to_owned());
         queue.push("b.ops".to_owned());
-        assert_eq!(receiver.recv().await.as_deref(), Some("a.ops"));
-        assert_eq!(receiver.recv().await.as_deref(), Some("b.ops"));
+        assert_eq!(next(&mut receiver).await.as_deref(), Some("a.ops"));
+        assert_eq!(next(&mut receiver).await.as_deref(), Some("b.ops"));
         assert!(receiver.try_recv().is_err(), "a.ops was queued once");
         queue.taken("a.ops");
         queue.push_all();
-        assert_eq!(receiver.recv().await.as_deref(), Some("a.ops"));
+        assert_eq!(next(&mut receiver).await.as_deref(), Some("a.ops"));
         assert!(receiver.try_recv().is_err(), "b.ops is still queued");
         queue.taken("a.ops");
         queue.forget("a.ops");
@@ -311,6 +333,18 @@ mod tests {
             receiver.try_recv().is_err(),
             "a.ops is forgotten, b.ops still queued"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_name_waits_to_settle_and_changes_meanwhile_are_one_reconcile() {
+        let (queue, mut receiver) = Queue::new(SETTLE);
+        let queued_at = Instant::now();
+        queue.push("a.ops".to_owned());
+        tokio::time::advance(Duration::from_millis(300)).await;
+        queue.push("a.ops".to_owned());
+        let (name, due) = receiver.recv().await.expect("queued");
+        assert_eq!((name.as_str(), due), ("a.ops", queued_at + SETTLE));
+        assert!(receiver.try_recv().is_err(), "the second change joined the first");
     }
 
     #[test]

@@ -16,7 +16,10 @@ use kube::{
     core::{PartialObjectMeta, PartialObjectMetaExt},
     runtime::events::{Event, Recorder, Reporter},
 };
-use olm_runtime::apply::{FIELD_MANAGER_OLM, WriteError, Writer};
+use olm_runtime::{
+    apply::{FIELD_MANAGER_OLM, WriteError, Writer},
+    events::Outbox,
+};
 use serde::{Serialize, de::DeserializeOwned};
 use tokio::sync::{Mutex, OnceCell};
 
@@ -61,7 +64,7 @@ pub struct Context {
     pub writer: Writer,
     /// Settings.
     pub settings: Settings,
-    recorder: Recorder,
+    events: Outbox,
     /// The client configuration, kept to derive clients that impersonate an
     /// OperatorGroup's service account.
     config: Option<kube::Config>,
@@ -85,7 +88,7 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         Self {
-            recorder: Recorder::new(client.clone(), reporter),
+            events: Outbox::new(Recorder::new(client.clone(), reporter)),
             client,
             metrics,
             writer,
@@ -166,17 +169,13 @@ impl Context {
             .map(|_| ())
     }
 
-    /// Publishes a Kubernetes Event about `object` when this replica leads.
-    /// Failures are logged, never returned: an event is not worth failing a
-    /// reconcile for.
-    pub async fn publish<K: Resource<DynamicType = ()>>(&self, object: &K, event: Event) {
-        if !self.is_leader() {
-            return;
-        }
-        let reference = object.object_ref(&());
-        if let Err(error) = self.recorder.publish(&event, &reference).await {
-            // Typically a namespace being deleted; nothing to do about it.
-            tracing::debug!(error = &error as &dyn std::error::Error, "cannot publish event");
+    /// Publishes a Kubernetes Event about `object` when this replica leads,
+    /// in the background ([`Outbox`]): the reconcile does not wait for it,
+    /// and a failure is logged, never returned (an event is not worth failing
+    /// a reconcile for).
+    pub fn publish<K: Resource<DynamicType = ()>>(&self, object: &K, event: Event) {
+        if self.is_leader() {
+            self.events.send(event, object.object_ref(&()));
         }
     }
 

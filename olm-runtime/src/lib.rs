@@ -16,6 +16,8 @@
 //!   delete and dynamic apply, refused unless this replica leads, and counted.
 //! - [`effects`]: what a reconcile decided ([`effects::Effects`]: objects to apply, objects to
 //!   remove, the status) and [`apply::Writer::perform`], the one applier that carries it out.
+//! - [`events`]: [`events::Outbox`], Kubernetes Events published in order by a task of
+//!   their own, so that no reconcile waits for one.
 //! - [`endpoints`]: the API server endpoints the `kubernetes` EndpointSlices list.
 //! - [`live`]: [`live::LiveStores`], the shared stores the applier reads live copies from, so a
 //!   new leader sends no write for an object that is already as decided.
@@ -76,6 +78,7 @@ pub mod conditions;
 pub mod effects;
 pub mod endpoints;
 pub mod errors;
+pub mod events;
 pub mod leader;
 pub mod live;
 pub mod metrics;

@@ -226,7 +226,7 @@ pub async fn reconcile(
         tracing::info!(csv = %name, %namespace, applied = done.applied, statuses = done.statuses, removed = done.removed, "copies kept");
     }
     if decision.disabled && done.removed > 0 {
-        announce_disabled(&ctx, &csv, done.removed).await;
+        announce_disabled(&ctx, &csv, done.removed);
     }
     if decision.more {
         return Ok(Action::requeue(Duration::ZERO));
@@ -262,7 +262,7 @@ pub fn error_policy(csv: Arc<ClusterServiceVersion>, error: &Error, ctx: Arc<Con
 
 /// Tells on the original that its `deleted` copies went because copies are
 /// switched off.
-async fn announce_disabled(ctx: &Context, csv: &ClusterServiceVersion, deleted: usize) {
+fn announce_disabled(ctx: &Context, csv: &ClusterServiceVersion, deleted: usize) {
     let note = format!(
         "Copied CSVs are disabled (OLMConfig {OLM_CONFIG_NAME}): removed {deleted} copies of {}",
         csv.name_any()
@@ -276,8 +276,7 @@ async fn announce_disabled(ctx: &Context, csv: &ClusterServiceVersion, deleted: 
             action: "DeleteCopies".to_owned(),
             secondary: None,
         },
-    )
-    .await;
+    );
 }
 
 /// Deletes every copy of `csv` (from the CSV's finalizer, when the original

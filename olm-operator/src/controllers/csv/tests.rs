@@ -261,6 +261,24 @@ fn writes(api: &MockApi) -> Vec<String> {
         .collect()
 }
 
+/// Waits until `api` received `count` Events: they are published in the
+/// background, and one published late would read as a write of a later pass.
+async fn events_published(api: &MockApi, count: usize) {
+    for _ in 0..500 {
+        if api
+            .lines()
+            .iter()
+            .filter(|line| line.ends_with("/events"))
+            .count()
+            >= count
+        {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    panic!("{count} Events were not published within 5 s: {:#?}", api.lines());
+}
+
 /// One reconcile of the CSV `objects` holds, with stores of what it holds.
 async fn pass(objects: &Objects, ctx: &Arc<Context>) {
     reconcile(kept_csv(objects), ctx.clone(), stores(objects, operator_group()))
@@ -329,6 +347,7 @@ async fn a_csv_is_installed_and_then_a_right_install_gets_no_write() {
     assert_eq!(crd["spec"]["conversion"]["strategy"], "Webhook");
 
     // Everything live and stamped, the Deployment available: the status alone.
+    events_published(&api, 1).await;
     api.clear();
     pass(&objects, &ctx).await;
     assert_eq!(writes(&api), [format!("PATCH {CSV_PATH}/status")]);
@@ -336,6 +355,7 @@ async fn a_csv_is_installed_and_then_a_right_install_gets_no_write() {
     assert_eq!(status.phase, Some(CsvPhase::Succeeded), "{status:?}");
 
     // With that status too, as a new leader or a resync finds it: no write at all.
+    events_published(&api, 1).await;
     api.clear();
     pass(&objects, &ctx).await;
     let any: Vec<String> = api.lines().into_iter().filter(|line| is_write(line)).collect();

@@ -116,8 +116,7 @@ pub async fn write(
             action: phase,
             secondary: None,
         },
-    )
-    .await;
+    );
     Ok(())
 }
 

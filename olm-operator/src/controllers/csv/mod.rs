@@ -3,7 +3,8 @@
 //! Each reconcile runs under a finalizer (so that cluster-scoped objects are
 //! removed on delete, see [`cleanup`]) and has three steps:
 //!
-//! 1. *Read* ([`read_and_validate`]), writing nothing: [`dereference`] reads
+//! 1. *Read* ([`read_and_validate`], while the finalizer is added to a new
+//!    CSV, as neither needs the other), writing nothing: [`dereference`] reads
 //!    what the CSV refers to (OperatorGroups, CSVs, Subscriptions and
 //!    OperatorConditions from the shared [`Stores`]; the few CRDs it names,
 //!    its Deployments and ServiceAccounts, discovery and the API server's
@@ -12,7 +13,8 @@
 //! 2. *Decide* ([`phase::decide_ahead`], pure): the status and what to do:
 //!    settle, install, or delete a replaced CSV.
 //! 3. *Apply*: the OperatorCondition ([`operator_condition::ensure`]) and the
-//!    OperatorGroup annotations ([`update_status::annotate`]); for an install,
+//!    OperatorGroup annotations ([`update_status::annotate`]), and beside
+//!    them, independent of them, what was decided; for an install,
 //!    [`build`] (pure) → [`overrides`] (pure) → [`serving`] (certificates,
 //!    webhooks and APIServices of the Deployments that serve them) →
 //!    [`apply`] (server-side apply and prune); then [`decide::record`]
@@ -224,10 +226,15 @@ pub async fn reconcile(
     let namespace = csv.namespace().ok_or(Error::NoNamespace)?;
     let api: Api<ClusterServiceVersion> = Api::namespaced(ctx.client.clone(), &namespace);
     let result = async {
-        let csv = with_finalizer(&api, csv).await?;
+        // The reads need no finalizer: both at once. The writes wait for it.
+        let (csv, read) = futures::join!(
+            with_finalizer(&api, csv.clone()),
+            read_unless_deleted(&ctx, &stores, &csv)
+        );
+        let csv = csv?;
         finalizer(&api, FINALIZER, csv, |event| async {
             match event {
-                finalizer::Event::Apply(csv) => install(&ctx, &stores, &api, &csv).await,
+                finalizer::Event::Apply(csv) => install(&ctx, &stores, &api, &csv, read).await,
                 finalizer::Event::Cleanup(csv) => {
                     crate::controllers::copiedcsv::delete_all(&ctx, &stores.copies, &csv)
                         .await
@@ -276,15 +283,34 @@ async fn with_finalizer(
         .map_err(finalizer::Error::AddFinalizer)
 }
 
-/// The steps for a CSV that is not being deleted: read and validate, decide
-/// the phase, perform the decision, then write the status it leads to.
+/// What [`read_and_validate`] gives for a CSV that is not being deleted;
+/// `None` for one that is (its cleanup reads what it needs).
+type Read = Option<Result<(dereference::Dereferenced, validate::Validation), Error>>;
+
+async fn read_unless_deleted(ctx: &Context, stores: &Stores, csv: &ClusterServiceVersion) -> Read {
+    if csv.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    Some(read_and_validate(ctx, stores, csv).await)
+}
+
+/// The steps for a CSV that is not being deleted, after `read` (read and
+/// validate): decide the phase, perform the decision, then write the status
+/// it leads to.
 async fn install(
     ctx: &Context,
     stores: &Stores,
     api: &Api<ClusterServiceVersion>,
     csv: &ClusterServiceVersion,
+    read: Read,
 ) -> Result<Action, Error> {
-    let (found, validation) = read_and_validate(ctx, stores, csv).await?;
+    let read = match read {
+        Some(read) => read,
+        // Not read as being deleted, yet applied: cannot happen (a deletion
+        // timestamp stays once set); read now rather than fail.
+        None => read_and_validate(ctx, stores, csv).await,
+    };
+    let (found, validation) = read?;
     let facts = Facts {
         validation: &validation,
         replacement: found.replacement.as_ref(),
@@ -301,32 +327,35 @@ async fn install(
         ctx,
         live: &live_copies,
     };
-    keep_companions(applier, stores, csv, &validation).await?;
-    let outcome = match decision {
-        Decision::DeleteSelf => {
-            tracing::info!(csv = %csv.name_any(), "deleting a replaced ClusterServiceVersion");
-            ctx.delete(api, &csv.name_any())
-                .await
-                .map_err(Error::DeleteReplaced)?;
-            return Ok(Action::await_change());
-        }
-        Decision::Settle(transition) => Outcome {
-            transition,
-            ..Outcome::default()
-        },
-        Decision::Install if csv.spec.install.machine().is_some() => {
-            install_on_machines(ctx, stores, csv, &found, &status, now).await?
-        }
-        Decision::Install => {
-            let Some(outcome) = install_deployments(applier, csv, &found, &validation, &status, now).await?
-            else {
-                // decide() installs only with a membership and a valid strategy.
-                return Ok(Action::await_change());
-            };
-            outcome
+    // The companions and the decision's work are independent: both at once.
+    let work = async {
+        match decision {
+            Decision::DeleteSelf => {
+                tracing::info!(csv = %csv.name_any(), "deleting a replaced ClusterServiceVersion");
+                ctx.delete(api, &csv.name_any())
+                    .await
+                    .map_err(Error::DeleteReplaced)?;
+                Ok(None)
+            }
+            Decision::Settle(transition) => Ok(Some(Outcome {
+                transition,
+                ..Outcome::default()
+            })),
+            Decision::Install if csv.spec.install.machine().is_some() => {
+                install_on_machines(ctx, stores, csv, &found, &status, now)
+                    .await
+                    .map(Some)
+            }
+            // decide() installs only with a membership and a valid strategy
+            // (`None` otherwise).
+            Decision::Install => install_deployments(applier, csv, &found, &validation, &status, now).await,
         }
     };
-    record(ctx, api, csv, &status, &validation, outcome, now).await
+    let ((), outcome) = futures::try_join!(keep_companions(applier, stores, csv, &validation), work)?;
+    match outcome {
+        Some(outcome) => record(ctx, api, csv, &status, &validation, outcome, now).await,
+        None => Ok(Action::await_change()),
+    }
 }
 
 /// Reads what the CSV refers to and validates it: the APIServices and

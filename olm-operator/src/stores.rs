@@ -99,15 +99,16 @@ impl Stores {
 /// requirements) and MachinePool (of machine CSVs), and the live copies of
 /// the objects CSV installs write, so that the CSV reconcile skips those
 /// already as desired ([`InstallStores::live`]): the
-/// Deployments, ServiceAccounts and RBAC labelled `olm.owner.kind=
-/// ClusterServiceVersion`, and the Roles and RoleBindings labelled
-/// `olm.managed=true` of the OperatorConditions, as metadata trimmed by
-/// [`trim_install_object`]; and every OperatorCondition, whole (small, and
-/// their spec and status are read).
+/// Deployments (with their status, [`trim_deployment`]), ServiceAccounts and
+/// RBAC labelled `olm.owner.kind=ClusterServiceVersion`, and the Roles and
+/// RoleBindings labelled `olm.managed=true` of the OperatorConditions, as
+/// metadata trimmed by [`trim_install_object`]; and every OperatorCondition,
+/// whole (small, and their spec and status are read).
 #[derive(Clone)]
 pub struct InstallStores {
-    /// The Deployments of CSVs, as metadata.
-    pub deployments: Cache<PartialObjectMeta<Deployment>>,
+    /// The Deployments of CSVs, trimmed ([`trim_deployment`]): metadata,
+    /// replicas and status.
+    pub deployments: Cache<Deployment>,
     /// The ServiceAccounts of CSVs, as metadata.
     pub service_accounts: Cache<PartialObjectMeta<ServiceAccount>>,
     /// The Roles of CSVs, as metadata.
@@ -341,11 +342,27 @@ impl std::fmt::Debug for InstallLive {
 /// writers own ([`crate::fields::keep_foreign_fields`]) instead of its
 /// managed fields.
 pub fn trim_install_object<K>(object: &mut PartialObjectMeta<K>) {
-    let meta = &mut object.metadata;
+    trim_install_meta(&mut object.metadata);
+}
+
+fn trim_install_meta(meta: &mut ObjectMeta) {
     if let Some(annotations) = meta.annotations.as_mut() {
         annotations.retain(|key, _| key == DESIRED_HASH);
     }
     crate::fields::keep_foreign_fields(meta);
+}
+
+/// Keeps of a Deployment a CSV install writes what the CSV controller reads:
+/// its metadata as [`trim_install_object`] keeps it, its replicas and its
+/// status (whether it is rolled out and available, [`deployment_health`]),
+/// not its pod template.
+///
+/// [`deployment_health`]: crate::controllers::csv::phase::deployment_health
+pub fn trim_deployment(deployment: &mut Deployment) {
+    trim_install_meta(&mut deployment.metadata);
+    if let Some(spec) = deployment.spec.as_mut() {
+        spec.template = Default::default();
+    }
 }
 
 /// The stores the MachinePool reconcile reads. The objects it makes for its
@@ -479,6 +496,34 @@ mod tests {
                 .is_empty(),
             "no store of the kind: nothing"
         );
+    }
+
+    #[test]
+    fn a_trimmed_deployment_keeps_what_its_health_and_the_applier_read() {
+        let mut deployment: Deployment = serde_json::from_value(serde_json::json!({
+            "metadata": {
+                "name": "web", "namespace": "ops", "generation": 3,
+                "labels": {"olm.owner.kind": "ClusterServiceVersion"},
+                "annotations": {DESIRED_HASH: "abc", "deployment.kubernetes.io/revision": "3"},
+            },
+            "spec": {
+                "replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                "template": {"metadata": {"labels": {"app": "web"}},
+                             "spec": {"containers": [{"name": "web", "image": "web:1"}]}},
+            },
+            "status": {"observedGeneration": 3, "replicas": 2, "availableReplicas": 2},
+        }))
+        .expect("a Deployment");
+        trim_deployment(&mut deployment);
+        let annotations = deployment.metadata.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations.keys().collect::<Vec<_>>(), [DESIRED_HASH]);
+        assert_eq!(deployment.metadata.generation, Some(3));
+        assert!(deployment.metadata.labels.is_some());
+        let spec = deployment.spec.as_ref().expect("a spec");
+        assert_eq!(spec.replicas, Some(2));
+        assert_eq!(spec.template, Default::default(), "no pod template");
+        let status = deployment.status.as_ref().expect("a status");
+        assert_eq!(status.available_replicas, Some(2));
     }
 
     #[test]

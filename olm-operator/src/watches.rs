@@ -14,7 +14,8 @@
 //! | OperatorConditions | store ([`InstallStores`]): the applier's live copies; the replaced CSV's is read by the reconcile | the CSV of the same name and those replacing it ([`csv::operator_condition::concerned_csvs`]) | - |
 //! | APIServices | store without `caBundle`, managed fields as foreign paths ([`InstallStores`]): the requirements read it, and the applier's live copies | [`csv::apiservices::naming_api_service`] | - |
 //! | MachinePools | store ([`InstallStores`]): the requirements of machine CSVs read it; the MachinePool controller reconciles from it | - | - |
-//! | Deployments, ServiceAccounts, RBAC labelled `olm.owner.kind=ClusterServiceVersion`, and Roles and RoleBindings labelled `olm.managed=true` (of OperatorConditions), metadata only | store ([`InstallStores`], [`crate::stores::trim_install_object`]): the applier's live copies | owner references; [`csv::labelled_owner`] | - |
+//! | Deployments labelled `olm.owner.kind=ClusterServiceVersion`, metadata, replicas and status | store ([`InstallStores`], [`crate::stores::trim_deployment`]): the applier's live copies and the CSV's health check | owner references | - |
+//! | ServiceAccounts, RBAC labelled `olm.owner.kind=ClusterServiceVersion`, and Roles and RoleBindings labelled `olm.managed=true` (of OperatorConditions), metadata only | store ([`InstallStores`], [`crate::stores::trim_install_object`]): the applier's live copies | owner references; [`csv::labelled_owner`] | - |
 //! | Secrets, Services, webhook configurations labelled `olm.owner.kind=ClusterServiceVersion`, metadata only | store ([`InstallStores`], [`crate::stores::trim_install_object`]): the applier's live copies | [`csv::labelled_owner`] | - |
 //! | Machines | store (no managed fields), shared with the MachinePool controller | [`csv::machine::of_pool`] | - |
 //! | Copied CSVs (`olm.copiedFrom`), listed 50 at a time | store: trimmed to metadata and status ([`copiedcsv::trim`]); the finalizer reads it | - | - |
@@ -102,7 +103,7 @@ use crate::{
         csv::{self, build::OWNER_KIND},
         machinepool, operator, operatorgroup,
     },
-    stores::{Cache, InstallStores, PoolStores, Stores, trim_install_object},
+    stores::{Cache, InstallStores, PoolStores, Stores, trim_deployment, trim_install_object},
 };
 
 /// How many copied CSVs one list request of the copies' watch asks for (the
@@ -151,7 +152,7 @@ struct Shared {
 /// triggers the CSV that owns the object, and its store tells the applier
 /// which objects are already as desired.
 struct InstallObjects {
-    deployments: Reflector<PartialObjectMeta<Deployment>>,
+    deployments: Reflector<Deployment>,
     service_accounts: Reflector<PartialObjectMeta<ServiceAccount>>,
     roles: Reflector<PartialObjectMeta<Role>>,
     role_bindings: Reflector<PartialObjectMeta<RoleBinding>>,
@@ -198,7 +199,12 @@ impl InstallObjects {
         let owned = format!("{}={OWNER_KIND}", labels::OWNER_KIND);
         let managed = format!("{}=true", csv::operator_condition::OLM_MANAGED);
         Self {
-            deployments: labelled(parts, &owned),
+            deployments: parts
+                .reflector(
+                    Api::all(parts.client.clone()),
+                    watcher::Config::default().labels(&owned),
+                )
+                .modify_with_managed_fields(trim_deployment),
             service_accounts: labelled(parts, &owned),
             roles: labelled(parts, &owned),
             role_bindings: labelled(parts, &owned),

@@ -42,9 +42,11 @@ pub struct Dereferenced {
     /// The owned and required CRDs that exist, by name, each holding only what
     /// the requirement checks read ([`super::crd_summary`]).
     pub crds: BTreeMap<String, CustomResourceDefinition>,
-    /// The service accounts of the strategy that exist, by name.
+    /// The service accounts of the strategy that exist, by name (only their
+    /// metadata, when they come from the store).
     pub service_accounts: BTreeMap<String, ServiceAccount>,
-    /// The Deployments of the strategy that exist, by name.
+    /// The Deployments of the strategy that exist, by name (without their pod
+    /// template, when they come from the store).
     pub deployments: BTreeMap<String, Deployment>,
     /// The names of every CSV in the namespace.
     pub namespace_csvs: BTreeSet<String>,
@@ -94,7 +96,8 @@ pub enum Error {
 }
 
 /// Reads what `csv` refers to: the OperatorGroups, CSVs and Subscriptions of
-/// its namespace from the shared `stores` (synced), the rest from the API server.
+/// its namespace, and its Deployments and ServiceAccounts labelled for a CSV,
+/// from the shared `stores` (synced), the rest from the API server.
 pub async fn dereference(
     ctx: &Context,
     stores: &Stores,
@@ -125,15 +128,31 @@ pub async fn dereference(
         super::overrides::config_for(subscriptions.iter().map(AsRef::as_ref), &csv.name_any());
 
     // The live reads are independent: all of them at once, one round trip.
-    let accounts = &Api::<ServiceAccount>::namespaced(client.clone(), &namespace);
-    let deployment_api = &Api::<Deployment>::namespaced(client.clone(), &namespace);
+    // A Deployment or ServiceAccount labelled for a CSV is in the stores; one
+    // that is not (not made yet, or made by someone else, whose owner decides
+    // whether it may be adopted) is read live.
+    let installs = &stores.installs;
+    let namespace = namespace.as_str();
+    let accounts = &Api::<ServiceAccount>::namespaced(client.clone(), namespace);
+    let deployment_api = &Api::<Deployment>::namespaced(client.clone(), namespace);
     let (crds, service_accounts, deployments, served_kinds) = futures::try_join!(
         read_each(crd_names(csv), |name| crd(&client, name)),
         read_each(service_account_names(csv), |name| async move {
-            get(accounts, &name, "ServiceAccount").await
+            let key = ObjectRef::new(&name).within(namespace);
+            match installs.service_accounts.store.get(&key) {
+                Some(stored) => Ok(Some(ServiceAccount {
+                    metadata: stored.metadata.clone(),
+                    ..ServiceAccount::default()
+                })),
+                None => get(accounts, &name, "ServiceAccount").await,
+            }
         }),
         read_each(deployment_names(csv), |name| async move {
-            get(deployment_api, &name, "Deployment").await
+            let key = ObjectRef::new(&name).within(namespace);
+            match installs.deployments.store.get(&key) {
+                Some(stored) => Ok(Some(stored.as_ref().clone())),
+                None => get(deployment_api, &name, "Deployment").await,
+            }
         }),
         read_each(native_group_versions(csv), |group_version| async move {
             discover(ctx, &group_version).await.map(Some)

@@ -6,10 +6,11 @@
 //! 1. *Read* ([`read_and_validate`], while the finalizer is added to a new
 //!    CSV, as neither needs the other), writing nothing: [`dereference`] reads
 //!    what the CSV refers to (OperatorGroups, CSVs, Subscriptions and
-//!    OperatorConditions from the shared [`Stores`]; the few CRDs it names,
-//!    its Deployments and ServiceAccounts, discovery and the API server's
-//!    version from the API server), [`validate`] checks it (pure), and the
-//!    APIServices and machine hooks it requires join its requirements.
+//!    OperatorConditions, and its Deployments and ServiceAccounts once
+//!    labelled, from the shared [`Stores`]; the few CRDs it names, discovery
+//!    and the API server's version from the API server), [`validate`] checks
+//!    it (pure), and the APIServices and machine hooks it requires join its
+//!    requirements.
 //! 2. *Decide* ([`phase::decide_ahead`], pure): the status and what to do:
 //!    settle, install, or delete a replaced CSV.
 //! 3. *Apply*: the OperatorCondition ([`operator_condition::ensure`]) and the
@@ -41,7 +42,9 @@
 //! typed calls of its own rather than one [`olm_runtime::effects::Effects`]
 //! performed by the one applier; and the read step still GETs the CRDs it
 //! names (their schemas are too large to keep), its Deployments and
-//! ServiceAccounts (their status and owners), the certificate Secrets of
+//! ServiceAccounts when no store holds them (not made yet, or not labelled
+//! for a CSV: their owner decides whether they may be adopted), the
+//! certificate Secrets of
 //! serving Deployments (their keys), an APIService it is about to write (who
 //! holds it, [`serving`]), the hooks ConfigMap of a machine CSV
 //! ([`machine::requirements`]) and discovery.

@@ -127,10 +127,14 @@ pub async fn reconcile(
         ctx.state.reset();
         return Ok(Action::await_change());
     }
-    adopt::adopt(shared, &subscription).await?;
-    let lock = ctx.state.namespace_lock(&namespace);
-    let _guard = lock.lock().await;
-    match sync_namespace(&ctx, &namespace).await? {
+    // The label and the sync are independent: both at once.
+    let sync = async {
+        let lock = ctx.state.namespace_lock(&namespace);
+        let _guard = lock.lock().await;
+        sync_namespace(&ctx, &namespace).await
+    };
+    let ((), synced) = futures::try_join!(adopt::adopt(shared, &subscription), sync)?;
+    match synced {
         Some(action) => Ok(action),
         None => Ok(Action::requeue(shared.options.resync_interval)),
     }

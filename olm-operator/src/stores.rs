@@ -37,7 +37,10 @@ use olm_runtime::{
     live::LiveStores,
 };
 
-use crate::fields::{Key, LiveCopies, Path};
+use crate::{
+    controllers::csv::crd_summary::CrdSummary,
+    fields::{Key, LiveCopies, Path},
+};
 
 pub use olm_runtime::reflector::Synced;
 
@@ -130,6 +133,8 @@ pub struct InstallStores {
     pub api_services: Cache<APIService>,
     /// Every MachinePool (shared with the MachinePool controller).
     pub machine_pools: Cache<MachinePool>,
+    /// Every CRD, summed up: no schemas ([`CrdSummary`]).
+    pub crds: Cache<CrdSummary>,
     /// The certificate Secrets of CSVs, as metadata.
     pub secrets: Cache<PartialObjectMeta<Secret>>,
     /// The Services of CSVs' serving Deployments, as metadata.
@@ -154,6 +159,7 @@ impl InstallStores {
             && self.operator_conditions.synced.get()
             && self.api_services.synced.get()
             && self.machine_pools.synced.get()
+            && self.crds.synced.get()
             && self.secrets.synced.get()
             && self.services.synced.get()
             && self.validating_webhooks.synced.get()
@@ -225,6 +231,7 @@ impl InstallStores {
             operator_conditions: Cache::listed([]),
             api_services: Cache::listed([]),
             machine_pools: Cache::listed([]),
+            crds: Cache::listed([]),
             secrets: Cache::listed([]),
             services: Cache::listed([]),
             validating_webhooks: Cache::listed([]),

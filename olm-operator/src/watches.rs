@@ -9,7 +9,7 @@
 //! | ClusterServiceVersions | store (no managed fields) | its objects; [`csv::upgrade_neighbours`] | [`operatorgroup::in_namespace`]; read by the reconcile |
 //! | OperatorGroups | store (no managed fields) | [`csv::in_namespace`] | its objects; the other groups of the namespace; read by the reconcile |
 //! | Namespaces, metadata only | store of names and labels | - | [`operatorgroup::selecting`]; read by the reconcile |
-//! | CRDs, metadata only | nothing | [`csv::naming_crd`] | - |
+//! | CRDs, summed up without their schemas ([`CrdSummary`]), listed 20 at a time | store ([`InstallStores`]): the CSV reconcile's requirement checks | [`csv::naming_crd`] (not for a change of labels alone) | - |
 //! | Subscriptions | store: spec, `installedCSV` and `currentCSV` ([`crate::stores::trim_subscription`]); read by the reconcile | the CSV its `status.installedCSV` names ([`csv::overrides::installed_csv`]): its config reaches the Deployments; for machine CSVs also its current CSV ([`csv::machine::of_subscription`]) | - |
 //! | OperatorConditions | store ([`InstallStores`]): the applier's live copies; the replaced CSV's is read by the reconcile | the CSV of the same name and those replacing it ([`csv::operator_condition::concerned_csvs`]) | - |
 //! | APIServices | store without `caBundle`, managed fields as foreign paths ([`InstallStores`]): the requirements read it, and the applier's live copies | [`csv::apiservices::naming_api_service`] | - |
@@ -48,10 +48,11 @@
 //! decide which pools it belongs to), and the `kubernetes` EndpointSlices of
 //! `default` (→ every pool).
 //!
-//! CRDs are watched as metadata: a change (its `Established` condition
-//! included) only says which CSVs to look at again, and the CSV reconcile
-//! reads the few CRDs it names when it runs ([`csv::dereference`]), so no CRD
-//! schema, often hundreds of kilobytes each, stays in memory. Namespaces are
+//! CRDs are watched as summaries ([`CrdSummary`]: name, uid, served versions,
+//! conversion, conditions), parsed skipping the rest, so that no CRD schema,
+//! often hundreds of kilobytes each, stays in memory; the CSV reconcile reads
+//! the CRDs it names from that store, and live only those the store does not
+//! show as it needs them ([`csv::dereference`]). Namespaces are
 //! kept as names and labels only, which is all a selector reads, so that a
 //! cluster of thousands of namespaces costs little memory.
 //!
@@ -77,11 +78,10 @@ use k8s_openapi::{
         discovery::v1::EndpointSlice,
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
-    apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     kube_aggregator::pkg::apis::apiregistration::v1::APIService,
 };
 use kube::{
-    Api, Client, Resource, ResourceExt,
+    Api, Resource, ResourceExt,
     api::DynamicObject,
     core::PartialObjectMeta,
     runtime::{Controller, WatchStreamExt, reflector::Store, watcher},
@@ -100,7 +100,7 @@ use crate::{
     context::Context,
     controllers::{
         copiedcsv,
-        csv::{self, build::OWNER_KIND},
+        csv::{self, build::OWNER_KIND, crd_summary::CrdSummary},
         machinepool, operator, operatorgroup,
     },
     stores::{Cache, InstallStores, PoolStores, Stores, trim_deployment, trim_install_object},
@@ -111,6 +111,10 @@ use crate::{
 /// `hack/bench-copies.sh` (release build): 59-62 MiB with pages of 500, 42 MiB
 /// with 100, 39.5 MiB with 50, 39 MiB with 20 (and a slower start).
 const COPIES_PAGE: u32 = 50;
+
+/// How many CRDs one list request of the CRDs' watch asks for: each is read
+/// whole (schemas of hundreds of kilobytes) before it is summed up.
+const CRDS_PAGE: u32 = 20;
 
 /// Runs the controllers with `ctx` until the shutdown signal of `parts`
 /// (reconciles in flight finish first). Every shared watch and every
@@ -163,6 +167,7 @@ struct InstallObjects {
     operator_conditions: Reflector<OperatorCondition>,
     api_services: Reflector<APIService>,
     machine_pools: Reflector<MachinePool>,
+    crds: Reflector<CrdSummary>,
     serving: ServingObjects,
 }
 
@@ -228,6 +233,12 @@ impl InstallObjects {
                     crate::fields::keep_foreign_fields(&mut service.metadata);
                 }),
             machine_pools: parts.reflector(Api::all(parts.client.clone()), watcher::Config::default()),
+            // Summaries (no schemas), listed a few at a time: a page of whole
+            // CRDs is read before it is summed up.
+            crds: parts.reflector(
+                Api::all(parts.client.clone()),
+                watcher::Config::default().page_size(CRDS_PAGE),
+            ),
             serving: ServingObjects {
                 secrets: labelled(parts, &owned),
                 services: labelled(parts, &owned),
@@ -251,6 +262,7 @@ impl InstallObjects {
             operator_conditions: cache(&self.operator_conditions),
             api_services: cache(&self.api_services),
             machine_pools: cache(&self.machine_pools),
+            crds: cache(&self.crds),
             secrets: cache(&self.serving.secrets),
             services: cache(&self.serving.services),
             validating_webhooks: cache(&self.serving.validating_webhooks),
@@ -277,7 +289,7 @@ impl InstallObjects {
                 self.operator_conditions.run(),
             ),
             futures::future::join(
-                futures::future::join(self.api_services.run(), self.machine_pools.run()),
+                futures::future::join3(self.api_services.run(), self.machine_pools.run(), self.crds.run()),
                 futures::future::join4(
                     self.serving.secrets.run(),
                     self.serving.services.run(),
@@ -454,11 +466,10 @@ fn csv_controller(
     shared: &mut Shared,
     stores: Stores,
 ) -> impl std::future::Future<Output = ()> + Send + 'static {
-    let client = ctx.client.clone();
     let store = shared.csvs.store();
     let controller = parts.controller(&shared.csvs);
     let controller = watch_csv_children(controller, &shared.install_objects);
-    let controller = watch_csv_requirements(controller, &client, &store, shared);
+    let controller = watch_csv_requirements(controller, &store, shared);
     let controller = watch_csv_neighbours(controller, &store, shared);
     let metrics = ctx.metrics.clone();
     controller
@@ -519,14 +530,13 @@ fn watch_csv_children(
 /// it provides.
 fn watch_csv_requirements(
     controller: Controller<ClusterServiceVersion>,
-    client: &Client,
     store: &Store<ClusterServiceVersion>,
     shared: &Shared,
 ) -> Controller<ClusterServiceVersion> {
     let (by_crd, by_subscription) = (store.clone(), store.clone());
     let (by_condition, by_api_service) = (store.clone(), store.clone());
     controller
-        .watches_stream(crd_changes(client), move |crd| {
+        .watches_shared_stream(crd_changes(&shared.install_objects.crds), move |crd| {
             csv::naming_crd(&by_crd, &crd.name_any())
         })
         .watches_shared_stream(shared.subscriptions.subscribe(), move |subscription| {
@@ -761,45 +771,21 @@ fn operator_controller(
     operator::run(ctx, stream::select_all(names), terms, stopped)
 }
 
-/// Every change of the objects `api` reaches, retried with backoff.
-fn touched<K>(api: Api<K>) -> impl Stream<Item = watcher::Result<K>> + Send + 'static
-where
-    K: Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    watcher(api, watcher::Config::default())
-        .backoff(TriggerBackoff::default())
-        .touched_objects()
-}
-
-/// Every change of the objects of kind `K`, as metadata.
-fn metadata<K>(client: &Client) -> impl Stream<Item = watcher::Result<PartialObjectMeta<K>>> + Send + 'static
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    touched(Api::<PartialObjectMeta<K>>::all(client.clone()))
-}
-
-/// The changes of CRDs a CSV can see, as metadata: a write that changed only
-/// a CRD's labels or annotations is left out ([`labels_only`]). Each install
+/// The changes of CRDs a CSV can see, as summaries ([`CrdSummary`]): a
+/// write that changed only a CRD's labels or annotations is left out
+/// ([`labels_only`]). Each install
 /// of an operator labels the CRDs it shares with the installs in other
 /// namespaces, and hearing it woke every CSV naming them, all at once, ahead
 /// of the new install's CSVs. A CSV reads of a CRD only its spec (versions,
 /// conversion: a change moves its generation), conditions and uid.
-fn crd_changes(
-    client: &Client,
-) -> impl Stream<Item = watcher::Result<PartialObjectMeta<CustomResourceDefinition>>> + Send + 'static {
+fn crd_changes(crds: &Reflector<CrdSummary>) -> impl Stream<Item = Arc<CrdSummary>> + Send + 'static {
     let mut seen = std::collections::HashMap::new();
-    metadata::<CustomResourceDefinition>(client).filter(move |change| {
-        let keep = match change {
-            Ok(crd) => {
-                let key = (crd.name_any(), crd.uid());
-                let now = CrdLook::of(&crd.metadata);
-                !seen
-                    .insert(key, now)
-                    .is_some_and(|before| labels_only(&before, &now))
-            }
-            Err(_) => true,
-        };
+    crds.subscribe().filter(move |crd| {
+        let key = (crd.name_any(), crd.uid());
+        let now = CrdLook::of(crd.meta());
+        let keep = !seen
+            .insert(key, now)
+            .is_some_and(|before| labels_only(&before, &now));
         std::future::ready(keep)
     })
 }

@@ -7,10 +7,15 @@
 //! schema is often hundreds of kilobytes; parsed into
 //! [`CustomResourceDefinition`] it becomes thousands of small allocations made
 //! and dropped on every reconcile, which the allocator keeps as resident memory.
-//! [`get`] parses the response into the few fields read and skips the rest
-//! while parsing.
+//! A [`CrdSummary`] is a CRD parsed into the few fields read, skipping the rest
+//! while parsing: what the shared store of CRDs holds
+//! ([`crate::stores::InstallStores::crds`]), and what [`get`] reads when
+//! the store does not hold a CRD as the CSV needs it ([`CrdSummary::serves`]).
+
+use std::borrow::Cow;
 
 use k8s_openapi::{
+    ClusterResourceScope,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::{
         CustomResourceConversion, CustomResourceDefinition, CustomResourceDefinitionCondition,
         CustomResourceDefinitionSpec, CustomResourceDefinitionStatus, CustomResourceDefinitionVersion,
@@ -24,24 +29,19 @@ use kube::{
 };
 use serde::Deserialize;
 
-/// The fields of a CRD that the requirement checks read.
-#[derive(Debug, Default, Deserialize, PartialEq)]
-struct Summary {
+/// The fields of a CRD that the requirement checks read; a [`Resource`], so
+/// that CRDs can be watched and stored as summaries.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+pub struct CrdSummary {
     #[serde(default)]
-    metadata: SummaryMeta,
+    metadata: ObjectMeta,
     #[serde(default)]
     spec: SummarySpec,
     #[serde(default)]
     status: SummaryStatus,
 }
 
-#[derive(Debug, Default, Deserialize, PartialEq)]
-struct SummaryMeta {
-    name: Option<String>,
-    uid: Option<String>,
-}
-
-#[derive(Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 struct SummarySpec {
     #[serde(default)]
     versions: Vec<SummaryVersion>,
@@ -50,58 +50,98 @@ struct SummarySpec {
     conversion: Option<CustomResourceConversion>,
 }
 
-#[derive(Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 struct SummaryVersion {
     name: String,
     #[serde(default)]
     served: bool,
 }
 
-#[derive(Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 struct SummaryStatus {
     #[serde(default)]
     conditions: Vec<SummaryCondition>,
 }
 
-#[derive(Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 struct SummaryCondition {
     #[serde(rename = "type")]
     type_: String,
     status: String,
 }
 
-impl Summary {
+impl Resource for CrdSummary {
+    type DynamicType = ();
+    type Scope = ClusterResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        CustomResourceDefinition::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        CustomResourceDefinition::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        CustomResourceDefinition::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        CustomResourceDefinition::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl CrdSummary {
+    /// Whether the CRD is Established, its names accepted, and serves every
+    /// one of `versions`: all a CSV asks of a CRD it owns or requires (a
+    /// store's copy that is not is read again live, as the store may lag
+    /// behind a CRD just made or changed).
+    pub fn serves<'a>(&self, mut versions: impl Iterator<Item = &'a str>) -> bool {
+        let condition_true = |kind: &str| {
+            self.status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == kind && c.status == "True")
+        };
+        condition_true("Established")
+            && condition_true("NamesAccepted")
+            && versions.all(|wanted| self.spec.versions.iter().any(|v| v.name == wanted && v.served))
+    }
+
     /// A CRD that carries only the summarised fields (name, uid, the versions'
     /// names and `served`, the conversion, the conditions' types and statuses).
-    fn into_crd(self) -> CustomResourceDefinition {
+    pub fn to_crd(&self) -> CustomResourceDefinition {
         CustomResourceDefinition {
             metadata: ObjectMeta {
-                name: self.metadata.name,
-                uid: self.metadata.uid,
+                name: self.metadata.name.clone(),
+                uid: self.metadata.uid.clone(),
                 ..ObjectMeta::default()
             },
             spec: CustomResourceDefinitionSpec {
                 versions: self
                     .spec
                     .versions
-                    .into_iter()
+                    .iter()
                     .map(|version| CustomResourceDefinitionVersion {
-                        name: version.name,
+                        name: version.name.clone(),
                         served: version.served,
                         ..CustomResourceDefinitionVersion::default()
                     })
                     .collect(),
-                conversion: self.spec.conversion,
+                conversion: self.spec.conversion.clone(),
                 ..CustomResourceDefinitionSpec::default()
             },
             status: Some(CustomResourceDefinitionStatus {
                 conditions: Some(
                     self.status
                         .conditions
-                        .into_iter()
+                        .iter()
                         .map(|condition| CustomResourceDefinitionCondition {
-                            type_: condition.type_,
-                            status: condition.status,
+                            type_: condition.type_.clone(),
+                            status: condition.status.clone(),
                             ..CustomResourceDefinitionCondition::default()
                         })
                         .collect(),
@@ -118,8 +158,8 @@ pub async fn get(client: &Client, name: &str) -> Result<Option<CustomResourceDef
     let request = Request::new(CustomResourceDefinition::url_path(&(), None))
         .get(name, &GetParams::default())
         .map_err(kube::Error::BuildRequest)?;
-    match client.request::<Summary>(request).await {
-        Ok(summary) => Ok(Some(summary.into_crd())),
+    match client.request::<CrdSummary>(request).await {
+        Ok(summary) => Ok(Some(summary.to_crd())),
         Err(kube::Error::Api(status)) if status.is_not_found() => Ok(None),
         Err(error) => Err(error),
     }
@@ -131,7 +171,7 @@ mod tests {
 
     #[test]
     fn a_summary_keeps_what_the_requirement_checks_read_and_skips_the_schema() {
-        let summary: Summary = serde_json::from_value(serde_json::json!({
+        let summary: CrdSummary = serde_json::from_value(serde_json::json!({
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "CustomResourceDefinition",
             "metadata": {"name": "etcds.example.com", "uid": "u-1", "managedFields": [{"manager": "x"}]},
@@ -152,9 +192,14 @@ mod tests {
             ], "storedVersions": ["v1"]}
         }))
         .expect("a CRD");
-        let crd = summary.into_crd();
+        let crd = summary.to_crd();
         assert_eq!(crd.metadata.name.as_deref(), Some("etcds.example.com"));
         assert_eq!(crd.metadata.uid.as_deref(), Some("u-1"));
+        assert!(summary.serves(["v1"].into_iter()));
+        assert!(
+            !summary.serves(["v1", "v1beta1"].into_iter()),
+            "v1beta1 is not served"
+        );
         let versions: Vec<(&str, bool)> = crd
             .spec
             .versions
@@ -178,12 +223,13 @@ mod tests {
 
     #[test]
     fn a_crd_without_status_has_no_conditions() {
-        let summary: Summary = serde_json::from_value(serde_json::json!({
+        let summary: CrdSummary = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "etcds.example.com"},
             "spec": {"versions": [{"name": "v1", "served": true}]}
         }))
         .expect("a CRD");
-        let crd = summary.into_crd();
+        let crd = summary.to_crd();
         assert_eq!(crd.status.and_then(|s| s.conditions), Some(Vec::new()));
+        assert!(!summary.serves(std::iter::empty()), "not Established");
     }
 }

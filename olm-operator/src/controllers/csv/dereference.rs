@@ -22,7 +22,7 @@ use olm_api::{
 
 use crate::{
     context::Context,
-    stores::{Stores, in_namespace},
+    stores::{InstallStores, Stores, in_namespace},
 };
 
 /// Another CSV of the namespace, as far as the upgrade chain cares.
@@ -136,7 +136,12 @@ pub async fn dereference(
     let accounts = &Api::<ServiceAccount>::namespaced(client.clone(), namespace);
     let deployment_api = &Api::<Deployment>::namespaced(client.clone(), namespace);
     let (crds, service_accounts, deployments, served_kinds) = futures::try_join!(
-        read_each(crd_names(csv), |name| crd(&client, name)),
+        read_each(crd_names(csv), |name| async {
+            match stored_crd(installs, csv, &name) {
+                Some(stored) => Ok(Some(stored)),
+                None => crd(&client, name).await,
+            }
+        }),
         read_each(service_account_names(csv), |name| async move {
             let key = ObjectRef::new(&name).within(namespace);
             match installs.service_accounts.store.get(&key) {
@@ -193,6 +198,24 @@ where
         .into_iter()
         .flatten()
         .collect())
+}
+
+/// The CRD `name` from the store, when it shows it as `csv` needs it: every
+/// version the CSV names for it served
+/// ([`super::crd_summary::CrdSummary::serves`]).
+fn stored_crd(
+    installs: &InstallStores,
+    csv: &ClusterServiceVersion,
+    name: &str,
+) -> Option<CustomResourceDefinition> {
+    let stored = installs.crds.store.get(&ObjectRef::new(name))?;
+    let versions = csv
+        .owned_crds()
+        .iter()
+        .chain(csv.required_crds())
+        .filter(|description| description.name == name)
+        .map(|description| description.version.as_str());
+    stored.serves(versions).then(|| stored.to_crd())
 }
 
 /// The CRD `name`, summed up ([`super::crd_summary`]); `None` when it does not exist.
@@ -380,6 +403,44 @@ mod tests {
             },
         }))
         .expect("a valid CSV")
+    }
+
+    #[test]
+    fn a_stored_crd_is_used_only_when_it_serves_what_the_csv_names() {
+        let summary =
+            |versions: serde_json::Value, established: &str| -> super::super::crd_summary::CrdSummary {
+                serde_json::from_value(serde_json::json!({
+                    "metadata": {"name": "things.example.com", "uid": "u-1"},
+                    "spec": {"versions": versions},
+                    "status": {"conditions": [{"type": "Established", "status": established},
+                                              {"type": "NamesAccepted", "status": "True"}]},
+                }))
+                .expect("a CRD")
+            };
+        let stored = |crd| {
+            let mut installs = InstallStores::empty();
+            installs.crds = crate::stores::Cache::listed([crd]);
+            installs
+        };
+        let owner = csv("a.v1", None, &["things.example.com"]);
+        let served = stored(summary(
+            serde_json::json!([{"name": "v1", "served": true}]),
+            "True",
+        ));
+        let found = stored_crd(&served, &owner, "things.example.com").expect("from the store");
+        assert_eq!(found.metadata.uid.as_deref(), Some("u-1"));
+        // A store that lags behind a new version, or the CRD's establishment: read live.
+        let older = stored(summary(
+            serde_json::json!([{"name": "v1alpha1", "served": true}]),
+            "True",
+        ));
+        assert!(stored_crd(&older, &owner, "things.example.com").is_none());
+        let new = stored(summary(
+            serde_json::json!([{"name": "v1", "served": true}]),
+            "False",
+        ));
+        assert!(stored_crd(&new, &owner, "things.example.com").is_none());
+        assert!(stored_crd(&InstallStores::empty(), &owner, "things.example.com").is_none());
     }
 
     #[test]

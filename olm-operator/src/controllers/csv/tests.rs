@@ -31,7 +31,7 @@ use olm_testkit::mock_api::{Answer, MockApi};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
-use super::{FINALIZER, reconcile};
+use super::{FINALIZER, crd_summary::CrdSummary, reconcile};
 use crate::{
     context::Context,
     stores::{Cache, InstallStores, Stores},
@@ -243,6 +243,7 @@ fn stores(objects: &Objects, group: OperatorGroup) -> Stores {
         condition_role_bindings: cache::<RoleBinding>(objects, managed),
         operator_conditions: Cache::listed(kept::<OperatorCondition>(objects, "OperatorCondition", None)),
         api_services: Cache::listed(kept::<APIService>(objects, "APIService", None)),
+        crds: Cache::listed(kept::<CrdSummary>(objects, "CustomResourceDefinition", None)),
         secrets: cache::<Secret>(objects, owned),
         services: cache::<Service>(objects, owned),
         validating_webhooks: cache::<ValidatingWebhookConfiguration>(objects, owned),
@@ -373,7 +374,15 @@ async fn a_csv_is_installed_and_then_a_right_install_gets_no_write() {
     pass(&objects, &ctx).await;
     let any: Vec<String> = api.lines().into_iter().filter(|line| is_write(line)).collect();
     assert_eq!(any, Vec::<String>::new(), "{:#?}", api.lines());
-    // Its Deployment and ServiceAccount, labelled, come from the stores.
-    let read_live = |line: &String| line.contains("/deployments/") || line.contains("/serviceaccounts/");
+    // Its CRD, Deployment and ServiceAccount come from the stores.
+    let read_live = |line: &String| {
+        [
+            "/customresourcedefinitions/",
+            "/deployments/",
+            "/serviceaccounts/",
+        ]
+        .iter()
+        .any(|path| line.contains(path))
+    };
     assert!(!api.lines().iter().any(read_live), "{:#?}", api.lines());
 }

@@ -1,5 +1,6 @@
 //! Where an install's time goes: the moment a watch first sees each state of
-//! the Subscriptions, InstallPlans and CSVs of a namespace, counted from the
+//! the Subscriptions, InstallPlans, CSVs, Deployments and Pods of a
+//! namespace, counted from the
 //! moment the install starts. Event-driven (a watch, not a poll), so each figure
 //! is when the change reached a client, within the API server's fan-out.
 
@@ -10,6 +11,7 @@ use std::{
 };
 
 use futures::{StreamExt, stream::BoxStream};
+use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
 use kube::{
     Api, Client, Resource, ResourceExt,
     runtime::watcher::{self, Event},
@@ -41,6 +43,8 @@ impl Milestones {
             observe::<Subscription>(client, namespace, subscription_milestone),
             observe::<InstallPlan>(client, namespace, plan_milestone),
             observe::<ClusterServiceVersion>(client, namespace, csv_milestone),
+            observe::<Deployment>(client, namespace, deployment_milestone),
+            observe::<Pod>(client, namespace, pod_milestone),
         ];
         let watches = streams.len();
         let seen: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
@@ -128,6 +132,41 @@ fn csv_milestone(csv: &ClusterServiceVersion) -> Option<String> {
     let phase = csv.status.as_ref().and_then(|s| s.phase.as_ref());
     let phase = phase.map_or_else(|| "created".to_owned(), |p| format!("{p:?}"));
     Some(format!("CSV {} {phase}", csv.name_any()))
+}
+
+/// A Deployment created, then Available: where the kube-controller-manager's
+/// part of an install begins and ends.
+fn deployment_milestone(deployment: &Deployment) -> Option<String> {
+    let available = deployment
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Available" && c.status == "True"));
+    let state = if available { "Available" } else { "created" };
+    Some(format!("Deployment {} {state}", deployment.name_any()))
+}
+
+/// A Deployment's Pod created, bound to a node, then Ready (the fake
+/// kubelet's part), named by its Deployment (its ReplicaSet's name without
+/// the template hash).
+fn pod_milestone(pod: &Pod) -> Option<String> {
+    let owner = pod.owner_references().first()?;
+    let deployment = owner
+        .name
+        .rsplit_once('-')
+        .map_or(owner.name.as_str(), |(name, _)| name);
+    let ready = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let bound = pod.spec.as_ref().is_some_and(|s| s.node_name.is_some());
+    let state = match (ready, bound) {
+        (true, _) => "Ready",
+        (false, true) => "bound",
+        (false, false) => "created",
+    };
+    Some(format!("Pod of {deployment} {state}"))
 }
 
 /// Per milestone, the median over the installs that reached it, and in how many

@@ -439,6 +439,7 @@ impl Shared {
             groups: cache(&self.groups),
             namespaces: cache(&self.namespaces),
             configs: cache(&self.configs),
+            subscriptions: cache(&self.subscriptions),
             live: olm_runtime::live::LiveStores::new().with(self.copies.store()),
         }
     }
@@ -571,6 +572,7 @@ fn copiedcsv_controller(
     let (by_copy, by_deleted_copy, by_group, by_deleted_group) =
         (store.clone(), store.clone(), store.clone(), store.clone());
     let (by_config, by_namespace, by_deleted_namespace) = (store.clone(), store.clone(), store.clone());
+    let by_subscription = store.clone();
     parts
         .controller(&shared.csvs)
         .watches_shared_stream(shared.copies.subscribe(), move |copy| {
@@ -593,6 +595,9 @@ fn copiedcsv_controller(
         }))
         .watches_shared_stream(shared.configs.subscribe(), move |_| {
             copiedcsv::serving_all(&by_config)
+        })
+        .watches_shared_stream(shared.subscriptions.subscribe(), move |subscription| {
+            copiedcsv::named_by(&by_subscription, &subscription)
         })
         .watches_shared_stream(shared.namespaces.subscribe(), move |_| {
             copiedcsv::serving_all(&by_namespace)

@@ -427,6 +427,7 @@ fn stale_decision(original: &ClusterServiceVersion, target: &str, same_name: &[O
         namespaces: &[],
         config: None,
         same_name,
+        claimed: &Default::default(),
         now: &now,
     })
 }

@@ -44,6 +44,9 @@ pub struct Observed<'a> {
     pub config: Option<&'a OLMConfig>,
     /// Every CSV of the original's name: originals and copies.
     pub same_name: &'a [Occupant],
+    /// The namespaces whose Subscriptions install a CSV of the original's
+    /// name themselves (their `currentCSV` or `installedCSV`).
+    pub claimed: &'a BTreeSet<String>,
     /// The time a condition that flips is stamped with.
     pub now: &'a Time,
 }
@@ -121,7 +124,8 @@ pub const BATCH: usize = 100;
 /// more are left.
 ///
 /// A CSV of the name that is no copy is never touched, and no copy goes
-/// there, even while the copies' store still shows the copy it replaced. A
+/// there, even while the copies' store still shows the copy it replaced; nor
+/// where a Subscription installs a CSV of the name ([`Observed::claimed`]). A
 /// copy of another original of the same name is left to that original while
 /// it serves the namespace: the first copy written keeps its place, so that
 /// two originals never take turns overwriting one copy; once that original is
@@ -196,6 +200,12 @@ fn write_of(
     // A CSV of the name that is no copy holds the namespace, even while the copies' store still
     // shows the copy it replaced.
     if here.iter().any(|o| o.copied_from.is_none()) {
+        return None;
+    }
+    // A namespace that installs a CSV of the name itself gets no copy, and a copy there is left
+    // as it is: its InstallPlan deletes it and creates its own CSV, and a copy made again in
+    // between would take the name back (an InstallPlan and the copies taking turns).
+    if observed.claimed.contains(namespace) {
         return None;
     }
     let Some(occupant) = here.first() else {
@@ -358,6 +368,7 @@ mod tests {
         namespaces: &'a [&'a str],
         config: Option<OLMConfig>,
         same_name: Vec<Occupant>,
+        claimed: &'a [&'a str],
     }
 
     /// What `case` decides, as `(created, applied, statuses, removed, olmconfig, disabled)`:
@@ -366,6 +377,7 @@ mod tests {
 
     fn run(case: Case<'_>) -> Summary {
         let namespaces: Vec<String> = case.namespaces.iter().map(|s| (*s).to_owned()).collect();
+        let claimed: BTreeSet<String> = case.claimed.iter().map(|s| (*s).to_owned()).collect();
         let now = at(1_800_000_100);
         let decision = decide(&Observed {
             original: &case.original,
@@ -373,6 +385,7 @@ mod tests {
             namespaces: &namespaces,
             config: case.config.as_ref(),
             same_name: &case.same_name,
+            claimed: &claimed,
             now: &now,
         });
         let effects = &decision.effects;
@@ -424,6 +437,21 @@ mod tests {
     }
 
     #[test]
+    fn a_namespace_that_installs_the_csv_itself_gets_no_copy_and_its_copy_is_left_alone() {
+        // "a" subscribes to the operator: its InstallPlan deletes the copy there
+        // and creates its own CSV; "b" has no copy yet; "c" had one, now deleted.
+        let got = run(Case {
+            original: succeeded(),
+            membership: Some(chosen(&[OWN, "a", "b", "c"])),
+            namespaces: &[],
+            config: None,
+            same_name: vec![copy("a", OWN, None)],
+            claimed: &["a", "c"],
+        });
+        assert_eq!(got, (names(&["b"]), vec![], names(&["b"]), vec![], false, false));
+    }
+
+    #[test]
     fn only_the_phases_an_original_rests_in_reach_its_copies() {
         let table = [
             (None, false),
@@ -446,6 +474,7 @@ mod tests {
             assert_eq!(resting(status.as_ref()), rests, "{phase:?}");
             // While it passes, no copy is created or written; a copy no longer served still goes.
             let got = run(Case {
+                claimed: &[],
                 original: original(status),
                 membership: Some(chosen(&[OWN, "a", "b"])),
                 namespaces: &[],
@@ -542,6 +571,7 @@ mod tests {
             namespaces: &[],
             config: None,
             same_name: &same_name,
+            claimed: &BTreeSet::new(),
             now: &now,
         });
         for (namespace, _, object, status) in &table {
@@ -587,6 +617,7 @@ mod tests {
             status.last_update_time = Some(at(1_900_000_000));
         }
         let got = run(Case {
+            claimed: &[],
             original: csv.clone(),
             membership: Some(chosen(&["a", "b", "c", "d", "e"])),
             namespaces: &[],
@@ -619,6 +650,7 @@ mod tests {
     #[test]
     fn no_copy_over_a_csv_of_the_name_nor_over_a_copy_of_an_original_that_serves_there() {
         let got = run(Case {
+            claimed: &[],
             original: succeeded(),
             membership: Some(chosen(&["mine", "shared", "moved", "orphan"])),
             namespaces: &[],
@@ -652,6 +684,7 @@ mod tests {
         let namespaces = &[OWN, "a", "b"];
         let with = |config: Option<OLMConfig>, same_name: Vec<Occupant>| {
             run(Case {
+                claimed: &[],
                 original: succeeded(),
                 membership: Some(membership(Targets::All)),
                 namespaces,
@@ -689,6 +722,7 @@ mod tests {
     #[test]
     fn switching_copies_off_spares_operators_of_chosen_namespaces() {
         let got = run(Case {
+            claimed: &[],
             original: succeeded(),
             membership: Some(chosen(&["a"])),
             namespaces: &[],
@@ -701,6 +735,7 @@ mod tests {
     #[test]
     fn without_a_membership_or_while_deleted_nothing_is_decided() {
         let none = Case {
+            claimed: &[],
             original: succeeded(),
             membership: None,
             namespaces: &[],
@@ -711,6 +746,7 @@ mod tests {
         let mut deleted = succeeded();
         deleted.metadata.deletion_timestamp = Some(at(1));
         let going = Case {
+            claimed: &[],
             original: deleted,
             membership: Some(chosen(&["b"])),
             namespaces: &[],
@@ -734,6 +770,7 @@ mod tests {
                 namespaces: &all,
                 config: None,
                 same_name,
+                claimed: &BTreeSet::new(),
                 now: &now,
             })
         };
@@ -756,6 +793,7 @@ mod tests {
         // All written (as after a restart): nothing to write.
         let same_name: Vec<Occupant> = all.iter().map(|ns| settled(&csv, ns)).collect();
         let (created, applied, statuses, removed, _, _) = run(Case {
+            claimed: &[],
             original: csv.clone(),
             membership: Some(membership(Targets::All)),
             namespaces: &names,

@@ -51,7 +51,7 @@
 pub mod copy;
 pub mod decide;
 
-use std::{sync::Arc, time::Duration};
+use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::{
@@ -67,7 +67,7 @@ use kube::{
 use olm_api::{
     labels,
     v1::{OLM_CONFIG_NAME, OLMConfig, OperatorGroup},
-    v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus},
+    v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, Subscription},
 };
 use olm_runtime::{
     ErrorClass, ReconcileError,
@@ -148,6 +148,8 @@ pub struct Sources {
     pub namespaces: Cache<PartialObjectMeta<Namespace>>,
     /// The OLMConfigs (OLM reads only `cluster`).
     pub configs: Cache<OLMConfig>,
+    /// Every Subscription, trimmed ([`crate::stores::trim_subscription`]).
+    pub subscriptions: Cache<Subscription>,
     /// The copies' store, for the applier.
     pub live: LiveStores,
 }
@@ -160,6 +162,19 @@ impl Sources {
             && self.groups.synced.get()
             && self.namespaces.synced.get()
             && self.configs.synced.get()
+            && self.subscriptions.synced.get()
+    }
+
+    /// The namespaces whose Subscriptions install a CSV named `name`
+    /// themselves: it is their `currentCSV` or `installedCSV`.
+    fn claimed(&self, name: &str) -> BTreeSet<String> {
+        self.subscriptions
+            .store
+            .state()
+            .iter()
+            .filter(|subscription| subscription_csvs(subscription).any(|csv| csv == name))
+            .filter_map(|subscription| subscription.namespace())
+            .collect()
     }
 
     /// Every CSV named `name`: originals and copies.
@@ -209,6 +224,7 @@ pub async fn reconcile(
     let membership = validate::membership(&csv, &groups).ok();
     let config = sources.configs.store.get(&ObjectRef::new(OLM_CONFIG_NAME));
     let (namespaces, same_name) = (sources.live_namespaces(), sources.same_name(&name));
+    let claimed = sources.claimed(&name);
     let now = olm_runtime::conditions::now();
     let observed = Observed {
         original: &csv,
@@ -216,6 +232,7 @@ pub async fn reconcile(
         namespaces: &namespaces,
         config: config.as_deref(),
         same_name: &same_name,
+        claimed: &claimed,
         now: &now,
     };
 
@@ -416,6 +433,36 @@ pub fn in_namespace(
 ) -> Vec<ObjectRef<ClusterServiceVersion>> {
     crate::stores::in_namespace(store, namespace)
         .iter()
+        .map(|csv| ObjectRef::from_obj(csv.as_ref()))
+        .collect()
+}
+
+/// The CSVs a Subscription's status names: the one it installs
+/// (`currentCSV`) and the one installed (`installedCSV`).
+fn subscription_csvs(subscription: &Subscription) -> impl Iterator<Item = &str> {
+    let status = subscription.status.as_ref();
+    let current = status.and_then(|s| s.current_csv.as_deref());
+    let installed = status.and_then(|s| s.installed_csv.as_deref());
+    current.into_iter().chain(installed)
+}
+
+/// The originals of CSVs a Subscription names ([`subscription_csvs`]), in
+/// any namespace: whether they may copy into the Subscription's namespace
+/// follows from it.
+pub fn named_by(
+    store: &Store<ClusterServiceVersion>,
+    subscription: &Subscription,
+) -> Vec<ObjectRef<ClusterServiceVersion>> {
+    let names: BTreeSet<&str> = subscription_csvs(subscription).collect();
+    store
+        .state()
+        .iter()
+        .filter(|csv| {
+            csv.metadata
+                .name
+                .as_deref()
+                .is_some_and(|name| names.contains(name))
+        })
         .map(|csv| ObjectRef::from_obj(csv.as_ref()))
         .collect()
 }

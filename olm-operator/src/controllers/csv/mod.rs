@@ -40,13 +40,14 @@
 //!
 //! Not yet in the one shape the other controllers have: the apply step is
 //! typed calls of its own rather than one [`olm_runtime::effects::Effects`]
-//! performed by the one applier; and the read step still GETs the CRDs it
-//! names (their schemas are too large to keep), its Deployments and
-//! ServiceAccounts when no store holds them (not made yet, or not labelled
-//! for a CSV: their owner decides whether they may be adopted), the
-//! certificate Secrets of
-//! serving Deployments (their keys), an APIService it is about to write (who
-//! holds it, [`serving`]), the hooks ConfigMap of a machine CSV
+//! performed by the one applier; and the read step still GETs what no store
+//! holds as it needs it: a CRD the store of summaries does not show
+//! Established and serving the versions the CSV names (the store may lag
+//! behind a CRD the InstallPlan made a moment before), Deployments and
+//! ServiceAccounts not labelled for a CSV (not made yet, or someone else's:
+//! their owner decides whether they may be adopted), the certificate Secrets
+//! of serving Deployments (their keys), an APIService it is about to write
+//! (who holds it, [`serving`]), the hooks ConfigMap of a machine CSV
 //! ([`machine::requirements`]) and discovery.
 //!
 //! What triggers a reconcile is wired in [`crate::watches`]; the mappers it

@@ -6,9 +6,10 @@
 //! 1. *Read* ([`read_and_validate`], while the finalizer is added to a new
 //!    CSV, as neither needs the other), writing nothing: [`dereference`] reads
 //!    what the CSV refers to (OperatorGroups, CSVs, Subscriptions and
-//!    OperatorConditions, and its Deployments and ServiceAccounts once
-//!    labelled, from the shared [`Stores`]; the few CRDs it names, discovery
-//!    and the API server's version from the API server), [`validate`] checks
+//!    OperatorConditions, its Deployments and ServiceAccounts once labelled,
+//!    and the CRDs it names as summaries, from the shared [`Stores`];
+//!    discovery, the API server's version and what the stores do not show as
+//!    needed from the API server), [`validate`] checks
 //!    it (pure), and the APIServices and machine hooks it requires join its
 //!    requirements.
 //! 2. *Decide* ([`phase::decide_ahead`], pure): the status and what to do:

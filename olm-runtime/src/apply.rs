@@ -234,9 +234,27 @@ where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize,
 {
+    apply_status_at(leadership, api, (name, None), status, manager).await
+}
+
+/// [`apply_status()`] of `name` only while the object is at
+/// `resource_version`, when given: the API server refuses the write (HTTP
+/// 409) once the object changed since it was read, so that a status decided
+/// from an object older than the last write cannot overwrite that write.
+pub async fn apply_status_at<K, S>(
+    leadership: &Leadership,
+    api: &Api<K>,
+    (name, resource_version): (&str, Option<&str>),
+    status: &S,
+    manager: &str,
+) -> Result<K, WriteError>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize,
+{
     let kind = kind_of::<K>();
     let deadline = fence(leadership, &kind, name)?;
-    let body = status_body::<K, S>(name, status);
+    let body = status_body::<K, S>(name, resource_version, status);
     let params = PatchParams::apply(manager).force();
     fenced(
         deadline,
@@ -252,11 +270,19 @@ where
     })
 }
 
-fn status_body<K: Resource<DynamicType = ()>, S: Serialize>(name: &str, status: &S) -> serde_json::Value {
+fn status_body<K: Resource<DynamicType = ()>, S: Serialize>(
+    name: &str,
+    resource_version: Option<&str>,
+    status: &S,
+) -> serde_json::Value {
+    let mut metadata = serde_json::json!({ "name": name });
+    if let Some(version) = resource_version {
+        metadata["resourceVersion"] = version.into();
+    }
     serde_json::json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
-        "metadata": { "name": name },
+        "metadata": metadata,
         "status": status,
     })
 }
@@ -629,6 +655,23 @@ impl Writer {
         )
     }
 
+    /// See [`apply_status_at()`]; counted as verb `apply_status`.
+    pub async fn apply_status_at<K, S>(
+        &self,
+        api: &Api<K>,
+        at: (&str, Option<&str>),
+        status: &S,
+    ) -> Result<K, WriteError>
+    where
+        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+        S: Serialize,
+    {
+        self.record(
+            "apply_status",
+            apply_status_at(&self.leadership, api, at, status, self.manager).await,
+        )
+    }
+
     /// See [`delete_dynamic()`]; counted as verb `delete`.
     pub async fn delete_dynamic(
         &self,
@@ -880,7 +923,7 @@ mod tests {
 
     #[test]
     fn status_bodies_carry_only_identity_and_status() {
-        let body = status_body::<ConfigMap, _>("c", &serde_json::json!({"phase": "Ready"}));
+        let body = status_body::<ConfigMap, _>("c", None, &serde_json::json!({"phase": "Ready"}));
         assert_eq!(
             body,
             serde_json::json!({
@@ -889,6 +932,12 @@ mod tests {
                 "metadata": {"name": "c"},
                 "status": {"phase": "Ready"},
             })
+        );
+        // Bound to the version read: the API server refuses it once the object changed.
+        let bound = status_body::<ConfigMap, _>("c", Some("42"), &serde_json::json!({}));
+        assert_eq!(
+            bound["metadata"],
+            serde_json::json!({"name": "c", "resourceVersion": "42"})
         );
     }
 }

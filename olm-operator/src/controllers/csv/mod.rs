@@ -500,10 +500,16 @@ async fn record(
     let record = decide::record(&facts, &outcome, now);
     // Also when nothing changed, so that the metrics' series exist after a restart.
     let next = record.status.unwrap_or(live);
-    update_status::write(ctx, api, csv, next)
-        .await
-        .map_err(Error::UpdateStatus)?;
-    Ok(Action::requeue(record.requeue))
+    match update_status::write(ctx, api, csv, next).await {
+        Ok(()) => Ok(Action::requeue(record.requeue)),
+        // The CSV changed since it was read (its last status write had not
+        // reached the store): the watch brings the newer one, and with it
+        // the pass that decides from it.
+        Err(update_status::Error::Status { source, .. }) if source.class() == ErrorClass::Conflict => {
+            Ok(Action::await_change())
+        }
+        Err(error) => Err(Error::UpdateStatus(error)),
+    }
 }
 
 /// Applies the install: the serving certificates and Services

@@ -85,7 +85,12 @@ pub async fn write(
         return Ok(());
     }
     let name = csv.name_any();
-    ctx.apply_status(api, &name, &status)
+    // Bound to the CSV as read: a pass that began before this CSV's last
+    // status write landed in the store (woken by its Deployment, say) must
+    // not write over it with a status decided from the older one.
+    let at = (name.as_str(), csv.metadata.resource_version.as_deref());
+    ctx.writer
+        .apply_status_at(api, at, &status)
         .await
         .map_err(|source| Error::Status {
             name: name.clone(),

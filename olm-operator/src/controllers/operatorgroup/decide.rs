@@ -39,7 +39,8 @@ pub fn decide(
     effects
 }
 
-/// The `olm.providedAPIs` annotation alone, as applied to the group's metadata.
+/// The `olm.providedAPIs` annotation alone, as applied to the group's
+/// metadata, bound to the group's UID.
 fn annotation(group: &OperatorGroup, provided_apis: &str) -> Desired {
     let meta: PartialObjectMeta<OperatorGroup> = ObjectMeta {
         name: group.metadata.name.clone(),
@@ -51,7 +52,14 @@ fn annotation(group: &OperatorGroup, provided_apis: &str) -> Desired {
         ..ObjectMeta::default()
     }
     .into_request_partial::<OperatorGroup>();
-    Desired::fields(&meta).expect("object metadata serializes")
+    let desired = Desired::fields(&meta).expect("object metadata serializes");
+    // Bound to the group read: one deleted since (with the CSVs, by an
+    // uninstall) is not created again by this apply; the API server refuses
+    // it (HTTP 409, the applier's `refused`).
+    match group.metadata.uid.as_deref() {
+        Some(uid) => desired.with_uid(uid),
+        None => desired,
+    }
 }
 
 #[cfg(test)]
@@ -90,6 +98,13 @@ mod tests {
 
     fn now() -> Time {
         Time(Timestamp::from_second(1_800_000_000).unwrap())
+    }
+
+    #[test]
+    fn the_annotation_is_bound_to_the_group_read() {
+        let mut group = group(None, false);
+        group.metadata.uid = Some("uid-og".to_owned());
+        assert_eq!(annotation(&group, "Kind.v1.example.com").uid(), Some("uid-og"));
     }
 
     #[test]

@@ -649,10 +649,7 @@ impl Writer {
         K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
         S: Serialize,
     {
-        self.record(
-            "apply_status",
-            apply_status(&self.leadership, api, name, status, self.manager).await,
-        )
+        self.apply_status_at(api, (name, None), status).await
     }
 
     /// See [`apply_status_at()`]; counted as verb `apply_status`.

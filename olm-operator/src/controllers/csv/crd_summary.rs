@@ -12,7 +12,7 @@
 //! ([`crate::stores::InstallStores::crds`]), and what [`get`] reads when
 //! the store does not hold a CRD as the CSV needs it ([`CrdSummary::serves`]).
 
-use std::borrow::Cow;
+use std::{borrow::Cow, collections::BTreeMap};
 
 use k8s_openapi::{
     ClusterResourceScope,
@@ -20,25 +20,54 @@ use k8s_openapi::{
         CustomResourceConversion, CustomResourceDefinition, CustomResourceDefinitionCondition,
         CustomResourceDefinitionSpec, CustomResourceDefinitionStatus, CustomResourceDefinitionVersion,
     },
-    apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time},
 };
 use kube::{
     Client,
     api::GetParams,
     core::{Request, Resource},
 };
-use serde::Deserialize;
+use serde::{Deserialize, Deserializer};
 
 /// The fields of a CRD that the requirement checks read; a [`Resource`], so
 /// that CRDs can be watched and stored as summaries.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 pub struct CrdSummary {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "summary_meta")]
     metadata: ObjectMeta,
     #[serde(default)]
     spec: SummarySpec,
     #[serde(default)]
     status: SummaryStatus,
+}
+
+/// The metadata a CRD's watch, its store and the CSVs' wake-ups read: not
+/// its managed fields, which name every field of the schema and are skipped
+/// while parsing, like the schema.
+#[derive(Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SummaryMeta {
+    name: Option<String>,
+    uid: Option<String>,
+    resource_version: Option<String>,
+    generation: Option<i64>,
+    labels: Option<BTreeMap<String, String>>,
+    annotations: Option<BTreeMap<String, String>>,
+    deletion_timestamp: Option<Time>,
+}
+
+fn summary_meta<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta, D::Error> {
+    let meta = SummaryMeta::deserialize(deserializer)?;
+    Ok(ObjectMeta {
+        name: meta.name,
+        uid: meta.uid,
+        resource_version: meta.resource_version,
+        generation: meta.generation,
+        labels: meta.labels,
+        annotations: meta.annotations,
+        deletion_timestamp: meta.deletion_timestamp,
+        ..ObjectMeta::default()
+    })
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -192,6 +221,7 @@ mod tests {
             ], "storedVersions": ["v1"]}
         }))
         .expect("a CRD");
+        assert_eq!(summary.meta().managed_fields, None, "skipped while parsing");
         let crd = summary.to_crd();
         assert_eq!(crd.metadata.name.as_deref(), Some("etcds.example.com"));
         assert_eq!(crd.metadata.uid.as_deref(), Some("u-1"));

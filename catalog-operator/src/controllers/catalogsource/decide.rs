@@ -3,16 +3,16 @@
 //!
 //! 1. the registry objects of an image a Pod serves: its Service (owned,
 //!    hash-stamped: skipped while the live copy carries the hash) and, when no
-//!    Pod of the current spec serves or a poll is due, a new Pod (created:
-//!    the API server names it);
+//!    Pod of the current spec serves or a poll is due, a new Pod (created,
+//!    under a name every reconcile that starts it gives it alike, so a
+//!    reconcile whose store lags gets a 409 rather than a second Pod);
 //! 2. the registry Pods that go: outdated ones once a Pod of the current spec
 //!    is Ready, and update Pods that found the same image; all of them (and
 //!    the Service) for an image served from memory;
 //! 3. the status, when it changed.
 //!
 //! The status of a reconcile that starts the registry Pod is left to the
-//! reconcile the new Pod triggers: it names the Pod, whose name the API server
-//! gives. Only the leader writes: a standby's decision holds no effect.
+//! reconcile the new Pod triggers, which sees whether the Pod was made. Only the leader writes: a standby's decision holds no effect.
 
 use std::time::Duration;
 
@@ -150,7 +150,7 @@ fn by_pod(read: &Read, registry: &Registry) -> Result<RegistryEffects, serde_jso
     let wanted = registry_pod::wanted_pod(source, &registry.image, &registry.objects);
     let hash = registry_pod::spec_hash(&wanted);
     let due = poll_due(source, &read.spec, &registry.image, pods, &hash, &read.now);
-    let plan = plan_pods(pods, &hash, due);
+    let plan = plan_pods(pods, &hash, due.is_some());
     let plan = if read.leading {
         plan
     } else {
@@ -158,8 +158,13 @@ fn by_pod(read: &Read, registry: &Registry) -> Result<RegistryEffects, serde_jso
     };
 
     let mut objects = vec![Desired::owned(&registry_pod::service(source))?];
-    if plan.serve.is_none() || plan.start_update {
-        objects.push(Desired::owned(&wanted)?.create_only());
+    match due {
+        Some(since) if plan.start_update => {
+            let update = registry_pod::as_update_pod(wanted, since);
+            objects.push(Desired::owned(&update)?.create_only());
+        }
+        _ if plan.serve.is_none() => objects.push(Desired::owned(&wanted)?.create_only()),
+        _ => {}
     }
     let removals = plan
         .delete

@@ -7,7 +7,11 @@
 //!
 //! The Pod is named after a hash of its spec (`<catalog>-<hash>`), so a changed
 //! image or `grpcPodConfig` makes a new Pod and the old ones are deleted once it
-//! exists; both Pod and Service are owned by the CatalogSource, so deleting the
+//! exists. The name is the same in every reconcile that decides to start that
+//! Pod, so a reconcile whose Pod store has not seen the Pod yet gets a 409 for
+//! its create instead of starting a second one; an update Pod, which polls the
+//! image, is named after the time its poll became due (`<catalog>-<hash>-<t>`)
+//! for the same reason; both Pod and Service are owned by the CatalogSource, so deleting the
 //! CatalogSource collects them. `grpcPodConfig` is honoured: node selector,
 //! tolerations, affinity, priority class, `securityContextConfig`
 //! (`restricted`, `legacy`, or by default what the namespace's Pod Security
@@ -122,11 +126,9 @@ pub fn pod(source: &CatalogSource, image: &str, restricted_by_default: bool) -> 
     // Stable across releases (unlike std's hasher), so Pod names survive an upgrade.
     let hash = olm_runtime::effects::fnv1a(serde_json::to_string(&spec).unwrap_or_default().as_bytes());
     let short = &hash[..10];
-    // Room for the five random characters the API server appends.
-    let prefix: String = name.chars().take(57).collect();
     Pod {
         metadata: ObjectMeta {
-            generate_name: Some(format!("{}-", prefix.trim_end_matches('-'))),
+            name: Some(format!("{}-{short}", name_prefix(&name))),
             namespace: source.namespace(),
             labels: Some(BTreeMap::from([
                 (labels::CATALOG_SOURCE.to_owned(), name),
@@ -138,6 +140,23 @@ pub fn pod(source: &CatalogSource, image: &str, restricted_by_default: bool) -> 
         spec: Some(spec),
         status: None,
     }
+}
+
+/// The start of the names of `catalog`'s registry Pods: at most 40 characters,
+/// which leaves room for the hash and an update Pod's suffix within the 63 a
+/// Pod's host name takes.
+fn name_prefix(catalog: &str) -> String {
+    let prefix: String = catalog.chars().take(40).collect();
+    prefix.trim_end_matches(['-', '.']).to_owned()
+}
+
+/// `pod` as the update Pod of the poll that became due at `since` (seconds
+/// since the epoch): its name says when, so that every reconcile that starts
+/// that poll names the same Pod.
+pub(super) fn as_update_pod(mut pod: Pod, since: i64) -> Pod {
+    let base = pod.metadata.name.take().unwrap_or_default();
+    pod.metadata.name = Some(format!("{base}-{since}"));
+    pod
 }
 
 /// The registry Pod's spec, as `grpcPodConfig` asks: scheduling, security, memory.
@@ -437,9 +456,10 @@ pub(super) fn plan_pods(pods: &[Arc<Pod>], hash: &str, poll_due: bool) -> PodPla
     }
 }
 
-/// Whether the image should be polled now: the CatalogSource asks for polling,
-/// the image is a tag (a digest never changes), and the interval has passed since
-/// the last poll or since the serving Pod started.
+/// When the image's poll became due (seconds since the epoch), if it is due
+/// now: the CatalogSource asks for polling, the image is a tag (a digest never
+/// changes), and the interval has passed since the last poll or since the
+/// serving Pod started.
 pub(super) fn poll_due(
     source: &CatalogSource,
     spec: &SourceSpec,
@@ -447,9 +467,9 @@ pub(super) fn poll_due(
     pods: &[Arc<Pod>],
     hash: &str,
     now: &Time,
-) -> bool {
+) -> Option<i64> {
     if !spec.polls || image.contains('@') {
-        return false;
+        return None;
     }
     let started = pods
         .iter()
@@ -462,10 +482,9 @@ pub(super) fn poll_due(
         .as_ref()
         .and_then(|s| s.latest_image_registry_poll.clone())
         .map(|t| t.0);
-    let Some(since) = started.into_iter().chain(last_poll).max() else {
-        return false;
-    };
-    now.0.duration_since(since).as_secs() >= spec.poll_interval.as_secs() as i64
+    let since = started.into_iter().chain(last_poll).max()?;
+    let interval = spec.poll_interval.as_secs() as i64;
+    (now.0.duration_since(since).as_secs() >= interval).then(|| since.as_second() + interval)
 }
 
 #[cfg(test)]
@@ -515,7 +534,7 @@ mod tests {
             "quay.io/operatorhubio/catalog:latest",
             false,
         );
-        let spec = pod.spec.unwrap();
+        let spec = pod.spec.clone().unwrap();
         assert_eq!(spec.node_selector.unwrap()["role"], "catalogs");
         assert_eq!(
             spec.priority_class_name.as_deref(),
@@ -537,9 +556,14 @@ mod tests {
             ["/bin/opm", "serve", "/configs", "--cache-dir", "/tmp/cache"]
         );
         assert!(container.startup_probe.as_ref().unwrap().grpc.is_some());
-        let labels = pod.metadata.labels.unwrap();
+        let labels = pod.metadata.labels.clone().unwrap();
         assert_eq!(labels[labels::CATALOG_SOURCE], "community");
-        assert_eq!(pod.metadata.generate_name.as_deref(), Some("community-"));
+        let hash = &labels[POD_SPEC_HASH];
+        assert_eq!(pod.metadata.name, Some(format!("community-{hash}")));
+        assert_eq!(
+            as_update_pod(pod.clone(), 1061).metadata.name,
+            Some(format!("community-{hash}-1061"))
+        );
         let owner = &pod.metadata.owner_references.unwrap()[0];
         assert_eq!(
             (owner.kind.as_str(), owner.controller),

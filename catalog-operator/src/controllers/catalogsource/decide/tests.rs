@@ -174,8 +174,9 @@ fn service() -> (String, String, bool) {
     ("Service".into(), "community".into(), false)
 }
 
-fn new_pod() -> (String, String, bool) {
-    ("Pod".into(), String::new(), true)
+/// A registry Pod created under `name`.
+fn new_pod(name: &str) -> (String, String, bool) {
+    ("Pod".into(), name.into(), true)
 }
 
 /// Sources read directly (no registry object): only the status is written.
@@ -301,9 +302,12 @@ fn an_image_catalog_through_its_registry_pod() {
         true,
     );
 
-    // Before its Pod exists: the Service and a new Pod; the status waits for the Pod.
+    // Before its Pod exists: the Service and a new Pod, named after its spec
+    // (so a reconcile that decides this again gets a 409, not a second Pod);
+    // the status waits for the Pod.
+    let named = format!("community-{hash}");
     let before = decide(&by_pod(source.clone(), None, Vec::new(), 100), HEALTH).unwrap();
-    assert_eq!(objects(&before.effects), [service(), new_pod()]);
+    assert_eq!(objects(&before.effects), [service(), new_pod(&named)]);
     assert!(before.effects.removals.is_empty());
     assert_eq!(before.effects.status, None);
 
@@ -352,7 +356,7 @@ fn an_image_catalog_through_its_registry_pod() {
     // An outdated Pod (another spec): a new Pod first; it goes once the new one is Ready.
     let outdated = vec![pod("old", "0123456789", 50, true)];
     let decision = decide(&by_pod(source.clone(), None, outdated.clone(), 100), HEALTH).unwrap();
-    assert_eq!(objects(&decision.effects), [service(), new_pod()]);
+    assert_eq!(objects(&decision.effects), [service(), new_pod(&named)]);
     assert!(
         decision.effects.removals.is_empty(),
         "served until the new Pod is Ready"
@@ -384,7 +388,14 @@ fn a_poll_starts_an_update_pod_only_when_due() {
     // case, now, objects, the poll's time in the status
     let cases = [
         ("not due", 1030, vec![service()], None),
-        ("due", 1061, vec![service(), new_pod()], Some(at(1061))),
+        // Named after when the poll became due (1000 + 60 s), alike in every
+        // reconcile that starts it.
+        (
+            "due",
+            1061,
+            vec![service(), new_pod(&format!("community-{hash}-1060"))],
+            Some(at(1061)),
+        ),
     ];
     for (case, now, expected, polled) in cases {
         let decision = decide(

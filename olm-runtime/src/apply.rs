@@ -123,6 +123,18 @@ impl WriteError {
         )
     }
 
+    /// The kind and name of the object the write was for.
+    pub fn object(&self) -> (&str, &str) {
+        match self {
+            WriteError::NotLeader { kind, name }
+            | WriteError::LeadershipLapsed { kind, name }
+            | WriteError::Apply { kind, name, .. }
+            | WriteError::Create { kind, name, .. }
+            | WriteError::ApplyStatus { kind, name, .. }
+            | WriteError::Delete { kind, name, .. } => (kind, name),
+        }
+    }
+
     /// The API error, if the API server answered.
     pub fn api_error(&self) -> Option<&kube::Error> {
         match self {

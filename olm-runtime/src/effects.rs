@@ -7,7 +7,9 @@
 //! applies them in that fixed order, each write fenced on leadership and
 //! counted, with the binary's field manager:
 //!
-//! 1. [`Desired`] objects, by server-side apply. An object the controller owns
+//! 1. [`Desired`] objects, by server-side apply, each once the one before it
+//!    is written (or with it: [`Desired::alongside_previous`]), in the
+//!    order decided. An object the controller owns
 //!    whole ([`Desired::owned`]) carries the hash of its desired content in
 //!    [`DESIRED_HASH`]; when the live copy in a store ([`Live`]) already carries
 //!    that hash the write is skipped, so a new leader sends nothing for an
@@ -63,6 +65,9 @@ pub struct Desired {
     /// Created (never applied) when no live copy carries the hash: see
     /// [`Desired::create_only`].
     create: bool,
+    /// Written at the same time as the object before it: see
+    /// [`Desired::alongside_previous`].
+    together: bool,
 }
 
 impl Desired {
@@ -92,6 +97,15 @@ impl Desired {
         self
     }
 
+    /// Written at the same time as the object before it in
+    /// [`Effects::objects`], rather than once that one is written: for objects
+    /// that do not depend on one another (a ServiceAccount and a Role).
+    #[must_use]
+    pub fn alongside_previous(mut self) -> Desired {
+        self.together = true;
+        self
+    }
+
     /// Fields that the controller sets on an object others own: always applied.
     pub fn fields<K>(object: &K) -> Result<Desired, serde_json::Error>
     where
@@ -106,6 +120,7 @@ impl Desired {
             object: serde_json::from_value(value)?,
             hash: None,
             create: false,
+            together: false,
         })
     }
 
@@ -126,6 +141,12 @@ impl Desired {
     pub fn with_uid(mut self, uid: &str) -> Desired {
         self.object.metadata.uid = Some(uid.to_owned());
         self
+    }
+
+    /// Whether it is written at the same time as the object before it
+    /// ([`Desired::alongside_previous`]).
+    pub fn is_alongside_previous(&self) -> bool {
+        self.together
     }
 
     /// Whether it is created rather than applied ([`Desired::create_only`]).
@@ -394,16 +415,45 @@ pub struct Performed {
     pub status: bool,
 }
 
-/// What became of one of the [`Effects::objects`] in [`Writer::perform`].
-#[derive(Debug)]
-enum Outcome {
+/// What became of one of the objects written by [`Writer::write_objects`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum ObjectOutcome {
     /// Its live copy already carried the desired hash: nothing sent.
     Unchanged,
-    /// Written; created or bound, the UID of the object written, which its
-    /// status is then bound to.
-    Written(Option<String>),
+    /// Written: the object as the API server stored it.
+    Written(Box<DynamicObject>),
     /// Its name is taken: neither it nor its status is written.
     Refused,
+}
+
+impl ObjectOutcome {
+    /// The UID that a status of the object written as `desired` is bound to:
+    /// that of the object created, or written bound to its UID.
+    fn bound_uid(&self, desired: &Desired) -> Option<&str> {
+        match self {
+            ObjectOutcome::Written(object) if desired.create || desired.uid().is_some() => {
+                object.metadata.uid.as_deref()
+            }
+            _ => None,
+        }
+    }
+}
+
+/// `objects` cut into the groups written at the same time: each starts at an
+/// object not written [alongside the previous one](Desired::alongside_previous).
+fn waves(objects: &[Desired]) -> Vec<&[Desired]> {
+    let mut waves = Vec::new();
+    let mut start = 0;
+    for (index, desired) in objects.iter().enumerate().skip(1) {
+        if !desired.together {
+            waves.push(&objects[start..index]);
+            start = index;
+        }
+    }
+    if start < objects.len() {
+        waves.push(&objects[start..]);
+    }
+    waves
 }
 
 impl Writer {
@@ -422,15 +472,14 @@ impl Writer {
         S: Serialize,
     {
         let mut done = Performed::default();
-        let mut outcomes = Vec::with_capacity(effects.objects.len());
-        for desired in &effects.objects {
-            let outcome = self.write_object(client, desired, live).await?;
+        let written = self.write_objects(client, &effects.objects, live).await?;
+        let outcomes: Vec<(&Desired, ObjectOutcome)> = effects.objects.iter().zip(written).collect();
+        for (_, outcome) in &outcomes {
             match outcome {
-                Outcome::Unchanged => done.unchanged += 1,
-                Outcome::Written(_) => done.applied += 1,
-                Outcome::Refused => done.refused += 1,
+                ObjectOutcome::Unchanged => done.unchanged += 1,
+                ObjectOutcome::Written(_) => done.applied += 1,
+                ObjectOutcome::Refused => done.refused += 1,
             }
-            outcomes.push((desired, outcome));
         }
         for write in &effects.statuses {
             match self.write_status(client, write, &outcomes).await? {
@@ -447,6 +496,28 @@ impl Writer {
         Ok(done)
     }
 
+    /// Writes `objects` in their order, the objects of a wave
+    /// ([`Desired::alongside_previous`]) at the same time, through `client`
+    /// (the binary's own, or one acting as an account whose permissions bound
+    /// the writes), skipping owned objects whose live copy in `live` already
+    /// carries the desired hash. Returns what became of each, in their order.
+    /// The first write that fails ends it: the waves after it are not sent.
+    pub async fn write_objects(
+        &self,
+        client: &Client,
+        objects: &[Desired],
+        live: &(dyn Live + Sync),
+    ) -> Result<Vec<ObjectOutcome>, WriteError> {
+        let mut outcomes = Vec::with_capacity(objects.len());
+        for wave in waves(objects) {
+            let writes = wave
+                .iter()
+                .map(|desired| self.write_object(client, desired, live));
+            outcomes.extend(futures::future::try_join_all(writes).await?);
+        }
+        Ok(outcomes)
+    }
+
     /// Writes one object: skipped when its live copy carries the desired hash,
     /// created, or applied (bound to its UID when it names one).
     async fn write_object(
@@ -454,20 +525,21 @@ impl Writer {
         client: &Client,
         desired: &Desired,
         live: &(dyn Live + Sync),
-    ) -> Result<Outcome, WriteError> {
+    ) -> Result<ObjectOutcome, WriteError> {
         let current = live.desired_hash(&desired.resource, desired.namespace(), desired.name());
         if desired.hash.is_some() && current == desired.hash {
-            return Ok(Outcome::Unchanged);
+            return Ok(ObjectOutcome::Unchanged);
         }
         let api = dynamic_api(client, &desired.resource, desired.namespace());
         if desired.create {
             let created = self.create_dynamic(&api, &desired.object).await?;
-            return Ok(created.map_or(Outcome::Refused, |object| Outcome::Written(object.metadata.uid)));
+            return Ok(created.map_or(ObjectOutcome::Refused, |object| {
+                ObjectOutcome::Written(Box::new(object))
+            }));
         }
         match self.apply_dynamic(&api, desired.name(), &desired.object).await {
-            Ok(applied) if desired.uid().is_some() => Ok(Outcome::Written(applied.metadata.uid)),
-            Ok(_) => Ok(Outcome::Written(None)),
-            Err(error) if desired.uid().is_some() && refused_uid(&error) => Ok(Outcome::Refused),
+            Ok(applied) => Ok(ObjectOutcome::Written(Box::new(applied))),
+            Err(error) if desired.uid().is_some() && refused_uid(&error) => Ok(ObjectOutcome::Refused),
             Err(error) => Err(error),
         }
     }
@@ -479,7 +551,7 @@ impl Writer {
         &self,
         client: &Client,
         write: &StatusOf,
-        outcomes: &[(&Desired, Outcome)],
+        outcomes: &[(&Desired, ObjectOutcome)],
     ) -> Result<Option<Guarded>, WriteError> {
         let of_object = outcomes.iter().find(|(d, _)| {
             d.resource == write.resource
@@ -488,9 +560,13 @@ impl Writer {
         });
         let mut guard = write.guard.clone();
         match of_object {
-            Some((_, Outcome::Refused)) => return Ok(None),
-            Some((_, Outcome::Written(Some(uid)))) => guard.uid = Some(uid.clone()),
-            _ => {}
+            Some((_, ObjectOutcome::Refused)) => return Ok(None),
+            Some((desired, outcome)) => {
+                if let Some(uid) = outcome.bound_uid(desired) {
+                    guard.uid = Some(uid.to_owned());
+                }
+            }
+            None => {}
         }
         let status = match referred(write, outcomes) {
             Referred::Refused => return Ok(Some(Guarded::Taken)),
@@ -510,8 +586,10 @@ impl Writer {
         Ok(Some(guarded))
     }
 
-    /// Deletes `removals`, each only as the UID it names; returns how many went.
-    async fn remove(&self, client: &Client, removals: &[Removal]) -> Result<usize, WriteError> {
+    /// Deletes `removals` through `client`, each only as the UID it names;
+    /// returns how many went (one already gone, or replaced by another of
+    /// the name, is not an error).
+    pub async fn remove(&self, client: &Client, removals: &[Removal]) -> Result<usize, WriteError> {
         let mut removed = 0;
         for removal in removals {
             let api = dynamic_api(client, &removal.resource, removal.namespace.as_deref());
@@ -546,14 +624,16 @@ enum Referred<'a> {
     Unknown,
 }
 
-fn referred<'a>(write: &'a StatusOf, outcomes: &'a [(&Desired, Outcome)]) -> Referred<'a> {
+fn referred<'a>(write: &'a StatusOf, outcomes: &'a [(&Desired, ObjectOutcome)]) -> Referred<'a> {
     let Some(reference) = &write.refers_to else {
         return Referred::Unknown;
     };
     match outcomes.iter().find(|(d, _)| reference.names(d)) {
-        Some((_, Outcome::Refused)) => Referred::Refused,
-        Some((_, Outcome::Written(Some(uid)))) => Referred::Uid(reference, uid),
-        _ => Referred::Unknown,
+        Some((_, ObjectOutcome::Refused)) => Referred::Refused,
+        Some((desired, outcome)) => outcome
+            .bound_uid(desired)
+            .map_or(Referred::Unknown, |uid| Referred::Uid(reference, uid)),
+        None => Referred::Unknown,
     }
 }
 
@@ -615,6 +695,27 @@ mod tests {
             data: Some(BTreeMap::from([("k".to_owned(), data.to_owned())])),
             ..ConfigMap::default()
         }
+    }
+
+    #[test]
+    fn objects_are_written_in_waves_of_those_alongside_the_one_before() {
+        let desired = |name: &str| Desired::owned(&config_map(name, "1")).unwrap();
+        let objects = [
+            desired("account"),
+            desired("role").alongside_previous(),
+            desired("binding").alongside_previous(),
+            desired("first"),
+            desired("second"),
+        ];
+        let names: Vec<Vec<&str>> = waves(&objects)
+            .iter()
+            .map(|wave| wave.iter().map(Desired::name).collect())
+            .collect();
+        assert_eq!(
+            names,
+            [vec!["account", "role", "binding"], vec!["first"], vec!["second"]]
+        );
+        assert!(waves(&[]).is_empty());
     }
 
     /// Live copies: the hashes a store would hold, by name.

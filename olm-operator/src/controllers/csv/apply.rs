@@ -1,22 +1,23 @@
-//! Apply: server-side applies what build made, in dependency order (service
-//! accounts, RBAC, then Deployments), and removes objects of the CSV that the
-//! install no longer has. It refuses to take over an object controlled by
-//! another live CSV (other than the one this CSV replaces), so that two CSVs
-//! never fight over one object.
+//! The install's own objects: [`plan`] decides (pure) what to write, and
+//! [`apply`] hands that to olm-runtime's one applier
+//! ([`Writer::write_objects`](olm_runtime::apply::Writer) and
+//! [`Writer::remove`](olm_runtime::apply::Writer)).
 //!
-//! Each object is stamped with the hash of its content and is not written
-//! when its live copy in the shared stores ([`LiveCopies`]) already carries
-//! that hash and nobody else took over a field it sets ([`stamp`]): a new
-//! leader sends nothing for an install that is already right.
+//! [`plan`] orders what build made by dependency (service accounts and RBAC
+//! at once, then each Deployment), removes the objects of the CSV that the
+//! install no longer has, and refuses to take over an object controlled by
+//! another live CSV (other than the one this CSV replaces), so that two CSVs
+//! never fight over one object. Each object is stamped with the hash of its
+//! content and left out when its live copy in the shared stores
+//! ([`LiveCopies`]) already carries that hash and nobody else took over a
+//! field it sets ([`stamp::desired`]): a new leader sends nothing for an
+//! install that is already right.
 //!
 //! When the OperatorGroup names a service account, every write goes through
 //! a client that impersonates it: the install can do only what that account
 //! may do, and the API server's refusal names the missing permission.
 
-use std::{
-    collections::{BTreeMap, BTreeSet},
-    fmt::Debug,
-};
+use std::{collections::BTreeSet, fmt::Debug};
 
 use k8s_openapi::{
     api::{
@@ -26,21 +27,27 @@ use k8s_openapi::{
     },
     apimachinery::pkg::apis::meta::v1::ObjectMeta,
 };
-use kube::{Api, Client, Resource, ResourceExt, api::ApiResource};
+use kube::{
+    Api, Client, Resource, ResourceExt,
+    api::{ApiResource, DynamicObject},
+};
 use olm_api::v1alpha1::ClusterServiceVersion;
-use serde::de::DeserializeOwned;
 
 use super::{
     build::{Children, OWNER_KIND, owner_labels},
     dereference::Dereferenced,
-    stamp::{self, Applier},
+    stamp,
     validate::Membership,
 };
 use crate::{
     context::{Context, ScopedClientError},
     fields::{Key, LiveCopies},
 };
-use olm_runtime::{ErrorClass, apply::WriteError};
+use olm_runtime::{
+    ErrorClass,
+    apply::WriteError,
+    effects::{Desired, ObjectOutcome, Removal},
+};
 
 /// What the API server holds after the apply.
 #[derive(Clone, Debug, Default)]
@@ -90,7 +97,7 @@ pub enum Error {
     #[error("failed to apply {kind} {name}")]
     Apply {
         /// The kind.
-        kind: &'static str,
+        kind: String,
         /// The name (namespace/name for namespaced objects).
         name: String,
         /// The cause.
@@ -100,11 +107,21 @@ pub enum Error {
     /// An object could not be encoded to hash its content.
     #[error("failed to hash an object of the install")]
     Encode(#[source] stamp::Error),
+    /// A Deployment the API server returned could not be read (a bug: it
+    /// is the object written).
+    #[error("failed to read Deployment {name} as the API server returned it")]
+    Decode {
+        /// Its name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::core::dynamic::ParseDynamicObjectError,
+    },
     /// Deleting a leftover object failed.
     #[error("failed to delete {kind} {name}, which the install no longer has")]
     Delete {
         /// The kind.
-        kind: &'static str,
+        kind: String,
         /// The name.
         name: String,
         /// The cause.
@@ -131,7 +148,7 @@ impl Error {
             | Error::ScopedClient(_)
             | Error::Encode(_) => true,
             Error::Apply { source, .. } | Error::Delete { source, .. } => refused(source.class()),
-            Error::GetServiceAccount { .. } => false,
+            Error::GetServiceAccount { .. } | Error::Decode { .. } => false,
         }
     }
 
@@ -165,20 +182,29 @@ fn api_message(error: &kube::Error) -> String {
     }
 }
 
-/// Applies `children` for `csv` and removes what the CSV no longer needs;
-/// objects whose copy in `live` already carries their hash are not written.
-pub async fn apply(
-    ctx: &Context,
+/// What an install writes, decided from what was read ([`plan`], pure) and
+/// performed by the one applier ([`apply`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct InstallWrites {
+    /// The objects whose live copy is not as built, stamped with their hash:
+    /// the service accounts and RBAC at once, then each Deployment.
+    pub objects: Vec<Desired>,
+    /// The objects labelled for the CSV that the install no longer has.
+    pub removals: Vec<Removal>,
+}
+
+/// Decides what installing `children` for `csv` writes: refuses objects
+/// another live CSV controls ([`check_adoptable`]), keeps only the objects
+/// whose copy in `live` is not current ([`stamp::desired`]; a Deployment
+/// also when the read found none to report the health of), and removes the
+/// objects labelled for the CSV in the stores that `children` no longer has.
+/// Pure.
+pub fn plan(
     csv: &ClusterServiceVersion,
-    membership: &Membership,
     children: &Children,
     found: &Dereferenced,
     live: &dyn LiveCopies,
-) -> Result<Applied, Error> {
-    let namespace = csv.namespace().unwrap_or_default();
-    let writer = writer(ctx, &namespace, membership).await?;
-    let applier = Applier { ctx, live };
-
+) -> Result<InstallWrites, Error> {
     for account in &children.service_accounts {
         let existing = found.service_accounts.get(&account.name_any());
         check_adoptable(csv, found, "ServiceAccount", existing.map(|a| &a.metadata))?;
@@ -187,107 +213,173 @@ pub async fn apply(
         let existing = found.deployments.get(&deployment.name_any());
         check_adoptable(csv, found, "Deployment", existing.map(|d| &d.metadata))?;
     }
-
-    // Service accounts and RBAC do not depend on one another: all at once,
-    // then the Deployments that run as them.
-    futures::try_join!(
-        apply_all(applier, &children.service_accounts, "ServiceAccount", |_| {
-            Api::namespaced(writer.clone(), &namespace)
-        }),
-        apply_all(applier, &children.roles, "Role", |role: &Role| {
-            Api::namespaced(writer.clone(), &role.namespace().unwrap_or_default())
-        }),
-        apply_all(
-            applier,
-            &children.role_bindings,
-            "RoleBinding",
-            |binding: &RoleBinding| {
-                Api::namespaced(writer.clone(), &binding.namespace().unwrap_or_default())
-            }
-        ),
-        apply_all(applier, &children.cluster_roles, "ClusterRole", |_| Api::all(
-            writer.clone()
-        )),
-        apply_all(
-            applier,
-            &children.cluster_role_bindings,
-            "ClusterRoleBinding",
-            |_| { Api::all(writer.clone()) }
-        ),
+    let mut first_wave = Vec::new();
+    stale(
+        &mut first_wave,
+        &children.service_accounts,
+        "ServiceAccount",
+        live,
     )?;
-    let deployment_api = Api::<Deployment>::namespaced(writer.clone(), &namespace);
-    let mut deployments = Vec::with_capacity(children.deployments.len());
+    stale(&mut first_wave, &children.roles, "Role", live)?;
+    stale(&mut first_wave, &children.role_bindings, "RoleBinding", live)?;
+    stale(&mut first_wave, &children.cluster_roles, "ClusterRole", live)?;
+    stale(
+        &mut first_wave,
+        &children.cluster_role_bindings,
+        "ClusterRoleBinding",
+        live,
+    )?;
+    // Service accounts and RBAC do not depend on one another: one wave.
+    let mut objects: Vec<Desired> = first_wave
+        .into_iter()
+        .enumerate()
+        .map(|(index, d)| if index == 0 { d } else { d.alongside_previous() })
+        .collect();
+    // Then the Deployments that run as them, one after another.
     for deployment in &children.deployments {
-        let stored = applier
-            .apply(&deployment_api, deployment, "Deployment")
-            .await
-            .map_err(unstamped)?;
-        // Not written: the Deployment read before is the live one, status included.
-        let stored = stored.or_else(|| found.deployments.get(&deployment.name_any()).cloned());
-        match stored {
-            Some(stored) => deployments.push(stored),
-            None => deployments.push(
-                applier
-                    .force(&deployment_api, deployment, "Deployment")
-                    .await
-                    .map_err(unstamped)?,
-            ),
+        let (desired, current) = stamp::desired(deployment, "Deployment", live).map_err(Error::Encode)?;
+        if !current || !found.deployments.contains_key(&deployment.name_any()) {
+            objects.push(desired);
         }
     }
+    Ok(InstallWrites {
+        objects,
+        removals: leftovers(csv, children, live),
+    })
+}
 
-    prune(ctx, &writer, csv, children, live).await?;
+/// Adds to `objects` those of `built` whose copy in `live` is not current.
+fn stale<K>(
+    objects: &mut Vec<Desired>,
+    built: &[K],
+    kind: &'static str,
+    live: &dyn LiveCopies,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + serde::Serialize,
+{
+    for object in built {
+        let (desired, current) = stamp::desired(object, kind, live).map_err(Error::Encode)?;
+        if !current {
+            objects.push(desired);
+        }
+    }
+    Ok(())
+}
+
+/// The objects labelled for `csv` in the stores (`live`, which hold every
+/// object labelled for a CSV) that `children` no longer has. One the store
+/// has not shown yet is removed by the reconcile its watch event brings.
+fn leftovers(csv: &ClusterServiceVersion, children: &Children, live: &dyn LiveCopies) -> Vec<Removal> {
+    let labels = owner_labels(&csv.name_any(), &csv.namespace().unwrap_or_default());
+    let kept = [
+        (ApiResource::erase::<Deployment>(&()), keys(&children.deployments)),
+        (ApiResource::erase::<Role>(&()), keys(&children.roles)),
+        (
+            ApiResource::erase::<RoleBinding>(&()),
+            keys(&children.role_bindings),
+        ),
+        (
+            ApiResource::erase::<ClusterRole>(&()),
+            keys(&children.cluster_roles),
+        ),
+        (
+            ApiResource::erase::<ClusterRoleBinding>(&()),
+            keys(&children.cluster_role_bindings),
+        ),
+    ];
+    kept.into_iter()
+        .flat_map(|(resource, keep)| {
+            live.labelled(&resource, &labels)
+                .into_iter()
+                .filter(|key| !keep.contains(key))
+                .map(|(namespace, name)| Removal {
+                    resource: resource.clone(),
+                    namespace,
+                    name,
+                    uid: None,
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Performs `writes` for `csv` through the one applier, as the
+/// OperatorGroup's service account when it names one, and returns the
+/// Deployments of `children` as the API server holds them: as written, or as
+/// read when they were current.
+pub async fn apply(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    membership: &Membership,
+    children: &Children,
+    found: &Dereferenced,
+    writes: &InstallWrites,
+) -> Result<Applied, Error> {
+    let writer = writer(ctx, &csv.namespace().unwrap_or_default(), membership).await?;
+    let outcomes = ctx
+        .writer
+        .write_objects(&writer, &writes.objects, &())
+        .await
+        .map_err(|source| Error::Apply {
+            name: shown(&writes.objects, &source),
+            kind: source.object().0.to_owned(),
+            source: Box::new(source),
+        })?;
+    for removal in &writes.removals {
+        let (kind, name) = (&removal.resource.kind, &removal.name);
+        tracing::info!(%kind, %name, namespace = ?removal.namespace, "removing an object the install no longer has");
+    }
+    ctx.writer
+        .remove(&writer, &writes.removals)
+        .await
+        .map_err(|source| Error::Delete {
+            kind: source.object().0.to_owned(),
+            name: source.object().1.to_owned(),
+            source: Box::new(source),
+        })?;
+    let deployments = children
+        .deployments
+        .iter()
+        .filter_map(|deployment| stored(deployment, found, writes, &outcomes))
+        .collect::<Result<_, _>>()?;
     Ok(Applied { deployments })
 }
 
-/// Applies `objects` of `kind` at once, each through the API `api` gives for it.
-async fn apply_all<K>(
-    applier: Applier<'_>,
-    objects: &[K],
-    kind: &'static str,
-    api: impl Fn(&K) -> Api<K>,
-) -> Result<(), Error>
-where
-    K: Resource<DynamicType = ()> + serde::Serialize + DeserializeOwned + Clone + Debug,
-{
-    let api = &api;
-    let writes = objects
+/// `deployment` as the API server holds it: as written, or as read.
+fn stored(
+    deployment: &Deployment,
+    found: &Dereferenced,
+    writes: &InstallWrites,
+    outcomes: &[ObjectOutcome],
+) -> Option<Result<Deployment, Error>> {
+    let name = deployment.name_any();
+    let written = writes
+        .objects
         .iter()
-        .map(|object| async move { applier.apply(&api(object), object, kind).await.map_err(unstamped) });
-    futures::future::try_join_all(writes).await.map(drop)
+        .zip(outcomes)
+        .find(|(d, _)| d.resource.kind == "Deployment" && d.name() == name);
+    match written {
+        Some((_, ObjectOutcome::Written(object))) => Some(
+            DynamicObject::clone(object)
+                .try_parse()
+                .map_err(|source| Error::Decode { name, source }),
+        ),
+        _ => found.deployments.get(&name).cloned().map(Ok),
+    }
 }
 
-/// Deletes the objects labelled for `csv` that `children` no longer has,
-/// through `writer`. Which objects carry its labels is read from the shared
-/// stores (`live`), which hold every object labelled for a CSV: an object
-/// the store has not shown yet is pruned by the reconcile its watch event
-/// brings.
-async fn prune(
-    ctx: &Context,
-    writer: &Client,
-    csv: &ClusterServiceVersion,
-    children: &Children,
-    live: &dyn LiveCopies,
-) -> Result<(), Error> {
-    let namespace = csv.namespace().unwrap_or_default();
-    let prune = Prune {
-        ctx,
-        writer,
-        live,
-        labels: owner_labels(&csv.name_any(), &namespace),
-    };
-    prune
-        .namespaced::<Deployment>("Deployment", keys(&children.deployments))
-        .await?;
-    prune.namespaced::<Role>("Role", keys(&children.roles)).await?;
-    prune
-        .namespaced::<RoleBinding>("RoleBinding", keys(&children.role_bindings))
-        .await?;
-    prune
-        .cluster::<ClusterRole>("ClusterRole", keys(&children.cluster_roles))
-        .await?;
-    prune
-        .cluster::<ClusterRoleBinding>("ClusterRoleBinding", keys(&children.cluster_role_bindings))
-        .await
+/// `namespace/name` of the object of `objects` that `error` was for.
+fn shown(objects: &[Desired], error: &WriteError) -> String {
+    let (kind, name) = error.object();
+    let namespace = objects
+        .iter()
+        .find(|d| d.resource.kind == kind && d.name() == name)
+        .and_then(Desired::namespace);
+    match namespace {
+        Some(namespace) => format!("{namespace}/{name}"),
+        None => name.to_owned(),
+    }
 }
 
 /// Whether applying `children` gives an existing Deployment a new spec: its
@@ -367,15 +459,6 @@ fn check_adoptable(
     })
 }
 
-/// A failed stamped write as an install error: the API server's answer
-/// keeps its [`Error::Apply`] form (its class and detail).
-fn unstamped(error: stamp::Error) -> Error {
-    match error {
-        stamp::Error::Write { kind, name, source } => Error::Apply { kind, name, source },
-        encode @ stamp::Error::Encode { .. } => Error::Encode(encode),
-    }
-}
-
 fn keys<K: Resource>(objects: &[K]) -> BTreeSet<Key> {
     objects
         .iter()
@@ -388,82 +471,10 @@ fn keys<K: Resource>(objects: &[K]) -> BTreeSet<Key> {
         .collect()
 }
 
-/// Deletes the labelled objects of a CSV that the install no longer has.
-struct Prune<'a> {
-    ctx: &'a Context,
-    writer: &'a Client,
-    live: &'a dyn LiveCopies,
-    labels: BTreeMap<String, String>,
-}
-
-impl Prune<'_> {
-    async fn namespaced<K>(&self, kind: &'static str, keep: BTreeSet<Key>) -> Result<(), Error>
-    where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + Debug,
-    {
-        for (namespace, name) in self.leftovers::<K>(&keep) {
-            let api = Api::<K>::namespaced(self.writer.clone(), namespace.as_deref().unwrap_or_default());
-            self.delete(&api, kind, namespace.as_deref(), &name).await?;
-        }
-        Ok(())
-    }
-
-    async fn cluster<K>(&self, kind: &'static str, keep: BTreeSet<Key>) -> Result<(), Error>
-    where
-        K: Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
-            + Clone
-            + DeserializeOwned
-            + Debug,
-    {
-        for (_, name) in self.leftovers::<K>(&keep) {
-            self.delete(&Api::<K>::all(self.writer.clone()), kind, None, &name)
-                .await?;
-        }
-        Ok(())
-    }
-
-    /// The objects of kind `K` in the stores that carry the CSV's labels and
-    /// are not in `keep`.
-    fn leftovers<K>(&self, keep: &BTreeSet<Key>) -> Vec<Key>
-    where
-        K: Resource<DynamicType = ()>,
-    {
-        let resource = ApiResource::erase::<K>(&());
-        self.live
-            .labelled(&resource, &self.labels)
-            .into_iter()
-            .filter(|key| !keep.contains(key))
-            .collect()
-    }
-
-    async fn delete<K>(
-        &self,
-        api: &Api<K>,
-        kind: &'static str,
-        namespace: Option<&str>,
-        name: &str,
-    ) -> Result<(), Error>
-    where
-        K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
-    {
-        let shown = match namespace {
-            Some(namespace) => format!("{namespace}/{name}"),
-            None => name.to_owned(),
-        };
-        tracing::info!(kind, name = %shown, "removing an object the install no longer has");
-        self.ctx.delete(api, name).await.map_err(|source| Error::Delete {
-            kind,
-            name: shown,
-            source: Box::new(source),
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     use super::*;
@@ -529,6 +540,172 @@ mod tests {
         );
     }
 
+    /// Live copies as the stores would hold them: hashes and foreign fields
+    /// by kind and name, and the objects labelled for the CSV.
+    #[derive(Default)]
+    struct Stored {
+        hashes: BTreeMap<(String, String), String>,
+        foreign: BTreeMap<(String, String), Vec<crate::fields::Path>>,
+        labelled: Vec<(String, Key)>,
+    }
+
+    impl olm_runtime::effects::Live for Stored {
+        fn desired_hash(&self, resource: &ApiResource, _: Option<&str>, name: &str) -> Option<String> {
+            self.hashes
+                .get(&(resource.kind.clone(), name.to_owned()))
+                .cloned()
+        }
+    }
+
+    impl LiveCopies for Stored {
+        fn foreign_fields(
+            &self,
+            resource: &ApiResource,
+            _: Option<&str>,
+            name: &str,
+        ) -> Vec<crate::fields::Path> {
+            let key = (resource.kind.clone(), name.to_owned());
+            self.foreign.get(&key).cloned().unwrap_or_default()
+        }
+
+        fn labelled(&self, resource: &ApiResource, _: &BTreeMap<String, String>) -> Vec<Key> {
+            self.labelled
+                .iter()
+                .filter(|(kind, _)| *kind == resource.kind)
+                .map(|(_, key)| key.clone())
+                .collect()
+        }
+    }
+
+    /// The store of an install that is right: every object built carries its hash.
+    fn all_current(children: &Children) -> Stored {
+        let mut stored = Stored::default();
+        let mut carry = |desired: Desired| {
+            let key = (desired.resource.kind.clone(), desired.name().to_owned());
+            stored.hashes.insert(key, desired.hash().unwrap().to_owned());
+        };
+        children
+            .service_accounts
+            .iter()
+            .for_each(|o| carry(Desired::owned(o).unwrap()));
+        children
+            .roles
+            .iter()
+            .for_each(|o| carry(Desired::owned(o).unwrap()));
+        children
+            .role_bindings
+            .iter()
+            .for_each(|o| carry(Desired::owned(o).unwrap()));
+        children
+            .deployments
+            .iter()
+            .for_each(|o| carry(Desired::owned(o).unwrap()));
+        stored
+    }
+
+    /// Each object written: kind, name, whether alongside the one before.
+    fn written(writes: &InstallWrites) -> Vec<(String, String, bool)> {
+        writes
+            .objects
+            .iter()
+            .map(|d| {
+                (
+                    d.resource.kind.clone(),
+                    d.name().to_owned(),
+                    d.is_alongside_previous(),
+                )
+            })
+            .collect()
+    }
+
+    fn object(kind: &str, name: &str, alongside: bool) -> (String, String, bool) {
+        (kind.to_owned(), name.to_owned(), alongside)
+    }
+
+    #[test]
+    fn the_install_writes_what_is_not_current_and_removes_what_it_no_longer_has() {
+        let csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        let strategy = validate::strategy(&csv).expect("valid");
+        let membership = fixtures::membership(Targets::Namespaces(vec![NAMESPACE.to_owned()]));
+        let children = build::build(&csv, &membership, &strategy).expect("builds");
+        let role = children.roles[0].name_any();
+        let binding = children.role_bindings[0].name_any();
+        let read = fixtures::found(vec![], vec![], &[NAMESPACE]);
+        let mut deployed = read.clone();
+        deployed
+            .deployments
+            .insert("demo".to_owned(), children.deployments[0].clone());
+        let drifted = {
+            let mut stored = all_current(&children);
+            let key = ("Role".to_owned(), role.clone());
+            stored.foreign.insert(key, vec![vec!["rules".to_owned()]]);
+            stored
+        };
+        let leftover = {
+            let mut stored = all_current(&children);
+            let old = (Some(NAMESPACE.to_owned()), "old-role".to_owned());
+            let kept = (Some(NAMESPACE.to_owned()), role.clone());
+            stored.labelled = vec![("Role".to_owned(), old), ("Role".to_owned(), kept)];
+            stored
+        };
+        let everything = vec![
+            object("ServiceAccount", "demo", false),
+            object("Role", &role, true),
+            object("RoleBinding", &binding, true),
+            object("Deployment", "demo", false),
+        ];
+        // case, the stores, what the read found, objects written, removals
+        let cases: [(&str, Stored, &Dereferenced, Vec<_>, Vec<&str>); 5] = [
+            ("nothing live", Stored::default(), &read, everything, vec![]),
+            ("all current", all_current(&children), &deployed, vec![], vec![]),
+            (
+                "a Deployment current but not read",
+                all_current(&children),
+                &read,
+                vec![object("Deployment", "demo", false)],
+                vec![],
+            ),
+            (
+                "a field someone else took",
+                drifted,
+                &deployed,
+                vec![object("Role", &role, false)],
+                vec![],
+            ),
+            (
+                "a Role no longer built",
+                leftover,
+                &deployed,
+                vec![],
+                vec!["old-role"],
+            ),
+        ];
+        for (case, stored, found, objects, removals) in cases {
+            let writes = plan(&csv, &children, found, &stored).expect(case);
+            assert_eq!(written(&writes), objects, "{case}");
+            let removed: Vec<&str> = writes.removals.iter().map(|r| r.name.as_str()).collect();
+            assert_eq!(removed, removals, "{case}");
+        }
+    }
+
+    #[test]
+    fn the_install_refuses_a_deployment_another_csv_controls() {
+        let csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        let strategy = validate::strategy(&csv).expect("valid");
+        let membership = fixtures::membership(Targets::Namespaces(vec![NAMESPACE.to_owned()]));
+        let children = build::build(&csv, &membership, &strategy).expect("builds");
+        let mut found = fixtures::found(vec![], vec![], &[NAMESPACE]);
+        found.namespace_csvs = ["other.v1.0.0".to_owned()].into();
+        let mut theirs = children.deployments[0].clone();
+        theirs.metadata = controlled_by(OWNER_KIND, "other.v1.0.0", "other");
+        found.deployments.insert("demo".to_owned(), theirs);
+        let error = plan(&csv, &children, &found, &Stored::default()).unwrap_err();
+        assert!(
+            matches!(error, Error::Conflict { ref owner, .. } if owner == "other.v1.0.0"),
+            "{error}"
+        );
+    }
+
     #[test]
     fn a_different_spec_hash_on_an_existing_deployment_is_a_spec_change() {
         let csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
@@ -558,7 +735,7 @@ mod tests {
     #[test]
     fn refusals_are_terminal_and_outages_are_not() {
         let api_error = |code: u16| Error::Apply {
-            kind: "Deployment",
+            kind: "Deployment".to_owned(),
             name: "ops/demo".to_owned(),
             source: Box::new(WriteError::Apply {
                 kind: "Deployment".to_owned(),
@@ -577,7 +754,7 @@ mod tests {
             "failed to apply Deployment ops/demo: refused with 403"
         );
         let fenced = Error::Apply {
-            kind: "Deployment",
+            kind: "Deployment".to_owned(),
             name: "ops/demo".to_owned(),
             source: Box::new(WriteError::NotLeader {
                 kind: "Deployment".to_owned(),

@@ -19,7 +19,8 @@
 //!    them, independent of them, what was decided; for an install,
 //!    [`build`] (pure) → [`overrides`] (pure) → [`serving`] (certificates,
 //!    webhooks and APIServices of the Deployments that serve them) →
-//!    [`apply`] (server-side apply and prune); then [`decide::record`]
+//!    [`apply`] ([`apply::plan`], pure, then the one applier's server-side
+//!    applies and removals); then [`decide::record`]
 //!    (pure) gives the status to end with, which [`update_status`] writes
 //!    only when it changed. The OperatorCondition and the install's objects
 //!    are stamped with the hash of their content and not written when their
@@ -39,9 +40,13 @@
 //! tested against a mocked API server (`tests`): a reconcile of an install
 //! that is already right, serving objects included, sends no write.
 //!
-//! Not yet in the one shape the other controllers have: the apply step is
-//! typed calls of its own rather than one [`olm_runtime::effects::Effects`]
-//! performed by the one applier; and the read step still GETs what no store
+//! Not yet in the one shape the other controllers have: the install's own
+//! objects (service accounts, RBAC, Deployments, and the removal of those
+//! it no longer has) are decided purely ([`apply::plan`]) and written by
+//! the one applier, but the OperatorCondition, the OperatorGroup
+//! annotations and the serving objects are still typed calls of their own
+//! rather than part of one [`olm_runtime::effects::Effects`]; and the read
+//! step still GETs what no store
 //! holds as it needs it: a CRD the store of summaries does not show
 //! Established and serving the versions the CSV names (the store may lag
 //! behind a CRD the InstallPlan made a moment before), Deployments and
@@ -537,7 +542,11 @@ async fn apply_install(
     // The certificates are written: the status says so even if what follows is refused.
     let serving = prepared.as_ref().map(|p| p.serving.clone());
     let updated = apply::spec_changed(&children, found);
-    let applied = match apply::apply(ctx, csv, membership, &children, found, applier.live).await {
+    let applied = match apply::plan(csv, &children, found, applier.live) {
+        Ok(writes) => apply::apply(ctx, csv, membership, &children, found, &writes).await,
+        Err(refusal) => Err(refusal),
+    };
+    let applied = match applied {
         Ok(applied) => applied,
         Err(e) if e.is_terminal() => return Ok(refused(e.detail(), serving)),
         Err(e) => return Err(Error::Apply(e)),

@@ -102,30 +102,37 @@ pub fn stamp<K>(obj: &K, kind: &'static str, live: &dyn LiveCopies) -> Result<(K
 where
     K: Resource<DynamicType = ()> + Serialize + Clone,
 {
-    let desired = Desired::owned(obj).map_err(|source| Error::Encode {
+    let (desired, current) = desired(obj, kind, live)?;
+    let mut stamped = obj.clone();
+    stamped.meta_mut().annotations.get_or_insert_default().insert(
+        DESIRED_HASH.to_owned(),
+        desired.hash().unwrap_or_default().to_owned(),
+    );
+    Ok((stamped, current))
+}
+
+/// `obj` as the one applier writes it (owned whole, stamped with the hash
+/// of its content), and whether its copy in `live` is current: it carries
+/// that hash and no other writer owns a field `obj` sets. Pure.
+pub fn desired<K>(obj: &K, kind: &'static str, live: &dyn LiveCopies) -> Result<(Desired, bool), Error>
+where
+    K: Resource<DynamicType = ()> + Serialize,
+{
+    let encode = |source| Error::Encode {
         kind,
         name: display_name(obj.meta()),
         source,
-    })?;
-    let hash = desired.hash().unwrap_or_default().to_owned();
+    };
+    let desired = Desired::owned(obj).map_err(encode)?;
+    let hash = desired.hash().unwrap_or_default();
     let (resource, namespace, name) = (&desired.resource, desired.namespace(), desired.name());
     let carried = live.desired_hash(resource, namespace, name);
-    let current = carried.as_deref() == Some(hash.as_str()) && {
+    let current = carried.as_deref() == Some(hash) && {
         let foreign = live.foreign_fields(resource, namespace, name);
-        let value = serde_json::to_value(&desired.object).map_err(|source| Error::Encode {
-            kind,
-            name: display_name(obj.meta()),
-            source,
-        })?;
+        let value = serde_json::to_value(&desired.object).map_err(encode)?;
         !fields::overlaps(&fields::set_paths(&value), &foreign)
     };
-    let mut stamped = obj.clone();
-    stamped
-        .meta_mut()
-        .annotations
-        .get_or_insert_default()
-        .insert(DESIRED_HASH.to_owned(), hash.clone());
-    Ok((stamped, current))
+    Ok((desired, current))
 }
 
 /// `namespace/name`, or `name` for cluster-scoped objects.

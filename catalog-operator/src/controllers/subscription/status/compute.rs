@@ -1,0 +1,51 @@
+//! The status of one Subscription, composed from its parts.
+
+use kube::ResourceExt;
+use olm_api::v1alpha1::SubscriptionStatus;
+
+use super::{
+    catalog_health::{catalog_health, set_catalogs_unhealthy},
+    decision::{installed_csv, set_held_back, set_installing, set_unsatisfiable, set_up_to_date},
+    deprecations::set_deprecations,
+    input::StatusInput,
+    install_plan::set_install_plan_missing,
+    kstatus::set_kstatus,
+};
+use crate::controllers::subscription::resolve::Decision;
+
+/// The status `input.subscription` should have.
+pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
+    let sub = input.subscription;
+    let name = sub.name_any();
+    let old = sub.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    status.observed_generation = sub.metadata.generation;
+    let mut conditions = old.conditions.clone().unwrap_or_default();
+    let now = input.now;
+
+    let target = input.group.targets.get(&name);
+    status.installed_csv = installed_csv(target, old.installed_csv.as_ref(), input.csv_exists);
+    if let Some(target) = target {
+        status.current_csv = Some(target.bundle.clone());
+    }
+    match &input.group.decision {
+        Decision::Unsatisfiable(explanation) => set_unsatisfiable(&mut conditions, explanation, now),
+        Decision::UpToDate => set_up_to_date(&mut status, &mut conditions, input, target),
+        Decision::Install(_) => set_installing(&mut status, &mut conditions, input),
+    }
+    set_held_back(&mut conditions, input, target);
+    set_install_plan_missing(&mut conditions, &status, input);
+    let (health, unhealthy) = catalog_health(input, &old);
+    status.catalog_health = Some(health);
+    set_catalogs_unhealthy(&mut conditions, &unhealthy, now);
+    set_deprecations(&mut conditions, input, &name, now);
+    set_kstatus(&mut conditions, status.state, now);
+    status.conditions = Some(conditions);
+
+    let mut without_time = status.clone();
+    without_time.last_updated = old.last_updated.clone();
+    if without_time != old {
+        status.last_updated = Some(now.clone());
+    }
+    status
+}

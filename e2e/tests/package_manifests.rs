@@ -2,7 +2,9 @@
 //! in-process and reached through the API server's aggregator: discovery lists
 //! the group; a namespace lists every package of its catalogs and of the
 //! global ones; a corpus package carries its channels and `currentCSVDesc` as
-//! the CSV writes them; a watch sees a package appear when a catalog gains it.
+//! the CSV writes them; a watch sees a package appear when a catalog gains it;
+//! a bundle whose CSV declares relation endpoints (olm-rs's annotation) keeps
+//! them in its head's `currentCSVDesc`.
 //!
 //! The aggregator reaches the host process through a Service of type
 //! `ExternalName` naming 127.0.0.1: the API server dials an ExternalName
@@ -26,12 +28,17 @@ use kube::{
     Api,
     api::{ListParams, WatchEvent, WatchParams},
 };
-use olm_api::{packages::PackageManifest, v1alpha1::CatalogSource};
+use olm_api::{
+    endpoints::{Endpoints, Role, Scope},
+    packages::PackageManifest,
+    v1alpha1::CatalogSource,
+};
+use olm_catalog::render::{RenderOptions, render_package_dir_with};
 use olm_registry::server::RegistryIndex;
 use olm_runtime::{Leadership, Parts, apply::FIELD_MANAGER_CATALOG};
 use olm_testkit::{
-    corpus_dir, identity::Binary, install_crds, objects::catalog_is_ready, wait_for, with_namespace,
-    yaml_file,
+    corpus_dir, identity::Binary, install_crds, objects::catalog_is_ready, repo_root, wait_for,
+    with_namespace, yaml_file,
 };
 use serde_json::Value;
 
@@ -181,6 +188,54 @@ async fn package_manifests_are_served_through_the_aggregator() {
         );
         assert_eq!(channel["entries"][0]["name"], head.as_str());
 
+        // Relation endpoints reach the PackageManifest: a bundle of the project's
+        // own whose CSV declares them, rendered as `opm render` renders an image
+        // (olm.csv.metadata, no manifests), served over gRPC.
+        let endpoints_catalog = render_package_dir_with(
+            repo_root().join("olm-catalog/testdata/endpoints-demo"),
+            &RenderOptions::image("registry.test/endpoints-demo:0.1.0"),
+        )
+        .expect("the endpoints fixture renders")
+        .catalog;
+        let endpoints_registry = Registry::start(
+            Arc::new(RegistryIndex::new(endpoints_catalog)),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await;
+        create(
+            &sources,
+            &catalog_source("endpoints", &endpoints_registry.addr.to_string()),
+        )
+        .await;
+        wait_for(
+            &sources,
+            "endpoints",
+            "CatalogSource endpoints is READY",
+            catalog_is_ready,
+        )
+        .await;
+        let served = package_manifest(&api, "endpoints-demo").await;
+        let channel = &served.status.channels[0];
+        let endpoints =
+            Endpoints::of_annotations(&channel.current_csv, &channel.current_csv_desc.annotations)
+                .expect("the served declaration reads")
+                .expect("the head's currentCSVDesc carries the endpoints annotation");
+        let declared: Vec<(Role, &str, &str)> = endpoints
+            .iter()
+            .map(|(role, e)| (role, e.name.as_str(), e.interface.as_str()))
+            .collect();
+        assert_eq!(
+            declared,
+            [
+                (Role::Provides, "db", "postgresql"),
+                (Role::Provides, "metrics", "prometheus-scrape"),
+                (Role::Requires, "logs", "loki-push"),
+                (Role::Peers, "ring", "endpoints-demo-ring"),
+            ]
+        );
+        let (_, logs) = endpoints.get("logs").unwrap();
+        assert_eq!((logs.limit, logs.scope), (Some(1), Scope::Container));
+
         parts.shutdown.trigger();
         let _ = tokio::time::timeout(Duration::from_secs(20), operator).await;
         // The APIService is cluster-wide: leave none behind.
@@ -188,8 +243,22 @@ async fn package_manifests_are_served_through_the_aggregator() {
         account.assert_no_forbidden();
         registry.stop().await;
         corpus_registry.stop().await;
+        endpoints_registry.stop().await;
     })
     .await;
+}
+
+/// The PackageManifest `name`, once it is served.
+async fn package_manifest(api: &Api<PackageManifest>, name: &str) -> PackageManifest {
+    let mut last = String::new();
+    for _ in 0..120 {
+        match api.get(name).await {
+            Ok(manifest) => return manifest,
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    panic!("PackageManifest {name} is not served: {last}");
 }
 
 /// The CSV of `package` at `version` in the corpus' bundle directories.

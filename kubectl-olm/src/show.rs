@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use olm_api::{
+    endpoints::{Endpoints, Role, Scope},
     packages::{PackageChannel, PackageManifest},
     v1alpha1::InstallModeType,
 };
@@ -237,6 +238,51 @@ pub struct BundleInfo {
     pub provided_apis: Vec<String>,
     /// APIs it requires.
     pub required_apis: Vec<String>,
+    /// The relation endpoints its CSV declares (annotation `olm-rs.dev/endpoints`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub endpoints: Vec<EndpointInfo>,
+    /// Why its declaration of endpoints cannot be read, if it cannot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoints_error: Option<String>,
+}
+
+/// One relation endpoint of a bundle.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EndpointInfo {
+    /// provides, requires or peers.
+    pub role: Role,
+    /// The endpoint.
+    pub name: String,
+    /// The interface it speaks.
+    pub interface: String,
+    /// How many relations it takes; none for no limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// global or container.
+    pub scope: Scope,
+}
+
+/// The endpoints a channel head's CSV declares, or why they cannot be read.
+fn head_endpoints(channel: &PackageChannel) -> (Vec<EndpointInfo>, Option<String>) {
+    let annotations = &channel.current_csv_desc.annotations;
+    match Endpoints::of_annotations(&channel.current_csv, annotations) {
+        Ok(endpoints) => {
+            let infos = endpoints
+                .iter()
+                .flat_map(|e| e.iter())
+                .map(|(role, e)| EndpointInfo {
+                    role,
+                    name: e.name.clone(),
+                    interface: e.interface.clone(),
+                    limit: e.limit,
+                    scope: e.scope,
+                })
+                .collect();
+            (infos, None)
+        }
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    }
 }
 
 /// What `show` prints.
@@ -288,6 +334,7 @@ fn apis(values: &[&[Value]]) -> Vec<String> {
 /// The bundle heading `channel`, described.
 fn head_info(channel: &PackageChannel) -> BundleInfo {
     let desc = &channel.current_csv_desc;
+    let (endpoints, endpoints_error) = head_endpoints(channel);
     BundleInfo {
         name: channel.current_csv.clone(),
         version: catalogs::head_version(channel),
@@ -308,6 +355,8 @@ fn head_info(channel: &PackageChannel) -> BundleInfo {
             desc.custom_resource_definitions.required.as_slice(),
             desc.api_service_definitions.required.as_slice(),
         ]),
+        endpoints,
+        endpoints_error,
     }
 }
 
@@ -406,6 +455,7 @@ pub fn render_details(details: &PackageDetails) -> String {
         let _ = writeln!(out, "    Install modes:  {modes}");
         let _ = writeln!(out, "    Provides APIs:  {}", list(&bundle.provided_apis));
         let _ = writeln!(out, "    Requires APIs:  {}", list(&bundle.required_apis));
+        render_endpoints(&mut out, bundle);
     }
     let _ = writeln!(
         out,
@@ -413,6 +463,29 @@ pub fn render_details(details: &PackageDetails) -> String {
         details.name
     );
     out
+}
+
+/// A bundle's relation endpoints, when it declares any.
+fn render_endpoints(out: &mut String, bundle: &BundleInfo) {
+    if let Some(error) = &bundle.endpoints_error {
+        let _ = writeln!(out, "    Endpoints:      cannot be read: {error}");
+        return;
+    }
+    if bundle.endpoints.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "    Endpoints:");
+    let mut table = Table::new(&["      ROLE", "NAME", "INTERFACE", "LIMIT", "SCOPE"]);
+    for e in &bundle.endpoints {
+        table.row(vec![
+            format!("      {}", e.role).into(),
+            e.name.clone().into(),
+            e.interface.clone().into(),
+            e.limit.map_or_else(|| "-".to_owned(), |l| l.to_string()).into(),
+            e.scope.to_string().into(),
+        ]);
+    }
+    out.push_str(&table.render(false));
 }
 
 /// `show`.
@@ -516,6 +589,64 @@ mod tests {
         assert!(text.contains("  demo-db.v1.0.0 (1.0.0)\n"), "{text}");
         assert!(!text.contains("demo-db.v1.0.0 (1.0.0)\n    Install"), "{text}");
         assert!(text.contains("`kubectl olm plan demo-db`"), "{text}");
+    }
+
+    #[test]
+    fn show_lists_the_relation_endpoints_a_head_declares() {
+        let mut manifest = demo_db();
+        let annotation = |text: &str| [(olm_api::endpoints::ANNOTATION.to_owned(), text.to_owned())].into();
+        manifest.status.channels[1].current_csv_desc.annotations = annotation(
+            "provides: {db: {interface: postgresql, limit: 5}}\npeers: {ring: {interface: demo-db-ring, scope: container}}",
+        );
+        manifest.status.channels[0].current_csv_desc.annotations =
+            annotation("provides: {db: {interface: ''}}");
+        let details = details(&manifest);
+        let stable = &details.bundles[1];
+        assert_eq!(
+            stable.endpoints,
+            [
+                EndpointInfo {
+                    role: Role::Provides,
+                    name: "db".into(),
+                    interface: "postgresql".into(),
+                    limit: Some(5),
+                    scope: Scope::Global,
+                },
+                EndpointInfo {
+                    role: Role::Peers,
+                    name: "ring".into(),
+                    interface: "demo-db-ring".into(),
+                    limit: None,
+                    scope: Scope::Container,
+                },
+            ]
+        );
+        let json = serde_json::to_value(stable).unwrap();
+        assert_eq!(
+            json["endpoints"][1],
+            serde_json::json!({"role": "peers", "name": "ring", "interface": "demo-db-ring", "scope": "container"})
+        );
+        let text = render_details(&details);
+        assert!(
+            text.contains(
+                "    Endpoints:\n      ROLE      NAME  INTERFACE     LIMIT  SCOPE\n      provides  db    postgresql    5      global\n      peers     ring  demo-db-ring  -      container\n"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "    Endpoints:      cannot be read: CSV demo-db.v1.2.0-alpha: annotation olm-rs.dev/endpoints: provides endpoint \"db\" has an empty interface"
+            ),
+            "{text}"
+        );
+        assert!(
+            !show_text_of(demo_db()).contains("Endpoints"),
+            "a bundle without endpoints shows none"
+        );
+    }
+
+    fn show_text_of(manifest: PackageManifest) -> String {
+        render_details(&details(&manifest))
     }
 
     #[test]

@@ -43,6 +43,11 @@ pub const ALM_EXAMPLES: &str = "alm-examples";
 /// CSV annotation: the namespace the operator suggests to be installed in.
 pub const SUGGESTED_NAMESPACE: &str = "operatorframework.io/suggested-namespace";
 
+/// CSV annotation (olm-rs's own): the relation endpoints the operator
+/// declares, `provides`, `requires` and `peers`, as YAML or JSON (see
+/// [`crate::endpoints`]). OLM ignores it.
+pub const ENDPOINTS: &str = "olm-rs.dev/endpoints";
+
 /// Label of objects OLM manages (value `true`).
 pub const OLM_MANAGED: &str = "olm.managed";
 

@@ -7,6 +7,7 @@
 //! - [`v2`]: OperatorCondition (its `v1` form is in [`v1`]).
 //! - [`substrate`]: MachinePool and Machine.
 //! - [`packages`]: the PackageManifest aggregated API (not a CRD).
+//! - [`endpoints`]: the relation endpoints a CSV declares (`provides`, `requires`, `peers`).
 //! - [`labels`]: well-known labels and annotations.
 //! - [`crds`]: every CustomResourceDefinition, as the generator writes them to `crds/`.
 //! - [`manifest`]: reading these objects from YAML or JSON files with errors that name the file and field.
@@ -16,6 +17,7 @@
 #![allow(clippy::duplicated_attributes)]
 
 pub mod crds;
+pub mod endpoints;
 pub mod labels;
 pub mod manifest;
 pub mod packages;

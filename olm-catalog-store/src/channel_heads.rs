@@ -17,6 +17,10 @@
 //! registry builds a catalog bundle's CSV from `olm.csv.metadata` with the
 //! `olm.package` icon, since `olm.csv.metadata` carries none.
 //!
+//! olm-rs's relation endpoints reach the description as the CSV's
+//! `olm-rs.dev/endpoints` annotation; a bundle that carries them only as its
+//! catalog property (`olm-rs.endpoints`) gets the annotation from the property.
+//!
 //! All of it is for the PackageManifest API alone: when catalog-operator does
 //! not serve it ([`Describe::Nothing`]), nothing here is read or kept, icons
 //! included, and a registry is not even asked for its heads' CSVs.
@@ -29,7 +33,10 @@ use std::{
 
 use base64::Engine;
 use bytes::Bytes;
-use olm_api::packages::{AppLink, CsvDescription, Descriptions, Maintainer};
+use olm_api::{
+    endpoints,
+    packages::{AppLink, CsvDescription, Descriptions, Maintainer},
+};
 use olm_catalog::{Bundle, Catalog, Channel, Icon, Package, Property};
 use serde_json::{Map, Value};
 
@@ -201,11 +208,30 @@ pub fn head_csv(bundle: &Bundle, package: Option<&Package>) -> Option<HeadCsv> {
         .filter(|i| !i.is_empty())
         .collect();
     description.related_images = images.into_iter().map(str::to_owned).collect();
+    carry_endpoints(bundle, &mut description);
     Some(HeadCsv {
         description,
         labels: string_map(&metadata, "labels"),
         icon,
     })
+}
+
+/// The bundle's `olm-rs.endpoints` property as the CSV annotation it carries,
+/// when the CSV lacks the annotation.
+fn carry_endpoints(bundle: &Bundle, description: &mut CsvDescription) {
+    if description.annotations.contains_key(endpoints::ANNOTATION) {
+        return;
+    }
+    let Some(Property::Other { value, .. }) = bundle.properties_of(endpoints::PROPERTY).next() else {
+        return;
+    };
+    let text = match value.to_value() {
+        Value::String(text) => text,
+        declaration => declaration.to_string(),
+    };
+    description
+        .annotations
+        .insert(endpoints::ANNOTATION.to_owned(), text);
 }
 
 /// The first icon of a CSV's `spec.icon`, decoded.
@@ -348,5 +374,77 @@ fn descriptions(value: Option<&Value>) -> Descriptions {
     Descriptions {
         owned: items("owned"),
         required: items("required"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use olm_api::endpoints::Endpoints;
+    use olm_catalog::property::RawJson;
+    use serde_json::json;
+
+    use super::*;
+
+    fn bundle(properties: Vec<Property>) -> Bundle {
+        Bundle {
+            name: "demo.v1.0.0".into(),
+            package: "demo".into(),
+            image: String::new(),
+            properties,
+            related_images: Vec::new(),
+        }
+    }
+
+    fn metadata(annotations: Value) -> Property {
+        Property::CsvMetadata(RawJson::from_value(&json!({"annotations": annotations})))
+    }
+
+    fn endpoints_property(value: Value) -> Property {
+        Property::Other {
+            type_: endpoints::PROPERTY.into(),
+            value: RawJson::from_value(&value),
+        }
+    }
+
+    #[test]
+    fn the_endpoints_property_reaches_the_description_as_the_annotation() {
+        let declared = json!({"provides": {"db": {"interface": "postgresql"}}});
+        let annotated = |head: &HeadCsv| head.description.annotations.get(endpoints::ANNOTATION).cloned();
+        // Only the property: the annotation is made from it, and reads back.
+        let head = head_csv(
+            &bundle(vec![
+                metadata(json!({"a": "b"})),
+                endpoints_property(declared.clone()),
+            ]),
+            None,
+        )
+        .unwrap();
+        let text = annotated(&head).expect("the annotation");
+        let read = Endpoints::parse("demo.v1.0.0", &text).unwrap();
+        assert_eq!(
+            read.get("db").map(|(_, e)| e.interface.as_str()),
+            Some("postgresql")
+        );
+        assert_eq!(head.description.annotations["a"], "b");
+        // The CSV's own annotation is kept as written.
+        let head = head_csv(
+            &bundle(vec![
+                metadata(json!({endpoints::ANNOTATION: "peers: {ring: {interface: r}}"})),
+                endpoints_property(declared),
+            ]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(annotated(&head).as_deref(), Some("peers: {ring: {interface: r}}"));
+        // Text carried as text stays text.
+        let head = head_csv(
+            &bundle(vec![
+                metadata(json!({})),
+                endpoints_property(json!("provides: [")),
+            ]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(annotated(&head).as_deref(), Some("provides: ["));
     }
 }

@@ -14,6 +14,7 @@ use std::{
     path::{Path, PathBuf},
 };
 
+use olm_api::endpoints::{self, Endpoints, EndpointsError};
 use serde_json::Value;
 
 use crate::{
@@ -225,6 +226,25 @@ impl<'a> Csv<'a> {
     pub fn skip_range(&self) -> Option<&'a str> {
         self.annotation(annotations::SKIP_RANGE)
             .filter(|s| !s.trim().is_empty())
+    }
+
+    /// The relation endpoints the CSV declares in olm-rs's annotation
+    /// ([`olm_api::endpoints::ANNOTATION`]); `None` without it.
+    pub fn endpoints(&self) -> Result<Option<Endpoints>, EndpointsError> {
+        self.annotation(endpoints::ANNOTATION)
+            .map(|text| Endpoints::parse(self.name(), text))
+            .transpose()
+    }
+
+    /// The catalog property ([`olm_api::endpoints::PROPERTY`]) that carries
+    /// the CSV's endpoints annotation unchanged, even when it does not parse
+    /// (the catalog's validation says why); `None` without the annotation.
+    pub fn endpoints_property(&self) -> Option<Property> {
+        let value = endpoints::property_value(self.annotation(endpoints::ANNOTATION)?)?;
+        Some(Property::Other {
+            type_: endpoints::PROPERTY.to_owned(),
+            value: RawJson::from_value(&value),
+        })
     }
 
     /// Properties of the `olm.properties` annotation (a JSON list), or why it does not parse.
@@ -747,6 +767,12 @@ pub fn load_bundle_dir(path: impl AsRef<Path>) -> Result<BundleDir, LoadError> {
     if let Err(e) = Csv(&objects[csv_index].object).annotation_properties() {
         warnings.push(format!(
             "{}: {e}; ignored, as opm does",
+            objects[csv_index].file.display()
+        ));
+    }
+    if let Err(e) = Csv(&objects[csv_index].object).endpoints() {
+        warnings.push(format!(
+            "{}: {e}; the catalog's validation refuses the bundle",
             objects[csv_index].file.display()
         ));
     }

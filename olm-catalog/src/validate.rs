@@ -1,9 +1,14 @@
 //! Checks on a whole catalog, as `opm validate` makes them when it builds its model: every
 //! reference resolves, every package has a usable default channel, names are unique, every bundle
 //! has exactly one valid `olm.package`, and every channel's replaces chain has one head and reaches
-//! all its entries.
+//! all its entries. olm-rs adds one check of its own: a bundle's relation endpoints
+//! (`olm-rs.endpoints`, or the `olm-rs.dev/endpoints` annotation of its CSV metadata) are declared
+//! at most once and read.
 
 use std::collections::{BTreeMap, BTreeSet};
+
+use olm_api::endpoints::{self, Declared, Endpoints, EndpointsError};
+use serde_json::Value;
 
 use crate::{
     model::{Bundle, Catalog, Channel, schema},
@@ -174,6 +179,29 @@ pub enum ValidationError {
         /// Bundle.
         bundle: String,
     },
+    /// A bundle whose relation endpoints cannot be read.
+    #[error("package {package:?}: bundle {bundle:?}: {error}")]
+    Endpoints {
+        /// Package.
+        package: String,
+        /// Bundle.
+        bundle: String,
+        /// What is wrong with the declaration.
+        error: EndpointsError,
+    },
+    /// A bundle that carries more than one declaration of relation endpoints.
+    #[error(
+        "package {package:?}: bundle {bundle:?} declares its relation endpoints {count} times ({} properties); keep one",
+        endpoints::PROPERTY
+    )]
+    EndpointsCount {
+        /// Package.
+        package: String,
+        /// Bundle.
+        bundle: String,
+        /// How many declarations it carries.
+        count: usize,
+    },
     /// A deprecation entry pointing at a channel or bundle the package does not have, or of an
     /// unknown schema.
     #[error("package {package:?}: deprecation of {schema} {name:?} refers to nothing in the package")]
@@ -256,6 +284,8 @@ impl ValidationError {
             | Self::InvalidVersion { package, .. }
             | Self::DuplicateVersion { package, .. }
             | Self::NoImage { package, .. }
+            | Self::Endpoints { package, .. }
+            | Self::EndpointsCount { package, .. }
             | Self::BadDeprecationReference { package, .. }
             | Self::NoChannelHead { package, .. }
             | Self::MultipleChannelHeads { package, .. }
@@ -432,6 +462,7 @@ fn check_bundles(catalog: &Catalog, in_channel: &BTreeSet<(&str, &str)>, out: &m
         {
             out.push(ValidationError::NoImage { package, bundle });
         }
+        check_endpoints(b, out);
     }
     for ((package, version), names) in versions {
         if names.len() > 1 {
@@ -483,6 +514,55 @@ fn check_package_property<'a>(b: &'a Bundle, out: &mut Vec<ValidationError>) -> 
         }
         None => Some(p.version.as_str()),
     }
+}
+
+/// olm-rs's relation endpoints: the bundle's `olm-rs.endpoints` properties, or
+/// else the annotation of its `olm.csv.metadata` (a catalog rendered by `opm`
+/// carries only that), declared at most once and read without error.
+fn check_endpoints(b: &Bundle, out: &mut Vec<ValidationError>) {
+    let declared: Vec<(Declared, Value)> = b
+        .properties_of(endpoints::PROPERTY)
+        .filter_map(|p| match p {
+            Property::Other { value, .. } => Some((Declared::Property, value.to_value())),
+            _ => None,
+        })
+        .collect();
+    let declared = if declared.is_empty() {
+        csv_metadata_annotation(b, endpoints::ANNOTATION)
+            .map(|text| vec![(Declared::Annotation, Value::String(text))])
+            .unwrap_or_default()
+    } else {
+        declared
+    };
+    if declared.len() > 1 {
+        out.push(ValidationError::EndpointsCount {
+            package: b.package.clone(),
+            bundle: b.name.clone(),
+            count: declared.len(),
+        });
+    }
+    for (from, value) in declared {
+        if let Err(error) = Endpoints::from_value(&b.name, from, value) {
+            out.push(ValidationError::Endpoints {
+                package: b.package.clone(),
+                bundle: b.name.clone(),
+                error,
+            });
+        }
+    }
+}
+
+/// A CSV annotation of the bundle's `olm.csv.metadata`, if it has both.
+fn csv_metadata_annotation(b: &Bundle, key: &str) -> Option<String> {
+    b.properties.iter().find_map(|p| match p {
+        Property::CsvMetadata(metadata) => metadata
+            .to_value()
+            .get("annotations")?
+            .get(key)?
+            .as_str()
+            .map(str::to_owned),
+        _ => None,
+    })
 }
 
 /// Deprecations: of a defined package, each referring to its package, one of its
@@ -710,5 +790,62 @@ entries: [{reference: {schema: olm.channel, name: beta}, message: gone}]
                 .any(|e| matches!(e, ValidationError::MultipleChannelHeads { .. })
                     && e.severity() == Severity::Warning)
         );
+    }
+
+    #[test]
+    fn relation_endpoints_are_checked_per_bundle() {
+        let with = |properties: &str| {
+            GOOD.replace(
+                "properties: [{type: olm.package, value: {packageName: p, version: 2.0.0}}]",
+                &format!("properties: [{{type: olm.package, value: {{packageName: p, version: 2.0.0}}}}, {properties}]"),
+            )
+        };
+        let cases: &[(&str, &str, &[&str])] = &[
+            (
+                "a sound declaration",
+                "{type: olm-rs.endpoints, value: {provides: {db: {interface: postgresql, limit: 2}}}}",
+                &[],
+            ),
+            (
+                "an empty interface",
+                "{type: olm-rs.endpoints, value: {provides: {db: {interface: ''}}}}",
+                &[
+                    r#"package "p": bundle "p.v2": CSV p.v2: property olm-rs.endpoints: provides endpoint "db" has an empty interface; name the interface it speaks"#,
+                ],
+            ),
+            (
+                "a name in two roles",
+                "{type: olm-rs.endpoints, value: {provides: {db: {interface: a}}, requires: {db: {interface: a}}}}",
+                &[
+                    r#"package "p": bundle "p.v2": CSV p.v2: property olm-rs.endpoints: endpoint "db" is declared in both provides and requires; endpoint names are unique across provides, requires and peers"#,
+                ],
+            ),
+            (
+                "text that is not YAML, as a render carries it",
+                "{type: olm-rs.endpoints, value: 'provides: ['}",
+                &[r#"package "p": bundle "p.v2": CSV p.v2: property olm-rs.endpoints: not YAML or JSON"#],
+            ),
+            (
+                "two declarations",
+                "{type: olm-rs.endpoints, value: {peers: {a: {interface: a}}}}, {type: olm-rs.endpoints, value: {peers: {b: {interface: b}}}}",
+                &[
+                    r#"package "p": bundle "p.v2" declares its relation endpoints 2 times (olm-rs.endpoints properties); keep one"#,
+                ],
+            ),
+            (
+                "the annotation of the CSV metadata, as opm renders it",
+                r#"{type: olm.csv.metadata, value: {annotations: {olm-rs.dev/endpoints: "peers: {ring: {interface: r, scope: machine}}"}}}"#,
+                &[
+                    r#"package "p": bundle "p.v2": CSV p.v2: annotation olm-rs.dev/endpoints: peers endpoint "ring" has scope "machine"; scope is global (the default) or container"#,
+                ],
+            ),
+        ];
+        for (what, properties, want) in cases {
+            let got = errors(&with(properties));
+            assert_eq!(got.len(), want.len(), "{what}: {got:?}");
+            for (got, want) in got.iter().zip(want.iter()) {
+                assert!(got.starts_with(want), "{what}: {got}");
+            }
+        }
     }
 }

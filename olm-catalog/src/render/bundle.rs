@@ -66,7 +66,8 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
         .ok_or_else(|| fail("the CSV has no spec.version".into()))?;
 
     // The bundle's own properties, as operator-registry's bundle parser collects them: the
-    // properties file, then the package from the annotations, then the CSV's olm.properties.
+    // properties file, then the package from the annotations, then the CSV's olm.properties;
+    // then olm-rs's endpoints.
     let mut own: Vec<Property> = dir.properties.clone();
     own.push(Property::Package(PackageProperty {
         package_name: dir.package.clone(),
@@ -74,6 +75,7 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
         release: None,
     }));
     own.extend(csv.annotation_properties().unwrap_or_default());
+    own.extend(csv.endpoints_property());
     let mut sorted = BundleProperties::default();
     sorted.add_own(own);
     sorted.add_dependencies(&dir.dependencies);
@@ -236,6 +238,48 @@ mod tests {
             msg.contains("cannot render bundle foo.v1.2.0") && msg.contains("owns foo.io/v1/Foo"),
             "{msg}"
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn relation_endpoints_are_carried_unchanged() {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/endpoints-demo");
+        let render = crate::render::render_package_dir(&fixture).unwrap();
+        assert_eq!(render.warnings, Vec::<String>::new());
+        let carried: Vec<String> = render.catalog.bundles[0]
+            .properties_of(olm_api::endpoints::PROPERTY)
+            .map(Property::value_json)
+            .collect();
+        assert_eq!(
+            carried,
+            [
+                r#"{"peers":{"ring":{"interface":"endpoints-demo-ring"}},"provides":{"db":{"interface":"postgresql"},"metrics":{"interface":"prometheus-scrape","limit":3}},"requires":{"logs":{"interface":"loki-push","limit":1,"scope":"container"}}}"#
+            ]
+        );
+        assert_eq!(crate::validate::validate(&render.catalog), Vec::new());
+
+        // A declaration that is not YAML is carried as its text, with a warning
+        // on load; validation names it.
+        let bad = CSV.replace(
+            "  annotations:\n",
+            "  annotations:\n    olm-rs.dev/endpoints: \"provides: [\"\n",
+        );
+        let dir = write("render-endpoints", &bundle_files(&bad));
+        let loaded = crate::bundle::load_bundle_dir(&dir).unwrap();
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.contains("annotation olm-rs.dev/endpoints: not YAML or JSON")),
+            "{:?}",
+            loaded.warnings
+        );
+        let b = render_bundle(&loaded, &RenderOptions::default()).unwrap();
+        let carried: Vec<String> = b
+            .properties_of(olm_api::endpoints::PROPERTY)
+            .map(Property::value_json)
+            .collect();
+        assert_eq!(carried, [r#""provides: [""#]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

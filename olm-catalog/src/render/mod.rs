@@ -7,7 +7,9 @@
 //! - `olm.gvk.required` for the CSV's required CRDs and API services, and `olm.gvk` dependencies;
 //! - `olm.package.required` for `olm.package` dependencies (the version is the range);
 //! - `olm.constraint`, `olm.label.required` and other dependencies, properties of the metadata
-//!   properties file and of the CSV's `olm.properties` annotation;
+//!   properties file and of the CSV's `olm.properties` annotation, and `olm-rs.endpoints`, the
+//!   relation endpoints of the CSV's `olm-rs.dev/endpoints` annotation, carried unchanged (as JSON,
+//!   or as the text itself when it is not YAML: the catalog's validation says what is wrong);
 //! - then one `olm.bundle.object` per manifest (base64 of its JSON, as Go writes it) and/or
 //!   `olm.csv.metadata`, last.
 //!

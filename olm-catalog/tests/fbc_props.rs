@@ -312,4 +312,32 @@ proptest! {
         };
         let _ = parse_named(YAML_PATH, &yaml);
     }
+
+    #[test]
+    fn a_directory_with_a_bad_file_names_that_file(
+        files in proptest::collection::vec(
+            (
+                "[a-z]{1,6}(/[a-z]{1,6})?\\.(json|yaml|yml|txt)",
+                prop_oneof![
+                    Just(json_stream(&valid_blobs()).into_bytes()),
+                    proptest::collection::vec(any::<u8>(), 0..64),
+                ],
+            ),
+            1..4,
+        ),
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, bytes) in &files {
+            let path = dir.path().join(name);
+            // Directories have no extension and files do, so no name is both.
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, bytes).unwrap();
+        }
+        if let Err(error) = fbc::load_dir(dir.path()) {
+            let path = error.path().to_path_buf();
+            prop_assert!(path.starts_with(dir.path()) && path.is_file(), "{}", path.display());
+            let message = display_chain(&error);
+            prop_assert!(message.contains(&path.display().to_string()), "{}", message);
+        }
+    }
 }

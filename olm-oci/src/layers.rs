@@ -270,17 +270,20 @@ impl Files {
     }
 
     /// Writes the files under `prefixes` (all when empty) below `root`, so that
-    /// directory loaders can read them as from disk.
+    /// directory loaders can read them as from disk. An error names the file it
+    /// could not write (e.g. an image with both a file `a` and a file `a/b`).
     pub fn write_to(&self, root: &Path, prefixes: &[&Path]) -> io::Result<()> {
         for (path, content) in &self.files {
             if !prefixes.is_empty() && !prefixes.iter().any(|p| path.starts_with(p)) {
                 continue;
             }
             let target = root.join(path);
+            let named =
+                |e: io::Error| io::Error::new(e.kind(), format!("cannot write {}: {e}", target.display()));
             if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent)?;
+                std::fs::create_dir_all(parent).map_err(named)?;
             }
-            std::fs::write(target, content)?;
+            std::fs::write(&target, content).map_err(named)?;
         }
         Ok(())
     }
@@ -484,5 +487,22 @@ mod tests {
         files.add_layer(&tar, &Limits::default()).unwrap();
         assert_eq!(files.get(&long), Some(&b"{}"[..]));
         assert_eq!(files.len(), 1);
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_written_is_named() {
+        // Found by the property tests: a file `a` and a file `a/b` failed with only
+        // "File exists (os error 17)".
+        let mut files = Files::default();
+        let layer = tar_of(&[("a", b"1"), ("a/b", b"2")], false);
+        files.add_layer(&layer, &Limits::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        let error = files.write_to(&root, &[]).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&format!("cannot write {}", root.join("a").display())),
+            "{message}"
+        );
     }
 }

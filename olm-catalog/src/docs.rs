@@ -199,6 +199,18 @@ mod tests {
     }
 
     #[test]
+    fn the_fast_and_full_readers_stop_at_the_same_depth() {
+        for depth in [63, 64, 65] {
+            let sequences = format!("x:\n{}1\n", "- ".repeat(depth));
+            let maps: String = (0..=depth).map(|i| format!("{}k:\n", " ".repeat(i))).collect();
+            for text in [sequences, maps] {
+                let full = parse_yaml_full(Path::new("x.yaml"), &text).ok();
+                assert_eq!(fast_path(&text), full, "{depth} levels");
+            }
+        }
+    }
+
+    #[test]
     fn repeated_keys_keep_the_last_value_as_kubernetes_does() {
         let docs = parse_documents(Path::new("a.yaml"), "a: 1\nb: 2\na: 3\n").unwrap();
         assert_eq!(docs[0]["a"], 3);

@@ -76,9 +76,15 @@ impl Line<'_> {
     }
 }
 
+/// Collections nested deeper than this make the fast reader give up, so that the full parser
+/// refuses them with its own depth limit instead of this recursive reader running out of stack.
+const MAX_DEPTH: usize = 64;
+
 struct Parser<'a, 'l> {
     lines: &'l mut [Line<'a>],
     pos: usize,
+    /// Nodes being read, the current one included.
+    depth: usize,
 }
 
 fn line(raw: &str) -> Line<'_> {
@@ -149,7 +155,11 @@ pub(crate) fn parse_stream(text: &str, fallback: impl Fn(&str) -> Option<Vec<Val
 }
 
 fn parse_lines(lines: &mut [Line<'_>]) -> Option<Value> {
-    let mut p = Parser { lines, pos: 0 };
+    let mut p = Parser {
+        lines,
+        pos: 0,
+        depth: 0,
+    };
     p.skip_blank();
     if p.pos >= p.lines.len() {
         return Some(Value::Null);
@@ -202,6 +212,16 @@ impl<'a> Parser<'a, '_> {
     /// The node starting at the current (non-blank) line, at column `indent`; `parent` is the
     /// indentation of the enclosing collection (-1 at the top).
     fn node(&mut self, indent: usize, parent: isize) -> Option<Value> {
+        if self.depth >= MAX_DEPTH {
+            return None;
+        }
+        self.depth += 1;
+        let value = self.node_at_depth(indent, parent);
+        self.depth -= 1;
+        value
+    }
+
+    fn node_at_depth(&mut self, indent: usize, parent: isize) -> Option<Value> {
         let line = self.lines[self.pos];
         if line.text.starts_with('\t') {
             return None;
@@ -604,6 +624,7 @@ fn split_key(text: &str) -> Option<Option<(Cow<'_, str>, &str)>> {
         let mut p = Parser {
             lines: &mut [],
             pos: 0,
+            depth: 0,
         };
         let end = quoted_end(text)?;
         let after = &text[end..];
@@ -788,6 +809,16 @@ mod tests {
                 let _ = parse_stream(&text, |_| None);
             }
         }
+    }
+
+    #[test]
+    fn deep_block_nesting_gives_up_instead_of_overflowing() {
+        // Found by the property tests: 2000 nested `- ` overflowed the stack.
+        assert_eq!(parse_document(&format!("{}1\n", "- ".repeat(2000))), None);
+        let nested_maps: String = (0..2000).map(|i| format!("{}k:\n", " ".repeat(i))).collect();
+        assert_eq!(parse_document(&nested_maps), None);
+        let within = format!("{}1\n", "- ".repeat(MAX_DEPTH - 1));
+        assert!(parse_document(&within).is_some());
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! or escaping a directory.
 
 use std::{
+    cell::Cell,
     collections::BTreeMap,
     io::{self, Read},
     path::{Component, Path, PathBuf},
+    rc::Rc,
 };
 
 /// Size limits for the content of one image.
@@ -73,6 +75,57 @@ fn normal_path(path: &Path) -> Option<PathBuf> {
     (!out.as_os_str().is_empty()).then_some(out)
 }
 
+/// Bytes the tar reader may read between two entries: the next header with its GNU long name,
+/// long link name and PAX records, which it holds in memory. Real ones take a few hundred bytes.
+const ENTRY_METADATA_BYTES: u64 = 1 << 20;
+
+/// How many more bytes a [`Metered`] reader may read (`None`: no limit), shared with its reader.
+#[derive(Debug, Clone, Default)]
+struct Meter(Rc<Cell<(Option<u64>, bool)>>);
+
+impl Meter {
+    fn allow(&self, bytes: Option<u64>) {
+        self.0.set((bytes, false));
+    }
+
+    /// The error to report for `error` from the tar reader: the limit, when it was reached.
+    fn error(&self, error: io::Error) -> LayerError {
+        if self.0.get().1 {
+            LayerError::TooLarge {
+                what: "the header of an entry (with its long name or PAX records)".to_owned(),
+                limit: ENTRY_METADATA_BYTES,
+            }
+        } else {
+            LayerError::Tar(error)
+        }
+    }
+}
+
+/// A reader that fails once its [`Meter`] runs out.
+struct Metered<R> {
+    inner: R,
+    meter: Meter,
+}
+
+impl<R: Read> Read for Metered<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let (allowed, _) = self.meter.0.get();
+        let len = match allowed {
+            None => buf.len(),
+            Some(0) => {
+                self.meter.0.set((Some(0), true));
+                return Err(io::Error::other("tar entry header over its size limit"));
+            }
+            Some(left) => buf.len().min(usize::try_from(left).unwrap_or(usize::MAX)),
+        };
+        let read = self.inner.read(&mut buf[..len])?;
+        if let Some(left) = allowed {
+            self.meter.0.set((Some(left - read as u64), false));
+        }
+        Ok(read)
+    }
+}
+
 impl Files {
     /// Files that keep only what is under `dirs` (relative, e.g. `configs`): the
     /// rest of each layer is read past without being held, nor counted against
@@ -101,50 +154,75 @@ impl Files {
     }
 
     fn read_tar(&mut self, reader: impl Read, limits: &Limits) -> Result<(), LayerError> {
-        let mut archive = tar::Archive::new(reader);
+        let meter = Meter::default();
+        let mut archive = tar::Archive::new(Metered {
+            inner: reader,
+            meter: meter.clone(),
+        });
+        let mut entries = archive.entries().map_err(LayerError::Tar)?;
         let mut count = self.files.len();
-        for entry in archive.entries().map_err(LayerError::Tar)? {
-            let mut entry = entry.map_err(LayerError::Tar)?;
+        loop {
+            // Between two entries the tar reader reads headers, GNU long names and PAX records
+            // into memory, unbounded: only that much is allowed there. Each entry's content is
+            // read to its end below, so none of it is left for this step to skip.
+            meter.allow(Some(ENTRY_METADATA_BYTES));
+            let next = entries.next().map(|entry| entry.map_err(|e| meter.error(e)));
+            meter.allow(None);
+            let Some(entry) = next else {
+                return Ok(());
+            };
+            let mut entry = entry?;
             count += 1;
             if count > limits.entries {
                 return Err(LayerError::TooManyEntries(limits.entries));
             }
-            let Some(path) = normal_path(&entry.path().map_err(LayerError::Tar)?) else {
-                continue;
-            };
-            let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if let Some(hidden) = name.strip_prefix(".wh.") {
-                if hidden == ".wh..opq" {
-                    let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
-                    self.remove_under(&dir);
-                } else {
-                    self.remove_under(&path.with_file_name(hidden));
-                }
-                continue;
+            self.read_entry(&mut entry, limits)?;
+            io::copy(&mut entry, &mut io::sink()).map_err(LayerError::Tar)?;
+        }
+    }
+
+    /// Keeps one entry of a layer when it is a regular file under the kept directories, or
+    /// applies it when it is a whiteout.
+    fn read_entry(
+        &mut self,
+        entry: &mut tar::Entry<'_, impl Read>,
+        limits: &Limits,
+    ) -> Result<(), LayerError> {
+        let Some(path) = normal_path(&entry.path().map_err(LayerError::Tar)?) else {
+            return Ok(());
+        };
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if let Some(hidden) = name.strip_prefix(".wh.") {
+            if hidden == ".wh..opq" {
+                let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+                self.remove_under(&dir);
+            } else {
+                self.remove_under(&path.with_file_name(hidden));
             }
-            if !entry.header().entry_type().is_file() {
-                continue;
-            }
-            if !self.keep.is_empty() && !self.keep.iter().any(|k| path.starts_with(k)) {
-                continue;
-            }
-            let size = entry.header().size().map_err(LayerError::Tar)?;
-            if self.total + size > limits.total_bytes {
-                return Err(LayerError::TooLarge {
-                    what: format!("the uncompressed content (at {})", path.display()),
-                    limit: limits.total_bytes,
-                });
-            }
-            let mut content = Vec::with_capacity(size as usize);
-            // `take` guards against a header that understates its content.
-            (&mut entry)
-                .take(limits.total_bytes - self.total)
-                .read_to_end(&mut content)
-                .map_err(LayerError::Tar)?;
-            self.total += content.len() as u64;
-            if let Some(old) = self.files.insert(path, content) {
-                self.total -= old.len() as u64;
-            }
+            return Ok(());
+        }
+        if !entry.header().entry_type().is_file() {
+            return Ok(());
+        }
+        if !self.keep.is_empty() && !self.keep.iter().any(|k| path.starts_with(k)) {
+            return Ok(());
+        }
+        let size = entry.header().size().map_err(LayerError::Tar)?;
+        if self.total + size > limits.total_bytes {
+            return Err(LayerError::TooLarge {
+                what: format!("the uncompressed content (at {})", path.display()),
+                limit: limits.total_bytes,
+            });
+        }
+        let mut content = Vec::with_capacity(size as usize);
+        // `take` guards against a header that understates its content.
+        entry
+            .take(limits.total_bytes - self.total)
+            .read_to_end(&mut content)
+            .map_err(LayerError::Tar)?;
+        self.total += content.len() as u64;
+        if let Some(old) = self.files.insert(path, content) {
+            self.total -= old.len() as u64;
         }
         Ok(())
     }
@@ -192,17 +270,20 @@ impl Files {
     }
 
     /// Writes the files under `prefixes` (all when empty) below `root`, so that
-    /// directory loaders can read them as from disk.
+    /// directory loaders can read them as from disk. An error names the file it
+    /// could not write (e.g. an image with both a file `a` and a file `a/b`).
     pub fn write_to(&self, root: &Path, prefixes: &[&Path]) -> io::Result<()> {
         for (path, content) in &self.files {
             if !prefixes.is_empty() && !prefixes.iter().any(|p| path.starts_with(p)) {
                 continue;
             }
             let target = root.join(path);
+            let named =
+                |e: io::Error| io::Error::new(e.kind(), format!("cannot write {}: {e}", target.display()));
             if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent)?;
+                std::fs::create_dir_all(parent).map_err(named)?;
             }
-            std::fs::write(target, content)?;
+            std::fs::write(&target, content).map_err(named)?;
         }
         Ok(())
     }
@@ -350,5 +431,78 @@ mod tests {
             Files::default().add_layer(b"garbage that is not tar", &Limits::default()),
             Err(LayerError::Tar(_)) | Ok(())
         ));
+    }
+
+    /// A raw tar entry: a GNU header of type `kind` with `name`, then `content`, padded.
+    fn raw_entry(kind: tar::EntryType, name: &str, content: &[u8]) -> Vec<u8> {
+        let mut header = tar::Header::new_gnu();
+        header.as_old_mut().name[..name.len()].copy_from_slice(name.as_bytes());
+        header.set_size(content.len() as u64);
+        header.set_mode(0o644);
+        header.set_entry_type(kind);
+        header.set_cksum();
+        let mut out = header.as_bytes().to_vec();
+        out.extend_from_slice(content);
+        out.resize(out.len().div_ceil(512) * 512, 0);
+        out
+    }
+
+    #[test]
+    fn a_long_name_bomb_is_refused_at_the_header_limit() {
+        // Found by the property tests: the tar reader held a GNU long name of any size in memory,
+        // so a small gzip layer could make it allocate gigabytes.
+        let mut tar = raw_entry(tar::EntryType::GNULongName, "././@LongLink", &vec![b'a'; 2 << 20]);
+        tar.extend(raw_entry(tar::EntryType::Regular, "short", b"x"));
+        tar.extend([0; 1024]);
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(&tar).unwrap();
+        let layer = encoder.finish().unwrap();
+        assert!(layer.len() < 64 << 10, "{}", layer.len());
+        let error = Files::default()
+            .add_layer(&layer, &Limits::default())
+            .unwrap_err();
+        assert!(
+            matches!(
+                error,
+                LayerError::TooLarge {
+                    limit: ENTRY_METADATA_BYTES,
+                    ..
+                }
+            ),
+            "{error}"
+        );
+        assert!(error.to_string().contains("the header of an entry"), "{error}");
+    }
+
+    #[test]
+    fn long_names_and_large_skipped_files_still_read() {
+        let long = format!("configs/{}/catalog.json", "p".repeat(300));
+        let mut name = long.clone().into_bytes();
+        name.push(0);
+        let mut tar = raw_entry(tar::EntryType::GNULongName, "././@LongLink", &name);
+        tar.extend(raw_entry(tar::EntryType::Regular, "ignored", b"{}"));
+        tar.extend(raw_entry(tar::EntryType::Regular, "bin/opm", &vec![7; 3 << 20]));
+        tar.extend([0; 1024]);
+        let mut files = Files::keeping(vec![PathBuf::from("configs")]);
+        files.add_layer(&tar, &Limits::default()).unwrap();
+        assert_eq!(files.get(&long), Some(&b"{}"[..]));
+        assert_eq!(files.len(), 1);
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_written_is_named() {
+        // Found by the property tests: a file `a` and a file `a/b` failed with only
+        // "File exists (os error 17)".
+        let mut files = Files::default();
+        let layer = tar_of(&[("a", b"1"), ("a/b", b"2")], false);
+        files.add_layer(&layer, &Limits::default()).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("root");
+        let error = files.write_to(&root, &[]).unwrap_err();
+        let message = error.to_string();
+        assert!(
+            message.starts_with(&format!("cannot write {}", root.join("a").display())),
+            "{message}"
+        );
     }
 }

@@ -473,14 +473,12 @@ fn keys<K: Resource>(objects: &[K]) -> BTreeSet<Key> {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     use super::*;
     use crate::controllers::csv::{
         build,
-        fixtures::{self, NAMESPACE, modes},
+        fixtures::{self, Copies, NAMESPACE, modes},
         validate::{self, Targets},
     };
 
@@ -540,46 +538,9 @@ mod tests {
         );
     }
 
-    /// Live copies as the stores would hold them: hashes and foreign fields
-    /// by kind and name, and the objects labelled for the CSV.
-    #[derive(Default)]
-    struct Stored {
-        hashes: BTreeMap<(String, String), String>,
-        foreign: BTreeMap<(String, String), Vec<crate::fields::Path>>,
-        labelled: Vec<(String, Key)>,
-    }
-
-    impl olm_runtime::effects::Live for Stored {
-        fn desired_hash(&self, resource: &ApiResource, _: Option<&str>, name: &str) -> Option<String> {
-            self.hashes
-                .get(&(resource.kind.clone(), name.to_owned()))
-                .cloned()
-        }
-    }
-
-    impl LiveCopies for Stored {
-        fn foreign_fields(
-            &self,
-            resource: &ApiResource,
-            _: Option<&str>,
-            name: &str,
-        ) -> Vec<crate::fields::Path> {
-            let key = (resource.kind.clone(), name.to_owned());
-            self.foreign.get(&key).cloned().unwrap_or_default()
-        }
-
-        fn labelled(&self, resource: &ApiResource, _: &BTreeMap<String, String>) -> Vec<Key> {
-            self.labelled
-                .iter()
-                .filter(|(kind, _)| *kind == resource.kind)
-                .map(|(_, key)| key.clone())
-                .collect()
-        }
-    }
-
     /// The store of an install that is right: every object built carries its hash.
-    fn all_current(children: &Children) -> Stored {
-        let mut stored = Stored::default();
+    fn all_current(children: &Children) -> Copies {
+        let mut stored = Copies::default();
         let mut carry = |desired: Desired| {
             let key = (desired.resource.kind.clone(), desired.name().to_owned());
             stored.hashes.insert(key, desired.hash().unwrap().to_owned());
@@ -655,8 +616,8 @@ mod tests {
             object("Deployment", "demo", false),
         ];
         // case, the stores, what the read found, objects written, removals
-        let cases: [(&str, Stored, &Dereferenced, Vec<_>, Vec<&str>); 5] = [
-            ("nothing live", Stored::default(), &read, everything, vec![]),
+        let cases: [(&str, Copies, &Dereferenced, Vec<_>, Vec<&str>); 5] = [
+            ("nothing live", Copies::default(), &read, everything, vec![]),
             ("all current", all_current(&children), &deployed, vec![], vec![]),
             (
                 "a Deployment current but not read",
@@ -699,7 +660,7 @@ mod tests {
         let mut theirs = children.deployments[0].clone();
         theirs.metadata = controlled_by(OWNER_KIND, "other.v1.0.0", "other");
         found.deployments.insert("demo".to_owned(), theirs);
-        let error = plan(&csv, &children, &found, &Stored::default()).unwrap_err();
+        let error = plan(&csv, &children, &found, &Copies::default()).unwrap_err();
         assert!(
             matches!(error, Error::Conflict { ref owner, .. } if owner == "other.v1.0.0"),
             "{error}"

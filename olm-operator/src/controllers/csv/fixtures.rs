@@ -2,12 +2,13 @@
 //! corpus of OperatorHub bundles (`$OLM_RS_CORPUS`, or `../shared/corpus`
 //! beside the workspace).
 
-use std::path::Path;
+use std::{collections::BTreeMap, path::Path};
 
 use k8s_openapi::{
     api::core::v1::ServiceAccount,
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
+use kube::api::ApiResource;
 use olm_api::{manifest, v1::OperatorGroup, v1alpha1::ClusterServiceVersion};
 
 use super::{
@@ -179,4 +180,53 @@ pub fn modes(supported: &[&str]) -> String {
         .map(|mode| format!("{{type: {mode}, supported: {}}}", supported.contains(mode)))
         .collect();
     format!("[{}]", entries.join(", "))
+}
+
+/// Live copies as the stores would hold them: hashes and foreign fields by
+/// kind and name, and the objects labelled for a CSV.
+#[derive(Default)]
+pub struct Copies {
+    /// The desired hash each object carries, by kind and name.
+    pub hashes: BTreeMap<(String, String), String>,
+    /// The fields other writers own, by kind and name.
+    pub foreign: BTreeMap<(String, String), Vec<crate::fields::Path>>,
+    /// The objects labelled for the CSV, by kind.
+    pub labelled: Vec<(String, crate::fields::Key)>,
+}
+
+impl Copies {
+    /// Records that the live copy of `desired` carries its hash.
+    pub fn carry(&mut self, desired: &olm_runtime::effects::Desired) {
+        let key = (desired.resource.kind.clone(), desired.name().to_owned());
+        self.hashes
+            .insert(key, desired.hash().unwrap_or_default().to_owned());
+    }
+}
+
+impl olm_runtime::effects::Live for Copies {
+    fn desired_hash(&self, resource: &ApiResource, _: Option<&str>, name: &str) -> Option<String> {
+        self.hashes
+            .get(&(resource.kind.clone(), name.to_owned()))
+            .cloned()
+    }
+}
+
+impl crate::fields::LiveCopies for Copies {
+    fn foreign_fields(
+        &self,
+        resource: &ApiResource,
+        _: Option<&str>,
+        name: &str,
+    ) -> Vec<crate::fields::Path> {
+        let key = (resource.kind.clone(), name.to_owned());
+        self.foreign.get(&key).cloned().unwrap_or_default()
+    }
+
+    fn labelled(&self, resource: &ApiResource, _: &BTreeMap<String, String>) -> Vec<crate::fields::Key> {
+        self.labelled
+            .iter()
+            .filter(|(kind, _)| *kind == resource.kind)
+            .map(|(_, key)| key.clone())
+            .collect()
+    }
 }

@@ -14,7 +14,7 @@
 //!    requirements.
 //! 2. *Decide* ([`phase::decide_ahead`], pure): the status and what to do:
 //!    settle, install, or delete a replaced CSV.
-//! 3. *Apply*: the OperatorCondition ([`operator_condition::ensure`]) and the
+//! 3. *Apply*: the OperatorCondition ([`operator_condition::keep`]: [`operator_condition::plan`], pure, then the one applier) and the
 //!    OperatorGroup annotations ([`update_status::annotate`]), and beside
 //!    them, independent of them, what was decided; for an install,
 //!    [`build`] (pure) → [`overrides`] (pure) → [`serving`] (certificates,
@@ -403,9 +403,11 @@ async fn keep_companions(
     validation: &validate::Validation,
 ) -> Result<(), Error> {
     let conditions = &stores.installs.operator_conditions.store;
+    let named = ObjectRef::new(&csv.name_any()).within(&csv.namespace().unwrap_or_default());
+    let live = conditions.get(&named);
     // Independent writes: both at once.
     let condition = async {
-        operator_condition::ensure(applier, conditions, csv)
+        operator_condition::keep(applier.ctx, csv, live.as_deref(), applier.live)
             .await
             .map_err(Error::OperatorCondition)
     };

@@ -27,6 +27,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Resource, ResourceExt,
+    api::DynamicObject,
     runtime::reflector::{ObjectRef, Store},
 };
 use olm_api::{
@@ -34,8 +35,10 @@ use olm_api::{
     v2::{OperatorCondition, OperatorConditionSpec, OperatorConditionStatus, UPGRADEABLE},
 };
 use olm_runtime::apply::WriteError;
+use olm_runtime::effects::{Desired, Effects, ObjectOutcome, StatusOf};
 
-use super::stamp::Applier;
+use super::stamp;
+use crate::{context::Context, fields::LiveCopies};
 
 /// The label OLM puts on the Role and RoleBinding it makes for an OperatorCondition.
 pub const OLM_MANAGED: &str = "olm.managed";
@@ -49,11 +52,30 @@ pub enum Error {
     /// The OperatorCondition, its Role or its RoleBinding could not be applied.
     #[error("failed to keep the ClusterServiceVersion's OperatorCondition")]
     Apply(#[from] super::stamp::Error),
+    /// The status could not be encoded (a bug: it is plain JSON).
+    #[error("failed to encode the status of OperatorCondition {name}")]
+    Encode {
+        /// The OperatorCondition.
+        name: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The OperatorCondition the API server returned could not be read (a
+    /// bug: it is the object written).
+    #[error("failed to read OperatorCondition {name} as the API server returned it")]
+    Decode {
+        /// Its name.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::core::dynamic::ParseDynamicObjectError,
+    },
     /// A write failed.
     #[error("failed to write {kind} {namespace}/{name} for the ClusterServiceVersion's OperatorCondition")]
     Write {
         /// The kind written.
-        kind: &'static str,
+        kind: String,
         /// Its namespace.
         namespace: String,
         /// Its name.
@@ -68,7 +90,9 @@ impl Error {
     /// What kind of failure this is, for the reconcile's error policy.
     pub fn class(&self) -> olm_runtime::ErrorClass {
         match self {
-            Error::MissingMetadata(_) => olm_runtime::ErrorClass::Terminal,
+            Error::MissingMetadata(_) | Error::Encode { .. } | Error::Decode { .. } => {
+                olm_runtime::ErrorClass::Terminal
+            }
             Error::Write { source, .. } => source.class(),
             Error::Apply(super::stamp::Error::Write { source, .. }) => source.class(),
             Error::Apply(super::stamp::Error::Encode { .. }) => olm_runtime::ErrorClass::Terminal,
@@ -257,70 +281,152 @@ pub fn pending_message(hold: &str) -> String {
     format!("operator is not upgradeable: {hold}")
 }
 
-/// Keeps the OperatorCondition of `csv`, its Role and RoleBinding, and its
-/// status (the operator's `spec.conditions` copied in). Objects whose live
-/// copy is as desired are not written ([`Applier`]); `conditions` is the
-/// store of OperatorConditions they are read from then.
-pub async fn ensure(
-    applier: Applier<'_>,
-    conditions: &Store<OperatorCondition>,
+/// Decides what keeps the OperatorCondition of `csv` (pure): the
+/// OperatorCondition, and once a store shows it (`live`, with its UID), what
+/// depends on it ([`dependents`]). Objects whose live copy in `copies` is
+/// current are left out ([`stamp::desired`]).
+pub fn plan(
     csv: &ClusterServiceVersion,
-) -> Result<(), Error> {
+    live: Option<&OperatorCondition>,
+    copies: &dyn LiveCopies,
+    now: Timestamp,
+) -> Result<Effects<()>, Error> {
     let wanted = desired(csv)?;
-    let namespace = csv.namespace().unwrap_or_default();
-    let name = wanted.name_any();
-    let client = applier.ctx.client.clone();
-    let api = Api::<OperatorCondition>::namespaced(client.clone(), &namespace);
-    let stored = match applier.apply(&api, &wanted, "OperatorCondition").await? {
-        Some(stored) => stored,
-        None => match conditions.get(&ObjectRef::from_obj(&wanted)) {
-            Some(live) => live.as_ref().clone(),
-            None => applier.force(&api, &wanted, "OperatorCondition").await?,
-        },
+    let (condition, current) = stamp::desired(&wanted, "OperatorCondition", copies)?;
+    let mut effects = match live {
+        Some(live) => dependents(&wanted, live, copies, now)?,
+        None => Effects::none(),
     };
-    let owner = stored
+    if !current {
+        if let Some(first) = effects.objects.first_mut() {
+            *first = first.clone().alongside_previous();
+        }
+        effects.objects.insert(0, condition);
+    }
+    Ok(effects)
+}
+
+/// What depends on the OperatorCondition `live` (as stored, with its UID),
+/// which `wanted` says how it should be (pure): the Role and RoleBinding it
+/// controls, both at once (a binding may name a Role not there yet), named
+/// after `wanted`'s service accounts (newer than the stored ones when the
+/// OperatorCondition is being changed), and its status with the operator's
+/// `spec.conditions` copied in.
+pub fn dependents(
+    wanted: &OperatorCondition,
+    live: &OperatorCondition,
+    copies: &dyn LiveCopies,
+    now: Timestamp,
+) -> Result<Effects<()>, Error> {
+    let owner = live
         .controller_owner_ref(&())
         .ok_or(Error::MissingMetadata("OperatorCondition uid"))?;
     let owner = OwnerReference {
         block_owner_deletion: Some(false),
         ..owner
     };
-    // The Role and its binding at once: a binding may name a Role not there yet.
-    let (roles, bindings) = (
-        Api::namespaced(client.clone(), &namespace),
-        Api::namespaced(client, &namespace),
-    );
-    let (role, binding) = (role(&stored, owner.clone()), role_binding(&stored, owner));
-    futures::try_join!(
-        applier.apply(&roles, &role, "Role"),
-        applier.apply(&bindings, &binding, "RoleBinding"),
-    )?;
-    if let Some(mut conditions) = synced_conditions(&stored, crate::context::now()) {
-        // Own only the types the operator reports; others (an operator that
-        // writes its status itself) stay theirs.
-        let reported: Vec<&str> = stored
-            .spec
-            .conditions
-            .iter()
-            .flatten()
-            .map(|c| c.type_.as_str())
-            .collect();
-        conditions.retain(|c| reported.contains(&c.type_.as_str()));
-        let status = OperatorConditionStatus {
-            conditions: Some(conditions),
-        };
-        applier
-            .ctx
-            .apply_status(&api, &name, &status)
-            .await
-            .map_err(|source| Error::Write {
-                kind: "OperatorCondition status",
-                namespace,
-                name,
-                source: Box::new(source),
-            })?;
+    let mut objects: Vec<Desired> = Vec::new();
+    for (object, current) in [
+        stamp::desired(&role(wanted, owner.clone()), "Role", copies)?,
+        stamp::desired(&role_binding(wanted, owner), "RoleBinding", copies)?,
+    ] {
+        if !current {
+            objects.push(if objects.is_empty() {
+                object
+            } else {
+                object.alongside_previous()
+            });
+        }
     }
-    Ok(())
+    Ok(Effects {
+        objects,
+        statuses: status_write(live, now)?.into_iter().collect(),
+        removals: Vec::new(),
+        status: None,
+    })
+}
+
+/// The status of `live` once the operator's `spec.conditions` are copied in,
+/// owning only the types the operator reports (others, of an operator that
+/// writes its status itself, stay theirs); `None` when nothing changes.
+fn status_write(live: &OperatorCondition, now: Timestamp) -> Result<Option<StatusOf>, Error> {
+    let Some(mut conditions) = synced_conditions(live, now) else {
+        return Ok(None);
+    };
+    let reported: Vec<&str> = live
+        .spec
+        .conditions
+        .iter()
+        .flatten()
+        .map(|c| c.type_.as_str())
+        .collect();
+    conditions.retain(|c| reported.contains(&c.type_.as_str()));
+    let status = OperatorConditionStatus {
+        conditions: Some(conditions),
+    };
+    StatusOf::of::<OperatorCondition, _>(live.namespace().as_deref(), &live.name_any(), &status)
+        .map(Some)
+        .map_err(|source| Error::Encode {
+            name: live.name_any(),
+            source,
+        })
+}
+
+/// Keeps the OperatorCondition of `csv` through the one applier: what
+/// [`plan`] decides from `live` (its copy in the store). Without one, the
+/// OperatorCondition is written first and what depends on it is decided from
+/// what the API server stored ([`dependents`]), then written.
+pub async fn keep(
+    ctx: &Context,
+    csv: &ClusterServiceVersion,
+    live: Option<&OperatorCondition>,
+    copies: &dyn LiveCopies,
+) -> Result<(), Error> {
+    let now = crate::context::now();
+    let namespace = csv.namespace().unwrap_or_default();
+    let effects = plan(csv, live, copies, now)?;
+    if live.is_some() || effects.objects.is_empty() {
+        return perform(ctx, &namespace, &effects).await;
+    }
+    let outcomes = ctx
+        .writer
+        .write_objects(&ctx.client, &effects.objects, &())
+        .await
+        .map_err(|source| write_error(&namespace, source))?;
+    let Some(ObjectOutcome::Written(stored)) = outcomes.first() else {
+        return Ok(());
+    };
+    let stored: OperatorCondition =
+        DynamicObject::clone(stored)
+            .try_parse()
+            .map_err(|source| Error::Decode {
+                name: csv.name_any(),
+                source,
+            })?;
+    let rest = dependents(&desired(csv)?, &stored, copies, now)?;
+    perform(ctx, &namespace, &rest).await
+}
+
+/// Performs `effects` through the one applier.
+async fn perform(ctx: &Context, namespace: &str, effects: &Effects<()>) -> Result<(), Error> {
+    if effects.is_empty() {
+        return Ok(());
+    }
+    let api = Api::<OperatorCondition>::namespaced(ctx.client.clone(), namespace);
+    ctx.writer
+        .perform(&ctx.client, &api, effects, &())
+        .await
+        .map(drop)
+        .map_err(|source| write_error(namespace, source))
+}
+
+fn write_error(namespace: &str, source: WriteError) -> Error {
+    Error::Write {
+        kind: source.object().0.to_owned(),
+        namespace: namespace.to_owned(),
+        name: source.object().1.to_owned(),
+        source: Box::new(source),
+    }
 }
 
 /// The CSVs a change of the OperatorCondition named `name` in `namespace`
@@ -350,7 +456,7 @@ mod tests {
     use olm_api::v2::OverrideCondition;
 
     use super::*;
-    use crate::controllers::csv::fixtures::{self, NAMESPACE, modes};
+    use crate::controllers::csv::fixtures::{self, Copies, NAMESPACE, modes};
 
     const LIMITADOR: &str =
         "bundles/limitador-operator/0.11.0/manifests/limitador-operator.clusterserviceversion.yaml";
@@ -577,5 +683,104 @@ mod tests {
             upgrade_hold(Some(&forced_false)).as_deref(),
             Some("the operator is not upgradeable: forced False")
         );
+    }
+
+    /// What `effects` writes: each object's kind and whether alongside the
+    /// one before, then each status's kind.
+    fn writes(effects: &Effects<()>) -> (Vec<(String, bool)>, Vec<String>) {
+        let objects = effects
+            .objects
+            .iter()
+            .map(|d| (d.resource.kind.clone(), d.is_alongside_previous()))
+            .collect();
+        let statuses = effects.statuses.iter().map(|s| s.resource.kind.clone()).collect();
+        (objects, statuses)
+    }
+
+    #[test]
+    fn the_operator_condition_its_rbac_and_its_status_are_written_only_when_not_current() {
+        let csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        let wanted = desired(&csv).expect("an OperatorCondition");
+        // As stored: with a UID, and a condition the operator reported.
+        let mut stored = wanted.clone();
+        stored.metadata.uid = Some("oc-uid".to_owned());
+        let reported = condition("Upgradeable", "False", "migrating", None);
+        stored.spec.conditions = Some(vec![reported]);
+        stored.metadata.generation = Some(2);
+        let mut synced = stored.clone();
+        let copied = synced_conditions(&stored, at(5)).expect("copied");
+        synced.status = Some(OperatorConditionStatus {
+            conditions: Some(copied),
+        });
+        let current = || Copies {
+            hashes: current_hashes(&wanted, &stored),
+            ..Copies::default()
+        };
+        let kind = |k: &str, alongside: bool| (k.to_owned(), alongside);
+        // case, the store's OperatorCondition, the live copies, objects, statuses
+        type Case<'a> = (
+            &'a str,
+            Option<&'a OperatorCondition>,
+            Copies,
+            Vec<(String, bool)>,
+            Vec<&'a str>,
+        );
+        let cases: [Case; 4] = [
+            (
+                "nothing live: the OperatorCondition alone",
+                None,
+                Copies::default(),
+                vec![kind("OperatorCondition", false)],
+                vec![],
+            ),
+            (
+                "stored, nothing stamped: all three at once, then its status",
+                Some(&stored),
+                Copies::default(),
+                vec![
+                    kind("OperatorCondition", false),
+                    kind("Role", true),
+                    kind("RoleBinding", true),
+                ],
+                vec!["OperatorCondition"],
+            ),
+            (
+                "all current, a report not copied yet: the status alone",
+                Some(&stored),
+                current(),
+                vec![],
+                vec!["OperatorCondition"],
+            ),
+            (
+                "all current and copied: nothing",
+                Some(&synced),
+                current(),
+                vec![],
+                vec![],
+            ),
+        ];
+        for (case, live, copies, objects, statuses) in cases {
+            let effects = plan(&csv, live, &copies, at(5)).expect(case);
+            let (written, status_kinds) = writes(&effects);
+            assert_eq!(written, objects, "{case}");
+            assert_eq!(status_kinds, statuses, "{case}");
+        }
+    }
+
+    /// The hashes of the OperatorCondition `wanted` and of its Role and
+    /// RoleBinding, owned by `stored`.
+    fn current_hashes(
+        wanted: &OperatorCondition,
+        stored: &OperatorCondition,
+    ) -> std::collections::BTreeMap<(String, String), String> {
+        let owner = OwnerReference {
+            block_owner_deletion: Some(false),
+            ..stored.controller_owner_ref(&()).expect("an owner")
+        };
+        let mut copies = Copies::default();
+        copies.carry(&Desired::owned(wanted).unwrap());
+        copies.carry(&Desired::owned(&role(wanted, owner.clone())).unwrap());
+        copies.carry(&Desired::owned(&role_binding(wanted, owner)).unwrap());
+        copies.hashes
     }
 }

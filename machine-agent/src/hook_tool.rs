@@ -20,12 +20,16 @@ use std::{
 
 use olm_api::substrate::WorkloadState;
 use serde::{Deserialize, Serialize};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 /// The environment variable with the socket's path.
 pub const SOCKET_ENV: &str = "OLM_RS_AGENT_SOCKET";
 /// The environment variable with the hook run's id.
 pub const RUN_ENV: &str = "OLM_RS_HOOK_RUN";
+
+/// The longest request line the agent reads: a status message or log line is short, and a
+/// hook must not make the agent hold an endless line in memory.
+pub const MAX_REQUEST_BYTES: usize = 64 * 1024;
 
 /// One call of the hook tool.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -142,6 +146,25 @@ impl Runs {
         Reply { error: None }
     }
 
+    /// Answers one request line as read from the socket (at most [`MAX_REQUEST_BYTES`] of it
+    /// is read, newline included): a line that is too long or not a request is refused with
+    /// the reason.
+    pub fn answer(&self, line: &[u8]) -> Reply {
+        if line.len() > MAX_REQUEST_BYTES {
+            return Reply {
+                error: Some(format!(
+                    "cannot read the request: it is longer than {MAX_REQUEST_BYTES} bytes"
+                )),
+            };
+        }
+        match serde_json::from_slice::<Request>(line) {
+            Ok(request) => self.handle(request),
+            Err(error) => Reply {
+                error: Some(format!("cannot read the request: {error}")),
+            },
+        }
+    }
+
     /// Serves the hook tool on a Unix socket at `path` until dropped. The socket
     /// is for the agent's user and group, or group `group` when given (the group
     /// unprivileged hooks run with): mode 0660.
@@ -156,20 +179,13 @@ impl Runs {
             let runs = self.clone();
             tokio::spawn(async move {
                 let (read, mut write) = stream.into_split();
-                let mut line = String::new();
-                if tokio::io::BufReader::new(read)
-                    .read_line(&mut line)
-                    .await
-                    .is_err()
-                {
+                let mut line = Vec::new();
+                // One byte over the limit is enough to know the request is too long.
+                let mut bounded = tokio::io::BufReader::new(read).take(MAX_REQUEST_BYTES as u64 + 1);
+                if bounded.read_until(b'\n', &mut line).await.is_err() {
                     return;
                 }
-                let reply = match serde_json::from_str::<Request>(&line) {
-                    Ok(request) => runs.handle(request),
-                    Err(error) => Reply {
-                        error: Some(format!("cannot read the request: {error}")),
-                    },
-                };
+                let reply = runs.answer(&line);
                 let mut out = serde_json::to_vec(&reply).unwrap_or_default();
                 out.push(b'\n');
                 let _ = write.write_all(&out).await;
@@ -272,6 +288,37 @@ mod tests {
         let id = guard.id.clone();
         drop(guard);
         assert!(set(&id).error.unwrap().contains("no hook run"));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_endless_request_line_is_refused_at_the_limit() {
+        let socket = std::env::temp_dir().join(format!("olm-rs-hook-limit-{}.sock", std::process::id()));
+        let served = socket.clone();
+        let server = tokio::spawn(async move { Runs::default().serve(&served, None).await });
+        let path = socket.clone();
+        let answer = tokio::task::spawn_blocking(move || {
+            let mut stream = (0..100)
+                .find_map(|_| {
+                    std::os::unix::net::UnixStream::connect(&path)
+                        .inspect_err(|_| std::thread::sleep(std::time::Duration::from_millis(20)))
+                        .ok()
+                })
+                .expect("the agent's socket accepts");
+            stream
+                .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+                .unwrap();
+            // No newline: without a limit the agent would wait for more, holding all of it.
+            stream.write_all(&vec![b'x'; MAX_REQUEST_BYTES + 10]).unwrap();
+            let mut answer = String::new();
+            BufReader::new(stream).read_line(&mut answer).unwrap();
+            answer
+        })
+        .await
+        .unwrap();
+        server.abort();
+        let _ = std::fs::remove_file(&socket);
+        let reply: Reply = serde_json::from_str(&answer).unwrap();
+        assert!(reply.error.unwrap().contains("longer than 65536 bytes"));
     }
 
     #[test]

@@ -191,6 +191,14 @@ pub(crate) fn catalog_from_api(
     let mut catalog = Catalog::default();
     let mut problems = Vec::new();
     let mut deprecations = Deprecations::default();
+    // A package or bundle with no name cannot be referred to, nor written as a catalog.
+    let (packages, nameless): (Vec<_>, Vec<_>) = packages.into_iter().partition(|p| !p.name.is_empty());
+    if !nameless.is_empty() {
+        problems.push(format!(
+            "package with no name left out ({} of them): the registry sent a package without its name",
+            nameless.len()
+        ));
+    }
     for package in &packages {
         catalog
             .packages
@@ -205,6 +213,13 @@ pub(crate) fn catalog_from_api(
             problems.push(format!(
                 "bundle {} names package {}, which the registry does not list",
                 message.csv_name, message.package_name
+            ));
+            continue;
+        }
+        if message.csv_name.is_empty() {
+            problems.push(format!(
+                "bundle with no name in package {} left out: the registry sent a bundle without its CSV's name",
+                message.package_name
             ));
             continue;
         }
@@ -328,6 +343,13 @@ pub(crate) fn bundle_from_api(message: api::Bundle) -> (Bundle, Vec<String>) {
     let mut problems = Vec::new();
     let mut properties = Vec::new();
     for property in message.properties {
+        if property.r#type.is_empty() {
+            problems.push(format!(
+                "bundle {}: a property has no type, left out",
+                message.csv_name
+            ));
+            continue;
+        }
         let value = match serde_json::from_str::<Value>(&property.value) {
             Ok(value) => value,
             Err(e) => {
@@ -478,5 +500,45 @@ mod tests {
                 .any(|p| matches!(p, Property::PackageRequired(r) if r.package_name == "db"))
         );
         assert_eq!(bundle.properties_of("olm.bundle.object").count(), 1);
+    }
+
+    /// What a registry can send but a catalog cannot hold: a package or bundle without a name,
+    /// a property without a type. Each is left out and said, and the rest still reads.
+    #[test]
+    fn nameless_packages_and_bundles_and_typeless_properties_are_left_out() {
+        let package = |name: &str| api::Package {
+            name: name.into(),
+            ..api::Package::default()
+        };
+        let bundle = |name: &str| api::Bundle {
+            csv_name: name.into(),
+            package_name: "app".into(),
+            channel_name: "stable".into(),
+            properties: vec![api::Property {
+                r#type: String::new(),
+                value: "{}".into(),
+            }],
+            ..api::Bundle::default()
+        };
+        let (catalog, problems) = catalog_from_api(
+            vec![package(""), package("app")],
+            vec![bundle(""), bundle("app.v1")],
+        );
+        let names: Vec<&str> = catalog.packages.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["app"]);
+        let bundles: Vec<&str> = catalog.bundles.iter().map(|b| b.name.as_str()).collect();
+        assert_eq!(bundles, ["app.v1"]);
+        assert_eq!(catalog.channels[0].entries.len(), 1);
+        assert!(catalog.bundles[0].properties.is_empty());
+        assert_eq!(
+            problems,
+            [
+                "package with no name left out (1 of them): the registry sent a package without its name",
+                "bundle with no name in package app left out: the registry sent a bundle without its CSV's name",
+                "bundle app.v1: a property has no type, left out",
+            ]
+        );
+        let rendered = olm_catalog::fbc::to_json_stream(&catalog);
+        olm_catalog::fbc::parse_str("registry.json", &rendered).expect("the catalog writes and reads back");
     }
 }

@@ -17,6 +17,8 @@
 
 pub mod client;
 mod convert;
+#[cfg(test)]
+mod convert_props;
 pub mod serve;
 pub mod server;
 

@@ -215,7 +215,7 @@ impl fmt::Display for Declared {
 }
 
 /// A declaration of actions that cannot be read.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("CSV {csv}: {declared}: {cause}")]
 pub struct ActionsError {
     /// The CSV (bundle) that declares them.
@@ -227,7 +227,7 @@ pub struct ActionsError {
 }
 
 /// What is wrong with a declaration of actions.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ActionsCause {
     /// The text is neither YAML nor JSON.
     #[error("not YAML or JSON ({0}); write a map from action name to {{description, params, required}}")]

@@ -3,8 +3,8 @@
 //! the group; a namespace lists every package of its catalogs and of the
 //! global ones; a corpus package carries its channels and `currentCSVDesc` as
 //! the CSV writes them; a watch sees a package appear when a catalog gains it;
-//! a bundle whose CSV declares relation endpoints (olm-rs's annotation) keeps
-//! them in its head's `currentCSVDesc`.
+//! a bundle whose CSV declares relation endpoints or actions (olm-rs's
+//! annotations) keeps them in its head's `currentCSVDesc`.
 //!
 //! The aggregator reaches the host process through a Service of type
 //! `ExternalName` naming 127.0.0.1: the API server dials an ExternalName
@@ -29,6 +29,7 @@ use kube::{
     api::{ListParams, WatchEvent, WatchParams},
 };
 use olm_api::{
+    actions::Actions,
     endpoints::{Endpoints, Role, Scope},
     packages::PackageManifest,
     v1alpha1::CatalogSource,
@@ -236,6 +237,57 @@ async fn package_manifests_are_served_through_the_aggregator() {
         let (_, logs) = endpoints.get("logs").unwrap();
         assert_eq!((logs.limit, logs.scope), (Some(1), Scope::Container));
 
+        // Actions reach the PackageManifest the same way.
+        let actions_catalog = render_package_dir_with(
+            repo_root().join("olm-catalog/testdata/actions-demo"),
+            &RenderOptions::image("registry.test/actions-demo:0.1.0"),
+        )
+        .expect("the actions fixture renders")
+        .catalog;
+        let actions_registry = Registry::start(
+            Arc::new(RegistryIndex::new(actions_catalog)),
+            "127.0.0.1:0".parse().unwrap(),
+        )
+        .await;
+        create(
+            &sources,
+            &catalog_source("actions", &actions_registry.addr.to_string()),
+        )
+        .await;
+        wait_for(
+            &sources,
+            "actions",
+            "CatalogSource actions is READY",
+            catalog_is_ready,
+        )
+        .await;
+        let served = package_manifest(&api, "actions-demo").await;
+        let channel = &served.status.channels[0];
+        let actions = Actions::of_annotations(&channel.current_csv, &channel.current_csv_desc.annotations)
+            .expect("the served declaration reads")
+            .expect("the head's currentCSVDesc carries the actions annotation");
+        let offered: Vec<(&str, Vec<&str>, &[String])> = actions
+            .iter()
+            .map(|a| {
+                (
+                    a.name.as_str(),
+                    a.params.keys().map(String::as_str).collect(),
+                    a.required.as_slice(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            offered,
+            [
+                (
+                    "backup",
+                    vec!["compression", "keep", "path"],
+                    &["path".to_owned()][..]
+                ),
+                ("pause", vec![], &[][..]),
+            ]
+        );
+
         parts.shutdown.trigger();
         let _ = tokio::time::timeout(Duration::from_secs(20), operator).await;
         // The APIService is cluster-wide: leave none behind.
@@ -244,6 +296,7 @@ async fn package_manifests_are_served_through_the_aggregator() {
         registry.stop().await;
         corpus_registry.stop().await;
         endpoints_registry.stop().await;
+        actions_registry.stop().await;
     })
     .await;
 }

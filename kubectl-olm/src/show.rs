@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use olm_api::{
+    actions::Actions,
     endpoints::{Endpoints, Role, Scope},
     packages::{PackageChannel, PackageManifest},
     v1alpha1::InstallModeType,
@@ -244,6 +245,78 @@ pub struct BundleInfo {
     /// Why its declaration of endpoints cannot be read, if it cannot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub endpoints_error: Option<String>,
+    /// The actions its CSV declares (annotation `olm-rs.dev/actions`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub actions: Vec<ActionInfo>,
+    /// Why its declaration of actions cannot be read, if it cannot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub actions_error: Option<String>,
+}
+
+/// One action a bundle offers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionInfo {
+    /// The action.
+    pub name: String,
+    /// What running it does.
+    pub description: String,
+    /// Its parameters, by name.
+    pub params: Vec<ParamInfo>,
+}
+
+/// One parameter of an action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ParamInfo {
+    /// The parameter.
+    pub name: String,
+    /// Its JSON Schema type (`string`, `integer or null`); `any` when the schema gives none.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Whether a run must give it.
+    pub required: bool,
+}
+
+/// The actions a channel head's CSV declares, or why they cannot be read.
+fn head_actions(channel: &PackageChannel) -> (Vec<ActionInfo>, Option<String>) {
+    let annotations = &channel.current_csv_desc.annotations;
+    match Actions::of_annotations(&channel.current_csv, annotations) {
+        Ok(actions) => {
+            let infos = actions
+                .iter()
+                .flat_map(|a| a.iter())
+                .map(|a| ActionInfo {
+                    name: a.name.clone(),
+                    description: a.description.trim().to_owned(),
+                    params: a
+                        .params
+                        .iter()
+                        .map(|(name, schema)| ParamInfo {
+                            name: name.clone(),
+                            type_: param_type(schema),
+                            required: a.requires(name),
+                        })
+                        .collect(),
+                })
+                .collect();
+            (infos, None)
+        }
+        Err(e) => (Vec::new(), Some(e.to_string())),
+    }
+}
+
+/// A parameter schema's `type`: one name, or a list joined with " or "; `any` without it.
+fn param_type(schema: &Value) -> String {
+    match schema.get("type") {
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(types)) => types
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" or "),
+        _ => "any".to_owned(),
+    }
 }
 
 /// One relation endpoint of a bundle.
@@ -335,6 +408,7 @@ fn apis(values: &[&[Value]]) -> Vec<String> {
 fn head_info(channel: &PackageChannel) -> BundleInfo {
     let desc = &channel.current_csv_desc;
     let (endpoints, endpoints_error) = head_endpoints(channel);
+    let (actions, actions_error) = head_actions(channel);
     BundleInfo {
         name: channel.current_csv.clone(),
         version: catalogs::head_version(channel),
@@ -357,6 +431,8 @@ fn head_info(channel: &PackageChannel) -> BundleInfo {
         ]),
         endpoints,
         endpoints_error,
+        actions,
+        actions_error,
     }
 }
 
@@ -456,6 +532,7 @@ pub fn render_details(details: &PackageDetails) -> String {
         let _ = writeln!(out, "    Provides APIs:  {}", list(&bundle.provided_apis));
         let _ = writeln!(out, "    Requires APIs:  {}", list(&bundle.required_apis));
         render_endpoints(&mut out, bundle);
+        render_actions(&mut out, bundle);
     }
     let _ = writeln!(
         out,
@@ -483,6 +560,40 @@ fn render_endpoints(out: &mut String, bundle: &BundleInfo) {
             e.interface.clone().into(),
             e.limit.map_or_else(|| "-".to_owned(), |l| l.to_string()).into(),
             e.scope.to_string().into(),
+        ]);
+    }
+    out.push_str(&table.render(false));
+}
+
+/// A bundle's actions, when it declares any: one row per action, its
+/// parameters as `name (type, required)`, and the description's first line.
+fn render_actions(out: &mut String, bundle: &BundleInfo) {
+    if let Some(error) = &bundle.actions_error {
+        let _ = writeln!(out, "    Actions:        cannot be read: {error}");
+        return;
+    }
+    if bundle.actions.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "    Actions:");
+    let mut table = Table::new(&["      NAME", "PARAMETERS", "DESCRIPTION"]);
+    for a in &bundle.actions {
+        let params: Vec<String> = a
+            .params
+            .iter()
+            .map(|p| match p.required {
+                true => format!("{} ({}, required)", p.name, p.type_),
+                false => format!("{} ({})", p.name, p.type_),
+            })
+            .collect();
+        table.row(vec![
+            format!("      {}", a.name).into(),
+            match params.is_empty() {
+                true => "-".to_owned(),
+                false => params.join(", "),
+            }
+            .into(),
+            a.description.lines().next().unwrap_or_default().to_owned().into(),
         ]);
     }
     out.push_str(&table.render(false));

@@ -48,6 +48,11 @@ pub const SUGGESTED_NAMESPACE: &str = "operatorframework.io/suggested-namespace"
 /// [`crate::endpoints`]). OLM ignores it.
 pub const ENDPOINTS: &str = "olm-rs.dev/endpoints";
 
+/// CSV annotation (olm-rs's own): the actions (day-2 operations) the
+/// operator offers, each with a description and a JSON Schema of its
+/// parameters, as YAML or JSON (see [`crate::actions`]). OLM ignores it.
+pub const ACTIONS: &str = "olm-rs.dev/actions";
+
 /// Label of objects OLM manages (value `true`).
 pub const OLM_MANAGED: &str = "olm.managed";
 

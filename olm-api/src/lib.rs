@@ -7,6 +7,7 @@
 //! - [`v2`]: OperatorCondition (its `v1` form is in [`v1`]).
 //! - [`substrate`]: MachinePool and Machine.
 //! - [`packages`]: the PackageManifest aggregated API (not a CRD).
+//! - [`actions`]: the actions (day-2 operations) a CSV declares, with their parameter schemas.
 //! - [`endpoints`]: the relation endpoints a CSV declares (`provides`, `requires`, `peers`).
 //! - [`labels`]: well-known labels and annotations.
 //! - [`crds`]: every CustomResourceDefinition, as the generator writes them to `crds/`.
@@ -16,6 +17,7 @@
 // `type_`; clippy takes those for one repeated attribute.
 #![allow(clippy::duplicated_attributes)]
 
+pub mod actions;
 pub mod crds;
 pub mod endpoints;
 pub mod labels;

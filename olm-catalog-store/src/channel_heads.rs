@@ -20,6 +20,8 @@
 //! olm-rs's relation endpoints reach the description as the CSV's
 //! `olm-rs.dev/endpoints` annotation; a bundle that carries them only as its
 //! catalog property (`olm-rs.endpoints`) gets the annotation from the property.
+//! Its actions reach it the same way: the `olm-rs.dev/actions` annotation, or
+//! else the `olm-rs.actions` property.
 //!
 //! All of it is for the PackageManifest API alone: when catalog-operator does
 //! not serve it ([`Describe::Nothing`]), nothing here is read or kept, icons
@@ -34,7 +36,7 @@ use std::{
 use base64::Engine;
 use bytes::Bytes;
 use olm_api::{
-    endpoints,
+    actions, endpoints,
     packages::{AppLink, CsvDescription, Descriptions, Maintainer},
 };
 use olm_catalog::{Bundle, Catalog, Channel, Icon, Package, Property};
@@ -208,7 +210,13 @@ pub fn head_csv(bundle: &Bundle, package: Option<&Package>) -> Option<HeadCsv> {
         .filter(|i| !i.is_empty())
         .collect();
     description.related_images = images.into_iter().map(str::to_owned).collect();
-    carry_endpoints(bundle, &mut description);
+    carry_declaration(
+        bundle,
+        &mut description,
+        endpoints::PROPERTY,
+        endpoints::ANNOTATION,
+    );
+    carry_declaration(bundle, &mut description, actions::PROPERTY, actions::ANNOTATION);
     Some(HeadCsv {
         description,
         labels: string_map(&metadata, "labels"),
@@ -216,22 +224,20 @@ pub fn head_csv(bundle: &Bundle, package: Option<&Package>) -> Option<HeadCsv> {
     })
 }
 
-/// The bundle's `olm-rs.endpoints` property as the CSV annotation it carries,
-/// when the CSV lacks the annotation.
-fn carry_endpoints(bundle: &Bundle, description: &mut CsvDescription) {
-    if description.annotations.contains_key(endpoints::ANNOTATION) {
+/// The bundle's olm-rs `property` (`olm-rs.endpoints`, `olm-rs.actions`) as
+/// the CSV `annotation` it carries, when the CSV lacks the annotation.
+fn carry_declaration(bundle: &Bundle, description: &mut CsvDescription, property: &str, annotation: &str) {
+    if description.annotations.contains_key(annotation) {
         return;
     }
-    let Some(Property::Other { value, .. }) = bundle.properties_of(endpoints::PROPERTY).next() else {
+    let Some(Property::Other { value, .. }) = bundle.properties_of(property).next() else {
         return;
     };
     let text = match value.to_value() {
         Value::String(text) => text,
         declaration => declaration.to_string(),
     };
-    description
-        .annotations
-        .insert(endpoints::ANNOTATION.to_owned(), text);
+    description.annotations.insert(annotation.to_owned(), text);
 }
 
 /// The first icon of a CSV's `spec.icon`, decoded.
@@ -379,7 +385,7 @@ fn descriptions(value: Option<&Value>) -> Descriptions {
 
 #[cfg(test)]
 mod tests {
-    use olm_api::endpoints::Endpoints;
+    use olm_api::{actions::Actions, endpoints::Endpoints};
     use olm_catalog::property::RawJson;
     use serde_json::json;
 
@@ -446,5 +452,43 @@ mod tests {
         )
         .unwrap();
         assert_eq!(annotated(&head).as_deref(), Some("provides: ["));
+    }
+
+    #[test]
+    fn the_actions_property_reaches_the_description_as_the_annotation() {
+        let declared = json!({"backup": {"description": "Back up.", "params": {"path": {"type": "string"}}}});
+        let property = |value: Value| Property::Other {
+            type_: actions::PROPERTY.into(),
+            value: RawJson::from_value(&value),
+        };
+        let annotated = |head: &HeadCsv| head.description.annotations.get(actions::ANNOTATION).cloned();
+        // Only the property: the annotation is made from it, and reads back.
+        let head = head_csv(
+            &bundle(vec![metadata(json!({})), property(declared.clone())]),
+            None,
+        )
+        .unwrap();
+        let read = Actions::parse("demo.v1.0.0", &annotated(&head).expect("the annotation")).unwrap();
+        assert_eq!(
+            read.get("backup").map(|a| a.description.as_str()),
+            Some("Back up.")
+        );
+        // The CSV's own annotation is kept as written.
+        let head = head_csv(
+            &bundle(vec![
+                metadata(json!({actions::ANNOTATION: "pause: {description: Stop.}"})),
+                property(declared),
+            ]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(annotated(&head).as_deref(), Some("pause: {description: Stop.}"));
+        // Text carried as text stays text.
+        let head = head_csv(
+            &bundle(vec![metadata(json!({})), property(json!("backup: ["))]),
+            None,
+        )
+        .unwrap();
+        assert_eq!(annotated(&head).as_deref(), Some("backup: ["));
     }
 }

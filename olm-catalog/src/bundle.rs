@@ -14,7 +14,10 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use olm_api::endpoints::{self, Endpoints, EndpointsError};
+use olm_api::{
+    actions::{self, Actions, ActionsError},
+    endpoints::{self, Endpoints, EndpointsError},
+};
 use serde_json::Value;
 
 use crate::{
@@ -243,6 +246,25 @@ impl<'a> Csv<'a> {
         let value = endpoints::property_value(self.annotation(endpoints::ANNOTATION)?)?;
         Some(Property::Other {
             type_: endpoints::PROPERTY.to_owned(),
+            value: RawJson::from_value(&value),
+        })
+    }
+
+    /// The actions the CSV declares in olm-rs's annotation
+    /// ([`olm_api::actions::ANNOTATION`]); `None` without it.
+    pub fn actions(&self) -> Result<Option<Actions>, ActionsError> {
+        self.annotation(actions::ANNOTATION)
+            .map(|text| Actions::parse(self.name(), text))
+            .transpose()
+    }
+
+    /// The catalog property ([`olm_api::actions::PROPERTY`]) that carries
+    /// the CSV's actions annotation unchanged, even when it does not parse
+    /// (the catalog's validation says why); `None` without the annotation.
+    pub fn actions_property(&self) -> Option<Property> {
+        let value = actions::property_value(self.annotation(actions::ANNOTATION)?)?;
+        Some(Property::Other {
+            type_: actions::PROPERTY.to_owned(),
             value: RawJson::from_value(&value),
         })
     }
@@ -771,6 +793,12 @@ pub fn load_bundle_dir(path: impl AsRef<Path>) -> Result<BundleDir, LoadError> {
         ));
     }
     if let Err(e) = Csv(&objects[csv_index].object).endpoints() {
+        warnings.push(format!(
+            "{}: {e}; the catalog's validation refuses the bundle",
+            objects[csv_index].file.display()
+        ));
+    }
+    if let Err(e) = Csv(&objects[csv_index].object).actions() {
         warnings.push(format!(
             "{}: {e}; the catalog's validation refuses the bundle",
             objects[csv_index].file.display()

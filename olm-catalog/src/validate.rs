@@ -1,13 +1,17 @@
 //! Checks on a whole catalog, as `opm validate` makes them when it builds its model: every
 //! reference resolves, every package has a usable default channel, names are unique, every bundle
 //! has exactly one valid `olm.package`, and every channel's replaces chain has one head and reaches
-//! all its entries. olm-rs adds one check of its own: a bundle's relation endpoints
-//! (`olm-rs.endpoints`, or the `olm-rs.dev/endpoints` annotation of its CSV metadata) are declared
-//! at most once and read.
+//! all its entries. olm-rs adds checks of its own: a bundle's relation endpoints
+//! (`olm-rs.endpoints`, or the `olm-rs.dev/endpoints` annotation of its CSV metadata) and its
+//! actions (`olm-rs.actions`, or the `olm-rs.dev/actions` annotation) are declared at most once
+//! and read.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use olm_api::endpoints::{self, Declared, Endpoints, EndpointsError};
+use olm_api::{
+    actions::{self, Actions, ActionsError},
+    endpoints::{self, Declared, Endpoints, EndpointsError},
+};
 use serde_json::Value;
 
 use crate::{
@@ -202,6 +206,29 @@ pub enum ValidationError {
         /// How many declarations it carries.
         count: usize,
     },
+    /// A bundle whose actions cannot be read.
+    #[error("package {package:?}: bundle {bundle:?}: {error}")]
+    Actions {
+        /// Package.
+        package: String,
+        /// Bundle.
+        bundle: String,
+        /// What is wrong with the declaration.
+        error: ActionsError,
+    },
+    /// A bundle that carries more than one declaration of actions.
+    #[error(
+        "package {package:?}: bundle {bundle:?} declares its actions {count} times ({} properties); keep one",
+        actions::PROPERTY
+    )]
+    ActionsCount {
+        /// Package.
+        package: String,
+        /// Bundle.
+        bundle: String,
+        /// How many declarations it carries.
+        count: usize,
+    },
     /// A deprecation entry pointing at a channel or bundle the package does not have, or of an
     /// unknown schema.
     #[error("package {package:?}: deprecation of {schema} {name:?} refers to nothing in the package")]
@@ -286,6 +313,8 @@ impl ValidationError {
             | Self::NoImage { package, .. }
             | Self::Endpoints { package, .. }
             | Self::EndpointsCount { package, .. }
+            | Self::Actions { package, .. }
+            | Self::ActionsCount { package, .. }
             | Self::BadDeprecationReference { package, .. }
             | Self::NoChannelHead { package, .. }
             | Self::MultipleChannelHeads { package, .. }
@@ -463,6 +492,7 @@ fn check_bundles(catalog: &Catalog, in_channel: &BTreeSet<(&str, &str)>, out: &m
             out.push(ValidationError::NoImage { package, bundle });
         }
         check_endpoints(b, out);
+        check_actions(b, out);
     }
     for ((package, version), names) in versions {
         if names.len() > 1 {
@@ -520,20 +550,7 @@ fn check_package_property<'a>(b: &'a Bundle, out: &mut Vec<ValidationError>) -> 
 /// else the annotation of its `olm.csv.metadata` (a catalog rendered by `opm`
 /// carries only that), declared at most once and read without error.
 fn check_endpoints(b: &Bundle, out: &mut Vec<ValidationError>) {
-    let declared: Vec<(Declared, Value)> = b
-        .properties_of(endpoints::PROPERTY)
-        .filter_map(|p| match p {
-            Property::Other { value, .. } => Some((Declared::Property, value.to_value())),
-            _ => None,
-        })
-        .collect();
-    let declared = if declared.is_empty() {
-        csv_metadata_annotation(b, endpoints::ANNOTATION)
-            .map(|text| vec![(Declared::Annotation, Value::String(text))])
-            .unwrap_or_default()
-    } else {
-        declared
-    };
+    let declared = declarations(b, endpoints::PROPERTY, endpoints::ANNOTATION);
     if declared.len() > 1 {
         out.push(ValidationError::EndpointsCount {
             package: b.package.clone(),
@@ -550,6 +567,49 @@ fn check_endpoints(b: &Bundle, out: &mut Vec<ValidationError>) {
             });
         }
     }
+}
+
+/// olm-rs's actions, read as the endpoints are (see [`check_endpoints`]).
+fn check_actions(b: &Bundle, out: &mut Vec<ValidationError>) {
+    let declared = declarations(b, actions::PROPERTY, actions::ANNOTATION);
+    if declared.len() > 1 {
+        out.push(ValidationError::ActionsCount {
+            package: b.package.clone(),
+            bundle: b.name.clone(),
+            count: declared.len(),
+        });
+    }
+    for (from, value) in declared {
+        let from = match from {
+            Declared::Property => actions::Declared::Property,
+            Declared::Annotation => actions::Declared::Annotation,
+        };
+        if let Err(error) = Actions::from_value(&b.name, from, value) {
+            out.push(ValidationError::Actions {
+                package: b.package.clone(),
+                bundle: b.name.clone(),
+                error,
+            });
+        }
+    }
+}
+
+/// The declarations of olm-rs's `property`, or else of the `annotation` of the
+/// bundle's `olm.csv.metadata` (a catalog rendered by `opm` carries only that).
+fn declarations(b: &Bundle, property: &str, annotation: &str) -> Vec<(Declared, Value)> {
+    let declared: Vec<(Declared, Value)> = b
+        .properties_of(property)
+        .filter_map(|p| match p {
+            Property::Other { value, .. } => Some((Declared::Property, value.to_value())),
+            _ => None,
+        })
+        .collect();
+    if !declared.is_empty() {
+        return declared;
+    }
+    csv_metadata_annotation(b, annotation)
+        .map(|text| vec![(Declared::Annotation, Value::String(text))])
+        .unwrap_or_default()
 }
 
 /// A CSV annotation of the bundle's `olm.csv.metadata`, if it has both.
@@ -837,6 +897,63 @@ entries: [{reference: {schema: olm.channel, name: beta}, message: gone}]
                 r#"{type: olm.csv.metadata, value: {annotations: {olm-rs.dev/endpoints: "peers: {ring: {interface: r, scope: machine}}"}}}"#,
                 &[
                     r#"package "p": bundle "p.v2": CSV p.v2: annotation olm-rs.dev/endpoints: peers endpoint "ring" has scope "machine"; scope is global (the default) or container"#,
+                ],
+            ),
+        ];
+        for (what, properties, want) in cases {
+            let got = errors(&with(properties));
+            assert_eq!(got.len(), want.len(), "{what}: {got:?}");
+            for (got, want) in got.iter().zip(want.iter()) {
+                assert!(got.starts_with(want), "{what}: {got}");
+            }
+        }
+    }
+
+    #[test]
+    fn actions_are_checked_per_bundle() {
+        let with = |properties: &str| {
+            GOOD.replace(
+                "properties: [{type: olm.package, value: {packageName: p, version: 2.0.0}}]",
+                &format!("properties: [{{type: olm.package, value: {{packageName: p, version: 2.0.0}}}}, {properties}]"),
+            )
+        };
+        let cases: &[(&str, &str, &[&str])] = &[
+            (
+                "a sound declaration",
+                "{type: olm-rs.actions, value: {backup: {description: Back up., params: {path: {type: string}}, required: [path]}}}",
+                &[],
+            ),
+            (
+                "a required parameter not declared",
+                "{type: olm-rs.actions, value: {backup: {params: {path: {type: string}}, required: [pth]}}}",
+                &[
+                    r#"package "p": bundle "p.v2": CSV p.v2: property olm-rs.actions: action "backup": parameter schema at `required`: "pth" is required but not declared"#,
+                ],
+            ),
+            (
+                "a bad action name",
+                "{type: olm-rs.actions, value: {Backup: {}}}",
+                &[
+                    r#"package "p": bundle "p.v2": CSV p.v2: property olm-rs.actions: action name "Backup" is not valid"#,
+                ],
+            ),
+            (
+                "text that is not YAML, as a render carries it",
+                "{type: olm-rs.actions, value: 'backup: ['}",
+                &[r#"package "p": bundle "p.v2": CSV p.v2: property olm-rs.actions: not YAML or JSON"#],
+            ),
+            (
+                "two declarations",
+                "{type: olm-rs.actions, value: {a: {}}}, {type: olm-rs.actions, value: {b: {}}}",
+                &[
+                    r#"package "p": bundle "p.v2" declares its actions 2 times (olm-rs.actions properties); keep one"#,
+                ],
+            ),
+            (
+                "the annotation of the CSV metadata, as opm renders it",
+                r#"{type: olm.csv.metadata, value: {annotations: {olm-rs.dev/actions: "backup: {params: {path: {type: text}}}"}}}"#,
+                &[
+                    r#"package "p": bundle "p.v2": CSV p.v2: annotation olm-rs.dev/actions: action "backup": parameter schema at `params.path.type`: unknown type "text""#,
                 ],
             ),
         ];

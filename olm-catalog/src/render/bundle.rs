@@ -67,7 +67,7 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
 
     // The bundle's own properties, as operator-registry's bundle parser collects them: the
     // properties file, then the package from the annotations, then the CSV's olm.properties;
-    // then olm-rs's endpoints.
+    // then olm-rs's endpoints and actions.
     let mut own: Vec<Property> = dir.properties.clone();
     own.push(Property::Package(PackageProperty {
         package_name: dir.package.clone(),
@@ -76,6 +76,7 @@ pub fn render_bundle(dir: &BundleDir, options: &RenderOptions) -> Result<Bundle,
     }));
     own.extend(csv.annotation_properties().unwrap_or_default());
     own.extend(csv.endpoints_property());
+    own.extend(csv.actions_property());
     let mut sorted = BundleProperties::default();
     sorted.add_own(own);
     sorted.add_dependencies(&dir.dependencies);
@@ -280,6 +281,48 @@ mod tests {
             .map(Property::value_json)
             .collect();
         assert_eq!(carried, [r#""provides: [""#]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn actions_are_carried_unchanged() {
+        let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("testdata/actions-demo");
+        let render = crate::render::render_package_dir(&fixture).unwrap();
+        assert_eq!(render.warnings, Vec::<String>::new());
+        let carried: Vec<String> = render.catalog.bundles[0]
+            .properties_of(olm_api::actions::PROPERTY)
+            .map(Property::value_json)
+            .collect();
+        assert_eq!(
+            carried,
+            [
+                r#"{"backup":{"description":"Write a backup of the database and return its path and size.","params":{"compression":{"enum":["none","gzip","xz"],"type":"string"},"keep":{"maximum":30,"minimum":1,"type":"integer"},"path":{"description":"The directory to write the backup to.","minLength":1,"type":"string"}},"required":["path"]},"pause":{"description":"Stop serving writes until resumed."}}"#
+            ]
+        );
+        assert_eq!(crate::validate::validate(&render.catalog), Vec::new());
+
+        // A declaration that is not YAML is carried as its text, with a warning
+        // on load; validation names it.
+        let bad = CSV.replace(
+            "  annotations:\n",
+            "  annotations:\n    olm-rs.dev/actions: \"backup: [\"\n",
+        );
+        let dir = write("render-actions", &bundle_files(&bad));
+        let loaded = crate::bundle::load_bundle_dir(&dir).unwrap();
+        assert!(
+            loaded
+                .warnings
+                .iter()
+                .any(|w| w.contains("annotation olm-rs.dev/actions: not YAML or JSON")),
+            "{:?}",
+            loaded.warnings
+        );
+        let b = render_bundle(&loaded, &RenderOptions::default()).unwrap();
+        let carried: Vec<String> = b
+            .properties_of(olm_api::actions::PROPERTY)
+            .map(Property::value_json)
+            .collect();
+        assert_eq!(carried, [r#""backup: [""#]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,7 +9,8 @@
 //! - `olm.constraint`, `olm.label.required` and other dependencies, properties of the metadata
 //!   properties file and of the CSV's `olm.properties` annotation, and `olm-rs.endpoints`, the
 //!   relation endpoints of the CSV's `olm-rs.dev/endpoints` annotation, carried unchanged (as JSON,
-//!   or as the text itself when it is not YAML: the catalog's validation says what is wrong);
+//!   or as the text itself when it is not YAML: the catalog's validation says what is wrong), and
+//!   `olm-rs.actions`, the actions of the CSV's `olm-rs.dev/actions` annotation, carried the same way;
 //! - then one `olm.bundle.object` per manifest (base64 of its JSON, as Go writes it) and/or
 //!   `olm.csv.metadata`, last.
 //!

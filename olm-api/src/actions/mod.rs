@@ -1,0 +1,323 @@
+//! The actions a CSV declares, as Juju's charms declare them in
+//! `actions.yaml`: day-2 operations (a backup, a failover, a re-index) that a
+//! user runs on the operator's units, each with a description and a JSON
+//! Schema for its parameters. The first step toward running actions: bundles,
+//! catalogs and the PackageManifest API carry the declaration; nothing runs
+//! yet.
+//!
+//! The declaration is the CSV annotation [`ANNOTATION`] (`olm-rs.dev/actions`),
+//! YAML or JSON, a map from action name to the action, in Juju's form:
+//!
+//! ```yaml
+//! olm-rs.dev/actions: |
+//!   backup:
+//!     description: Write a backup of the database.
+//!     params:
+//!       path: {type: string, description: Where to write it., minLength: 1}
+//!       compress: {type: boolean}
+//!     required: [path]
+//!   pause:
+//!     description: Stop serving writes.
+//! ```
+//!
+//! `params` maps each parameter's name to its JSON Schema; `required` lists
+//! the parameters a run must give; `additionalProperties` says whether a run
+//! may give parameters that `params` does not name. olm-rs defaults it to
+//! `false`, as charmcraft and Juju 4 do (Juju 3's `actions.yaml` defaulted to
+//! `true`): a misspelt parameter is refused rather than ignored. Juju's
+//! `parallel` and `execution-group` are not supported yet and are refused.
+//!
+//! OLM ignores the annotation. A catalog render carries it on as the bundle
+//! property [`PROPERTY`] (`olm-rs.actions`), whose value is the declaration as
+//! JSON; OLM ignores property types it does not know.
+//!
+//! [`validate_params`] checks the parameters of a run against an action's
+//! schema. It implements a subset of JSON Schema, the keywords actions use:
+//! `type`, `enum`, `minimum`, `maximum`, `minLength`, `maxLength`,
+//! `properties`, `required`, `additionalProperties` and `items`; other
+//! keywords are carried but not checked.
+
+mod params;
+mod schema;
+
+use std::{collections::BTreeMap, fmt};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+pub use params::{ParamError, ParamProblem, validate_params};
+pub use schema::SchemaProblem;
+
+/// The CSV annotation that declares the actions.
+pub const ANNOTATION: &str = crate::labels::ACTIONS;
+
+/// The bundle property a catalog carries the declaration in.
+pub const PROPERTY: &str = "olm-rs.actions";
+
+/// The longest action name: a DNS label, so that it can name objects.
+const MAX_NAME: usize = 63;
+
+/// One action an operator offers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Action {
+    /// The action's name: lowercase letters and '-'.
+    pub name: String,
+    /// What running it does.
+    pub description: String,
+    /// Each parameter's name and its JSON Schema.
+    pub params: BTreeMap<String, Value>,
+    /// The parameters a run must give.
+    pub required: Vec<String>,
+    /// Whether a run may give parameters `params` does not name.
+    pub additional_properties: bool,
+}
+
+impl Action {
+    /// The JSON Schema of the action's parameters as a whole: an object of
+    /// `params`, `required` and `additionalProperties`.
+    pub fn schema(&self) -> Value {
+        let properties: Map<String, Value> = self.params.clone().into_iter().collect();
+        serde_json::json!({
+            "type": "object",
+            "properties": properties,
+            "required": self.required,
+            "additionalProperties": self.additional_properties,
+        })
+    }
+
+    /// Whether a run must give parameter `name`.
+    pub fn requires(&self, name: &str) -> bool {
+        self.required.iter().any(|r| r == name)
+    }
+}
+
+/// Every action a CSV declares, by name.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(transparent)]
+pub struct Actions(pub BTreeMap<String, Action>);
+
+impl Actions {
+    /// The action named `name`.
+    pub fn get(&self, name: &str) -> Option<&Action> {
+        self.0.get(name)
+    }
+
+    /// Every action, sorted by name.
+    pub fn iter(&self) -> impl Iterator<Item = &Action> {
+        self.0.values()
+    }
+
+    /// Whether no action is declared.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The declaration of `csv`'s annotations, `None` when they carry none.
+    pub fn of_annotations<'a, I>(csv: &str, annotations: I) -> Result<Option<Actions>, ActionsError>
+    where
+        I: IntoIterator<Item = (&'a String, &'a String)>,
+    {
+        annotations
+            .into_iter()
+            .find(|(key, _)| key.as_str() == ANNOTATION)
+            .map(|(_, text)| Actions::parse(csv, text))
+            .transpose()
+    }
+
+    /// Parses the annotation's text (YAML or JSON) of CSV `csv`.
+    pub fn parse(csv: &str, text: &str) -> Result<Actions, ActionsError> {
+        Actions::from_value(csv, Declared::Annotation, Value::String(text.to_owned()))
+    }
+
+    /// Reads a declaration from JSON, from the annotation or the catalog
+    /// property (`declared`) of CSV `csv`: a map of actions, or a string of
+    /// YAML or JSON text that holds one (as a render carries an annotation
+    /// that does not parse); `null` or empty text declares nothing.
+    pub fn from_value(csv: &str, declared: Declared, value: Value) -> Result<Actions, ActionsError> {
+        let fail = |cause| ActionsError {
+            csv: csv.to_owned(),
+            declared,
+            cause,
+        };
+        let value = match value {
+            Value::String(text) => declaration(&text).map_err(fail)?,
+            value => value,
+        };
+        if value.is_null() {
+            return Ok(Actions::default());
+        }
+        if !value.is_object() {
+            return Err(fail(ActionsCause::Shape {
+                field: ".".to_owned(),
+                message: format!("expected a map, found {value}"),
+            }));
+        }
+        if let Some((name, found)) = value
+            .as_object()
+            .and_then(|actions| actions.iter().find(|(_, action)| !action.is_object()))
+        {
+            return Err(fail(ActionsCause::Shape {
+                field: name.clone(),
+                message: format!("expected a map, found {found}"),
+            }));
+        }
+        let wire: BTreeMap<String, WireAction> = serde_path_to_error::deserialize(value).map_err(|e| {
+            fail(ActionsCause::Shape {
+                field: e.path().to_string(),
+                message: e.inner().to_string(),
+            })
+        })?;
+        wire.into_iter()
+            .map(|(name, wire)| Ok((name.clone(), action(name, wire)?)))
+            .collect::<Result<_, _>>()
+            .map(Actions)
+            .map_err(fail)
+    }
+}
+
+/// The declaration's text (YAML or JSON) as JSON; `null` when it is empty.
+/// An action named twice is refused, never silently dropped.
+pub fn declaration(text: &str) -> Result<Value, ActionsCause> {
+    if text.trim().is_empty() {
+        return Ok(Value::Null);
+    }
+    serde_saphyr::from_str::<Value>(text).map_err(|e| ActionsCause::Syntax(e.to_string()))
+}
+
+/// The value of the catalog property [`PROPERTY`] that carries the
+/// annotation's `text` unchanged: the declaration as JSON, or the text itself
+/// when it is not YAML (validation then names what is wrong); `None` when the
+/// text is empty.
+pub fn property_value(text: &str) -> Option<Value> {
+    match declaration(text) {
+        Ok(Value::Null) => None,
+        Ok(value) => Some(value),
+        Err(_) => Some(Value::String(text.to_owned())),
+    }
+}
+
+/// Where a declaration was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Declared {
+    /// The CSV annotation [`ANNOTATION`].
+    Annotation,
+    /// The bundle property [`PROPERTY`] of a catalog.
+    Property,
+}
+
+impl fmt::Display for Declared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Declared::Annotation => write!(f, "annotation {ANNOTATION}"),
+            Declared::Property => write!(f, "property {PROPERTY}"),
+        }
+    }
+}
+
+/// A declaration of actions that cannot be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("CSV {csv}: {declared}: {cause}")]
+pub struct ActionsError {
+    /// The CSV (bundle) that declares them.
+    pub csv: String,
+    /// Where the declaration was read from.
+    pub declared: Declared,
+    /// What is wrong.
+    pub cause: ActionsCause,
+}
+
+/// What is wrong with a declaration of actions.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ActionsCause {
+    /// The text is neither YAML nor JSON.
+    #[error("not YAML or JSON ({0}); write a map from action name to {{description, params, required}}")]
+    Syntax(String),
+    /// A field does not fit the declaration's shape.
+    #[error(
+        "at `{field}`: {message}; each action has description, params (a map from parameter name to its JSON Schema), required and additionalProperties"
+    )]
+    Shape {
+        /// The path of the field, e.g. `backup.required`.
+        field: String,
+        /// What is wrong with it.
+        message: String,
+    },
+    /// An action name that is not lowercase letters and '-'.
+    #[error(
+        "action name {0:?} is not valid; use lowercase letters and '-', starting and ending with a letter, at most 63 characters"
+    )]
+    BadName(String),
+    /// An action whose parameters are not a JSON Schema object.
+    #[error("action {action:?}: parameter schema at `{at}`: {problem}")]
+    Schema {
+        /// The action.
+        action: String,
+        /// Where in its schema, e.g. `params.compression.properties.kind`.
+        at: String,
+        /// What is wrong.
+        problem: SchemaProblem,
+    },
+}
+
+/// One action as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WireAction {
+    #[serde(default)]
+    description: String,
+    #[serde(default, rename = "type")]
+    type_: Option<Value>,
+    #[serde(default)]
+    params: BTreeMap<String, Value>,
+    #[serde(default)]
+    required: Vec<String>,
+    #[serde(default, rename = "additionalProperties")]
+    additional_properties: Option<bool>,
+}
+
+/// One action checked.
+fn action(name: String, wire: WireAction) -> Result<Action, ActionsCause> {
+    if !is_action_name(&name) {
+        return Err(ActionsCause::BadName(name));
+    }
+    let schema_error = |at: String, problem| ActionsCause::Schema {
+        action: name.clone(),
+        at,
+        problem,
+    };
+    if let Some(type_) = wire.type_.filter(|t| t != "object") {
+        return Err(schema_error(
+            "type".into(),
+            SchemaProblem::TopType(type_.to_string()),
+        ));
+    }
+    for (param, schema) in &wire.params {
+        schema::check(&format!("params.{param}"), schema).map_err(|(at, p)| schema_error(at, p))?;
+    }
+    if let Some(missing) = wire.required.iter().find(|r| !wire.params.contains_key(*r)) {
+        return Err(schema_error(
+            "required".into(),
+            SchemaProblem::UnknownRequired(missing.clone()),
+        ));
+    }
+    Ok(Action {
+        name,
+        description: wire.description,
+        params: wire.params,
+        required: wire.required,
+        additional_properties: wire.additional_properties.unwrap_or(false),
+    })
+}
+
+/// Lowercase letters and '-', starting and ending with a letter, at most 63
+/// characters (Juju's rule for action names, within a DNS label).
+fn is_action_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    name.len() <= MAX_NAME
+        && bytes.first().is_some_and(u8::is_ascii_lowercase)
+        && bytes.last().is_some_and(u8::is_ascii_lowercase)
+        && bytes.iter().all(|b| b.is_ascii_lowercase() || *b == b'-')
+}
+
+#[cfg(test)]
+mod tests;

@@ -9,6 +9,7 @@
 //! - [`status`]: the `juju status`-like view.
 //! - [`commands`]: the commands that change things.
 //! - [`show`]: what catalogs offer.
+//! - [`relate`]: Relations between installed operators (`model.olm-rs.dev`).
 
 pub mod catalog_id;
 pub mod catalogs;
@@ -17,6 +18,7 @@ pub mod config;
 pub mod error;
 pub mod objects;
 pub mod plan;
+pub mod relate;
 pub mod show;
 pub mod status;
 pub mod suggest;
@@ -258,6 +260,17 @@ pub enum Command {
         #[command(flatten)]
         dry_run: DryRunArgs,
     },
+    /// Relate two installed operators: `A[:endpoint] B[:endpoint]`, one providing and one
+    /// requiring an interface (an endpoint may be left out when only one fits).
+    Relate {
+        /// One side: an installed operator's package, and optionally its endpoint.
+        a: String,
+        /// The other side.
+        b: String,
+        /// Dry run and output.
+        #[command(flatten)]
+        dry_run: DryRunArgs,
+    },
 }
 
 /// What every command works with.
@@ -386,6 +399,7 @@ impl Cli {
                 settings,
                 dry_run,
             } => commands::config(&mut env, &package, &settings, &dry_run).await,
+            Command::Relate { a, b, dry_run } => relate::relate(&mut env, &a, &b, &dry_run).await,
         }
     }
 }
@@ -468,6 +482,15 @@ mod tests {
         ));
         let cli = parse(&["config", "demo-app", "LOG=debug", "nodeSelector.disk-"]);
         assert!(matches!(cli.command, Command::Config { settings, .. } if settings.len() == 2));
+    }
+
+    #[test]
+    fn relate_takes_two_sides() {
+        let cli = parse(&["relate", "demo-app:db", "demo-db", "-n", "team", "--dry-run"]);
+        assert_eq!(cli.namespace.as_deref(), Some("team"));
+        assert!(matches!(cli.command, Command::Relate { a, b, dry_run }
+            if a == "demo-app:db" && b == "demo-db" && dry_run.is_dry_run()));
+        assert!(Cli::parse_from_args(["kubectl-olm", "relate", "demo-app"]).is_err());
     }
 
     #[test]

@@ -8,7 +8,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 use kube::core::crd::merge_crds;
 
-use crate::{substrate, v1, v1alpha1, v2};
+use crate::{model, substrate, v1, v1alpha1, v2};
 
 /// Every CRD, in a stable order.
 pub fn all() -> Vec<CustomResourceDefinition> {
@@ -36,6 +36,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         v1alpha1::Subscription::crd(),
         substrate::Machine::crd(),
         substrate::MachinePool::crd(),
+        model::Relation::crd(),
     ]
 }
 

@@ -1,11 +1,12 @@
 //! The API types of olm-rs: OLM's `operators.coreos.com` kinds and our own
-//! `substrate.olm-rs.dev` kinds, with the enums, labels and annotations they use.
+//! `substrate.olm-rs.dev` and `model.olm-rs.dev` kinds, with the enums, labels and annotations they use.
 //! No client code lives here.
 //!
 //! - [`v1alpha1`]: ClusterServiceVersion, InstallPlan, Subscription, CatalogSource.
 //! - [`v1`]: OperatorGroup (and its still-served `v1alpha2` form), OLMConfig, Operator.
 //! - [`v2`]: OperatorCondition (its `v1` form is in [`v1`]).
 //! - [`substrate`]: MachinePool and Machine.
+//! - [`model`]: the operator model's kinds (`model.olm-rs.dev`): Relation.
 //! - [`packages`]: the PackageManifest aggregated API (not a CRD).
 //! - [`actions`]: the actions (day-2 operations) a CSV declares, with their parameter schemas.
 //! - [`endpoints`]: the relation endpoints a CSV declares (`provides`, `requires`, `peers`).
@@ -22,6 +23,7 @@ pub mod crds;
 pub mod endpoints;
 pub mod labels;
 pub mod manifest;
+pub mod model;
 pub mod packages;
 pub mod schema;
 pub mod substrate;

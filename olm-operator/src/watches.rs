@@ -20,6 +20,7 @@
 //! | Machines | store (no managed fields), shared with the MachinePool controller | [`csv::machine::of_pool`] | - |
 //! | Copied CSVs (`olm.copiedFrom`), listed 50 at a time | store: trimmed to metadata and status ([`copiedcsv::trim`]); the finalizer reads it | - | - |
 //! | OLMConfigs | store | - | - |
+//! | Relations | store: the Relation controller reads it | - | - |
 //!
 //! The copied-CSV controller ([`copiedcsv`]) reconciles the originals from the
 //! same store of CSVs as the CSV controller, and reads the stores of copies,
@@ -37,6 +38,10 @@
 //! Operator whose components remain is created again). A label key cannot be
 //! selected by prefix, so these watches see every object of their kinds; only
 //! the names of the Operators are kept.
+//!
+//! The Relation controller ([`relation`]) reconciles the Relations from their
+//! store, and is triggered by the CSVs and the other Relations of their
+//! namespace, deleted ones included ([`relation::in_namespace`]).
 //!
 //! The MachinePool controller has its own watches ([`machinepool_controller`]):
 //! MachinePools (a shared watch, whose store the CSV reconcile reads); Machines
@@ -88,6 +93,7 @@ use kube::{
 };
 use olm_api::{
     labels,
+    model::Relation,
     substrate::{Machine, MachinePool},
     v1::{OLMConfig, Operator, OperatorGroup},
     v1alpha1::{ClusterServiceVersion, Subscription},
@@ -101,7 +107,7 @@ use crate::{
     controllers::{
         copiedcsv,
         csv::{self, build::OWNER_KIND, crd_summary::CrdSummary},
-        machinepool, operator, operatorgroup,
+        machinepool, operator, operatorgroup, relation,
     },
     stores::{Cache, InstallStores, PoolStores, Stores, trim_deployment, trim_install_object},
 };
@@ -130,8 +136,9 @@ pub async fn run(ctx: Arc<Context>, parts: &Parts) {
     let groups = operatorgroup_controller(ctx.clone(), parts, &mut shared, stores);
     let pools = machinepool_controller(ctx.clone(), parts, &mut shared);
     let operators = operator_controller(ctx.clone(), parts);
+    let relations = relation_controller(ctx.clone(), parts, &mut shared);
     let controllers = async {
-        tokio::join!(csvs, copies, groups, pools, operators);
+        tokio::join!(csvs, copies, groups, pools, operators, relations);
     };
     // The watches never end on their own; they stop with the controllers.
     let drivers = shared.run();
@@ -148,6 +155,7 @@ struct Shared {
     configs: Reflector<OLMConfig>,
     subscriptions: Reflector<Subscription>,
     machines: Reflector<Machine>,
+    relations: Reflector<Relation>,
     pool_objects: PoolObjects,
     install_objects: InstallObjects,
 }
@@ -390,6 +398,7 @@ impl Shared {
             .modify(crate::stores::trim_subscription);
         // One watch of Machines for the CSV and MachinePool controllers.
         let machines = parts.reflector::<Machine>(Api::all(client.clone()), all());
+        let relations = parts.reflector::<Relation>(Api::all(client.clone()), all());
         Self {
             csvs,
             groups,
@@ -398,6 +407,7 @@ impl Shared {
             configs,
             subscriptions,
             machines,
+            relations,
             pool_objects: PoolObjects::new(parts),
             install_objects: InstallObjects::new(parts),
         }
@@ -454,7 +464,11 @@ impl Shared {
                 self.copies.run(),
                 self.configs.run(),
             ),
-            futures::future::join(self.pool_objects.run(), self.install_objects.run()),
+            futures::future::join3(
+                self.pool_objects.run(),
+                self.install_objects.run(),
+                self.relations.run(),
+            ),
         )
         .await;
     }
@@ -699,6 +713,48 @@ fn operatorgroup_controller(
         .run(
             move |group, ctx| operatorgroup::reconcile(group, ctx, stores.clone()),
             operatorgroup::error_policy,
+            ctx,
+        )
+        .for_each(|_| futures::future::ready(()))
+}
+
+/// The Relation controller and its watches: the Relations, and the CSVs and
+/// other Relations of their namespace, deletions included.
+fn relation_controller(
+    ctx: Arc<Context>,
+    parts: &Parts,
+    shared: &mut Shared,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let sources = relation::Sources {
+        csvs: cache(&shared.csvs),
+        relations: cache(&shared.relations),
+    };
+    let store = shared.relations.store();
+    let (by_csv, by_relation) = (store.clone(), store.clone());
+    let (by_deleted_csv, by_deleted_relation) = (store.clone(), store);
+    parts
+        .controller(&shared.relations)
+        .watches_shared_stream(shared.csvs.subscribe(), move |csv| {
+            relation::in_namespace(&by_csv, &csv.namespace().unwrap_or_default())
+        })
+        .watches_shared_stream(shared.relations.subscribe(), move |other| {
+            relation::in_namespace(&by_relation, &other.namespace().unwrap_or_default())
+        })
+        .reconcile_on(shared.csvs.deleted().flat_map(move |csv| {
+            stream::iter(relation::in_namespace(
+                &by_deleted_csv,
+                &csv.namespace().unwrap_or_default(),
+            ))
+        }))
+        .reconcile_on(shared.relations.deleted().flat_map(move |other| {
+            stream::iter(relation::in_namespace(
+                &by_deleted_relation,
+                &other.namespace().unwrap_or_default(),
+            ))
+        }))
+        .run(
+            move |relation, ctx| relation::reconcile(relation, ctx, sources.clone()),
+            relation::error_policy,
             ctx,
         )
         .for_each(|_| futures::future::ready(()))

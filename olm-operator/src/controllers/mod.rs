@@ -5,3 +5,4 @@ pub mod csv;
 pub mod machinepool;
 pub mod operator;
 pub mod operatorgroup;
+pub mod relation;

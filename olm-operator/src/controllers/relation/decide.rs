@@ -1,0 +1,339 @@
+//! What reconciling a Relation changes (pure): its status, only when it
+//! differs from what the Relation holds, so that an unchanged relation
+//! decides no write at all.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+use olm_api::{
+    model::{Relation, RelationConditionType, RelationReason, RelationStatus},
+    v1alpha1::ClusterServiceVersion,
+};
+use olm_runtime::{
+    conditions::{ConditionReason, ConditionType, Status, set_condition},
+    effects::{Effects, StatusWrite},
+};
+
+use super::resolve::resolve;
+
+/// The `Ready` condition type, for olm-runtime's typed conditions.
+struct Ready;
+
+impl ConditionType for Ready {
+    fn as_str(&self) -> &'static str {
+        RelationConditionType::Ready.as_str()
+    }
+}
+
+/// A Relation's reason, for olm-runtime's typed conditions.
+pub struct Reason(pub RelationReason);
+
+impl ConditionReason for Reason {
+    fn as_str(&self) -> &'static str {
+        self.0.as_str()
+    }
+}
+
+/// The effects of reconciling `relation`, given the CSVs of its namespace,
+/// the Relations there, and the time `now`.
+pub fn decide(
+    relation: &Relation,
+    csvs: &[&ClusterServiceVersion],
+    relations: &[&Relation],
+    now: &Time,
+) -> Effects<RelationStatus> {
+    let next = status(relation, csvs, relations, now);
+    let mut effects = Effects::none();
+    if relation.status.as_ref() != Some(&next) {
+        effects.status = Some(StatusWrite {
+            name: relation.name_any(),
+            status: next,
+        });
+    }
+    effects
+}
+
+/// The status `relation` should hold.
+fn status(
+    relation: &Relation,
+    csvs: &[&ClusterServiceVersion],
+    relations: &[&Relation],
+    now: &Time,
+) -> RelationStatus {
+    let generation = relation.metadata.generation;
+    let held = relation.status.clone().unwrap_or_default();
+    let mut conditions = held.conditions.unwrap_or_default();
+    let (endpoints, ready, reason, message) = match resolve(relation, csvs, relations) {
+        Ok(joined) => {
+            let message = format!(
+                "relates {}:{} ({} {}) with {}:{} ({} {})",
+                joined[0].application,
+                joined[0].endpoint,
+                joined[0].role,
+                joined[0].interface,
+                joined[1].application,
+                joined[1].endpoint,
+                joined[1].role,
+                joined[1].interface
+            );
+            (joined.to_vec(), Status::True, RelationReason::Related, message)
+        }
+        Err(refusal) => (Vec::new(), Status::False, refusal.reason, refusal.message),
+    };
+    set_condition(
+        &mut conditions,
+        Ready,
+        ready,
+        Reason(reason),
+        &message,
+        generation,
+        now,
+    );
+    RelationStatus {
+        observed_generation: generation,
+        endpoints,
+        conditions: Some(conditions),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::jiff::Timestamp;
+    use olm_api::model::{ApplicationEndpoint, RelationSpec};
+
+    use super::*;
+
+    fn now() -> Time {
+        Time(Timestamp::from_second(1_800_000_000).unwrap())
+    }
+
+    /// A CSV of package `package` in `ns`, in `phase`, declaring `endpoints`.
+    pub fn csv(package: &str, phase: &str, endpoints: &str) -> ClusterServiceVersion {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1",
+            "kind": "ClusterServiceVersion",
+            "metadata": {
+                "name": format!("{package}.v1.0.0"), "namespace": "ns",
+                "labels": {format!("operators.coreos.com/{package}.ns"): ""},
+                "annotations": {"olm-rs.dev/endpoints": endpoints},
+            },
+            "spec": {"displayName": package, "install": {"strategy": "deployment"}},
+            "status": {"phase": phase},
+        }))
+        .expect("a CSV")
+    }
+
+    fn side(text: &str) -> ApplicationEndpoint {
+        let (application, endpoint) = match text.split_once(':') {
+            Some((a, e)) => (a, Some(e.to_owned())),
+            None => (text, None),
+        };
+        let (application, namespace) = match application.split_once('/') {
+            Some((ns, a)) => (a, Some(ns.to_owned())),
+            None => (application, None),
+        };
+        ApplicationEndpoint {
+            application: application.to_owned(),
+            endpoint,
+            namespace,
+        }
+    }
+
+    /// A Relation `name` created at second `created`, of `sides`.
+    fn relation(name: &str, created: i64, sides: &[&str]) -> Relation {
+        let mut relation = Relation::new(
+            name,
+            RelationSpec {
+                endpoints: sides.iter().map(|s| side(s)).collect(),
+            },
+        );
+        relation.metadata.namespace = Some("ns".into());
+        relation.metadata.generation = Some(1);
+        relation.metadata.creation_timestamp = Some(Time(Timestamp::from_second(created).unwrap()));
+        relation
+    }
+
+    /// `relation` with the status it decides among `csvs`.
+    fn settled(mut relation: Relation, csvs: &[&ClusterServiceVersion]) -> Relation {
+        relation.status = decide(&relation, csvs, &[], &now()).status.map(|w| w.status);
+        relation
+    }
+
+    fn ready(effects: &Effects<RelationStatus>) -> (String, String, String) {
+        let status = &effects.status.as_ref().expect("a status write").status;
+        let c = &status.conditions.as_ref().unwrap()[0];
+        (c.status.clone(), c.reason.clone(), c.message.clone())
+    }
+
+    const APP: &str = "requires: {db: {interface: postgresql}, cache: {interface: redis}}\npeers: {ring: {interface: app-ring}}";
+    const DB: &str = "provides: {db: {interface: postgresql, limit: 1}, admin: {interface: pg-admin}}\nrequires: {backup: {interface: s3}}";
+    const TWO_DBS: &str = "provides: {db: {interface: postgresql}, replica: {interface: postgresql}}";
+    const KV: &str = "provides: {kv: {interface: redis}}";
+    const AUDIT: &str = "requires: {sink: {interface: postgresql}}";
+
+    #[test]
+    fn every_reason_and_the_happy_path() {
+        let (app, db, two) = (
+            csv("app", "Succeeded", APP),
+            csv("db", "Succeeded", DB),
+            csv("two", "Succeeded", TWO_DBS),
+        );
+        let (kv, audit, pending) = (
+            csv("kv", "Succeeded", KV),
+            csv("audit", "Succeeded", AUDIT),
+            csv("late", "Installing", KV),
+        );
+        let bad = csv("bad", "Succeeded", "provides: [");
+        let csvs = [&app, &db, &two, &kv, &audit, &pending, &bad];
+        let cases: &[(&[&str], &str, &str, &str)] = &[
+            // (sides, Ready, reason, a part of the message)
+            (
+                &["app", "db"],
+                "True",
+                "Related",
+                "relates app:db (requires postgresql) with db:db (provides postgresql)",
+            ),
+            (
+                &["db:db", "app:db"],
+                "True",
+                "Related",
+                "relates db:db (provides postgresql)",
+            ),
+            (&["app:cache", "kv"], "True", "Related", "kv:kv (provides redis)"),
+            (&["app.v1.0.0", "db"], "True", "Related", "relates app.v1.0.0:db"),
+            (&["app"], "False", "InvalidSpec", "has 1 entries"),
+            (
+                &["app", "nope"],
+                "False",
+                "NotInstalled",
+                "application nope is not installed in namespace ns",
+            ),
+            (
+                &["app", "late"],
+                "False",
+                "NotInstalled",
+                "CSV late.v1.0.0 is in phase Installing",
+            ),
+            (
+                &["app", "bad"],
+                "False",
+                "InvalidDeclaration",
+                "CSV bad.v1.0.0: annotation olm-rs.dev/endpoints",
+            ),
+            (
+                &["app:nope", "db"],
+                "False",
+                "UnknownEndpoint",
+                "declares no endpoint nope; it declares: cache, db, ring",
+            ),
+            (
+                &["kv", "two"],
+                "False",
+                "InterfaceMismatch",
+                "kv:kv (provides redis) with two:db",
+            ),
+            (
+                &["app:cache", "db:db"],
+                "False",
+                "InterfaceMismatch",
+                "app:cache (requires redis) with db:db (provides postgresql)",
+            ),
+            (
+                &["app", "two"],
+                "False",
+                "AmbiguousEndpoint",
+                "kubectl olm relate app:db two:db",
+            ),
+            (
+                &["db", "two"],
+                "False",
+                "RolesNotComplementary",
+                "speak one interface",
+            ),
+            (
+                &["app:ring", "db"],
+                "False",
+                "RolesNotComplementary",
+                "peers endpoint",
+            ),
+            (&["app", "other/db"], "False", "NeedsOffer", "namespace other"),
+            (&["app", "ns/db"], "True", "Related", ""),
+        ];
+        for (sides, status, reason, part) in cases {
+            let effects = decide(&relation("r", 10, sides), &csvs, &[], &now());
+            let (s, r, message) = ready(&effects);
+            assert_eq!(
+                (s.as_str(), r.as_str()),
+                (*status, *reason),
+                "{sides:?}: {message}"
+            );
+            assert!(message.contains(part), "{sides:?}: {message}");
+        }
+    }
+
+    #[test]
+    fn the_oldest_ready_relations_keep_a_limited_endpoint() {
+        let (app, db, audit) = (
+            csv("app", "Succeeded", APP),
+            csv("db", "Succeeded", DB),
+            csv("audit", "Succeeded", AUDIT),
+        );
+        let csvs = [&app, &db, &audit];
+        let first = settled(relation("first", 10, &["app", "db"]), &csvs);
+        let second = relation("second", 20, &["audit", "db:db"]);
+        // An older Ready relation holds db:db (limit 1).
+        let (s, r, message) = ready(&decide(&second, &csvs, &[&first], &now()));
+        assert_eq!((s.as_str(), r.as_str()), ("False", "OverLimit"), "{message}");
+        assert!(message.contains("is used by first"), "{message}");
+        // A newer one does not count against the older, whatever its status.
+        let second = settled(second, &csvs);
+        let (s, r, _) = ready(&decide(
+            &relation("first", 10, &["app", "db"]),
+            &csvs,
+            &[&second],
+            &now(),
+        ));
+        assert_eq!((s.as_str(), r.as_str()), ("True", "Related"));
+        // Created in one second: the name decides.
+        let twin = settled(relation("a-twin", 10, &["audit", "db"]), &csvs);
+        let (_, r, _) = ready(&decide(
+            &relation("b-twin", 10, &["app", "db"]),
+            &csvs,
+            &[&twin],
+            &now(),
+        ));
+        assert_eq!(r, "OverLimit");
+        // An older relation that is not Ready holds nothing.
+        let failed = settled(relation("failed", 5, &["audit", "nope"]), &csvs);
+        let (_, r, _) = ready(&decide(
+            &relation("r", 10, &["app", "db"]),
+            &csvs,
+            &[&failed],
+            &now(),
+        ));
+        assert_eq!(r, "Related");
+    }
+
+    #[test]
+    fn an_unchanged_relation_decides_no_write_and_a_removed_side_is_not_installed() {
+        let (app, db) = (csv("app", "Succeeded", APP), csv("db", "Succeeded", DB));
+        let related = settled(relation("r", 10, &["app", "db"]), &[&app, &db]);
+        assert_eq!(related.status.as_ref().unwrap().endpoints.len(), 2);
+        assert!(decide(&related, &[&app, &db], &[], &now()).is_empty());
+        let effects = decide(&related, &[&app], &[], &now());
+        let (s, r, _) = ready(&effects);
+        assert_eq!((s.as_str(), r.as_str()), ("False", "NotInstalled"));
+        let status = effects.status.unwrap().status;
+        assert!(status.endpoints.is_empty());
+        assert_eq!(status.observed_generation, Some(1));
+    }
+
+    #[test]
+    fn every_reason_is_a_valid_condition_reason() {
+        for reason in RelationReason::ALL {
+            assert!(
+                olm_runtime::conditions::is_valid_reason(reason.as_str()),
+                "{reason:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! The controller's wiring against a mocked API server: one reconcile reads
+//! the stores and writes the Relation's status, and only once.
+
+use std::sync::Arc;
+
+use kube::Client;
+use olm_api::{model::Relation, v1alpha1::ClusterServiceVersion};
+use olm_testkit::mock_api::{Answer, MockApi};
+
+use super::{Sources, reconcile};
+use crate::{context::Context, stores::Cache};
+
+const STATUS: &str = "PATCH /apis/model.olm-rs.dev/v1alpha1/namespaces/ns/relations/app-db/status";
+
+fn from<K: serde::de::DeserializeOwned>(value: serde_json::Value) -> K {
+    serde_json::from_value(value).expect("an object")
+}
+
+fn csv(package: &str, endpoints: &str) -> ClusterServiceVersion {
+    from(serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {"name": format!("{package}.v1.0.0"), "namespace": "ns",
+            "labels": {format!("operators.coreos.com/{package}.ns"): ""},
+            "annotations": {"olm-rs.dev/endpoints": endpoints}},
+        "spec": {"displayName": package, "install": {"strategy": "deployment"}},
+        "status": {"phase": "Succeeded"},
+    }))
+}
+
+fn relation() -> Relation {
+    from(serde_json::json!({
+        "apiVersion": "model.olm-rs.dev/v1alpha1",
+        "kind": "Relation",
+        "metadata": {"name": "app-db", "namespace": "ns", "uid": "uid-r", "generation": 1,
+            "creationTimestamp": "2026-01-01T00:00:00Z"},
+        "spec": {"endpoints": [{"application": "app"}, {"application": "db", "endpoint": "db"}]},
+    }))
+}
+
+fn api_server(relation: &Relation) -> (Client, MockApi) {
+    let relation = serde_json::to_value(relation).expect("JSON");
+    MockApi::new(move |request| {
+        request
+            .line
+            .contains("/relations/")
+            .then(|| Answer::ok(relation.clone()))
+    })
+}
+
+#[tokio::test]
+async fn a_reconcile_writes_the_status_once() {
+    let sources = Sources {
+        csvs: Cache::listed([
+            csv("app", "requires: {db: {interface: postgresql}}"),
+            csv("db", "provides: {db: {interface: postgresql}}"),
+        ]),
+        relations: Cache::listed([relation()]),
+    };
+    let (client, api) = api_server(&relation());
+    let ctx = Arc::new(Context::for_tests(client));
+    reconcile(Arc::new(relation()), ctx, sources.clone())
+        .await
+        .expect("a reconcile");
+    assert_eq!(api.lines(), [STATUS]);
+    let body = api.last_body(STATUS).expect("the status");
+    assert_eq!(body["status"]["conditions"][0]["reason"], "Related", "{body}");
+    assert_eq!(body["status"]["endpoints"][1]["role"], "provides", "{body}");
+
+    // With that status held, nothing is written again.
+    let mut settled = relation();
+    settled.status = Some(from(body["status"].clone()));
+    let (client, api) = api_server(&settled);
+    let ctx = Arc::new(Context::for_tests(client));
+    reconcile(Arc::new(settled), ctx, sources)
+        .await
+        .expect("a reconcile");
+    assert!(api.lines().is_empty(), "{:?}", api.lines());
+}

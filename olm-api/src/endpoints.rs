@@ -208,23 +208,12 @@ impl Endpoints {
 /// The declaration's text (YAML or JSON) as JSON; `null` when it is empty.
 /// A name repeated in one role is refused, never silently dropped.
 pub fn declaration(text: &str) -> Result<Value, EndpointsCause> {
-    if text.trim().is_empty() {
-        return Ok(Value::Null);
-    }
-    serde_saphyr::from_str::<Value>(text).map_err(|e| EndpointsCause::Syntax(e.to_string()))
+    crate::declaration::parse(text).map_err(EndpointsCause::Syntax)
 }
 
 /// The value of the catalog property [`PROPERTY`] that carries the
-/// annotation's `text` unchanged: the declaration as JSON, or the text itself
-/// when it is not YAML (validation then names what is wrong); `None` when the
-/// text is empty.
-pub fn property_value(text: &str) -> Option<Value> {
-    match declaration(text) {
-        Ok(Value::Null) => None,
-        Ok(value) => Some(value),
-        Err(_) => Some(Value::String(text.to_owned())),
-    }
-}
+/// annotation's text unchanged ([`crate::declaration::property_value`]).
+pub use crate::declaration::property_value;
 
 /// Where a declaration was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

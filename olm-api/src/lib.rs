@@ -20,6 +20,7 @@
 
 pub mod actions;
 pub mod crds;
+pub mod declaration;
 pub mod endpoints;
 pub mod labels;
 pub mod manifest;

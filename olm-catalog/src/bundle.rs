@@ -243,11 +243,7 @@ impl<'a> Csv<'a> {
     /// the CSV's endpoints annotation unchanged, even when it does not parse
     /// (the catalog's validation says why); `None` without the annotation.
     pub fn endpoints_property(&self) -> Option<Property> {
-        let value = endpoints::property_value(self.annotation(endpoints::ANNOTATION)?)?;
-        Some(Property::Other {
-            type_: endpoints::PROPERTY.to_owned(),
-            value: RawJson::from_value(&value),
-        })
+        self.carried(endpoints::ANNOTATION, endpoints::PROPERTY)
     }
 
     /// The actions the CSV declares in olm-rs's annotation
@@ -262,9 +258,16 @@ impl<'a> Csv<'a> {
     /// the CSV's actions annotation unchanged, even when it does not parse
     /// (the catalog's validation says why); `None` without the annotation.
     pub fn actions_property(&self) -> Option<Property> {
-        let value = actions::property_value(self.annotation(actions::ANNOTATION)?)?;
+        self.carried(actions::ANNOTATION, actions::PROPERTY)
+    }
+
+    /// The catalog property `property` that carries the CSV's `annotation`
+    /// unchanged ([`olm_api::declaration::property_value`]); `None` without
+    /// the annotation.
+    fn carried(&self, annotation: &str, property: &str) -> Option<Property> {
+        let value = olm_api::declaration::property_value(self.annotation(annotation)?)?;
         Some(Property::Other {
-            type_: actions::PROPERTY.to_owned(),
+            type_: property.to_owned(),
             value: RawJson::from_value(&value),
         })
     }

@@ -170,6 +170,22 @@ impl Desired {
     }
 }
 
+/// `objects` as one wave, written at the same time: each but the first
+/// [alongside the one before it](Desired::alongside_previous).
+pub fn at_once(objects: impl IntoIterator<Item = Desired>) -> Vec<Desired> {
+    objects
+        .into_iter()
+        .enumerate()
+        .map(|(index, desired)| {
+            if index == 0 {
+                desired
+            } else {
+                desired.alongside_previous()
+            }
+        })
+        .collect()
+}
+
 /// The hash of an object's content, without the hash annotation itself.
 fn content_hash(object: &DynamicObject) -> Result<String, serde_json::Error> {
     let mut object = object.clone();

@@ -46,7 +46,7 @@ use crate::{
 use olm_runtime::{
     ErrorClass,
     apply::WriteError,
-    effects::{Desired, ObjectOutcome, Removal},
+    effects::{Desired, ObjectOutcome, Removal, at_once},
 };
 
 /// What the API server holds after the apply.
@@ -230,11 +230,7 @@ pub fn plan(
         live,
     )?;
     // Service accounts and RBAC do not depend on one another: one wave.
-    let mut objects: Vec<Desired> = first_wave
-        .into_iter()
-        .enumerate()
-        .map(|(index, d)| if index == 0 { d } else { d.alongside_previous() })
-        .collect();
+    let mut objects = at_once(first_wave);
     // Then the Deployments that run as them, one after another.
     for deployment in &children.deployments {
         let (desired, current) = stamp::desired(deployment, "Deployment", live).map_err(Error::Encode)?;

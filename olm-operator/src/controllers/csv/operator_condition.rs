@@ -35,7 +35,7 @@ use olm_api::{
     v2::{OperatorCondition, OperatorConditionSpec, OperatorConditionStatus, UPGRADEABLE},
 };
 use olm_runtime::apply::WriteError;
-use olm_runtime::effects::{Desired, Effects, ObjectOutcome, StatusOf};
+use olm_runtime::effects::{Effects, ObjectOutcome, StatusOf, at_once};
 
 use super::stamp;
 use crate::{context::Context, fields::LiveCopies};
@@ -298,10 +298,8 @@ pub fn plan(
         None => Effects::none(),
     };
     if !current {
-        if let Some(first) = effects.objects.first_mut() {
-            *first = first.clone().alongside_previous();
-        }
-        effects.objects.insert(0, condition);
+        let dependents = std::mem::take(&mut effects.objects);
+        effects.objects = at_once(std::iter::once(condition).chain(dependents));
     }
     Ok(effects)
 }
@@ -325,21 +323,16 @@ pub fn dependents(
         block_owner_deletion: Some(false),
         ..owner
     };
-    let mut objects: Vec<Desired> = Vec::new();
-    for (object, current) in [
+    let rbac = [
         stamp::desired(&role(wanted, owner.clone()), "Role", copies)?,
         stamp::desired(&role_binding(wanted, owner), "RoleBinding", copies)?,
-    ] {
-        if !current {
-            objects.push(if objects.is_empty() {
-                object
-            } else {
-                object.alongside_previous()
-            });
-        }
-    }
+    ];
+    let stale = rbac
+        .into_iter()
+        .filter(|(_, current)| !current)
+        .map(|(object, _)| object);
     Ok(Effects {
-        objects,
+        objects: at_once(stale),
         statuses: status_write(live, now)?.into_iter().collect(),
         removals: Vec::new(),
         status: None,
@@ -454,6 +447,7 @@ pub fn concerned_csvs(
 mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use olm_api::v2::OverrideCondition;
+    use olm_runtime::effects::Desired;
 
     use super::*;
     use crate::controllers::csv::fixtures::{self, Copies, NAMESPACE, modes};

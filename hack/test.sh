@@ -53,6 +53,16 @@ print_failures() {
 	echo "test.sh: what failed (last 200 lines of the failure reports):" >&2
 	echo "$failures" >&2
 }
+# A build that failed: its error lines and what the linker said, each cut to 300 characters (a
+# failed link prints its whole command line first, which would fill a log's tail), and the disk.
+print_build_errors() {
+	local errors
+	errors=$(grep -E '^error|/ld: |collect2|rust-lld|No space left|Killed|signal: ' "$log" | cut -c1-300 | tail -n 40)
+	[ -n "$errors" ] || return 0
+	echo "test.sh: what the build printed of its errors (each line cut to 300 characters):" >&2
+	echo "$errors" >&2
+	echo "test.sh: disk: $(df -h . | tail -n 1)" >&2
+}
 cleanup() {
 	local status=$?
 	trap - EXIT INT TERM
@@ -60,7 +70,7 @@ cleanup() {
 		kill -TERM -- "-$child" 2>/dev/null || true
 		wait "$child" 2>/dev/null || true
 	fi
-	[ "$status" = 0 ] || print_failures
+	[ "$status" = 0 ] || { print_failures; print_build_errors; }
 	rm -f "$log"
 	if [ -n "$cluster_dir" ]; then
 		OLM_RS_CLUSTER_DIR=$cluster_dir "$repo/hack/cluster.sh" down || status=1

@@ -1,19 +1,17 @@
 //! What every reconcile gets: a client, the metrics, the fenced writer, an
 //! event recorder and the settings.
 //!
-//! Every write olm-operator makes goes through the methods here
-//! ([`Context::apply`], [`Context::apply_status`], [`Context::apply_annotations`],
-//! [`Context::delete`]): server-side apply with one field manager, fenced by
-//! [`olm_runtime::apply::Writer`] so that only the replica holding the leader
-//! lease writes. Events are published by the leader only.
+//! Every write olm-operator makes goes through its fenced writer
+//! ([`Context::writer`], directly or through [`Context::apply`],
+//! [`Context::apply_status`], [`Context::delete`]): server-side apply with one
+//! field manager, fenced by [`olm_runtime::apply::Writer`] so that only the
+//! replica holding the leader lease writes. Events are published by the leader only.
 
 use std::{collections::BTreeMap, fmt::Debug, sync::Arc, time::Duration};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::{
     Api, Client, Resource,
     api::DeleteParams,
-    core::{PartialObjectMeta, PartialObjectMetaExt},
     runtime::events::{Event, Recorder, Reporter},
 };
 use olm_runtime::{
@@ -135,27 +133,6 @@ impl Context {
         S: Serialize,
     {
         self.writer.apply_status(api, name, status).await
-    }
-
-    /// Server-side applies `annotations` (and only those) to the metadata of
-    /// `name` in `namespace`.
-    pub async fn apply_annotations<K>(
-        &self,
-        namespace: &str,
-        name: &str,
-        annotations: BTreeMap<String, String>,
-    ) -> Result<(), WriteError>
-    where
-        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope> + Clone + Debug,
-    {
-        let api = Api::<PartialObjectMeta<K>>::namespaced(self.client.clone(), namespace);
-        let body = ObjectMeta {
-            name: Some(name.to_owned()),
-            annotations: Some(annotations),
-            ..ObjectMeta::default()
-        }
-        .into_request_partial::<K>();
-        self.writer.apply(&api, name, &body).await.map(|_| ())
     }
 
     /// Deletes `name`; an object that is already gone is not an error.

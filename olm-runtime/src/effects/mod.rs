@@ -124,6 +124,24 @@ impl Desired {
         })
     }
 
+    /// Fields that the controller sets on an object of `resource`'s kind that
+    /// others own, given as a dynamic object (for a kind without a Rust type
+    /// that fits a partial object, such as some fields of a CRD): always applied.
+    pub fn dynamic_fields(resource: &ApiResource, object: &DynamicObject) -> Desired {
+        let mut object = object.clone();
+        object.types = Some(kube::api::TypeMeta {
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+        });
+        Desired {
+            resource: resource.clone(),
+            object,
+            hash: None,
+            create: false,
+            together: false,
+        }
+    }
+
     /// The hash of its content ([`DESIRED_HASH`]), when the controller owns it
     /// whole: a decision may compare it with a live copy itself, e.g. to
     /// keep only the objects that need a write.

@@ -68,11 +68,17 @@ pub struct Dereferenced {
     /// Why the CSV this one replaces may not be upgraded now, from its
     /// OperatorCondition ([`super::operator_condition::upgrade_hold`]).
     pub upgrade_hold: Option<String>,
+    /// What serving needs: certificate Secrets and APIService holders
+    /// ([`super::serving::read::read`]).
+    pub serving: super::serving::read::Found,
 }
 
 /// Why dereferencing failed; every case is a failed API call, worth a retry.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// Reading the certificate Secrets of the served Deployments failed.
+    #[error("failed to read what the ClusterServiceVersion serves with")]
+    Serving(#[source] super::serving::read::Error),
     /// API discovery failed.
     #[error("failed to discover the kinds of API {group_version}")]
     Discovery {
@@ -135,7 +141,12 @@ pub async fn dereference(
     let namespace = namespace.as_str();
     let accounts = &Api::<ServiceAccount>::namespaced(client.clone(), namespace);
     let deployment_api = &Api::<Deployment>::namespaced(client.clone(), namespace);
-    let (crds, service_accounts, deployments, served_kinds) = futures::try_join!(
+    let serving = async {
+        super::serving::read::read(ctx, &installs.api_services.store, &stores.csvs.store, csv)
+            .await
+            .map_err(Error::Serving)
+    };
+    let (crds, service_accounts, deployments, served_kinds, serving) = futures::try_join!(
         read_each(crd_names(csv), |name| async {
             match stored_crd(installs, csv, &name) {
                 Some(stored) => Ok(Some(stored)),
@@ -162,6 +173,7 @@ pub async fn dereference(
         read_each(native_group_versions(csv), |group_version| async move {
             discover(ctx, &group_version).await.map(Some)
         }),
+        serving,
     )?;
 
     Ok(Dereferenced {
@@ -177,6 +189,7 @@ pub async fn dereference(
         replacement,
         replaced,
         server_version: ctx.server_version().await,
+        serving,
     })
 }
 

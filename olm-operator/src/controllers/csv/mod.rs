@@ -14,47 +14,47 @@
 //!    requirements.
 //! 2. *Decide* ([`phase::decide_ahead`], pure): the status and what to do:
 //!    settle, install, or delete a replaced CSV.
-//! 3. *Apply*: the OperatorCondition ([`operator_condition::keep`]: [`operator_condition::plan`], pure, then the one applier) and the
-//!    OperatorGroup annotations ([`update_status::annotate`]), and beside
-//!    them, independent of them, what was decided; for an install,
-//!    [`build`] (pure) → [`overrides`] (pure) → [`serving`] (certificates,
-//!    webhooks and APIServices of the Deployments that serve them) →
-//!    [`apply`] ([`apply::plan`], pure, then the one applier's server-side
-//!    applies and removals); then [`decide::record`]
-//!    (pure) gives the status to end with, which [`update_status`] writes
-//!    only when it changed. The OperatorCondition and the install's objects
-//!    are stamped with the hash of their content and not written when their
-//!    live copy in the shared stores ([`crate::stores::InstallStores`])
-//!    carries it already and no other writer owns a field they set
-//!    ([`stamp`], [`crate::fields`]), so that a new leader, or a resync,
-//!    sends nothing for an install that is already right.
+//! 3. *Apply*: the OperatorCondition ([`operator_condition::keep`]:
+//!    [`operator_condition::plan`], pure, then the one applier) and the
+//!    OperatorGroup annotations ([`update_status::annotations`], pure, then
+//!    the one applier), and beside them, independent of them, what was
+//!    decided; for an install, [`build`] (pure) → [`overrides`] (pure) →
+//!    [`serving`] ([`serving::certificates`] and [`serving::plan`], pure,
+//!    with new certificates issued in between when the stored ones are not
+//!    kept) and [`apply::plan`] (pure) → the one applier writes the Services
+//!    and certificate Secrets, then the install's service accounts, RBAC and
+//!    Deployments and the removal of what it no longer has, then the webhook
+//!    configurations, CRD conversions and APIServices and the removal of
+//!    those it no longer declares; then [`decide::record`] (pure) gives the
+//!    status to end with, which [`update_status`] writes only when it
+//!    changed.
 //!
-//! The serving objects (certificate Secrets, Services, webhook
-//! configurations, APIServices) are stamped and skipped the same way, and
-//! the objects a CSV no longer has (APIServices included) are found in the
-//! stores; only [`cleanup`], once, on delete, lists them live. The
-//! conversion of a CRD, a patch of fields on an object others own, is sent
-//! (fenced, with this binary's field manager) only when the CRD the read
-//! step got does not already have exactly the wanted conversion
+//! Every object is stamped with the hash of its content and left out when
+//! its live copy in the shared stores ([`crate::stores::InstallStores`])
+//! carries it already and no other writer owns a field it sets ([`stamp`],
+//! [`crate::fields`]), so that a new leader, or a resync, sends nothing for
+//! an install that is already right; the objects a CSV no longer has are
+//! found in the stores; only [`cleanup`], once, on delete, lists them live.
+//! The conversion of a CRD and the OperatorGroup annotations, fields of
+//! objects others own, are sent only when the object read lacks them
 //! ([`webhooks::conversion_current`]). The requests of a reconcile are
 //! tested against a mocked API server (`tests`): a reconcile of an install
 //! that is already right, serving objects included, sends no write.
 //!
-//! Not yet in the one shape the other controllers have: the install's own
-//! objects (service accounts, RBAC, Deployments, and the removal of those
-//! it no longer has) are decided purely ([`apply::plan`]) and written by
-//! the one applier, but the OperatorCondition, the OperatorGroup
-//! annotations and the serving objects are still typed calls of their own
-//! rather than part of one [`olm_runtime::effects::Effects`]; and the read
-//! step still GETs what no store
-//! holds as it needs it: a CRD the store of summaries does not show
+//! Where it still differs from the one shape of the other controllers: the
+//! decisions are made and performed in three groups (the companions, the
+//! install and its serving objects, then the status), not as one
+//! [`olm_runtime::effects::Effects`], because the install's objects go
+//! through the OperatorGroup's service account when it names one and the
+//! rest through the operator's own; new certificates are issued between two
+//! pure steps (a new key is outside work with randomness); and the read step
+//! GETs what no store holds: a CRD the store of summaries does not show
 //! Established and serving the versions the CSV names (the store may lag
 //! behind a CRD the InstallPlan made a moment before), Deployments and
 //! ServiceAccounts not labelled for a CSV (not made yet, or someone else's:
 //! their owner decides whether they may be adopted), the certificate Secrets
-//! of serving Deployments (their keys), an APIService it is about to write
-//! (who holds it, [`serving`]), the hooks ConfigMap of a machine CSV
-//! ([`machine::requirements`]) and discovery.
+//! of serving Deployments (their keys: no store keeps Secrets), the hooks
+//! ConfigMap of a machine CSV ([`machine::requirements`]) and discovery.
 //!
 //! What triggers a reconcile is wired in [`crate::watches`]; the mappers it
 //! uses are here: CSVs; the Deployments and ServiceAccounts they own (owner
@@ -413,9 +413,12 @@ async fn keep_companions(
     };
     let annotations = async {
         match &validation.membership {
-            Ok(membership) => update_status::annotate(applier.ctx, csv, membership)
-                .await
-                .map_err(Error::UpdateStatus),
+            Ok(membership) => match update_status::annotations(csv, membership) {
+                Some(annotations) => update_status::annotate(applier.ctx, &annotations)
+                    .await
+                    .map_err(Error::UpdateStatus),
+                None => Ok(()),
+            },
             Err(_) => Ok(()),
         }
     };
@@ -520,9 +523,10 @@ async fn record(
 }
 
 /// Applies the install: the serving certificates and Services
-/// ([`serving::prepare`]), the objects of `children` ([`apply`]), then the
-/// webhooks and APIServices ([`serving::register`]). Refusals become the
-/// outcome; other failures are errors.
+/// ([`serving::write_before`]), the objects of `children` ([`apply`]), then
+/// the webhooks and APIServices ([`serving::write_after`]), each decided
+/// first ([`serving::plan`], [`apply::plan`]). Refusals become the outcome;
+/// other failures are errors.
 async fn apply_install(
     applier: stamp::Applier<'_>,
     csv: &ClusterServiceVersion,
@@ -536,13 +540,29 @@ async fn apply_install(
         tracing::warn!(csv = %csv.name_any(), error = %detail, "the install was refused");
         (InstallOutcome::Rejected(detail), serving)
     };
-    let prepared = match serving::prepare(applier, csv, &mut children, now).await {
-        Ok(prepared) => prepared,
+    let lifetimes = ctx.settings.cert_lifetimes;
+    let certificates = serving::certificates(csv, &found.serving, now, lifetimes);
+    let certified = serving::certify(csv, certificates, now, lifetimes).map_err(Error::Serving)?;
+    let input = serving::Input {
+        csv,
+        membership,
+        certified: certified.as_ref(),
+        found: &found.serving,
+        crds: &found.crds,
+        live: applier.live,
+    };
+    let serving_writes = match serving::plan::plan(&input, &mut children) {
+        Ok(writes) => writes,
         Err(e) if e.is_terminal() => return Ok(refused(e.detail(), None)),
         Err(e) => return Err(Error::Serving(e)),
     };
+    match serving::write_before(ctx, &serving_writes).await {
+        Ok(()) => {}
+        Err(e) if e.is_terminal() => return Ok(refused(e.detail(), None)),
+        Err(e) => return Err(Error::Serving(e)),
+    }
     // The certificates are written: the status says so even if what follows is refused.
-    let serving = prepared.as_ref().map(|p| p.serving.clone());
+    let serving = certified.map(|c| c.serving);
     let updated = apply::spec_changed(&children, found);
     let applied = match apply::plan(csv, &children, found, applier.live) {
         Ok(writes) => apply::apply(ctx, csv, membership, &children, found, &writes).await,
@@ -553,12 +573,10 @@ async fn apply_install(
         Err(e) if e.is_terminal() => return Ok(refused(e.detail(), serving)),
         Err(e) => return Err(Error::Apply(e)),
     };
-    if let Some(prepared) = &prepared {
-        match serving::register(applier, csv, membership, prepared, &found.crds).await {
-            Ok(()) => {}
-            Err(e) if e.is_terminal() => return Ok(refused(e.detail(), serving)),
-            Err(e) => return Err(Error::Serving(e)),
-        }
+    match serving::write_after(ctx, &serving_writes).await {
+        Ok(()) => {}
+        Err(e) if e.is_terminal() => return Ok(refused(e.detail(), serving)),
+        Err(e) => return Err(Error::Serving(e)),
     }
     let health = phase::health(&applied.deployments);
     let outcome = if updated {

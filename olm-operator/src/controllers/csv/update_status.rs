@@ -6,11 +6,12 @@ use std::collections::BTreeMap;
 
 use kube::{
     Api, ResourceExt,
+    api::{ApiResource, DynamicObject},
     runtime::events::{Event, EventType},
 };
 use olm_api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
 
-use olm_runtime::apply::WriteError;
+use olm_runtime::{apply::WriteError, effects::Desired};
 
 use super::{build::operator_group_annotations, validate::Membership};
 use crate::{context::Context, metrics::enum_string};
@@ -48,23 +49,32 @@ pub fn owned_annotations(membership: &Membership) -> BTreeMap<String, String> {
     operator_group_annotations(membership)
 }
 
-/// Puts `olm.operatorGroup`, `olm.operatorNamespace` and `olm.targetNamespaces`
-/// on the CSV, as OLM does, when they are missing or stale.
-pub async fn annotate(
-    ctx: &Context,
-    csv: &ClusterServiceVersion,
-    membership: &Membership,
-) -> Result<(), Error> {
+/// The annotations `olm.operatorGroup`, `olm.operatorNamespace` and
+/// `olm.targetNamespaces` to apply to `csv`, as OLM puts them, as fields of
+/// an object others own; `None` when the CSV carries them already. Pure.
+pub fn annotations(csv: &ClusterServiceVersion, membership: &Membership) -> Option<Desired> {
     let wanted = owned_annotations(membership);
     let current = csv.annotations();
     if wanted.iter().all(|(k, v)| current.get(k) == Some(v)) {
-        return Ok(());
+        return None;
     }
-    let name = csv.name_any();
-    let namespace = csv.namespace().unwrap_or_default();
-    ctx.apply_annotations::<ClusterServiceVersion>(&namespace, &name, wanted)
+    let resource = ApiResource::erase::<ClusterServiceVersion>(&());
+    let mut object = DynamicObject::new(&csv.name_any(), &resource).data(serde_json::json!({}));
+    object.metadata.namespace = csv.namespace();
+    object.metadata.annotations = Some(wanted);
+    Some(Desired::dynamic_fields(&resource, &object))
+}
+
+/// Writes the annotations [`annotations`] decided, through the one applier.
+pub async fn annotate(ctx: &Context, annotations: &Desired) -> Result<(), Error> {
+    let objects = std::slice::from_ref(annotations);
+    ctx.writer
+        .write_objects(&ctx.client, objects, &())
         .await
-        .map_err(|source| Error::Annotations { name, source })?;
+        .map_err(|source| Error::Annotations {
+            name: annotations.name().to_owned(),
+            source,
+        })?;
     Ok(())
 }
 
@@ -142,6 +152,26 @@ mod tests {
 
     use super::*;
     use crate::controllers::csv::{fixtures, validate::Targets};
+
+    #[test]
+    fn the_annotations_are_applied_only_when_the_csv_lacks_them() {
+        let membership = fixtures::membership(Targets::All);
+        let mut csv = fixtures::small_csv(&fixtures::modes(&["AllNamespaces"]), "");
+        let desired = annotations(&csv, &membership).expect("missing: applied");
+        assert_eq!(desired.resource.kind, "ClusterServiceVersion");
+        assert_eq!(
+            (desired.namespace(), desired.name()),
+            (Some(fixtures::NAMESPACE), "demo.v1.0.0")
+        );
+        assert_eq!(desired.hash(), None, "fields of an object others own");
+        let body = serde_json::to_value(&desired.object).expect("encodes");
+        assert_eq!(body.get("spec"), None, "only the annotations are applied");
+        let applied = desired.object.metadata.annotations.clone().expect("annotations");
+        assert_eq!(applied, owned_annotations(&membership));
+
+        csv.metadata.annotations.get_or_insert_default().extend(applied);
+        assert_eq!(annotations(&csv, &membership), None, "carried: nothing to apply");
+    }
 
     #[test]
     fn each_apply_of_the_annotations_names_the_group_only() {

@@ -46,6 +46,7 @@ use crate::{
     hook_tool::Runs,
     host::{self, HostFacts},
     join::{JoinError, join},
+    leadership::{self, Leadership},
     machine::{self, Identity},
     run_args::RunArgs,
     state::{self, StateDir, StateError},
@@ -330,6 +331,13 @@ fn work(
         Duration::from_secs(args.endpoint_refresh_seconds.max(1)),
         shutdown.clone(),
     );
+    let elections = leadership::run(
+        registered.leases.clone(),
+        units.leadership.clone(),
+        registered.identity.machine.clone(),
+        registered.identity.pool.clone(),
+        shutdown.clone(),
+    );
     let beat = heartbeat(
         registered.leases,
         registered.machine,
@@ -339,11 +347,12 @@ fn work(
     let hook_socket = serve_hook_tool(units.runs.clone(), state.socket_path(), socket_group);
     let watches = watches.run();
     async move {
-        let loops = futures::future::join4(
+        let loops = futures::future::join5(
             planner.run(plan_triggers),
             status.run(machine_events),
             learn,
             beat,
+            elections,
         );
         tokio::select! {
             _ = loops => {},
@@ -373,6 +382,7 @@ fn log_hook_users(users: &Users) {
 /// the Machine last reported them ([`machine::last_reported`]).
 fn shared_units(state: &StateDir, registered: &Registered, users: Users) -> Units {
     let identity = &registered.identity;
+    let leadership = Leadership::new(registered.lease_duration);
     let reported = machine::last_reported(&registered.machine, &units_on_disk(state));
     let (statuses, _) = watch::channel(reported);
     Units {
@@ -380,9 +390,10 @@ fn shared_units(state: &StateDir, registered: &Registered, users: Users) -> Unit
         machine: identity.machine.clone(),
         pool: identity.pool.clone(),
         namespace: identity.namespace.clone(),
-        runs: Runs::default(),
+        runs: Runs::new(leadership.clone()),
         users,
         statuses,
+        leadership,
     }
 }
 
@@ -815,6 +826,7 @@ impl Planner {
                 timeout: previous.as_ref().map_or(default_timeout, |p| p.timeout),
                 update_status: previous.as_ref().map_or(default_interval, |p| p.update_status),
                 privileged: previous.as_ref().is_some_and(|p| p.privileged),
+                application: previous.and_then(|p| p.application),
             };
         };
         let namespace = &self.units.namespace;
@@ -847,6 +859,7 @@ impl Planner {
             timeout: seconds(csv.strategy.hook_timeout_seconds()),
             update_status: seconds(csv.strategy.update_status_interval_seconds()),
             privileged: csv.strategy.privileged,
+            application: Some(csv.application.clone()),
         }
     }
 }

@@ -46,6 +46,9 @@ pub enum HookCommand {
         /// The line.
         message: String,
     },
+    /// Print `True` when the unit leads its application (for at least half the
+    /// leader Lease's duration more), else `False`.
+    IsLeader,
 }
 
 fn parse_state(value: &str) -> Result<WorkloadState, String> {
@@ -83,18 +86,22 @@ impl Cli {
 
     /// Runs the command: the agent on its own async runtime, or one call of the hook tool.
     pub fn run(self) -> Result<(), CommandError> {
-        match self.command {
-            Command::Run(args) => tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .map_err(CommandError::AsyncRuntime)?
-                .block_on(agent::run(*args))?,
+        let command = match self.command {
+            Command::Run(args) => {
+                return Ok(tokio::runtime::Builder::new_multi_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(CommandError::AsyncRuntime)?
+                    .block_on(agent::run(*args))?);
+            }
             Command::Hook(HookCommand::StatusSet { state, message }) => {
-                hook_tool::call(hook_tool::Command::StatusSet { state, message })?;
+                hook_tool::Command::StatusSet { state, message }
             }
-            Command::Hook(HookCommand::Log { message }) => {
-                hook_tool::call(hook_tool::Command::Log { message })?
-            }
+            Command::Hook(HookCommand::Log { message }) => hook_tool::Command::Log { message },
+            Command::Hook(HookCommand::IsLeader) => hook_tool::Command::IsLeader,
+        };
+        if let Some(output) = hook_tool::call(command)? {
+            println!("{output}");
         }
         Ok(())
     }

@@ -51,6 +51,8 @@ pub struct InstallView {
 pub struct PoolCsv {
     /// The CSV's name.
     pub name: String,
+    /// The application it is of ([`olm_api::model::application_of`]).
+    pub application: String,
     /// Its version (`spec.version`, or empty).
     pub version: String,
     /// The CSVs it upgrades (`spec.replaces` and `spec.skips`).
@@ -80,8 +82,12 @@ pub fn pool_csv(csv: &MachineCsv, pool: &str) -> Option<PoolCsv> {
     }
     let mut upgrades_from: Vec<String> = csv.spec.replaces.iter().cloned().collect();
     upgrades_from.extend(csv.spec.skips.iter().flatten().cloned());
+    let name = csv.name_any();
+    let application =
+        olm_api::model::application_of(&name, &csv.namespace().unwrap_or_default(), csv.labels());
     Some(PoolCsv {
-        name: csv.name_any(),
+        application,
+        name,
         version: csv.spec.version.clone().unwrap_or_default(),
         upgrades_from,
         strategy,
@@ -101,7 +107,8 @@ mod tests {
     fn a_machine_csv_of_the_pool_is_read_and_others_are_not() {
         let machine = csv(serde_json::json!({
             "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
-            "metadata": {"name": "demo.v2.0.0", "namespace": "edge"},
+            "metadata": {"name": "demo.v2.0.0", "namespace": "edge",
+                         "labels": {"operators.coreos.com/demo.edge": ""}},
             "spec": {"version": "2.0.0", "replaces": "demo.v1.0.0", "skips": ["demo.v1.5.0"],
                      "displayName": "ignored",
                      "install": {"strategy": "machine", "spec": {
@@ -110,6 +117,7 @@ mod tests {
         }));
         let read = pool_csv(&machine, "edge").unwrap();
         assert_eq!(read.version, "2.0.0");
+        assert_eq!(read.application, "demo");
         assert_eq!(read.upgrades_from, ["demo.v1.0.0", "demo.v1.5.0"]);
         assert_eq!(read.strategy.hooks.config_map, "demo-hooks");
         assert_eq!(read.strategy.hook_timeout_seconds, Some(30));

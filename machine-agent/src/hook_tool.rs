@@ -1,5 +1,6 @@
-//! The hook tool: `machine-agent hook status-set|log`, through which a running hook
-//! sets its unit's workload status and logs, and the agent's end of it.
+//! The hook tool: `machine-agent hook status-set|log|is-leader`, through which a
+//! running hook sets its unit's workload status, logs, and asks whether its
+//! unit leads its application, and the agent's end of it.
 //!
 //! The tool talks to the running agent over a Unix socket in the state directory
 //! (path in `OLM_RS_AGENT_SOCKET`), one JSON line each way. A Unix socket because it
@@ -21,6 +22,8 @@ use std::{
 use olm_api::substrate::WorkloadState;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+
+use crate::leadership::Leadership;
 
 /// The environment variable with the socket's path.
 pub const SOCKET_ENV: &str = "OLM_RS_AGENT_SOCKET";
@@ -59,6 +62,9 @@ pub enum Command {
         /// The line.
         message: String,
     },
+    /// Asks whether the unit leads its application: `True` holds for at least
+    /// half the leader Lease's duration ([`Leadership::confirms`]).
+    IsLeader,
 }
 
 /// The agent's answer.
@@ -68,21 +74,55 @@ pub struct Reply {
     /// What went wrong, if anything.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// What the tool prints, if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
+}
+
+impl Reply {
+    fn ok() -> Reply {
+        Reply {
+            error: None,
+            output: None,
+        }
+    }
+
+    fn refused(error: String) -> Reply {
+        Reply {
+            error: Some(error),
+            output: None,
+        }
+    }
 }
 
 /// What a hook run set, read by its unit once the hook ends.
 pub type Workload = Arc<Mutex<Option<(WorkloadState, Option<String>)>>>;
 
 /// The hook runs in progress, by run id.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Runs {
     inner: Arc<Mutex<Runner>>,
+    leadership: Leadership,
+}
+
+impl Default for Runs {
+    fn default() -> Self {
+        Runs::new(Leadership::new(std::time::Duration::from_secs(40)))
+    }
 }
 
 #[derive(Default)]
 struct Runner {
     next: u64,
-    runs: HashMap<String, (String, Workload)>,
+    runs: HashMap<String, Run>,
+}
+
+/// What the agent knows of a hook run in progress.
+#[derive(Clone)]
+struct Run {
+    unit: String,
+    application: Option<String>,
+    workload: Workload,
 }
 
 /// A registered hook run; it is forgotten when dropped.
@@ -105,8 +145,16 @@ impl Runs {
         self.inner.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Registers a run of a hook of `unit`.
-    pub fn start(&self, unit: &str) -> RunGuard {
+    /// No run in progress; `is-leader` answers from `leadership`.
+    pub fn new(leadership: Leadership) -> Self {
+        Runs {
+            inner: Arc::default(),
+            leadership,
+        }
+    }
+
+    /// Registers a run of a hook of `unit` of `application`.
+    pub fn start(&self, unit: &str, application: Option<&str>) -> RunGuard {
         let mut runner = self.lock();
         runner.next += 1;
         // Not guessable from outside the agent: the counter, the process and the clock.
@@ -116,9 +164,12 @@ impl Runs {
             .unwrap_or_default();
         let id = format!("{}-{}-{nanos:x}", runner.next, std::process::id());
         let workload = Workload::default();
-        runner
-            .runs
-            .insert(id.clone(), (unit.to_owned(), workload.clone()));
+        let run = Run {
+            unit: unit.to_owned(),
+            application: application.map(str::to_owned),
+            workload: workload.clone(),
+        };
+        runner.runs.insert(id.clone(), run);
         RunGuard {
             runs: self.clone(),
             id,
@@ -128,22 +179,32 @@ impl Runs {
 
     /// Answers one request.
     pub fn handle(&self, request: Request) -> Reply {
-        let Some((unit, workload)) = self.lock().runs.get(&request.run).cloned() else {
-            return Reply {
-                error: Some(format!(
-                    "no hook run {} is in progress: the hook tool works only inside a hook",
-                    request.run
-                )),
-            };
+        let Some(run) = self.lock().runs.get(&request.run).cloned() else {
+            return Reply::refused(format!(
+                "no hook run {} is in progress: the hook tool works only inside a hook",
+                request.run
+            ));
         };
+        let unit = &run.unit;
         match request.command {
             Command::StatusSet { state, message } => {
                 tracing::info!(unit, %state, message = message.as_deref().unwrap_or(""), "status-set");
-                *workload.lock().unwrap_or_else(|p| p.into_inner()) = Some((state, message));
+                *run.workload.lock().unwrap_or_else(|p| p.into_inner()) = Some((state, message));
             }
             Command::Log { message } => tracing::info!(unit, "{message}"),
+            Command::IsLeader => {
+                let leads = run
+                    .application
+                    .as_deref()
+                    .is_some_and(|a| self.leadership.confirms(a));
+                let answer = if leads { "True" } else { "False" };
+                return Reply {
+                    error: None,
+                    output: Some(answer.to_owned()),
+                };
+            }
         }
-        Reply { error: None }
+        Reply::ok()
     }
 
     /// Answers one request line as read from the socket (at most [`MAX_REQUEST_BYTES`] of it
@@ -151,17 +212,13 @@ impl Runs {
     /// the reason.
     pub fn answer(&self, line: &[u8]) -> Reply {
         if line.len() > MAX_REQUEST_BYTES {
-            return Reply {
-                error: Some(format!(
-                    "cannot read the request: it is longer than {MAX_REQUEST_BYTES} bytes"
-                )),
-            };
+            return Reply::refused(format!(
+                "cannot read the request: it is longer than {MAX_REQUEST_BYTES} bytes"
+            ));
         }
         match serde_json::from_slice::<Request>(line) {
             Ok(request) => self.handle(request),
-            Err(error) => Reply {
-                error: Some(format!("cannot read the request: {error}")),
-            },
+            Err(error) => Reply::refused(format!("cannot read the request: {error}")),
         }
     }
 
@@ -232,8 +289,9 @@ pub enum CallError {
     Refused(String),
 }
 
-/// The hook tool's side: sends `command` to the agent named by the environment.
-pub fn call(command: Command) -> Result<(), CallError> {
+/// The hook tool's side: sends `command` to the agent named by the environment;
+/// what the agent answers to print, if anything.
+pub fn call(command: Command) -> Result<Option<String>, CallError> {
     let variable = |variable: &'static str| {
         std::env::var(variable).map_err(|source| CallError::NotInHook { variable, source })
     };
@@ -249,7 +307,7 @@ pub fn call(command: Command) -> Result<(), CallError> {
     let reply: Reply = serde_json::from_str(&answer).map_err(CallError::NotAReply)?;
     match reply.error {
         Some(error) => Err(CallError::Refused(error)),
-        None => Ok(()),
+        None => Ok(reply.output),
     }
 }
 
@@ -270,7 +328,7 @@ mod tests {
     #[test]
     fn only_a_run_in_progress_may_set_status() {
         let runs = Runs::default();
-        let guard = runs.start("demo.v1");
+        let guard = runs.start("demo.v1", Some("demo"));
         let set = |run: &str| {
             runs.handle(Request {
                 run: run.to_owned(),
@@ -288,6 +346,30 @@ mod tests {
         let id = guard.id.clone();
         drop(guard);
         assert!(set(&id).error.unwrap().contains("no hook run"));
+    }
+
+    #[test]
+    fn is_leader_answers_for_the_units_application() {
+        let leadership = Leadership::new(std::time::Duration::from_secs(10));
+        let runs = Runs::new(leadership.clone());
+        let db = runs.start("db.v1", Some("db"));
+        let web = runs.start("web.v1", Some("web"));
+        let ask = |run: &RunGuard| {
+            runs.handle(Request {
+                run: run.id.clone(),
+                command: Command::IsLeader,
+            })
+            .output
+        };
+        assert_eq!(ask(&db).as_deref(), Some("False"));
+        leadership
+            .leading
+            .send_replace(crate::leadership::Leading::from([(
+                "db".to_owned(),
+                std::time::Instant::now() + std::time::Duration::from_secs(10),
+            )]));
+        assert_eq!(ask(&db).as_deref(), Some("True"));
+        assert_eq!(ask(&web).as_deref(), Some("False"));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,6 +6,7 @@
 //! - [`machine`]: registering the Machine, its status, the heartbeat Lease.
 //! - [`units`]: the operators' units and their hooks.
 //! - [`hook_tool`]: `machine-agent hook ...`, the hooks' way back to the agent.
+//! - [`leadership`]: the leader of each application, through its leader Lease.
 //! - [`endpoints`], [`failover`]: every API server endpoint, and failing over between them.
 //! - [`state`]: the state directory.
 //! - [`csv_view`]: what the agent reads of a CSV.
@@ -20,6 +21,7 @@ pub mod failover;
 pub mod hook_tool;
 pub mod host;
 pub mod join;
+pub mod leadership;
 pub mod machine;
 pub mod run_args;
 pub mod state;

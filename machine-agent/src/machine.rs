@@ -249,6 +249,8 @@ mod tests {
                 version: "1.0.0".into(),
                 state: WorkloadState::Active,
                 message: None,
+                application: Some("demo".into()),
+                leader: true,
             },
         )]);
         let first = desired_status(&facts(), &units, &t0, None, &t0).expect("nothing written yet");
@@ -311,6 +313,8 @@ mod tests {
             version: "2.0.0".into(),
             state: WorkloadState::Active,
             message: Some("serving".into()),
+            application: None,
+            leader: false,
         };
         let spec = || olm_api::substrate::MachineSpec {
             pool: "edge".into(),

@@ -82,7 +82,7 @@ proptest! {
     #[test]
     fn arbitrary_bytes_are_refused_with_a_reason(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
         let runs = Runs::default();
-        let _guard = runs.start("demo.v1");
+        let _guard = runs.start("demo.v1", None);
         // No run id is guessable: whatever the bytes, nothing is set.
         prop_assert!(answer(&runs, &bytes).is_some());
     }
@@ -94,7 +94,7 @@ proptest! {
         newline in any::<bool>(),
     ) {
         let runs = Runs::default();
-        let guard = runs.start("demo.v1");
+        let guard = runs.start("demo.v1", None);
         let mut value = value;
         if known_run && value.get("run").is_some_and(|r| r == "") {
             value["run"] = json!(guard.id);
@@ -155,7 +155,7 @@ fn an_unknown_state_on_the_command_line_is_named() {
 #[test]
 fn a_well_formed_request_of_the_run_sets_the_status() {
     let runs = Runs::default();
-    let guard = runs.start("demo.v1");
+    let guard = runs.start("demo.v1", None);
     let line = json!({"run": guard.id, "command": "status-set", "state": "blocked", "message": "m"});
     assert_eq!(answer(&runs, line.to_string().as_bytes()), None);
     assert_eq!(

@@ -79,7 +79,7 @@ async fn run(
     config: &BTreeMap<String, String>,
 ) -> Option<(WorkloadState, Option<String>)> {
     let prepared = privilege::prepare(state, users, UNIT, Hook::Install, config, ids).unwrap();
-    let guard = runs.start(UNIT);
+    let guard = runs.start(UNIT, None);
     let context = HookContext {
         machine: "edge-m1".into(),
         pool: "edge".into(),

@@ -93,7 +93,7 @@ use kube::{
 };
 use olm_api::{
     labels,
-    model::Relation,
+    model::{Databag, Relation},
     substrate::{Machine, MachinePool},
     v1::{OLMConfig, Operator, OperatorGroup},
     v1alpha1::{ClusterServiceVersion, Subscription},
@@ -156,6 +156,7 @@ struct Shared {
     subscriptions: Reflector<Subscription>,
     machines: Reflector<Machine>,
     relations: Reflector<Relation>,
+    databags: Reflector<Databag>,
     pool_objects: PoolObjects,
     install_objects: InstallObjects,
 }
@@ -399,6 +400,7 @@ impl Shared {
         // One watch of Machines for the CSV and MachinePool controllers.
         let machines = parts.reflector::<Machine>(Api::all(client.clone()), all());
         let relations = parts.reflector::<Relation>(Api::all(client.clone()), all());
+        let databags = parts.reflector::<Databag>(Api::all(client.clone()), all());
         Self {
             csvs,
             groups,
@@ -408,6 +410,7 @@ impl Shared {
             subscriptions,
             machines,
             relations,
+            databags,
             pool_objects: PoolObjects::new(parts),
             install_objects: InstallObjects::new(parts),
         }
@@ -464,10 +467,11 @@ impl Shared {
                 self.copies.run(),
                 self.configs.run(),
             ),
-            futures::future::join3(
+            futures::future::join4(
                 self.pool_objects.run(),
                 self.install_objects.run(),
                 self.relations.run(),
+                self.databags.run(),
             ),
         )
         .await;
@@ -718,8 +722,9 @@ fn operatorgroup_controller(
         .for_each(|_| futures::future::ready(()))
 }
 
-/// The Relation controller and its watches: the Relations, and the CSVs and
-/// other Relations of their namespace, deletions included.
+/// The Relation controller and its watches: the Relations, the CSVs,
+/// Machines and other Relations of their namespace, deletions included, and
+/// their Databags.
 fn relation_controller(
     ctx: Arc<Context>,
     parts: &Parts,
@@ -728,36 +733,72 @@ fn relation_controller(
     let sources = relation::Sources {
         csvs: cache(&shared.csvs),
         relations: cache(&shared.relations),
+        machines: cache(&shared.machines),
+        databags: cache(&shared.databags),
     };
     let store = shared.relations.store();
-    let (by_csv, by_relation) = (store.clone(), store.clone());
-    let (by_deleted_csv, by_deleted_relation) = (store.clone(), store);
+    let in_namespace_of = move |object: &dyn ResourceLike| {
+        relation::in_namespace(&store, &object.namespace_of().unwrap_or_default())
+    };
+    let [
+        by_csv,
+        by_relation,
+        by_machine,
+        by_deleted_csv,
+        by_deleted_relation,
+        by_deleted_machine,
+    ] = std::array::from_fn(|_| in_namespace_of.clone());
     parts
         .controller(&shared.relations)
-        .watches_shared_stream(shared.csvs.subscribe(), move |csv| {
-            relation::in_namespace(&by_csv, &csv.namespace().unwrap_or_default())
-        })
+        .watches_shared_stream(shared.csvs.subscribe(), move |csv| by_csv(csv.as_ref()))
         .watches_shared_stream(shared.relations.subscribe(), move |other| {
-            relation::in_namespace(&by_relation, &other.namespace().unwrap_or_default())
+            by_relation(other.as_ref())
         })
-        .reconcile_on(shared.csvs.deleted().flat_map(move |csv| {
-            stream::iter(relation::in_namespace(
-                &by_deleted_csv,
-                &csv.namespace().unwrap_or_default(),
-            ))
-        }))
-        .reconcile_on(shared.relations.deleted().flat_map(move |other| {
-            stream::iter(relation::in_namespace(
-                &by_deleted_relation,
-                &other.namespace().unwrap_or_default(),
-            ))
-        }))
+        .watches_shared_stream(shared.machines.subscribe(), move |machine| {
+            by_machine(machine.as_ref())
+        })
+        .watches_shared_stream(shared.databags.subscribe(), |bag| relation::of_bag(&bag))
+        .reconcile_on(
+            shared
+                .csvs
+                .deleted()
+                .flat_map(move |csv| stream::iter(by_deleted_csv(csv.as_ref()))),
+        )
+        .reconcile_on(
+            shared
+                .relations
+                .deleted()
+                .flat_map(move |other| stream::iter(by_deleted_relation(other.as_ref()))),
+        )
+        .reconcile_on(
+            shared
+                .machines
+                .deleted()
+                .flat_map(move |machine| stream::iter(by_deleted_machine(machine.as_ref()))),
+        )
+        .reconcile_on(
+            shared
+                .databags
+                .deleted()
+                .flat_map(|bag| stream::iter(relation::of_bag(&bag))),
+        )
         .run(
             move |relation, ctx| relation::reconcile(relation, ctx, sources.clone()),
             relation::error_policy,
             ctx,
         )
         .for_each(|_| futures::future::ready(()))
+}
+
+/// Any object, for the mappers that only need its namespace.
+trait ResourceLike {
+    fn namespace_of(&self) -> Option<String>;
+}
+
+impl<K: Resource> ResourceLike for K {
+    fn namespace_of(&self) -> Option<String> {
+        self.meta().namespace.clone()
+    }
 }
 
 /// The MachinePool controller and its watches: the pools, their agent

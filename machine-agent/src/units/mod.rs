@@ -33,6 +33,7 @@ use self::{
 };
 use crate::{
     hook_tool::Runs,
+    leadership::Leadership,
     state::{self, StateDir},
 };
 
@@ -53,6 +54,8 @@ pub struct UnitInput {
     /// The hooks need root (the CSV's `privileged`); for a unit being removed,
     /// its record says how its hooks last ran.
     pub privileged: bool,
+    /// The application the unit is of ([`olm_api::model::application_of`]).
+    pub application: Option<String>,
 }
 
 /// What every unit of this agent shares.
@@ -71,6 +74,8 @@ pub struct Units {
     pub users: privilege::Users,
     /// Every unit's status, by unit name, for the Machine's status.
     pub statuses: watch::Sender<BTreeMap<String, UnitStatus>>,
+    /// Which applications this machine leads, and which units may.
+    pub leadership: Leadership,
 }
 
 /// Runs unit `name` until it is removed or the agent shuts down: one hook at a
@@ -89,17 +94,20 @@ pub async fn run_unit(
             UnitRecord::new(&name)
         }
     };
+    let mut leading = units.leadership.leading.subscribe();
     let mut retry_at: Option<Instant> = None;
     let mut status_due = Instant::now();
     loop {
         let current = input.borrow_and_update().clone();
+        leading.mark_unchanged();
         if let Some(hooks) = &current.hooks {
             save_hooks(&units.state, &name, hooks);
         }
-        publish(&units, &name, &record, &current);
+        let leader = lead(&units, &name, &mut record, &current);
+        publish(&units, &name, &record, &current, leader);
         let next = match (&current.problem, &current.want) {
             (Some(_), Want::Run { .. }) => None,
-            _ => next_hook(&record, &current.want),
+            _ => next_hook(&record, &current.want, leader),
         };
         let wait_for = match next {
             None if current.want == Want::Remove => {
@@ -107,6 +115,7 @@ pub async fn run_unit(
                     tracing::warn!(unit = name, %error, "cannot forget the removed unit");
                 }
                 units.statuses.send_if_modified(|all| all.remove(&name).is_some());
+                units.leadership.set_candidate(&name, None);
                 tracing::info!(unit = name, "unit removed");
                 return;
             }
@@ -129,30 +138,72 @@ pub async fn run_unit(
                 None => Some((hook, Instant::now())),
             },
         };
-        let hook = match wait_for {
-            None => {
-                tokio::select! {
-                    changed = input.changed() => if changed.is_err() { return } else { continue },
-                    () = shutdown.signaled() => return,
-                }
-            }
-            Some((hook, due)) if due > Instant::now() => {
-                tokio::select! {
-                    changed = input.changed() => if changed.is_err() { return } else { continue },
-                    () = shutdown.signaled() => return,
-                    () = tokio::time::sleep_until(due.into()) => hook,
-                }
-            }
-            Some((hook, _)) => hook,
+        let hook = match wait(&mut input, &mut leading, &shutdown, wait_for).await {
+            Woke::Stop => return,
+            Woke::Changed => continue,
+            Woke::Due(hook) => hook,
         };
         retry_at = None;
         run_one(&units, &name, &mut record, hook, &current).await;
         if hook == Hook::UpdateStatus || hook == Hook::Start {
             status_due = Instant::now() + current.update_status;
         }
-        if let Err(error) = state::write_json(&units.state.unit_file(&name), &record) {
-            tracing::error!(unit = name, %error, "cannot save the unit's record");
-        }
+        save_record(&units.state, &name, &record);
+    }
+}
+
+fn save_record(state: &StateDir, name: &str, record: &UnitRecord) {
+    if let Err(error) = state::write_json(&state.unit_file(name), record) {
+        tracing::error!(unit = name, %error, "cannot save the unit's record");
+    }
+}
+
+/// Whether unit `name` leads its application now. A unit installed and not
+/// being removed is a candidate; a unit that stopped leading forgets its
+/// `leader-elected`, so that the next leadership runs it again.
+fn lead(units: &Units, name: &str, record: &mut UnitRecord, input: &UnitInput) -> bool {
+    let application = input.application.as_deref();
+    let candidate = record.installed && matches!(input.want, Want::Run { .. });
+    units
+        .leadership
+        .set_candidate(name, application.filter(|_| candidate));
+    let leader = candidate && application.is_some_and(|a| units.leadership.leads(a));
+    if record.leader && !leader {
+        tracing::info!(unit = name, "the unit no longer leads its application");
+        record.leader = false;
+        save_record(&units.state, name, record);
+    }
+    leader
+}
+
+/// Why a unit task woke up.
+enum Woke {
+    /// Its input or its leadership changed: look again.
+    Changed,
+    /// This hook is due.
+    Due(Hook),
+    /// The agent shuts down, or the unit's input is gone.
+    Stop,
+}
+
+/// Waits for `due` (a hook and when it is due; `None`: nothing is), a change
+/// of the unit's input or leadership, or shutdown.
+async fn wait(
+    input: &mut watch::Receiver<UnitInput>,
+    leading: &mut watch::Receiver<crate::leadership::Leading>,
+    shutdown: &Shutdown,
+    due: Option<(Hook, Instant)>,
+) -> Woke {
+    let (hook, at) = match due {
+        Some((hook, at)) if at <= Instant::now() => return Woke::Due(hook),
+        Some((hook, at)) => (Some(hook), at),
+        None => (None, Instant::now() + Duration::from_secs(24 * 3600)),
+    };
+    tokio::select! {
+        changed = input.changed() => if changed.is_err() { Woke::Stop } else { Woke::Changed },
+        changed = leading.changed() => if changed.is_err() { Woke::Stop } else { Woke::Changed },
+        () = shutdown.signaled() => Woke::Stop,
+        () = tokio::time::sleep_until(at.into()) => hook.map_or(Woke::Changed, Woke::Due),
     }
 }
 
@@ -173,7 +224,7 @@ async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook,
             return;
         }
     };
-    let run = units.runs.start(name);
+    let run = units.runs.start(name, input.application.as_deref());
     let context = HookContext {
         machine: units.machine.clone(),
         pool: units.pool.clone(),
@@ -292,7 +343,7 @@ fn failure_message(hook: Hook, set: Option<&SetWorkload>, error: &HookError) -> 
     }
 }
 
-fn publish(units: &Units, name: &str, record: &UnitRecord, input: &UnitInput) {
+fn publish(units: &Units, name: &str, record: &UnitRecord, input: &UnitInput, leader: bool) {
     let (state, message) = unit_state(record, input.problem.as_ref());
     let version = match (&record.version, &input.want) {
         (Some(version), _) => version.clone(),
@@ -304,6 +355,8 @@ fn publish(units: &Units, name: &str, record: &UnitRecord, input: &UnitInput) {
         version,
         state,
         message,
+        application: input.application.clone(),
+        leader,
     };
     units.statuses.send_if_modified(|all| {
         if all.get(name) == Some(&status) {
@@ -415,6 +468,7 @@ mod tests {
             timeout: Duration::from_secs(1),
             update_status: Duration::from_secs(1),
             privileged,
+            application: None,
         }
     }
 

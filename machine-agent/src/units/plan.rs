@@ -108,6 +108,7 @@ mod tests {
     fn csv(name: &str, replaces: &[&str]) -> PoolCsv {
         PoolCsv {
             name: name.to_owned(),
+            application: "demo".to_owned(),
             version: name.trim_start_matches("demo.v").to_owned(),
             upgrades_from: replaces.iter().map(|s| (*s).to_owned()).collect(),
             strategy: StrategyDetailsMachine {

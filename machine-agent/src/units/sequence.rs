@@ -5,6 +5,9 @@
 //! wants of it is a [`Want`]. [`next_hook`] compares the two:
 //!
 //! - new unit: `install` → `config-changed` → `start`;
+//! - the unit has become its application's leader: `leader-elected`, first of
+//!   what is left once it is installed (a unit is a candidate only once
+//!   installed, so on a new unit it runs when the election settles);
 //! - the CSV's version changed (a CSV that replaces the unit's): `upgrade`, then
 //!   `config-changed` if the config differs from the one last applied;
 //! - the config changed: `config-changed`;
@@ -85,6 +88,10 @@ pub struct UnitRecord {
     /// `remove` run so too once the CSV is gone.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub privileged: bool,
+    /// `leader-elected` ran for the leadership the unit holds now; cleared when
+    /// it stops leading, so that the next leadership runs it again.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub leader: bool,
 }
 
 impl UnitRecord {
@@ -112,6 +119,7 @@ impl UnitRecord {
                 self.stopped = true;
             }
             (Hook::Remove, _) => self.installed = false,
+            (Hook::LeaderElected, _) => self.leader = true,
             _ => {}
         }
     }
@@ -147,13 +155,15 @@ impl UnitRecord {
 }
 
 /// The hook the unit runs next, or `None` when it is where the cluster wants it
-/// (for [`Want::Remove`]: when it can be dropped).
-pub fn next_hook(record: &UnitRecord, want: &Want) -> Option<Hook> {
+/// (for [`Want::Remove`]: when it can be dropped). `leader`: the unit leads its
+/// application now.
+pub fn next_hook(record: &UnitRecord, want: &Want, leader: bool) -> Option<Hook> {
     match want {
         Want::Remove if !record.installed => None,
         Want::Remove if !record.stopped => Some(Hook::Stop),
         Want::Remove => Some(Hook::Remove),
         Want::Run { .. } if !record.installed => Some(Hook::Install),
+        Want::Run { .. } if leader && !record.leader => Some(Hook::LeaderElected),
         Want::Run { version, .. } if record.version.as_ref() != Some(version) => Some(Hook::Upgrade),
         Want::Run { config, .. } if record.config.as_ref() != Some(config) => Some(Hook::ConfigChanged),
         Want::Run { .. } if !record.started => Some(Hook::Start),
@@ -216,7 +226,7 @@ mod tests {
     /// Runs hooks (all succeeding) until the unit is settled; returns their order.
     fn settle(record: &mut UnitRecord, want: &Want) -> Vec<Hook> {
         let mut ran = Vec::new();
-        while let Some(hook) = next_hook(record, want) {
+        while let Some(hook) = next_hook(record, want, false) {
             record.succeeded(hook, want);
             ran.push(hook);
             assert!(ran.len() < 10, "hooks never settle: {ran:?}");
@@ -259,7 +269,7 @@ mod tests {
         let mut record = UnitRecord::new("demo.v1.0.0");
         settle(&mut record, &run("1.0.0", "8080"));
         assert_eq!(settle(&mut record, &Want::Remove), [Hook::Stop, Hook::Remove]);
-        assert_eq!(next_hook(&UnitRecord::new("x"), &Want::Remove), None);
+        assert_eq!(next_hook(&UnitRecord::new("x"), &Want::Remove, false), None);
     }
 
     #[test]
@@ -278,7 +288,7 @@ mod tests {
         assert!(record.failed_with(Hook::ConfigChanged, &bad).is_some());
         // Fixed config: the same hook runs again, at once.
         let fixed = run("1.0.0", "8080");
-        assert_eq!(next_hook(&record, &fixed), Some(Hook::ConfigChanged));
+        assert_eq!(next_hook(&record, &fixed, false), Some(Hook::ConfigChanged));
         assert!(record.failed_with(Hook::ConfigChanged, &fixed).is_none());
         assert_eq!(settle(&mut record, &fixed), [Hook::ConfigChanged, Hook::Start]);
         assert_eq!(unit_state(&record, None).0, WorkloadState::Active);
@@ -294,6 +304,33 @@ mod tests {
         );
         record.workload = Some((WorkloadState::Blocked, Some("needs a license".into())));
         assert_eq!(unit_state(&record, None).0, WorkloadState::Blocked);
+    }
+
+    #[test]
+    fn a_leader_runs_leader_elected_after_install_and_again_for_each_new_leadership() {
+        let mut record = UnitRecord::new("demo.v1.0.0");
+        let want = run("1.0.0", "8080");
+        let mut ran = Vec::new();
+        while let Some(hook) = next_hook(&record, &want, true) {
+            record.succeeded(hook, &want);
+            ran.push(hook);
+        }
+        assert_eq!(
+            ran,
+            [
+                Hook::Install,
+                Hook::LeaderElected,
+                Hook::ConfigChanged,
+                Hook::Start
+            ]
+        );
+        assert_eq!(next_hook(&record, &want, true), None);
+        // Leadership lost (the unit task clears it), then won again: once more.
+        record.leader = false;
+        assert_eq!(next_hook(&record, &want, false), None);
+        assert_eq!(next_hook(&record, &want, true), Some(Hook::LeaderElected));
+        // A unit being removed runs no leader-elected.
+        assert_eq!(next_hook(&record, &Want::Remove, true), Some(Hook::Stop));
     }
 
     #[test]

@@ -1,8 +1,14 @@
 //! `model.olm-rs.dev/v1alpha1`: the operator model's own kinds, after Juju's:
-//! for now the Relation, which joins two endpoints of installed operators.
+//! the Relation, which joins two endpoints of installed operators, the
+//! Databags that carry each side's data in it, and the leader of an
+//! application on machines.
 
+mod databag;
+mod leader;
 mod relation;
 
+pub use databag::*;
+pub use leader::*;
 pub use relation::*;
 
 /// The API group of the operator model.

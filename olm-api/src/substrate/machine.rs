@@ -101,6 +101,15 @@ pub struct UnitStatus {
     /// What the workload says about its state.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// The application the unit is of: the package of its CSV (the CSV's own
+    /// name for a CSV of no package). Its units on the pool's machines elect
+    /// one leader among them ([`crate::model::leader_lease`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application: Option<String>,
+    /// The unit leads its application: its machine holds the application's
+    /// leader Lease.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub leader: bool,
 }
 
 /// The workload states of a unit.

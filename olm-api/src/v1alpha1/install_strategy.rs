@@ -223,11 +223,14 @@ pub enum MachineHook {
     Stop,
     /// Removes the software.
     Remove,
+    /// The unit has become its application's leader (run after `install`,
+    /// and whenever leadership comes to the unit later).
+    LeaderElected,
 }
 
 impl MachineHook {
     /// Every hook, in the order of a unit's life.
-    pub const ALL: [MachineHook; 7] = [
+    pub const ALL: [MachineHook; 8] = [
         Self::Install,
         Self::ConfigChanged,
         Self::Start,
@@ -235,6 +238,7 @@ impl MachineHook {
         Self::UpdateStatus,
         Self::Stop,
         Self::Remove,
+        Self::LeaderElected,
     ];
     /// The hooks a hooks ConfigMap must have.
     pub const REQUIRED: [MachineHook; 2] = [Self::Install, Self::Start];
@@ -249,6 +253,7 @@ impl MachineHook {
             Self::UpdateStatus => "update-status",
             Self::Stop => "stop",
             Self::Remove => "remove",
+            Self::LeaderElected => "leader-elected",
         }
     }
 }

@@ -132,11 +132,24 @@ pub fn agent_rules() -> Vec<PolicyRule> {
         rule("coordination.k8s.io", &["leases"], WRITE),
     ];
     rules.extend(read_rules());
+    rules.push(bag_rule());
     rules
 }
 
+/// The data of the Databags of its units (and, while it leads, of their
+/// applications), through their status: which bags, the admission policy
+/// `olm-rs-databag-writers` checks.
+pub fn bag_rule() -> PolicyRule {
+    rule(
+        olm_api::model::GROUP,
+        &["databags/status"],
+        &["get", "update", "patch"],
+    )
+}
+
 /// What every agent reads in its pool's namespace (the pools, the CSVs and
-/// Subscriptions, the hooks and config ConfigMaps) and its events. No
+/// Subscriptions, the hooks and config ConfigMaps, the Relations and their
+/// Databags) and its events. No
 /// Secrets: the credentials of machines joined from outside are kept there.
 pub fn read_rules() -> Vec<PolicyRule> {
     const READ: &[&str] = &["get", "list", "watch"];
@@ -148,6 +161,7 @@ pub fn read_rules() -> Vec<PolicyRule> {
             READ,
         ),
         rule("", &["configmaps"], READ),
+        rule(olm_api::model::GROUP, &["relations", "databags"], READ),
         rule("", &["events"], &["create", "patch"]),
         rule("events.k8s.io", &["events"], &["create", "patch"]),
     ]
@@ -539,7 +553,7 @@ mod tests {
     }
 
     #[test]
-    fn the_agents_read_their_namespace_and_write_only_machines_and_leases() {
+    fn the_agents_read_their_namespace_and_write_only_machines_leases_and_bag_data() {
         let writes: Vec<_> = agent_rules()
             .into_iter()
             .filter(|r| r.verbs.iter().any(|v| v == "create" || v == "update"))
@@ -547,7 +561,14 @@ mod tests {
             .collect();
         assert_eq!(
             writes,
-            ["machines", "machines/status", "leases", "events", "events"]
+            [
+                "machines",
+                "machines/status",
+                "leases",
+                "events",
+                "events",
+                "databags/status"
+            ]
         );
         assert!(
             agent_rules()

@@ -271,15 +271,23 @@ pub fn machine_rules(machine: &str) -> Vec<PolicyRule> {
             &["get", "update", "patch"],
             Some(&own),
         ),
-        rule("coordination.k8s.io", &["leases"], &["create"], None),
+        // Its own Lease, and the leader Leases of its pool's applications,
+        // whose names RBAC cannot know: the admission policy checks both.
         rule(
             "coordination.k8s.io",
             &["leases"],
-            &["get", "update", "patch", "delete"],
+            &["get", "create", "update"],
+            None,
+        ),
+        rule(
+            "coordination.k8s.io",
+            &["leases"],
+            &["patch", "delete"],
             Some(&own),
         ),
     ];
     rules.extend(agent::read_rules());
+    rules.push(agent::bag_rule());
     rules
 }
 
@@ -688,7 +696,16 @@ mod tests {
                 .iter()
                 .any(|v| matches!(v.as_str(), "update" | "patch" | "delete"));
             let resources = rule.resources.clone().unwrap_or_default();
-            if writes && !resources.iter().any(|r| r == "events") {
+            // Leases it creates or updates by any name (its own and leader Leases)
+            // and the data of Databags: the admission policies check those
+            // (deleting and patching Leases are by name).
+            let by_policy = (resources == ["leases"]
+                && rule
+                    .verbs
+                    .iter()
+                    .all(|v| matches!(v.as_str(), "get" | "create" | "update")))
+                || resources == ["databags/status"];
+            if writes && !resources.iter().any(|r| r == "events") && !by_policy {
                 assert_eq!(
                     rule.resource_names.as_deref(),
                     Some(&["edge-a".to_owned()][..]),

@@ -1,11 +1,14 @@
 //! What reconciling a Relation changes (pure): its status, only when it
-//! differs from what the Relation holds, so that an unchanged relation
-//! decides no write at all.
+//! differs from what the Relation holds, and its Databags ([`super::bags`]):
+//! those of a Ready relation's sides and units made, the others removed,
+//! each only when it differs from the live one, so that an unchanged
+//! relation decides no write at all.
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 use olm_api::{
-    model::{Relation, RelationConditionType, RelationReason, RelationStatus},
+    model::{Databag, Relation, RelationConditionType, RelationReason, RelationStatus},
+    substrate::Machine,
     v1alpha1::ClusterServiceVersion,
 };
 use olm_runtime::{
@@ -13,7 +16,19 @@ use olm_runtime::{
     effects::{Effects, StatusWrite},
 };
 
-use super::resolve::resolve;
+use super::{bags, resolve::resolve};
+
+/// What a decision about one Relation reads of its namespace.
+pub struct Seen<'a> {
+    /// The CSVs.
+    pub csvs: &'a [&'a ClusterServiceVersion],
+    /// The other Relations.
+    pub relations: &'a [&'a Relation],
+    /// The Machines, with the units they report.
+    pub machines: &'a [&'a Machine],
+    /// The relation's own Databags (labelled with its name).
+    pub bags: &'a [&'a Databag],
+}
 
 /// The `Ready` condition type, for olm-runtime's typed conditions.
 struct Ready;
@@ -33,16 +48,18 @@ impl ConditionReason for Reason {
     }
 }
 
-/// The effects of reconciling `relation`, given the CSVs of its namespace,
-/// the Relations there, and the time `now`.
-pub fn decide(
-    relation: &Relation,
-    csvs: &[&ClusterServiceVersion],
-    relations: &[&Relation],
-    now: &Time,
-) -> Effects<RelationStatus> {
-    let next = status(relation, csvs, relations, now);
-    let mut effects = Effects::none();
+/// The effects of reconciling `relation`, given what is `seen` of its
+/// namespace and the time `now`.
+pub fn decide(relation: &Relation, seen: &Seen<'_>, now: &Time) -> Effects<RelationStatus> {
+    let next = status(relation, seen.csvs, seen.relations, now);
+    let sides = bags::sides(&next.endpoints, seen.csvs, seen.machines);
+    let wanted = bags::desired(relation, &sides);
+    let (objects, removals) = bags::changes(&wanted, seen.bags);
+    let mut effects = Effects {
+        objects,
+        removals,
+        ..Effects::none()
+    };
     if relation.status.as_ref() != Some(&next) {
         effects.status = Some(StatusWrite {
             name: relation.name_any(),
@@ -101,6 +118,22 @@ mod tests {
     use olm_api::model::{ApplicationEndpoint, RelationSpec};
 
     use super::*;
+
+    /// [`super::decide`] with no Machine and no live Databag.
+    fn decide(
+        relation: &Relation,
+        csvs: &[&ClusterServiceVersion],
+        relations: &[&Relation],
+        now: &Time,
+    ) -> Effects<RelationStatus> {
+        let seen = Seen {
+            csvs,
+            relations,
+            machines: &[],
+            bags: &[],
+        };
+        super::decide(relation, &seen, now)
+    }
 
     fn now() -> Time {
         Time(Timestamp::from_second(1_800_000_000).unwrap())
@@ -318,13 +351,52 @@ mod tests {
         let (app, db) = (csv("app", "Succeeded", APP), csv("db", "Succeeded", DB));
         let related = settled(relation("r", 10, &["app", "db"]), &[&app, &db]);
         assert_eq!(related.status.as_ref().unwrap().endpoints.len(), 2);
-        assert!(decide(&related, &[&app, &db], &[], &now()).is_empty());
+        assert!(decide(&related, &[&app, &db], &[], &now()).status.is_none());
         let effects = decide(&related, &[&app], &[], &now());
         let (s, r, _) = ready(&effects);
         assert_eq!((s.as_str(), r.as_str()), ("False", "NotInstalled"));
         let status = effects.status.unwrap().status;
         assert!(status.endpoints.is_empty());
         assert_eq!(status.observed_generation, Some(1));
+    }
+
+    #[test]
+    fn a_ready_relation_gets_its_bags_once_and_loses_them_when_not_ready() {
+        let (app, db) = (csv("app", "Succeeded", APP), csv("db", "Succeeded", DB));
+        let machine: Machine = serde_json::from_value(serde_json::json!({
+            "apiVersion": "substrate.olm-rs.dev/v1alpha1", "kind": "Machine",
+            "metadata": {"name": "edge-a", "namespace": "ns"}, "spec": {"pool": "edge"},
+            "status": {"units": [{"csv": "db.v1.0.0", "version": "1.0.0", "state": "active", "application": "db"}]},
+        }))
+        .expect("a Machine");
+        let related = settled(relation("r", 10, &["app", "db"]), &[&app, &db]);
+        let machines = [&machine];
+        let both = [&app, &db];
+        let mut seen = Seen {
+            csvs: &both,
+            relations: &[],
+            machines: &machines,
+            bags: &[],
+        };
+        let effects = super::decide(&related, &seen, &now());
+        let names: Vec<&str> = effects.objects.iter().map(|d| d.name()).collect();
+        assert_eq!(names, ["r.app", "r.db", "r.db.edge-a"]);
+        assert!(effects.status.is_none() && effects.removals.is_empty());
+        // As applied: nothing to do.
+        let live: Vec<Databag> = effects
+            .objects
+            .iter()
+            .map(|d| serde_json::from_value(serde_json::to_value(&d.object).unwrap()).unwrap())
+            .collect();
+        let live: Vec<&Databag> = live.iter().collect();
+        seen.bags = &live;
+        assert!(super::decide(&related, &seen, &now()).is_empty());
+        // One side uninstalled: not Ready, every bag goes.
+        let one = [&app];
+        seen.csvs = &one;
+        let effects = super::decide(&related, &seen, &now());
+        assert!(effects.objects.is_empty());
+        assert_eq!(effects.removals.len(), 3);
     }
 
     #[test]

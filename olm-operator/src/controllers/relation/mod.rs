@@ -6,13 +6,16 @@
 //! endpoint left out must be the only one that fits, and an endpoint's
 //! `limit` must leave room: the oldest Ready relations keep an endpoint.
 //! A side in another namespace is refused (`NeedsOffer`): offers are not
-//! made yet. Nothing is written to the applications: no databags, no hooks.
+//! made yet. A Ready relation gets its Databags ([`bags`]): each side's
+//! application bag and one per unit its Machines report; the others go.
 //!
-//! A reconcile reads the shared stores (CSVs, Relations), decides with
-//! [`decide::decide`] (pure), and has the runtime's applier write the status.
-//! It is triggered by the Relation, and by any CSV or other Relation of its
-//! namespace, deletions included ([`crate::watches`]).
+//! A reconcile reads the shared stores (CSVs, Relations, Machines, Databags),
+//! decides with [`decide::decide`] (pure), and has the runtime's applier
+//! write the bags and the status. It is triggered by the Relation, by any
+//! CSV, Machine or other Relation of its namespace, deletions included, and
+//! by its Databags ([`crate::watches`]).
 
+pub mod bags;
 pub mod decide;
 pub mod resolve;
 #[cfg(test)]
@@ -27,7 +30,11 @@ use kube::{
         reflector::{ObjectRef, Store},
     },
 };
-use olm_api::{model::Relation, v1alpha1::ClusterServiceVersion};
+use olm_api::{
+    model::{Databag, RELATION_LABEL, Relation},
+    substrate::Machine,
+    v1alpha1::ClusterServiceVersion,
+};
 use olm_runtime::{ErrorClass, ReconcileError};
 
 use crate::{context::Context, stores::Cache};
@@ -45,6 +52,10 @@ pub struct Sources {
     pub csvs: Cache<ClusterServiceVersion>,
     /// Every Relation.
     pub relations: Cache<Relation>,
+    /// Every Machine.
+    pub machines: Cache<Machine>,
+    /// Every Databag.
+    pub databags: Cache<Databag>,
 }
 
 /// Why a reconcile failed.
@@ -92,7 +103,11 @@ pub async fn reconcile(
     if !ctx.is_leader() {
         return Ok(Action::await_change());
     }
-    if !(sources.csvs.synced.get() && sources.relations.synced.get()) {
+    if !(sources.csvs.synced.get()
+        && sources.relations.synced.get()
+        && sources.machines.synced.get()
+        && sources.databags.synced.get())
+    {
         // An unsynced store would read as "nothing installed".
         return Ok(Action::requeue(UNTIL_SYNCED));
     }
@@ -101,18 +116,32 @@ pub async fn reconcile(
         .namespace()
         .ok_or_else(|| Error::NoNamespace(name.clone()))?;
 
-    // Read: the CSVs and Relations of the namespace.
+    // Read: the CSVs, Relations and Machines of the namespace, and the relation's bags.
     let csvs = crate::stores::in_namespace(&sources.csvs.store, &namespace);
     let relations = crate::stores::in_namespace(&sources.relations.store, &namespace);
+    let machines = crate::stores::in_namespace(&sources.machines.store, &namespace);
+    let bags = crate::stores::in_namespace(&sources.databags.store, &namespace);
     let csvs: Vec<&ClusterServiceVersion> = csvs.iter().map(AsRef::as_ref).collect();
     let relations: Vec<&Relation> = relations
         .iter()
         .map(AsRef::as_ref)
         .filter(|other| other.metadata.uid != relation.metadata.uid)
         .collect();
+    let machines: Vec<&Machine> = machines.iter().map(AsRef::as_ref).collect();
+    let bags: Vec<&Databag> = bags
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|bag| bag.labels().get(RELATION_LABEL) == Some(&name))
+        .collect();
 
     // Decide, then apply.
-    let effects = decide::decide(&relation, &csvs, &relations, &olm_runtime::conditions::now());
+    let seen = decide::Seen {
+        csvs: &csvs,
+        relations: &relations,
+        machines: &machines,
+        bags: &bags,
+    };
+    let effects = decide::decide(&relation, &seen, &olm_runtime::conditions::now());
     let api: Api<Relation> = Api::namespaced(ctx.client.clone(), &namespace);
     ctx.writer
         .perform(&ctx.client, &api, &effects, &())
@@ -137,6 +166,12 @@ pub fn error_policy(relation: Arc<Relation>, error: &Error, ctx: Arc<Context>) -
         error,
         &ctx.metrics.runtime().reconcile,
     )
+}
+
+/// The Relation a Databag belongs to.
+pub fn of_bag(bag: &Databag) -> Option<ObjectRef<Relation>> {
+    let relation = bag.labels().get(RELATION_LABEL)?;
+    Some(ObjectRef::new(relation).within(&bag.namespace()?))
 }
 
 /// The Relations of `namespace` (for a CSV or another Relation there).

@@ -1,9 +1,9 @@
 //! The controller's wiring against a mocked API server: one reconcile reads
-//! the stores and writes the Relation's status, and only once.
+//! the stores and writes the Relation's bags and status, and only once.
 
 use std::sync::Arc;
 
-use kube::Client;
+use kube::{Client, ResourceExt};
 use olm_api::{model::Relation, v1alpha1::ClusterServiceVersion};
 use olm_testkit::mock_api::{Answer, MockApi};
 
@@ -11,6 +11,10 @@ use super::{Sources, reconcile};
 use crate::{context::Context, stores::Cache};
 
 const STATUS: &str = "PATCH /apis/model.olm-rs.dev/v1alpha1/namespaces/ns/relations/app-db/status";
+const BAGS: [&str; 2] = [
+    "PATCH /apis/model.olm-rs.dev/v1alpha1/namespaces/ns/databags/app-db.app",
+    "PATCH /apis/model.olm-rs.dev/v1alpha1/namespaces/ns/databags/app-db.db",
+];
 
 fn from<K: serde::de::DeserializeOwned>(value: serde_json::Value) -> K {
     serde_json::from_value(value).expect("an object")
@@ -41,6 +45,10 @@ fn relation() -> Relation {
 fn api_server(relation: &Relation) -> (Client, MockApi) {
     let relation = serde_json::to_value(relation).expect("JSON");
     MockApi::new(move |request| {
+        if request.line.contains("/databags/") {
+            // A server-side apply answers with the object applied.
+            return Some(Answer::ok(request.body.clone()));
+        }
         request
             .line
             .contains("/relations/")
@@ -56,18 +64,28 @@ async fn a_reconcile_writes_the_status_once() {
             csv("db", "provides: {db: {interface: postgresql}}"),
         ]),
         relations: Cache::listed([relation()]),
+        machines: Cache::listed([]),
+        databags: Cache::listed([]),
     };
     let (client, api) = api_server(&relation());
     let ctx = Arc::new(Context::for_tests(client));
     reconcile(Arc::new(relation()), ctx, sources.clone())
         .await
         .expect("a reconcile");
-    assert_eq!(api.lines(), [STATUS]);
+    assert_eq!(api.lines(), [BAGS[0], BAGS[1], STATUS]);
+    let bag: olm_api::model::Databag = from(api.last_body(BAGS[1]).expect("the bag"));
+    assert_eq!(bag.spec.application, "db");
+    assert_eq!(bag.owner_references()[0].uid, "uid-r");
     let body = api.last_body(STATUS).expect("the status");
     assert_eq!(body["status"]["conditions"][0]["reason"], "Related", "{body}");
     assert_eq!(body["status"]["endpoints"][1]["role"], "provides", "{body}");
 
-    // With that status held, nothing is written again.
+    // With that status and those bags held, nothing is written again.
+    let bags = BAGS.map(|line| from(api.last_body(line).expect("a bag")));
+    let sources = Sources {
+        databags: Cache::listed(bags),
+        ..sources
+    };
     let mut settled = relation();
     settled.status = Some(from(body["status"].clone()));
     let (client, api) = api_server(&settled);

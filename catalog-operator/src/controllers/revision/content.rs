@@ -89,6 +89,15 @@ pub fn fit_within(objects: Vec<(ObjectKey, Value)>, budget: usize) -> (Vec<Recor
     (kept, omitted)
 }
 
+/// `manifest` kept gzipped (then base64) as the object `key`.
+pub fn gzipped(key: ObjectKey, manifest: &Value) -> Option<RecordedObject> {
+    Some(RecordedObject {
+        key,
+        manifest: None,
+        gzip: Some(zip(manifest)?),
+    })
+}
+
 /// The bytes an object's manifest takes in the revision.
 fn size(object: &RecordedObject) -> usize {
     match (&object.manifest, &object.gzip) {

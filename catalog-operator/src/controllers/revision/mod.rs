@@ -21,6 +21,7 @@
 
 pub mod content;
 pub mod decide;
+pub mod safety;
 #[cfg(test)]
 mod tests;
 

@@ -40,6 +40,7 @@ use kube::{
     },
 };
 use olm_api::{
+    model::OperatorRevision,
     v1::OperatorGroup,
     v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription},
 };
@@ -50,7 +51,7 @@ use olm_runtime::{
 
 use crate::{
     catalogs::CatalogStore,
-    controllers::{Context, Options, Stores, catalogsource, installplan, subscription, trim},
+    controllers::{Context, Options, Stores, catalogsource, installplan, revision, subscription, trim},
     images::unpack_jobs::JobStores,
     metrics::CatalogMetrics,
 };
@@ -194,6 +195,7 @@ struct Watches {
     subscriptions: Reflector<Subscription>,
     install_plans: Reflector<InstallPlan>,
     csvs: Reflector<ClusterServiceVersion>,
+    revisions: Reflector<OperatorRevision>,
     pods: Reflector<Pod>,
     services: Reflector<Service>,
     namespaces: Reflector<PartialObjectMeta<Namespace>>,
@@ -223,6 +225,9 @@ impl Watches {
             csvs: parts
                 .reflector(api(client, namespace), not_copies)
                 .modify(trim::csv),
+            revisions: parts
+                .reflector(api(client, namespace), all())
+                .modify(trim::revision),
             pods: parts.reflector(api(client, namespace), registry_objects()),
             services: parts.reflector(api(client, namespace), registry_objects()),
             namespaces: parts
@@ -260,6 +265,7 @@ impl Watches {
             subscriptions: self.subscriptions.store(),
             install_plans: self.install_plans.store(),
             csvs: self.csvs.store(),
+            revisions: self.revisions.store(),
             catalog_sources: self.catalog_sources.store(),
             pods: self.pods.store(),
             services: self.services.store(),
@@ -282,6 +288,7 @@ impl Watches {
             self.subscriptions.run(),
             self.install_plans.run(),
             self.csvs.run(),
+            self.revisions.run(),
             self.pods.run(),
             self.services.run(),
             self.namespaces.run(),
@@ -322,6 +329,7 @@ pub fn controllers(
     let forget_deleted = forget_deleted_sources(deleted_sources, catalog_ctx.clone());
     let catalog_controller = catalog_source_controller(parts, &watches, catalog_ctx);
     let subscription_controller = subscription_controller(parts, &watches, &ctx, deleted_plans);
+    let revision_controller = revision_controller(parts, &watches, ctx.clone());
     let install_plan_controller = install_plan_controller(parts, &watches, ctx);
 
     tracing::info!(
@@ -337,7 +345,8 @@ pub fn controllers(
         tokio::join!(
             catalog_controller,
             subscription_controller,
-            install_plan_controller
+            install_plan_controller,
+            revision_controller
         );
     };
     Ok(async move {
@@ -468,6 +477,25 @@ fn install_plan_controller(
         .controller(plans)
         .reconcile_on(waiting_plans)
         .run(installplan::reconcile, installplan::error_policy, ctx)
+        .for_each(|_| std::future::ready(()))
+}
+
+/// The revision controller: one reconcile per Subscription, woken by its
+/// installed CSV and by its revisions (a revision removed by hand is
+/// recorded again while its CSV is installed and Succeeded).
+fn revision_controller(
+    parts: &Parts,
+    watches: &Watches,
+    ctx: Arc<Context>,
+) -> impl Future<Output = ()> + Send + 'static + use<> {
+    let subscriptions = watches.subscriptions.store();
+    let installing = move |csv: Arc<ClusterServiceVersion>| revision::installing(&subscriptions, &csv);
+    let owner = |revision: Arc<OperatorRevision>| revision::owner(&revision);
+    parts
+        .controller(&watches.subscriptions)
+        .watches_shared_stream(watches.csvs.subscribe(), installing)
+        .watches_shared_stream(watches.revisions.subscribe(), owner)
+        .run(revision::reconcile, revision::error_policy, ctx)
         .for_each(|_| std::future::ready(()))
 }
 

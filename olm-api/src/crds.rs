@@ -38,6 +38,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         substrate::MachinePool::crd(),
         model::Relation::crd(),
         model::Databag::crd(),
+        model::OperatorRevision::crd(),
     ]
 }
 

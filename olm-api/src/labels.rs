@@ -168,3 +168,15 @@ mod tests {
         assert_eq!(operator_names(&keys), vec!["etcd.ops".to_owned()]);
     }
 }
+
+/// Revisions of installed operators (`model.olm-rs.dev` OperatorRevision).
+pub mod revision {
+    /// Label on an OperatorRevision: the package it is a revision of.
+    pub const PACKAGE: &str = "olm-rs.dev/package";
+    /// Label on an OperatorRevision: the Subscription it was recorded for.
+    pub const SUBSCRIPTION: &str = "olm-rs.dev/subscription";
+    /// Subscription annotation (olm-rs's own): how many revisions of its
+    /// operator are kept, the current one included (at least 1; 2 when unset
+    /// or unreadable). OLM ignores it.
+    pub const HISTORY_LIMIT: &str = "olm-rs.dev/revision-history-limit";
+}

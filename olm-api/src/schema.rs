@@ -46,3 +46,14 @@ pub fn conditions_list_map<T: JsonSchema>(generator: &mut SchemaGenerator) -> Sc
     schema.insert("x-kubernetes-list-map-keys".into(), serde_json::json!(["type"]));
     schema
 }
+
+/// An object kept as it is and tracked as one field by server-side apply
+/// (`x-kubernetes-map-type: atomic`), so that `managedFields` names it once
+/// instead of listing every field inside it: for whole manifests kept as data.
+pub fn atomic_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "x-kubernetes-map-type": "atomic",
+    })
+}

@@ -5,6 +5,8 @@
 //! - [`subscription`]: resolves the Subscriptions of a namespace together, creates
 //!   one InstallPlan per independent group, and reports on each Subscription.
 //! - [`installplan`]: applies an InstallPlan's steps once it may run.
+//! - [`revision`]: keeps what was installed for each Succeeded CSV of a
+//!   Subscription as an OperatorRevision, within a history limit.
 //! - [`plan`]: InstallPlans as objects (building one, its steps, its status),
 //!   shared by the Subscription and InstallPlan controllers so that neither
 //!   imports the other.
@@ -18,6 +20,7 @@ pub mod catalogsource;
 pub mod conditions;
 pub mod installplan;
 pub mod plan;
+pub mod revision;
 pub mod subscription;
 pub mod trim;
 
@@ -26,6 +29,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use kube::{Client, core::PartialObjectMeta, runtime::reflector::Store};
 use olm_api::{
+    model::OperatorRevision,
     v1::OperatorGroup,
     v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription},
 };
@@ -98,6 +102,8 @@ pub struct Stores {
     pub install_plans: Store<InstallPlan>,
     /// ClusterServiceVersions.
     pub csvs: Store<ClusterServiceVersion>,
+    /// OperatorRevisions, without their objects ([`trim::revision`]).
+    pub revisions: Store<OperatorRevision>,
     /// CatalogSources.
     pub catalog_sources: Store<CatalogSource>,
     /// Registry Pods of image catalogs (labelled `olm.catalogSource`).
@@ -128,6 +134,7 @@ impl Stores {
             subscriptions: listed(Vec::new()),
             install_plans: listed(Vec::new()),
             csvs: listed(Vec::new()),
+            revisions: listed(Vec::new()),
             catalog_sources: listed(Vec::new()),
             pods: listed(Vec::new()),
             services: listed(Vec::new()),

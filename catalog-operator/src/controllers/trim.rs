@@ -5,7 +5,10 @@
 //! from the controllers' own decisions, never from a stored object.
 
 use k8s_openapi::api::batch::v1::Job;
-use olm_api::v1alpha1::{ClusterServiceVersion, InstallPlan, InstallPlanPhase};
+use olm_api::{
+    model::OperatorRevision,
+    v1alpha1::{ClusterServiceVersion, InstallPlan, InstallPlanPhase},
+};
 
 /// A CSV as the catalog-operator keeps it: without its presentation (icon,
 /// descriptions) and without its Deployments and permissions, which only the olm-operator reads.
@@ -34,6 +37,14 @@ pub fn install_plan(plan: &mut InstallPlan) {
     for step in status.plan.iter_mut().flatten() {
         step.resource.manifest = None;
     }
+}
+
+/// An OperatorRevision as the catalog-operator keeps it: its name, labels,
+/// number and CSV, not the manifests it holds (read from the API server when
+/// a revision is installed again).
+pub fn revision(revision: &mut OperatorRevision) {
+    revision.spec.objects = Vec::new();
+    revision.metadata.managed_fields = None;
 }
 
 /// A bundle unpack Job as the catalog-operator keeps it: its name, labels,

@@ -429,25 +429,7 @@ pub fn check_stored_versions(
     manifest: &str,
 ) -> Result<(), StepFailure> {
     let new: Value = serde_json::from_str(manifest).unwrap_or(Value::Null);
-    let mut versions: Vec<&str> = new
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.get("name").and_then(Value::as_str))
-        .collect();
-    if let Some(version) = new.pointer("/spec/version").and_then(Value::as_str) {
-        versions.push(version);
-    }
-    let stored: Vec<&str> = existing
-        .data
-        .pointer("/status/storedVersions")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    let dropped: Vec<&str> = stored.into_iter().filter(|v| !versions.contains(v)).collect();
+    let dropped = dropped_stored_versions(&existing.data, &new);
     if dropped.is_empty() {
         return Ok(());
     }
@@ -458,6 +440,31 @@ pub fn check_stored_versions(
         describe(step),
         dropped.join(", ")
     )))
+}
+
+/// The versions of the live CRD `existing`'s `status.storedVersions` that
+/// the CRD manifest `new` does not declare (pure): the storage check of a CRD
+/// update, and of a rollback to an older CRD.
+pub fn dropped_stored_versions(existing: &Value, new: &Value) -> Vec<String> {
+    let mut versions: Vec<&str> = new
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.get("name").and_then(Value::as_str))
+        .collect();
+    if let Some(version) = new.pointer("/spec/version").and_then(Value::as_str) {
+        versions.push(version);
+    }
+    existing
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter(|v| !versions.contains(v))
+        .map(str::to_owned)
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,0 +1,233 @@
+//! The revision controller: keeps what was installed for each version of an
+//! operator, so that it can be installed again without the catalog.
+//!
+//! Each time the installed CSV of a Subscription (`status.installedCSV`)
+//! reaches Succeeded, the objects the InstallPlan applied for it (the CSV, its
+//! CRDs and the other bundle objects, as the plan's steps hold them) are
+//! recorded as an OperatorRevision (`model.olm-rs.dev`) named after the CSV,
+//! numbered one past the highest before it, owned by the Subscription. Only
+//! the current revision and the newest others are kept, up to the
+//! Subscription's limit ([`decide::history_limit`], the current one and the
+//! one before by default). What does not fit in an object is said in
+//! [`olm_api::model::OperatorRevision`]'s documentation and decided in
+//! [`content`].
+//!
+//! A reconcile of one Subscription *reads* its installed CSV and its
+//! revisions from the shared stores; when a revision is to be recorded
+//! ([`decide::plan_to_read`]), it also reads that one InstallPlan from the API
+//! server, since the store keeps no manifests of a finished plan
+//! ([`crate::controllers::trim::install_plan`]); it *decides* with
+//! [`decide::decide`] (pure); and the runtime's applier performs it.
+
+pub mod content;
+pub mod decide;
+pub mod safety;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+
+use kube::{
+    Api, ResourceExt,
+    runtime::{
+        controller::Action,
+        reflector::{ObjectRef, Store},
+    },
+};
+use olm_api::{
+    labels,
+    model::OperatorRevision,
+    v1alpha1::{ClusterServiceVersion, InstallPlan, Subscription},
+};
+use olm_runtime::{ErrorClass, ReconcileError, apply::WriteError};
+
+use self::decide::{Outcome, Read};
+use super::Context;
+
+/// The controller's name in metrics and logs.
+pub const CONTROLLER: &str = "revision";
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The Subscription has no namespace (never from the API server).
+    #[error("Subscription {0} has no namespace")]
+    NoNamespace(String),
+    /// The InstallPlan could not be read.
+    #[error("failed to read InstallPlan {namespace}/{name} to record a revision")]
+    ReadPlan {
+        /// Namespace.
+        namespace: String,
+        /// The plan.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// A revision could not be serialized (never for a valid object).
+    #[error("failed to build the revision of Subscription {namespace}/{name}")]
+    Build {
+        /// Namespace.
+        namespace: String,
+        /// The Subscription.
+        name: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Writing or removing revisions failed.
+    #[error("failed to write the revisions of Subscription {namespace}/{name}")]
+    Write {
+        /// Namespace.
+        namespace: String,
+        /// The Subscription.
+        name: String,
+        /// The cause.
+        #[source]
+        source: WriteError,
+    },
+}
+
+impl ReconcileError for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::NoNamespace(_) | Error::Build { .. } => "invalid",
+            Error::ReadPlan { .. } | Error::Write { .. } => "api",
+        }
+    }
+
+    fn class(&self) -> ErrorClass {
+        match self {
+            Error::NoNamespace(_) | Error::Build { .. } => ErrorClass::Terminal,
+            Error::ReadPlan { source, .. } => olm_runtime::classify(source),
+            Error::Write { source, .. } => source.class(),
+        }
+    }
+}
+
+/// Reconciles the revisions of one Subscription.
+pub async fn reconcile(subscription: Arc<Subscription>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let _timer = ctx.reconciles.start(CONTROLLER);
+    if !ctx.writer.leadership().is_leader() {
+        return Ok(Action::await_change());
+    }
+    let name = subscription.name_any();
+    let namespace = subscription
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(name.clone()))?;
+
+    // Read: the installed CSV, the revisions, and the plan when one is to be recorded.
+    let stores = &ctx.stores;
+    let installed = subscription.status.as_ref().and_then(|s| s.installed_csv.clone());
+    let csv = installed.and_then(|csv| stores.csvs.get(&ObjectRef::new(&csv).within(&namespace)));
+    let revisions = of_subscription(&stores.revisions, &namespace, &name);
+    let revisions: Vec<&OperatorRevision> = revisions.iter().map(AsRef::as_ref).collect();
+    let plans: Vec<Arc<InstallPlan>> = in_namespace(&stores.install_plans, &namespace);
+    let plans: Vec<&InstallPlan> = plans.iter().map(AsRef::as_ref).collect();
+    let plan = match decide::plan_to_read(csv.as_deref(), &revisions, &plans) {
+        Some(plan) => read_plan(&ctx, &namespace, &plan).await?,
+        None => None,
+    };
+
+    // Decide, then apply.
+    let decision = decide::decide(&Read {
+        subscription: &subscription,
+        csv: csv.as_deref(),
+        revisions,
+        plan: plan.as_ref(),
+    })
+    .map_err(|source| Error::Build {
+        namespace: namespace.clone(),
+        name: name.clone(),
+        source,
+    })?;
+    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &namespace);
+    ctx.writer
+        .perform(&ctx.client, &api, &decision.effects, &())
+        .await
+        .map_err(|source| Error::Write {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            source,
+        })?;
+    log(&namespace, &name, &decision);
+    Ok(Action::requeue(ctx.options.resync_interval))
+}
+
+/// The InstallPlan `name`, whole; `None` when it is gone.
+async fn read_plan(ctx: &Context, namespace: &str, name: &str) -> Result<Option<InstallPlan>, Error> {
+    let plans: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), namespace);
+    plans.get_opt(name).await.map_err(|source| Error::ReadPlan {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        source,
+    })
+}
+
+fn log(namespace: &str, subscription: &str, decision: &decide::Decision) {
+    match &decision.outcome {
+        Outcome::Recorded {
+            name,
+            revision,
+            omitted,
+        } => {
+            tracing::info!(%namespace, %subscription, revision = %name, number = revision, ?omitted, "revision recorded")
+        }
+        Outcome::NoPlan { csv } => tracing::warn!(
+            %namespace, %subscription, %csv,
+            "no revision recorded: the InstallPlan that applied the CSV is gone or holds no manifest of it"
+        ),
+        Outcome::Nothing => {}
+    }
+    for removal in &decision.effects.removals {
+        tracing::info!(%namespace, %subscription, revision = %removal.name, "revision beyond the history limit removed");
+    }
+}
+
+/// What to do after a failed reconcile.
+pub fn error_policy(subscription: Arc<Subscription>, error: &Error, ctx: Arc<Context>) -> Action {
+    olm_runtime::error_policy(CONTROLLER, subscription.as_ref(), error, &ctx.reconciles)
+}
+
+/// The revisions recorded for Subscription `name` of `namespace`.
+pub fn of_subscription(
+    store: &Store<OperatorRevision>,
+    namespace: &str,
+    name: &str,
+) -> Vec<Arc<OperatorRevision>> {
+    store
+        .state()
+        .into_iter()
+        .filter(|r| r.namespace().as_deref() == Some(namespace))
+        .filter(|r| r.labels().get(labels::revision::SUBSCRIPTION).map(String::as_str) == Some(name))
+        .collect()
+}
+
+fn in_namespace<K: kube::Resource + Clone>(store: &Store<K>, namespace: &str) -> Vec<Arc<K>>
+where
+    K::DynamicType: std::hash::Hash + Eq + Clone,
+{
+    store
+        .state()
+        .into_iter()
+        .filter(|o| o.meta().namespace.as_deref() == Some(namespace))
+        .collect()
+}
+
+/// The Subscriptions of `csv`'s namespace that have it installed.
+pub fn installing(store: &Store<Subscription>, csv: &ClusterServiceVersion) -> Vec<ObjectRef<Subscription>> {
+    let name = csv.name_any();
+    store
+        .state()
+        .iter()
+        .filter(|s| s.namespace() == csv.namespace())
+        .filter(|s| s.status.as_ref().and_then(|st| st.installed_csv.as_deref()) == Some(name.as_str()))
+        .map(|s| ObjectRef::from_obj(s.as_ref()))
+        .collect()
+}
+
+/// The Subscription a revision was recorded for.
+pub fn owner(revision: &OperatorRevision) -> Option<ObjectRef<Subscription>> {
+    let name = revision.labels().get(labels::revision::SUBSCRIPTION)?;
+    Some(ObjectRef::new(name).within(&revision.namespace()?))
+}

@@ -37,6 +37,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         substrate::Machine::crd(),
         substrate::MachinePool::crd(),
         model::Relation::crd(),
+        model::Action::crd(),
     ]
 }
 

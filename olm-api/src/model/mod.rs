@@ -1,8 +1,11 @@
 //! `model.olm-rs.dev/v1alpha1`: the operator model's own kinds, after Juju's:
-//! for now the Relation, which joins two endpoints of installed operators.
+//! the Relation, which joins two endpoints of installed operators, and the
+//! Action, which runs an action an operator declares on its units.
 
+mod action;
 mod relation;
 
+pub use action::*;
 pub use relation::*;
 
 /// The API group of the operator model.

@@ -10,7 +10,9 @@
 //! - [`commands`]: the commands that change things.
 //! - [`show`]: what catalogs offer.
 //! - [`relate`]: Relations between installed operators (`model.olm-rs.dev`).
+//! - [`actions`]: running an operator's actions (`model.olm-rs.dev` Actions).
 
+pub mod actions;
 pub mod catalog_id;
 pub mod catalogs;
 pub mod commands;
@@ -271,6 +273,9 @@ pub enum Command {
         #[command(flatten)]
         dry_run: DryRunArgs,
     },
+    /// Day-2 actions: run, actions, operations, show-action, cancel.
+    #[command(flatten)]
+    Action(actions::ActionCommand),
 }
 
 /// What every command works with.
@@ -400,6 +405,7 @@ impl Cli {
                 dry_run,
             } => commands::config(&mut env, &package, &settings, &dry_run).await,
             Command::Relate { a, b, dry_run } => relate::relate(&mut env, &a, &b, &dry_run).await,
+            Command::Action(command) => actions::dispatch(&mut env, command).await,
         }
     }
 }

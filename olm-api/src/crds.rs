@@ -39,6 +39,7 @@ pub fn all() -> Vec<CustomResourceDefinition> {
         model::Relation::crd(),
         model::Databag::crd(),
         model::OperatorRevision::crd(),
+        model::Action::crd(),
     ]
 }
 

@@ -6,7 +6,7 @@
 //! - [`v1`]: OperatorGroup (and its still-served `v1alpha2` form), OLMConfig, Operator.
 //! - [`v2`]: OperatorCondition (its `v1` form is in [`v1`]).
 //! - [`substrate`]: MachinePool and Machine.
-//! - [`model`]: the operator model's kinds (`model.olm-rs.dev`): Relation.
+//! - [`model`]: the operator model's kinds (`model.olm-rs.dev`): Relation, Action.
 //! - [`packages`]: the PackageManifest aggregated API (not a CRD).
 //! - [`actions`]: the actions (day-2 operations) a CSV declares, with their parameter schemas.
 //! - [`endpoints`]: the relation endpoints a CSV declares (`provides`, `requires`, `peers`).

@@ -39,6 +39,8 @@ pub struct Settings {
     /// API server endpoints (`https://host:port`) that MachinePools publish
     /// beside those of the `kubernetes` EndpointSlices.
     pub apiserver_endpoints: Vec<String>,
+    /// How long, and how many, finished Actions are kept per namespace.
+    pub action_retention: crate::controllers::action::decide::Retention,
 }
 
 impl Default for Settings {
@@ -48,6 +50,7 @@ impl Default for Settings {
             resync: Duration::from_secs(10 * 60),
             cert_lifetimes: Default::default(),
             apiserver_endpoints: Vec::new(),
+            action_retention: Default::default(),
         }
     }
 }

@@ -39,6 +39,13 @@ pub struct Args {
     /// `kubernetes` EndpointSlices.
     #[arg(long, env = "OLM_RS_APISERVER_ENDPOINTS", value_delimiter = ',')]
     pub apiserver_endpoints: Vec<String>,
+    /// Seconds a finished Action is kept before it is removed (Juju's
+    /// `max-action-results-age`: 336 hours).
+    #[arg(long, env = "OLM_OPERATOR_ACTION_RETENTION", default_value_t = 336 * 3600)]
+    pub action_retention_seconds: u64,
+    /// How many finished Actions are kept per namespace, the newest.
+    #[arg(long, env = "OLM_OPERATOR_ACTION_RETENTION_COUNT", default_value_t = 100)]
+    pub action_retention_count: usize,
 }
 
 /// Why olm-operator stopped other than by a shutdown signal.
@@ -63,6 +70,10 @@ impl Args {
                 self.cert_min_fresh_seconds,
             ),
             apiserver_endpoints: self.apiserver_endpoints.clone(),
+            action_retention: crate::controllers::action::decide::Retention {
+                age: Duration::from_secs(self.action_retention_seconds),
+                count: self.action_retention_count,
+            },
         }
     }
 }

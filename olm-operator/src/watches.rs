@@ -21,6 +21,7 @@
 //! | Copied CSVs (`olm.copiedFrom`), listed 50 at a time | store: trimmed to metadata and status ([`copiedcsv::trim`]); the finalizer reads it | - | - |
 //! | OLMConfigs | store | - | - |
 //! | Relations | store: the Relation controller reads it | - | - |
+//! | Actions | store: the Action controller reads it | - | - |
 //!
 //! The copied-CSV controller ([`copiedcsv`]) reconciles the originals from the
 //! same store of CSVs as the CSV controller, and reads the stores of copies,
@@ -42,6 +43,13 @@
 //! The Relation controller ([`relation`]) reconciles the Relations from their
 //! store, and is triggered by the CSVs and the other Relations of their
 //! namespace, deleted ones included ([`relation::in_namespace`]).
+//!
+//! The Action controller ([`action`]) reconciles the Actions from their
+//! store, and is triggered by the CSVs and Machines of their namespace,
+//! deleted ones included, for the Actions that have not finished
+//! ([`action::unfinished_in_namespace`]), and by another Action of the
+//! namespace that finished, for all of them ([`action::in_namespace`]: it may
+//! push older ones past the retention count).
 //!
 //! The MachinePool controller has its own watches ([`machinepool_controller`]):
 //! MachinePools (a shared watch, whose store the CSV reconcile reads); Machines
@@ -93,7 +101,7 @@ use kube::{
 };
 use olm_api::{
     labels,
-    model::{Databag, Relation},
+    model::{Action, Databag, Relation},
     substrate::{Machine, MachinePool},
     v1::{OLMConfig, Operator, OperatorGroup},
     v1alpha1::{ClusterServiceVersion, Subscription},
@@ -105,7 +113,7 @@ use serde::de::DeserializeOwned;
 use crate::{
     context::Context,
     controllers::{
-        copiedcsv,
+        action, copiedcsv,
         csv::{self, build::OWNER_KIND, crd_summary::CrdSummary},
         machinepool, operator, operatorgroup, relation,
     },
@@ -137,8 +145,9 @@ pub async fn run(ctx: Arc<Context>, parts: &Parts) {
     let pools = machinepool_controller(ctx.clone(), parts, &mut shared);
     let operators = operator_controller(ctx.clone(), parts);
     let relations = relation_controller(ctx.clone(), parts, &mut shared);
+    let actions = action_controller(ctx.clone(), parts, &mut shared);
     let controllers = async {
-        tokio::join!(csvs, copies, groups, pools, operators, relations);
+        tokio::join!(csvs, copies, groups, pools, operators, relations, actions);
     };
     // The watches never end on their own; they stop with the controllers.
     let drivers = shared.run();
@@ -157,6 +166,7 @@ struct Shared {
     machines: Reflector<Machine>,
     relations: Reflector<Relation>,
     databags: Reflector<Databag>,
+    actions: Reflector<Action>,
     pool_objects: PoolObjects,
     install_objects: InstallObjects,
 }
@@ -401,6 +411,7 @@ impl Shared {
         let machines = parts.reflector::<Machine>(Api::all(client.clone()), all());
         let relations = parts.reflector::<Relation>(Api::all(client.clone()), all());
         let databags = parts.reflector::<Databag>(Api::all(client.clone()), all());
+        let actions = parts.reflector::<Action>(Api::all(client.clone()), all());
         Self {
             csvs,
             groups,
@@ -411,6 +422,7 @@ impl Shared {
             machines,
             relations,
             databags,
+            actions,
             pool_objects: PoolObjects::new(parts),
             install_objects: InstallObjects::new(parts),
         }
@@ -467,11 +479,12 @@ impl Shared {
                 self.copies.run(),
                 self.configs.run(),
             ),
-            futures::future::join4(
+            futures::future::join5(
                 self.pool_objects.run(),
                 self.install_objects.run(),
                 self.relations.run(),
                 self.databags.run(),
+                self.actions.run(),
             ),
         )
         .await;
@@ -785,6 +798,62 @@ fn relation_controller(
         .run(
             move |relation, ctx| relation::reconcile(relation, ctx, sources.clone()),
             relation::error_policy,
+            ctx,
+        )
+        .for_each(|_| futures::future::ready(()))
+}
+
+/// The Action controller and its watches: the Actions; the CSVs and
+/// Machines of their namespace, deletions included, for the unfinished ones;
+/// and the other Actions of the namespace once one finishes, for all of them.
+fn action_controller(
+    ctx: Arc<Context>,
+    parts: &Parts,
+    shared: &mut Shared,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let sources = action::Sources {
+        csvs: cache(&shared.csvs),
+        machines: cache(&shared.machines),
+        actions: cache(&shared.actions),
+    };
+    let store = shared.actions.store();
+    let (by_csv, by_machine, by_action) = (store.clone(), store.clone(), store.clone());
+    let (by_deleted_csv, by_deleted_machine) = (store.clone(), store);
+    parts
+        .controller(&shared.actions)
+        .watches_shared_stream(shared.csvs.subscribe(), move |csv| {
+            action::unfinished_in_namespace(&by_csv, &csv.namespace().unwrap_or_default())
+        })
+        .watches_shared_stream(shared.machines.subscribe(), move |machine| {
+            action::unfinished_in_namespace(&by_machine, &machine.namespace().unwrap_or_default())
+        })
+        .watches_shared_stream(shared.actions.subscribe(), move |other| {
+            let finished = other
+                .status
+                .as_ref()
+                .and_then(|s| s.phase)
+                .is_some_and(|phase| phase.is_finished());
+            if finished {
+                action::in_namespace(&by_action, &other.namespace().unwrap_or_default())
+            } else {
+                Vec::new()
+            }
+        })
+        .reconcile_on(shared.csvs.deleted().flat_map(move |csv| {
+            stream::iter(action::unfinished_in_namespace(
+                &by_deleted_csv,
+                &csv.namespace().unwrap_or_default(),
+            ))
+        }))
+        .reconcile_on(shared.machines.deleted().flat_map(move |machine| {
+            stream::iter(action::unfinished_in_namespace(
+                &by_deleted_machine,
+                &machine.namespace().unwrap_or_default(),
+            ))
+        }))
+        .run(
+            move |action, ctx| action::reconcile(action, ctx, sources.clone()),
+            action::error_policy,
             ctx,
         )
         .for_each(|_| futures::future::ready(()))

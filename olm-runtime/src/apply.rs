@@ -459,12 +459,16 @@ pub struct Guard {
     pub uid: Option<String>,
     /// A label (key, value) the object must carry.
     pub label: Option<(String, String)>,
+    /// The resource version the object must be at: the write is refused once
+    /// another writer changed the object since it was read, so that a status
+    /// two writers share is never decided from a stale copy.
+    pub resource_version: Option<String>,
 }
 
 impl Guard {
     /// Whether it checks nothing.
     pub fn is_empty(&self) -> bool {
-        self.uid.is_none() && self.label.is_none()
+        self.uid.is_none() && self.label.is_none() && self.resource_version.is_none()
     }
 
     /// The JSON Patch `test` operations that fail unless the object is the one guarded.
@@ -477,7 +481,10 @@ impl Guard {
             let key = key.replace('~', "~0").replace('/', "~1");
             serde_json::json!({"op": "test", "path": format!("/metadata/labels/{key}"), "value": value})
         });
-        uid.chain(label).collect()
+        let version = self.resource_version.iter().map(
+            |version| serde_json::json!({"op": "test", "path": "/metadata/resourceVersion", "value": version}),
+        );
+        uid.chain(label).chain(version).collect()
     }
 }
 

@@ -1,5 +1,6 @@
 //! The controllers of olm-operator, one module each.
 
+pub mod action;
 pub mod copiedcsv;
 pub mod csv;
 pub mod machinepool;

@@ -356,6 +356,16 @@ impl StatusOf {
         self
     }
 
+    /// Written only while the object is at `resource_version` (the copy the
+    /// decision read); once another writer changed it, refused
+    /// ([`Performed::refused`]), not an error: the next reconcile decides
+    /// again from the newer copy.
+    #[must_use]
+    pub fn at_version(mut self, resource_version: &str) -> StatusOf {
+        self.guard.resource_version = Some(resource_version.to_owned());
+        self
+    }
+
     /// Written only onto an object labelled `key=value`; otherwise refused
     /// ([`Performed::refused`]), not an error.
     #[must_use]

@@ -323,7 +323,7 @@ async fn writes_bound_to_an_object_never_land_on_another_of_its_name() {
         statuses: vec![
             status("fresh"),
             status("replaced"),
-            status("taken").with_uid("u-taken"),
+            status("taken").with_uid("u-taken").at_version("7"),
         ],
         ..Effects::none()
     };
@@ -374,10 +374,15 @@ async fn writes_bound_to_an_object_never_land_on_another_of_its_name() {
     );
     assert_eq!(
         tests(&seen[3].body),
-        [("/metadata/uid".to_owned(), "u-taken".to_owned()), label]
+        [
+            ("/metadata/uid".to_owned(), "u-taken".to_owned()),
+            label,
+            ("/metadata/resourceVersion".to_owned(), "7".to_owned())
+        ],
+        "a status decided from one copy goes only onto that copy"
     );
     assert_eq!(
-        seen[3].body[2],
+        seen[3].body[3],
         serde_json::json!({"op": "add", "path": "/status", "value": {"phase": "Copied"}})
     );
 }

@@ -1,0 +1,179 @@
+//! Whether an Action may run, checked once before anything runs (pure): its
+//! operator is installed, declares the action, the parameters fit the
+//! action's schema, and the units it names are units of the operator.
+
+use std::collections::BTreeSet;
+
+use kube::ResourceExt;
+use olm_api::{
+    actions::{Actions, validate_params},
+    model::{Action, ActionReason},
+    substrate::Machine,
+    v1alpha1::{ClusterServiceVersion, CsvPhase},
+};
+
+use crate::controllers::csv::naming::package_of;
+
+/// Why an action is refused: the reason and a message in plain words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    /// The reason of the `Accepted=False` condition.
+    pub reason: ActionReason,
+    /// What is wrong and what to do.
+    pub message: String,
+}
+
+impl Refusal {
+    fn new(reason: ActionReason, message: String) -> Refusal {
+        Refusal { reason, message }
+    }
+}
+
+/// An accepted action: the CSV it runs against and the units it runs on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Accepted {
+    /// The installed CSV of the operator.
+    pub csv: String,
+    /// The units, sorted.
+    pub units: Vec<String>,
+}
+
+/// Checks `action` against the CSVs and Machines of its namespace.
+pub fn check(
+    action: &Action,
+    csvs: &[&ClusterServiceVersion],
+    machines: &[&Machine],
+) -> Result<Accepted, Refusal> {
+    let operator = &action.spec.operator;
+    let csv = installed(operator, &action.namespace().unwrap_or_default(), csvs)?;
+    let name = csv.name_any();
+    let declared = Actions::of_annotations(&name, csv.annotations())
+        .map_err(|e| {
+            Refusal::new(
+                ActionReason::InvalidDeclaration,
+                format!("operator {operator}: {e}"),
+            )
+        })?
+        .unwrap_or_default();
+    let Some(declaration) = declared.get(&action.spec.action) else {
+        let offered: Vec<&str> = declared.iter().map(|a| a.name.as_str()).collect();
+        let offered = if offered.is_empty() {
+            "it declares none".to_owned()
+        } else {
+            format!("it declares: {}", offered.join(", "))
+        };
+        return Err(Refusal::new(
+            ActionReason::UnknownAction,
+            format!(
+                "operator {operator} (CSV {name}) declares no action {}; {offered}",
+                action.spec.action
+            ),
+        ));
+    };
+    let params = serde_json::Value::Object(action.spec.params.clone().unwrap_or_default());
+    validate_params(declaration, &params)
+        .map_err(|e| Refusal::new(ActionReason::InvalidParams, format!("operator {operator}: {e}")))?;
+    let units = units(action, csv, csvs, machines)?;
+    Ok(Accepted { csv: name, units })
+}
+
+/// The installed CSV of `operator` (a package or a CSV name) in `namespace`:
+/// the Succeeded one.
+fn installed<'c>(
+    operator: &str,
+    namespace: &str,
+    csvs: &[&'c ClusterServiceVersion],
+) -> Result<&'c ClusterServiceVersion, Refusal> {
+    let mut of_operator: Vec<&ClusterServiceVersion> = csvs
+        .iter()
+        .copied()
+        .filter(|csv| csv.namespace().as_deref() == Some(namespace))
+        .filter(|csv| package_of(csv).as_deref() == Some(operator) || csv.name_any() == operator)
+        .collect();
+    of_operator.sort_by_key(|csv| csv.name_any());
+    let phase = |csv: &ClusterServiceVersion| csv.status.as_ref().and_then(|s| s.phase);
+    let succeeded = of_operator
+        .iter()
+        .copied()
+        .find(|csv| phase(csv) == Some(CsvPhase::Succeeded));
+    match (succeeded, of_operator.first()) {
+        (Some(csv), _) => Ok(csv),
+        (None, Some(csv)) => Err(Refusal::new(
+            ActionReason::NotInstalled,
+            format!(
+                "operator {operator} is not installed yet: its CSV {} is in phase {}, not Succeeded",
+                csv.name_any(),
+                phase(csv).map_or_else(|| "(none)".to_owned(), |p| format!("{p:?}"))
+            ),
+        )),
+        (None, None) => Err(Refusal::new(
+            ActionReason::NotInstalled,
+            format!(
+                "operator {operator} is not installed in namespace {namespace}: no CSV there has that package or name; install it first (kubectl olm install {operator})"
+            ),
+        )),
+    }
+}
+
+/// The units `action` runs on: those it names, or every unit of `csv`'s
+/// operator. A machine unit is named after its Machine, which reports a
+/// unit of one of the operator's CSVs.
+fn units(
+    action: &Action,
+    csv: &ClusterServiceVersion,
+    csvs: &[&ClusterServiceVersion],
+    machines: &[&Machine],
+) -> Result<Vec<String>, Refusal> {
+    let operator = &action.spec.operator;
+    let Some(strategy) = csv.spec.install.machine() else {
+        return Err(Refusal::new(
+            ActionReason::NoUnits,
+            format!(
+                "operator {operator} (CSV {}) is installed as a Deployment; running its actions in a Job is not supported yet",
+                csv.name_any()
+            ),
+        ));
+    };
+    let package = package_of(csv);
+    let of_operator: BTreeSet<String> = csvs
+        .iter()
+        .filter(|c| c.namespace() == csv.namespace())
+        .filter(|c| c.name_any() == csv.name_any() || (package.is_some() && package_of(c) == package))
+        .map(|c| c.name_any())
+        .collect();
+    let existing: BTreeSet<String> = machines
+        .iter()
+        .filter(|m| m.namespace() == csv.namespace() && m.spec.pool == strategy.pool)
+        .filter(|m| {
+            m.status
+                .iter()
+                .flat_map(|s| s.units.iter().flatten())
+                .any(|unit| of_operator.contains(&unit.csv))
+        })
+        .map(|m| m.name_any())
+        .collect();
+    if existing.is_empty() {
+        return Err(Refusal::new(
+            ActionReason::NoUnits,
+            format!(
+                "operator {operator} has no unit yet: no Machine of pool {} reports a unit of it",
+                strategy.pool
+            ),
+        ));
+    }
+    if action.spec.units.is_empty() {
+        return Ok(existing.into_iter().collect());
+    }
+    if let Some(unknown) = action.spec.units.iter().find(|u| !existing.contains(*u)) {
+        let known: Vec<&str> = existing.iter().map(String::as_str).collect();
+        return Err(Refusal::new(
+            ActionReason::UnknownUnit,
+            format!(
+                "{unknown} is not a unit of operator {operator}; its units are: {}",
+                known.join(", ")
+            ),
+        ));
+    }
+    let named: BTreeSet<String> = action.spec.units.iter().cloned().collect();
+    Ok(named.into_iter().collect())
+}

@@ -1,0 +1,285 @@
+//! What reconciling an Action changes (pure): its status (accepted with one
+//! pending task per unit, or refused with the reason; pending tasks
+//! cancelled; tasks of lost units aborted; the phase from the tasks), and
+//! which finished Actions of its namespace are past their retention.
+//!
+//! The status is shared with the agents, which write their units' tasks: it
+//! is written only onto the copy it was decided from (its resource version),
+//! so a decision made from a stale copy never overwrites an agent's write.
+
+use std::time::Duration;
+
+use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::SignedDuration};
+use kube::{Resource, ResourceExt};
+use olm_api::{
+    model::{Action, ActionConditionType, ActionReason, ActionStatus, TaskState, UnitTask},
+    substrate::{MACHINE_READY, Machine, REASON_AGENT_LOST},
+    v1alpha1::ClusterServiceVersion,
+};
+use olm_runtime::{
+    conditions::{ConditionReason, ConditionType, Status, set_condition},
+    effects::{Effects, Removal, StatusOf},
+};
+
+use super::check::check;
+
+/// How long, and how many, finished Actions are kept in a namespace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Retention {
+    /// A finished Action older than this (since it finished) is removed.
+    pub age: Duration,
+    /// At most this many finished Actions are kept per namespace, the newest.
+    pub count: usize,
+}
+
+impl Default for Retention {
+    /// Juju's default (`max-action-results-age`: 336 hours), and 100 per namespace.
+    fn default() -> Self {
+        Retention {
+            age: Duration::from_secs(336 * 3600),
+            count: 100,
+        }
+    }
+}
+
+/// What a decision reads besides the Action: the objects of its namespace.
+pub struct Inputs<'a> {
+    /// The CSVs.
+    pub csvs: &'a [&'a ClusterServiceVersion],
+    /// The Machines.
+    pub machines: &'a [&'a Machine],
+    /// The Actions, this one included or not.
+    pub actions: &'a [&'a Action],
+    /// How long finished Actions are kept.
+    pub retention: Retention,
+}
+
+/// The `Accepted` condition type, for olm-runtime's typed conditions.
+struct Accepted;
+
+impl ConditionType for Accepted {
+    fn as_str(&self) -> &'static str {
+        ActionConditionType::Accepted.as_str()
+    }
+}
+
+/// An Action's reason, for olm-runtime's typed conditions.
+pub struct Reason(pub ActionReason);
+
+impl ConditionReason for Reason {
+    fn as_str(&self) -> &'static str {
+        self.0.as_str()
+    }
+}
+
+/// The effects of reconciling `action` among `inputs` at time `now`.
+pub fn decide(
+    action: &Action,
+    inputs: &Inputs<'_>,
+    now: &Time,
+) -> Result<Effects<ActionStatus>, serde_json::Error> {
+    let mut effects = Effects::none();
+    effects.removals = expired(action, inputs, now);
+    let gone = effects
+        .removals
+        .iter()
+        .any(|r| r.uid.is_some() && r.uid == action.metadata.uid);
+    let next = status(action, inputs, now);
+    if !gone && action.status.as_ref() != Some(&next) {
+        let mut write = StatusOf::of::<Action, _>(action.namespace().as_deref(), &action.name_any(), &next)?;
+        if let Some(uid) = &action.metadata.uid {
+            write = write.with_uid(uid);
+        }
+        if let Some(version) = &action.metadata.resource_version {
+            write = write.at_version(version);
+        }
+        effects.statuses.push(write);
+    }
+    Ok(effects)
+}
+
+/// How long until `action` may be removed for its age: `None` while it runs.
+pub fn kept_for(action: &Action, retention: Retention, now: &Time) -> Option<Duration> {
+    let finished = finished_at(action)?;
+    let until = finished
+        .0
+        .checked_add(SignedDuration::try_from(retention.age).ok()?)
+        .ok()?;
+    Some(Duration::try_from(until.duration_since(now.0)).unwrap_or_default())
+}
+
+/// When `action` finished, if it did.
+fn finished_at(action: &Action) -> Option<&Time> {
+    let status = action.status.as_ref()?;
+    status
+        .phase
+        .filter(|phase| phase.is_finished())
+        .and(status.completed_at.as_ref())
+}
+
+/// The finished Actions of the namespace (`action` among them) past their
+/// retention: finished longer ago than its age, or beyond its count.
+fn expired(action: &Action, inputs: &Inputs<'_>, now: &Time) -> Vec<Removal> {
+    let mut finished: Vec<(&Time, &Action)> = std::iter::once(action)
+        .chain(
+            inputs
+                .actions
+                .iter()
+                .copied()
+                .filter(|other| other.metadata.uid != action.metadata.uid),
+        )
+        .filter_map(|a| Some((finished_at(a)?, a)))
+        .collect();
+    // The newest first; one second apart at most, so the name decides ties alike everywhere.
+    finished
+        .sort_by(|(a_at, a), (b_at, b)| b_at.0.cmp(&a_at.0).then_with(|| a.name_any().cmp(&b.name_any())));
+    finished
+        .into_iter()
+        .enumerate()
+        .filter(|(index, (_, a))| {
+            *index >= inputs.retention.count || kept_for(a, inputs.retention, now) == Some(Duration::ZERO)
+        })
+        .map(|(_, (_, a))| {
+            let removal = Removal::of::<Action>(a.namespace().as_deref(), &a.name_any());
+            match &a.meta().uid {
+                Some(uid) => removal.with_uid(uid),
+                None => removal,
+            }
+        })
+        .collect()
+}
+
+/// The status `action` should hold.
+fn status(action: &Action, inputs: &Inputs<'_>, now: &Time) -> ActionStatus {
+    let generation = action.metadata.generation;
+    let mut status = action.status.clone().unwrap_or_default();
+    status.observed_generation = generation;
+    let mut conditions = status.conditions.take().unwrap_or_default();
+    let accepted = conditions
+        .iter()
+        .find(|c| c.type_ == ActionConditionType::Accepted.as_str())
+        .map(|c| c.status == "True");
+    match accepted {
+        Some(false) => {}
+        Some(true) => progress(action, &mut status, inputs.machines, now),
+        None => match check(action, inputs.csvs, inputs.machines) {
+            Err(refusal) => {
+                let message = format!("refused before anything ran: {}", refusal.message);
+                set_condition(
+                    &mut conditions,
+                    Accepted,
+                    Status::False,
+                    Reason(refusal.reason),
+                    &message,
+                    generation,
+                    now,
+                );
+                status.phase = Some(TaskState::Failed);
+                status.message = Some(message);
+                status.completed_at = Some(now.clone());
+            }
+            Ok(queued) => {
+                let message = format!("queued on {}", queued.units.join(", "));
+                set_condition(
+                    &mut conditions,
+                    Accepted,
+                    Status::True,
+                    Reason(ActionReason::Queued),
+                    &message,
+                    generation,
+                    now,
+                );
+                status.csv = Some(queued.csv);
+                status.tasks = queued.units.iter().map(|u| UnitTask::pending(u)).collect();
+                progress(action, &mut status, inputs.machines, now);
+            }
+        },
+    }
+    status.conditions = Some(conditions);
+    status
+}
+
+/// The tasks of an accepted action moved on (cancelled, aborted), and the
+/// phase and times they give.
+fn progress(action: &Action, status: &mut ActionStatus, machines: &[&Machine], now: &Time) {
+    for task in &mut status.tasks {
+        let end = if task.state == TaskState::Pending && action.spec.cancel {
+            Some((TaskState::Cancelled, "cancelled before it ran".to_owned()))
+        } else if !task.state.is_finished() {
+            lost(&task.unit, action, machines).map(|why| (TaskState::Aborted, why))
+        } else {
+            None
+        };
+        if let Some((state, message)) = end {
+            task.state = state;
+            task.message = Some(message);
+            task.completed_at = Some(now.clone());
+        }
+    }
+    status.started_at = status
+        .tasks
+        .iter()
+        .filter_map(|t| t.started_at.as_ref())
+        .min_by_key(|t| t.0)
+        .cloned();
+    let phase = phase(&status.tasks);
+    status.phase = Some(phase);
+    if phase.is_finished() {
+        status.message = Some(summary(&status.tasks));
+        if status.completed_at.is_none() {
+            status.completed_at = Some(now.clone());
+        }
+    }
+}
+
+/// Why unit `unit` is lost, if it is: its Machine is gone, or its agent
+/// stopped renewing its Lease.
+fn lost(unit: &str, action: &Action, machines: &[&Machine]) -> Option<String> {
+    let machine = machines
+        .iter()
+        .find(|m| m.name_any() == unit && m.namespace() == action.namespace());
+    let Some(machine) = machine else {
+        return Some(format!("unit {unit} is lost: its Machine is gone"));
+    };
+    let agent_lost = machine
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| c.type_ == MACHINE_READY && c.reason == REASON_AGENT_LOST);
+    agent_lost.then(|| format!("unit {unit} is lost: its agent stopped renewing its Lease"))
+}
+
+/// The state of the action as a whole: running while any task runs or some
+/// have ended and others wait; once all ended, the worst of their ends.
+fn phase(tasks: &[UnitTask]) -> TaskState {
+    let any = |state: TaskState| tasks.iter().any(|t| t.state == state);
+    if tasks.iter().all(|t| t.state == TaskState::Pending) {
+        TaskState::Pending
+    } else if !tasks.iter().all(|t| t.state.is_finished()) {
+        TaskState::Running
+    } else if any(TaskState::Failed) {
+        TaskState::Failed
+    } else if any(TaskState::Aborted) {
+        TaskState::Aborted
+    } else if any(TaskState::Cancelled) {
+        TaskState::Cancelled
+    } else {
+        TaskState::Completed
+    }
+}
+
+/// How the tasks ended, e.g. `completed on a; failed on b: disk full`.
+fn summary(tasks: &[UnitTask]) -> String {
+    tasks
+        .iter()
+        .map(|t| match &t.message {
+            Some(message) => format!("{} on {}: {message}", t.state.as_str(), t.unit),
+            None => format!("{} on {}", t.state.as_str(), t.unit),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[cfg(test)]
+#[path = "decide_tests.rs"]
+mod tests;

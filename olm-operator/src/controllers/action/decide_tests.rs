@@ -1,0 +1,449 @@
+use k8s_openapi::jiff::Timestamp;
+use olm_api::model::ActionSpec;
+
+use super::*;
+
+fn at(second: i64) -> Time {
+    Time(Timestamp::from_second(second).expect("a time"))
+}
+
+fn now() -> Time {
+    at(1_800_000_000)
+}
+
+fn from<K: serde::de::DeserializeOwned>(value: serde_json::Value) -> K {
+    serde_json::from_value(value).expect("an object")
+}
+
+const DB_ACTIONS: &str = "backup:\n  description: Back up.\n  params:\n    path: {type: string, minLength: 1}\n    level: {type: integer, maximum: 9}\n  required: [path]\npause: {description: Stop writes.}";
+
+/// A CSV of package `package` in `phase`, on machine pool `edge` (or as a
+/// Deployment when `machine` is false), declaring `actions`.
+fn csv(package: &str, phase: &str, machine: bool, actions: &str) -> ClusterServiceVersion {
+    let install = if machine {
+        serde_json::json!({"strategy": "machine", "spec": {"pool": "edge", "hooks": {"configMap": "hooks"}}})
+    } else {
+        serde_json::json!({"strategy": "deployment", "spec": {"deployments": []}})
+    };
+    from(serde_json::json!({
+        "apiVersion": "operators.coreos.com/v1alpha1",
+        "kind": "ClusterServiceVersion",
+        "metadata": {
+            "name": format!("{package}.v1.0.0"), "namespace": "ns",
+            "labels": {format!("operators.coreos.com/{package}.ns"): ""},
+            "annotations": {"olm-rs.dev/actions": actions},
+        },
+        "spec": {"displayName": package, "install": install},
+        "status": {"phase": phase},
+    }))
+}
+
+/// Machine `name` of pool `edge` running a unit of `csv`, its agent `lost` or not.
+fn machine(name: &str, csv: &str, lost: bool) -> Machine {
+    let (status, reason) = if lost {
+        ("Unknown", "AgentLost")
+    } else {
+        ("True", "AgentRunning")
+    };
+    from(serde_json::json!({
+        "apiVersion": "substrate.olm-rs.dev/v1alpha1",
+        "kind": "Machine",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"pool": "edge"},
+        "status": {
+            "units": [{"csv": csv, "version": "1.0.0", "state": "active"}],
+            "conditions": [{"type": "Ready", "status": status, "reason": reason, "message": "",
+                            "lastTransitionTime": "2026-01-01T00:00:00Z"}],
+        },
+    }))
+}
+
+fn action(name: &str, operator: &str, act: &str, params: serde_json::Value, units: &[&str]) -> Action {
+    let mut action = Action::new(
+        name,
+        ActionSpec {
+            operator: operator.to_owned(),
+            action: act.to_owned(),
+            params: params.as_object().cloned(),
+            units: units.iter().map(|u| (*u).to_owned()).collect(),
+            cancel: false,
+        },
+    );
+    action.metadata.namespace = Some("ns".into());
+    action.metadata.uid = Some(format!("uid-{name}"));
+    action.metadata.resource_version = Some("1".into());
+    action.metadata.generation = Some(1);
+    action
+}
+
+struct World {
+    csvs: Vec<ClusterServiceVersion>,
+    machines: Vec<Machine>,
+}
+
+impl World {
+    fn new() -> World {
+        World {
+            csvs: vec![
+                csv("db", "Succeeded", true, DB_ACTIONS),
+                csv("web", "Succeeded", false, DB_ACTIONS),
+                csv("late", "Installing", true, DB_ACTIONS),
+                csv("bare", "Succeeded", true, ""),
+                csv("bad", "Succeeded", true, "backup: ["),
+                csv("empty", "Succeeded", true, DB_ACTIONS),
+            ],
+            machines: vec![
+                machine("edge-a", "db.v1.0.0", false),
+                machine("edge-b", "db.v1.0.0", false),
+                machine("edge-c", "bare.v1.0.0", false),
+            ],
+        }
+    }
+
+    fn decide(&self, action: &Action, others: &[&Action], retention: Retention) -> Effects<ActionStatus> {
+        let csvs: Vec<&ClusterServiceVersion> = self.csvs.iter().collect();
+        let machines: Vec<&Machine> = self.machines.iter().collect();
+        let inputs = Inputs {
+            csvs: &csvs,
+            machines: &machines,
+            actions: others,
+            retention,
+        };
+        decide(action, &inputs, &now()).expect("a decision")
+    }
+
+    /// `action` with the status decided for it.
+    fn settled(&self, mut action: Action) -> Action {
+        action.status = Some(written(&self.decide(&action, &[], Retention::default())));
+        action
+    }
+}
+
+fn written(effects: &Effects<ActionStatus>) -> ActionStatus {
+    assert_eq!(effects.statuses.len(), 1, "one status write: {effects:?}");
+    from(effects.statuses[0].status.clone())
+}
+
+fn accepted(status: &ActionStatus) -> (String, String, String) {
+    let c = &status.conditions.as_ref().expect("conditions")[0];
+    (c.status.clone(), c.reason.clone(), c.message.clone())
+}
+
+fn states(status: &ActionStatus) -> Vec<(String, TaskState)> {
+    status.tasks.iter().map(|t| (t.unit.clone(), t.state)).collect()
+}
+
+#[test]
+fn every_refusal_names_its_cause_and_queues_nothing() {
+    let world = World::new();
+    let path = serde_json::json!({"path": "/srv"});
+    /// (operator, action, params, units, reason, a part of the message)
+    type Case<'a> = (
+        &'a str,
+        &'a str,
+        serde_json::Value,
+        &'a [&'a str],
+        &'a str,
+        &'a str,
+    );
+    let cases: &[Case] = &[
+        (
+            "nope",
+            "backup",
+            path.clone(),
+            &[],
+            "NotInstalled",
+            "operator nope is not installed in namespace ns",
+        ),
+        (
+            "late",
+            "backup",
+            path.clone(),
+            &[],
+            "NotInstalled",
+            "CSV late.v1.0.0 is in phase Installing",
+        ),
+        (
+            "bad",
+            "backup",
+            path.clone(),
+            &[],
+            "InvalidDeclaration",
+            "annotation olm-rs.dev/actions",
+        ),
+        (
+            "db",
+            "restore",
+            path.clone(),
+            &[],
+            "UnknownAction",
+            "declares no action restore; it declares: backup, pause",
+        ),
+        (
+            "bare",
+            "backup",
+            path.clone(),
+            &[],
+            "UnknownAction",
+            "it declares none",
+        ),
+        (
+            "db",
+            "backup",
+            serde_json::json!({}),
+            &[],
+            "InvalidParams",
+            "parameter `path`: is required",
+        ),
+        (
+            "db",
+            "backup",
+            serde_json::json!({"path": "/srv", "level": 12}),
+            &[],
+            "InvalidParams",
+            "more than the maximum 9",
+        ),
+        (
+            "db",
+            "backup",
+            serde_json::json!({"path": "/srv", "colour": "red"}),
+            &[],
+            "InvalidParams",
+            "`colour`: is not a parameter",
+        ),
+        (
+            "db",
+            "backup",
+            path.clone(),
+            &["edge-c"],
+            "UnknownUnit",
+            "edge-c is not a unit of operator db; its units are: edge-a, edge-b",
+        ),
+        (
+            "web",
+            "backup",
+            path.clone(),
+            &[],
+            "NoUnits",
+            "installed as a Deployment",
+        ),
+        (
+            "empty",
+            "backup",
+            path.clone(),
+            &[],
+            "NoUnits",
+            "no Machine of pool edge reports a unit of it",
+        ),
+    ];
+    for (operator, act, params, units, reason, part) in cases {
+        let status = written(&world.decide(
+            &action("a", operator, act, params.clone(), units),
+            &[],
+            Retention::default(),
+        ));
+        let (s, r, message) = accepted(&status);
+        assert_eq!(
+            (s.as_str(), r.as_str()),
+            ("False", *reason),
+            "{operator} {act}: {message}"
+        );
+        assert!(message.contains(part), "{operator} {act}: {message}");
+        assert_eq!(status.phase, Some(TaskState::Failed), "{operator} {act}");
+        assert!(status.tasks.is_empty(), "nothing runs: {status:?}");
+        assert_eq!(status.completed_at, Some(now()));
+        assert_eq!(status.message.as_deref(), Some(message.as_str()));
+    }
+}
+
+#[test]
+fn a_valid_action_is_queued_on_its_units_and_then_left_alone() {
+    let world = World::new();
+    let params = serde_json::json!({"path": "/srv", "level": 3});
+    for (units, expected) in [
+        (&[][..], &["edge-a", "edge-b"][..]),
+        (&["edge-b"][..], &["edge-b"][..]),
+    ] {
+        let status = written(&world.decide(
+            &action("a", "db", "backup", params.clone(), units),
+            &[],
+            Retention::default(),
+        ));
+        let (s, r, message) = accepted(&status);
+        assert_eq!((s.as_str(), r.as_str()), ("True", "Queued"), "{message}");
+        assert_eq!(status.phase, Some(TaskState::Pending));
+        assert_eq!(status.csv.as_deref(), Some("db.v1.0.0"));
+        let expected: Vec<(String, TaskState)> = expected
+            .iter()
+            .map(|u| ((*u).to_owned(), TaskState::Pending))
+            .collect();
+        assert_eq!(states(&status), expected);
+        assert_eq!(status.completed_at, None);
+    }
+    // By CSV name too; and once queued, an unchanged action decides nothing.
+    let queued = world.settled(action("a", "db.v1.0.0", "pause", serde_json::json!({}), &[]));
+    assert!(world.decide(&queued, &[], Retention::default()).is_empty());
+}
+
+#[test]
+fn cancel_stops_pending_tasks_only_and_the_phase_follows_the_tasks() {
+    let world = World::new();
+    let mut running = world.settled(action("a", "db", "pause", serde_json::json!({}), &[]));
+    let status = running.status.as_mut().unwrap();
+    status.tasks[0].state = TaskState::Running;
+    status.tasks[0].started_at = Some(at(1_799_999_990));
+    let status = written(&world.decide(&running, &[], Retention::default()));
+    assert_eq!(status.phase, Some(TaskState::Running));
+    assert_eq!(status.started_at, Some(at(1_799_999_990)));
+    running.status = Some(status);
+
+    running.spec.cancel = true;
+    running.metadata.generation = Some(2);
+    let status = written(&world.decide(&running, &[], Retention::default()));
+    assert_eq!(
+        states(&status),
+        [
+            ("edge-a".to_owned(), TaskState::Running),
+            ("edge-b".to_owned(), TaskState::Cancelled)
+        ]
+    );
+    assert_eq!(
+        status.tasks[1].message.as_deref(),
+        Some("cancelled before it ran")
+    );
+    assert_eq!(status.phase, Some(TaskState::Running));
+    assert_eq!(status.observed_generation, Some(2));
+    running.status = Some(status);
+
+    // The running task completes: the action ends cancelled, as one unit never ran.
+    running.status.as_mut().unwrap().tasks[0].state = TaskState::Completed;
+    let status = written(&world.decide(&running, &[], Retention::default()));
+    assert_eq!(status.phase, Some(TaskState::Cancelled));
+    assert_eq!(status.completed_at, Some(now()));
+    assert_eq!(
+        status.message.as_deref(),
+        Some("completed on edge-a; cancelled on edge-b: cancelled before it ran")
+    );
+
+    // Cancelled before it was even queued: accepted, and nothing is left to run.
+    let mut early = action("b", "db", "pause", serde_json::json!({}), &[]);
+    early.spec.cancel = true;
+    let status = written(&world.decide(&early, &[], Retention::default()));
+    assert_eq!(accepted(&status).1, "Queued");
+    assert_eq!(status.phase, Some(TaskState::Cancelled));
+}
+
+#[test]
+fn phases_of_finished_tasks() {
+    use TaskState::*;
+    let task = |state| UnitTask {
+        state,
+        ..UnitTask::pending("u")
+    };
+    for (states, expected) in [
+        (&[Pending, Pending][..], Pending),
+        (&[Running, Pending][..], Running),
+        (&[Completed, Pending][..], Running),
+        (&[Completed, Completed][..], Completed),
+        (&[Completed, Failed][..], Failed),
+        (&[Aborted, Failed][..], Failed),
+        (&[Aborted, Completed][..], Aborted),
+        (&[Cancelled, Completed][..], Cancelled),
+    ] {
+        let tasks: Vec<UnitTask> = states.iter().map(|s| task(*s)).collect();
+        assert_eq!(phase(&tasks), expected, "{states:?}");
+    }
+}
+
+#[test]
+fn the_tasks_of_a_lost_unit_are_aborted_with_the_reason() {
+    let mut world = World::new();
+    let queued = world.settled(action("a", "db", "pause", serde_json::json!({}), &[]));
+    world.machines[0] = machine("edge-a", "db.v1.0.0", true);
+    world.machines.remove(1);
+    let status = written(&world.decide(&queued, &[], Retention::default()));
+    assert_eq!(
+        states(&status),
+        [
+            ("edge-a".to_owned(), TaskState::Aborted),
+            ("edge-b".to_owned(), TaskState::Aborted)
+        ]
+    );
+    assert_eq!(
+        status.tasks[0].message.as_deref(),
+        Some("unit edge-a is lost: its agent stopped renewing its Lease")
+    );
+    assert_eq!(
+        status.tasks[1].message.as_deref(),
+        Some("unit edge-b is lost: its Machine is gone")
+    );
+    assert_eq!(status.phase, Some(TaskState::Aborted));
+}
+
+#[test]
+fn the_status_is_written_only_onto_the_copy_it_was_decided_from() {
+    let world = World::new();
+    let effects = world.decide(
+        &action("a", "db", "pause", serde_json::json!({}), &[]),
+        &[],
+        Retention::default(),
+    );
+    let guard = &effects.statuses[0].guard;
+    assert_eq!(guard.uid.as_deref(), Some("uid-a"));
+    assert_eq!(guard.resource_version.as_deref(), Some("1"));
+}
+
+/// A refused action (finished at once) whose status says it finished at `second`.
+fn finished(name: &str, second: i64) -> Action {
+    let mut done = World::new().settled(action(name, "nope", "backup", serde_json::json!({}), &[]));
+    done.status.as_mut().unwrap().completed_at = Some(at(second));
+    done
+}
+
+#[test]
+fn finished_actions_past_their_age_or_count_are_removed() {
+    let world = World::new();
+    let retention = Retention {
+        age: Duration::from_secs(100),
+        count: 2,
+    };
+    let now = now().0.as_second();
+    let (old, newer, newest) = (
+        finished("old", now - 50),
+        finished("newer", now - 20),
+        finished("newest", now - 10),
+    );
+    let removed = |effects: &Effects<ActionStatus>| -> Vec<String> {
+        effects.removals.iter().map(|r| r.name.clone()).collect()
+    };
+    // Three finished, two kept: the oldest goes, whichever Action is reconciled.
+    let effects = world.decide(&newest, &[&old, &newer, &newest], retention);
+    assert_eq!(removed(&effects), ["old"]);
+    assert_eq!(effects.removals[0].uid.as_deref(), Some("uid-old"));
+    let effects = world.decide(&old, &[&newer, &newest], retention);
+    assert_eq!(removed(&effects), ["old"]);
+    assert!(effects.statuses.is_empty(), "no status for an action removed");
+    // Past its age, even alone.
+    let ancient = finished("ancient", now - 101);
+    assert_eq!(removed(&world.decide(&ancient, &[], retention)), ["ancient"]);
+    assert_eq!(kept_for(&ancient, retention, &self::now()), Some(Duration::ZERO));
+    assert_eq!(
+        kept_for(&newest, retention, &self::now()),
+        Some(Duration::from_secs(90))
+    );
+    // Running ones are never removed, and do not count.
+    let running = world.settled(action("run", "db", "pause", serde_json::json!({}), &[]));
+    let effects = world.decide(&running, &[&newer, &newest], retention);
+    assert!(effects.removals.is_empty(), "{effects:?}");
+    assert_eq!(kept_for(&running, retention, &self::now()), None);
+}
+
+#[test]
+fn every_reason_is_a_valid_condition_reason() {
+    for reason in ActionReason::ALL {
+        assert!(
+            olm_runtime::conditions::is_valid_reason(reason.as_str()),
+            "{reason:?}"
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! The Action controller: checks an Action (`model.olm-rs.dev`) once, before
+//! anything runs, and queues it or refuses it with a named reason in its
+//! `Accepted` condition ([`check`]); then keeps its tasks' bookkeeping that
+//! needs no agent: cancelling pending tasks when the user sets
+//! `spec.cancel`, aborting the tasks of lost units, the phase from the tasks;
+//! and removes finished Actions past their retention ([`decide::Retention`]).
+//! The agents of the units run the tasks and write their results.
+//!
+//! A reconcile reads the shared stores (CSVs, Machines, Actions), decides
+//! with [`decide::decide`] (pure), and has the runtime's applier write the
+//! status and remove expired Actions. It is triggered by the Action, and by
+//! any CSV, Machine or other Action of its namespace.
+
+pub mod check;
+pub mod decide;
+#[cfg(test)]
+mod tests;
+
+use std::{sync::Arc, time::Duration};
+
+use kube::{
+    Api, Resource, ResourceExt,
+    runtime::{
+        controller::Action as Next,
+        reflector::{ObjectRef, Store},
+    },
+};
+use olm_api::{model::Action, substrate::Machine, v1alpha1::ClusterServiceVersion};
+use olm_runtime::{ErrorClass, ReconcileError};
+
+use crate::{context::Context, stores::Cache};
+
+/// The controller's name in metrics and logs.
+pub const CONTROLLER: &str = "action";
+
+/// How soon an action is looked at again while the stores have not synced yet.
+const UNTIL_SYNCED: Duration = Duration::from_secs(1);
+
+/// The stores an Action reconcile reads.
+#[derive(Clone)]
+pub struct Sources {
+    /// Every CSV (not the copies).
+    pub csvs: Cache<ClusterServiceVersion>,
+    /// Every Machine.
+    pub machines: Cache<Machine>,
+    /// Every Action.
+    pub actions: Cache<Action>,
+}
+
+/// Why a reconcile failed.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The Action has no namespace (it always should).
+    #[error("Action {0} has no namespace")]
+    NoNamespace(String),
+    /// The status could not be made into JSON (it always can).
+    #[error("failed to serialize the status of Action {name}")]
+    Serialize {
+        /// The Action.
+        name: String,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Writing the status or removing expired Actions failed.
+    #[error("failed to write Action {namespace}/{name} or remove expired Actions")]
+    Write {
+        /// The Action's namespace.
+        namespace: String,
+        /// The Action.
+        name: String,
+        /// The cause.
+        #[source]
+        source: olm_runtime::apply::WriteError,
+    },
+}
+
+impl ReconcileError for Error {
+    fn category(&self) -> &'static str {
+        match self {
+            Error::NoNamespace(_) => "invalid",
+            Error::Serialize { .. } => "build",
+            Error::Write { .. } => "update_status",
+        }
+    }
+
+    fn class(&self) -> ErrorClass {
+        match self {
+            Error::NoNamespace(_) | Error::Serialize { .. } => ErrorClass::Terminal,
+            Error::Write { source, .. } => source.class(),
+        }
+    }
+}
+
+/// Reconciles one Action from the shared `sources`.
+pub async fn reconcile(action: Arc<Action>, ctx: Arc<Context>, sources: Sources) -> Result<Next, Error> {
+    let _timer = ctx.metrics.reconcile_started(CONTROLLER);
+    if !ctx.is_leader() {
+        return Ok(Next::await_change());
+    }
+    if !(sources.csvs.synced.get() && sources.machines.synced.get() && sources.actions.synced.get()) {
+        // An unsynced store would read as "not installed" or "no unit".
+        return Ok(Next::requeue(UNTIL_SYNCED));
+    }
+    let name = action.name_any();
+    let namespace = action
+        .namespace()
+        .ok_or_else(|| Error::NoNamespace(name.clone()))?;
+
+    // Read: the CSVs, Machines and Actions of the namespace.
+    let csvs = crate::stores::in_namespace(&sources.csvs.store, &namespace);
+    let machines = crate::stores::in_namespace(&sources.machines.store, &namespace);
+    let actions = crate::stores::in_namespace(&sources.actions.store, &namespace);
+    let csvs: Vec<&ClusterServiceVersion> = csvs.iter().map(AsRef::as_ref).collect();
+    let machines: Vec<&Machine> = machines.iter().map(AsRef::as_ref).collect();
+    let actions: Vec<&Action> = actions.iter().map(AsRef::as_ref).collect();
+    let retention = ctx.settings.action_retention;
+    let inputs = decide::Inputs {
+        csvs: &csvs,
+        machines: &machines,
+        actions: &actions,
+        retention,
+    };
+
+    // Decide, then apply.
+    let now = olm_runtime::conditions::now();
+    let effects = decide::decide(&action, &inputs, &now).map_err(|source| Error::Serialize {
+        name: name.clone(),
+        source,
+    })?;
+    let api: Api<Action> = Api::namespaced(ctx.client.clone(), &namespace);
+    let done = ctx
+        .writer
+        .perform(&ctx.client, &api, &effects, &())
+        .await
+        .map_err(|source| Error::Write {
+            namespace: namespace.clone(),
+            name: name.clone(),
+            source,
+        })?;
+    if done.statuses > 0 {
+        let phase = effects.statuses.first().map(|s| s.status["phase"].clone());
+        tracing::info!(action = %name, %namespace, ?phase, "Action status updated");
+    }
+    if done.removed > 0 {
+        tracing::info!(%namespace, removed = done.removed, "finished Actions past their retention removed");
+    }
+    // A finished action is looked at again when its retention ends.
+    let next = decide::kept_for(&action, retention, &now)
+        .map_or(ctx.settings.resync, |left| left.min(ctx.settings.resync));
+    Ok(Next::requeue(next.max(UNTIL_SYNCED)))
+}
+
+/// What to do after a failed reconcile.
+pub fn error_policy(action: Arc<Action>, error: &Error, ctx: Arc<Context>) -> Next {
+    olm_runtime::error_policy(
+        CONTROLLER,
+        action.as_ref(),
+        error,
+        &ctx.metrics.runtime().reconcile,
+    )
+}
+
+/// The Actions of `namespace` (for another Action there: a finished one may
+/// push an older one past the retention count).
+pub fn in_namespace(store: &Store<Action>, namespace: &str) -> Vec<ObjectRef<Action>> {
+    of_namespace(store, namespace, |_| true)
+}
+
+/// The Actions of `namespace` that have not finished (for a CSV or Machine
+/// there: it may accept, refuse or abort them; finished ones stay as they are).
+pub fn unfinished_in_namespace(store: &Store<Action>, namespace: &str) -> Vec<ObjectRef<Action>> {
+    of_namespace(store, namespace, |action| {
+        !action
+            .status
+            .as_ref()
+            .and_then(|s| s.phase)
+            .is_some_and(|phase| phase.is_finished())
+    })
+}
+
+fn of_namespace(
+    store: &Store<Action>,
+    namespace: &str,
+    keep: impl Fn(&Action) -> bool,
+) -> Vec<ObjectRef<Action>> {
+    store
+        .state()
+        .iter()
+        .filter(|action| action.meta().namespace.as_deref() == Some(namespace))
+        .filter(|action| keep(action))
+        .map(|action| ObjectRef::from_obj(action.as_ref()))
+        .collect()
+}

@@ -605,8 +605,10 @@ fn spawn_agent(
             "--lease-duration-seconds",
             "12",
         ])
-        .arg("--admin-addr")
-        .arg(format!("127.0.0.1:{}", olm_testkit::process::free_port()))
+        // Port 0: the agent binds whatever port is free when it starts. A port
+        // found free beforehand can be taken in between (by the other agent, or
+        // by an outgoing connection), and the agent then exits at once.
+        .args(["--admin-addr", "127.0.0.1:0"])
         .arg("--state-dir")
         .arg(&state)
         .arg("--kubeconfig")

@@ -366,7 +366,8 @@ fn stored(
 }
 
 /// `namespace/name` of the object of `objects` that `error` was for.
-fn shown(objects: &[Desired], error: &WriteError) -> String {
+/// The namespace/name (or name) of the object in `objects` that `error` names.
+pub fn shown(objects: &[Desired], error: &WriteError) -> String {
     let (kind, name) = error.object();
     let namespace = objects
         .iter()

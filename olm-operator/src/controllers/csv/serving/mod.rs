@@ -260,24 +260,10 @@ async fn write(ctx: &Context, objects: &[Desired]) -> Result<(), Error> {
         .await
         .map_err(|source| Error::Apply {
             kind: source.object().0.to_owned(),
-            name: stamp::display_name(&source_meta(&source, objects)),
+            name: super::apply::shown(objects, &source),
             source: Box::new(source),
         })?;
     Ok(())
-}
-
-/// The metadata of the object in `objects` that `error` names, for its
-/// namespace/name.
-fn source_meta(error: &WriteError, objects: &[Desired]) -> ObjectMeta {
-    let (kind, name) = error.object();
-    objects
-        .iter()
-        .find(|d| d.resource.kind == kind && d.name() == name)
-        .map(|d| d.object.metadata.clone())
-        .unwrap_or_else(|| ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        })
 }
 
 /// Adds the status of every required API service of `csv` to `requirements`

@@ -145,9 +145,9 @@ where
     }
 }
 
-/// A tick each time an object of kind `K` (watched as metadata, kept nowhere)
-/// is created or changes.
-fn api_changes<K>(client: &Client) -> impl futures::Stream<Item = ()> + Send + 'static
+/// The name of each object of kind `K` (watched as metadata, kept nowhere)
+/// created, changed or deleted.
+fn api_changes<K>(client: &Client) -> impl futures::Stream<Item = String> + Send + 'static
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
@@ -157,7 +157,7 @@ where
     )
     .backoff(TriggerBackoff::default())
     .touched_objects()
-    .filter_map(|object| std::future::ready(object.ok().map(drop)))
+    .filter_map(|object| std::future::ready(object.ok().map(|o| o.name_any())))
 }
 
 /// The namespaces watched: `namespace` alone, or all of them.
@@ -467,10 +467,17 @@ fn install_plan_controller(
     watches: &Watches,
     ctx: Arc<Context>,
 ) -> impl Future<Output = ()> + Send + 'static + use<> {
+    // A kept discovery answer of the changed API's group is read again.
+    let discovered = ctx.discovered.clone();
     let api_changes = stream::select(
         api_changes::<CustomResourceDefinition>(&parts.client),
         api_changes::<APIService>(&parts.client),
-    );
+    )
+    .map(move |name| {
+        if let Some(group) = installplan::discovery::group_of(&name) {
+            discovered.forget_group(group);
+        }
+    });
     let plans = &watches.install_plans;
     let waiting_plans = installplan::wake_on_api_changes(api_changes, plans.store());
     parts

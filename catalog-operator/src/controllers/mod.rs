@@ -162,6 +162,8 @@ pub struct Context {
     pub metrics: CatalogMetrics,
     /// Reconcile counts, errors and durations.
     pub reconciles: ReconcileMetrics,
+    /// What the API server serves, kept between InstallPlan reconciles.
+    pub discovered: installplan::discovery::Discovered,
 }
 
 impl Context {
@@ -183,6 +185,7 @@ impl Context {
             options,
             metrics,
             reconciles,
+            discovered: installplan::discovery::Discovered::default(),
         }
     }
 

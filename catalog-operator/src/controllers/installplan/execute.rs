@@ -8,11 +8,15 @@
 //!
 //! This is the external work of the controller's *apply* step, and reads
 //! live what no store can hold: discovery (whether the API server serves a
-//! step's kind, and its scope) and the object a step applies, of any kind
-//! a bundle ships. The UID of a bundle's CSV comes from the shared CSV
+//! step's kind, and its scope; answers are kept between reconciles, see
+//! [`super::discovery`]) and the object a step applies, of any kind a
+//! bundle ships. The UID of a bundle's CSV comes from the shared CSV
 //! store, or from the apply that created it.
 
-use std::{collections::HashMap, sync::Mutex};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Mutex,
+};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::{
@@ -32,6 +36,7 @@ use olm_runtime::{
 };
 use serde_json::Value;
 
+use super::discovery::{Discovered, Served};
 use crate::controllers::plan::steps::is_supported;
 
 /// What kind of failure a step met.
@@ -99,49 +104,54 @@ fn from_write(step: &Step, error: WriteError) -> StepFailure {
     }
 }
 
-/// The kinds the API server serves at one group/version, as discovery lists them.
-type Served = Vec<(ApiResource, ApiCapabilities)>;
-
-/// What applying steps needs, kept for one reconcile: discovery answers (by
-/// group/version) and the UIDs of the plan's CSVs. Steps are applied
-/// concurrently through a shared reference; the maps are only touched
-/// between requests.
+/// What applying steps needs: discovery answers (by group/version, kept
+/// between reconciles, [`Discovered`]) and, for one reconcile, the
+/// group/versions read live in it (whose answers are trusted to say that a
+/// kind is not served) and the UIDs of the plan's CSVs. Steps are applied concurrently through a shared
+/// reference; the maps are only touched between requests.
 pub struct Executor<'a> {
     client: &'a Client,
     writer: &'a Writer,
     csvs: &'a Store<ClusterServiceVersion>,
     namespace: &'a str,
-    discovered: Mutex<HashMap<(String, String), Served>>,
+    discovered: &'a Discovered,
+    read_now: Mutex<HashSet<(String, String)>>,
     csv_uids: Mutex<HashMap<String, String>>,
 }
 
 impl<'a> Executor<'a> {
     /// An executor for the plans of `namespace`, which finds the CSVs that
-    /// own a bundle's objects in `csvs` (the shared store, without copies).
+    /// own a bundle's objects in `csvs` (the shared store, without copies),
+    /// and what the API server serves in `discovered`.
     pub fn new(
         client: &'a Client,
         writer: &'a Writer,
         csvs: &'a Store<ClusterServiceVersion>,
         namespace: &'a str,
+        discovered: &'a Discovered,
     ) -> Self {
         Executor {
             client,
             writer,
             csvs,
             namespace,
-            discovered: Mutex::default(),
+            discovered,
+            read_now: Mutex::default(),
             csv_uids: Mutex::default(),
         }
     }
 
-    /// Reads discovery for the group/versions of `steps`, all at once, so
-    /// that the steps of a stage applied together do not each ask, and see
-    /// the CRDs applied by the stages before. A failure is left for the
-    /// step's own look to report.
-    pub async fn discover(&self, steps: &[&Step]) {
+    /// Reads discovery for the group/versions of `steps` whose kinds no kept
+    /// answer lists (`all`: for every one of them), all at once, so that the
+    /// steps of a stage applied together do not each ask, and see the CRDs
+    /// applied by the stages before. A failure is left for the step's own
+    /// look to report.
+    pub async fn discover(&self, steps: &[&Step], all: bool) {
         let mut wanted: Vec<(String, String)> = steps
             .iter()
-            .map(|step| (step.resource.group.clone(), step.resource.version.clone()))
+            .map(|step| &step.resource)
+            .filter(|r| all || self.discovered.find(&r.group, &r.version, &r.kind).is_none())
+            .map(|r| (r.group.clone(), r.version.clone()))
             .collect();
         wanted.sort();
         wanted.dedup();
@@ -149,10 +159,13 @@ impl<'a> Executor<'a> {
             let served = self.served(&group, &version).await;
             ((group, version), served)
         });
-        for (key, served) in futures::future::join_all(reads).await {
+        for ((group, version), served) in futures::future::join_all(reads).await {
             match served {
-                Ok(served) => lock(&self.discovered).insert(key, served),
-                Err(_) => lock(&self.discovered).remove(&key),
+                Ok(served) => {
+                    self.discovered.keep(&group, &version, served);
+                    lock(&self.read_now).insert((group, version));
+                }
+                Err(_) => self.discovered.forget(&group, &version),
             };
         }
     }
@@ -164,26 +177,27 @@ impl<'a> Executor<'a> {
         Ok(found.versioned_resources(version))
     }
 
-    /// The step's kind as the API server serves it. Discovery is live: no
-    /// store says which APIs are served; [`Executor::discover`] read it for
-    /// the step's stage, or else it is read here.
+    /// The step's kind as the API server serves it: from a kept answer that
+    /// lists it ([`Executor::discover`] read those missing for the step's
+    /// stage), or else read live here.
     async fn resource(&self, step: &Step) -> Result<(ApiResource, ApiCapabilities), StepFailure> {
         let r = &step.resource;
-        let key = (r.group.clone(), r.version.clone());
-        let find = |served: &Served| served.iter().find(|(ar, _)| ar.kind == r.kind).cloned();
         let not_served = |detail: String| {
             StepFailure::new(
                 StepCause::WaitingForApi,
                 format!("{}: the API server does not serve it yet{detail}", describe(step)),
             )
         };
-        if let Some(served) = lock(&self.discovered).get(&key) {
-            return find(served).ok_or_else(|| not_served(String::new()));
+        if let Some(found) = self.discovered.find(&r.group, &r.version, &r.kind) {
+            return Ok(found);
+        }
+        if lock(&self.read_now).contains(&(r.group.clone(), r.version.clone())) {
+            return Err(not_served(String::new()));
         }
         match self.served(&r.group, &r.version).await {
             Ok(served) => {
-                let found = find(&served);
-                lock(&self.discovered).insert(key, served);
+                let found = served.iter().find(|(ar, _)| ar.kind == r.kind).cloned();
+                self.discovered.keep(&r.group, &r.version, served);
                 found.ok_or_else(|| not_served(String::new()))
             }
             Err(kube::Error::Discovery(e)) => Err(not_served(format!(" ({e})"))),

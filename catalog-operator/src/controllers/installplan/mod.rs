@@ -20,6 +20,7 @@
 //! ([`olm_runtime::apply::Writer::perform`]), after the steps it reports.
 
 pub mod decide;
+pub mod discovery;
 pub mod execute;
 
 use std::{sync::Arc, time::Duration};
@@ -128,7 +129,13 @@ pub async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<Context>) -> Result<Acti
     let steps = status.plan.as_deref().unwrap_or_default();
     let now = olm_runtime::conditions::now();
     let plans: Api<InstallPlan> = Api::namespaced(ctx.client.clone(), &namespace);
-    let executor = Executor::new(&ctx.client, &ctx.writer, &ctx.stores.csvs, &namespace);
+    let executor = Executor::new(
+        &ctx.client,
+        &ctx.writer,
+        &ctx.stores.csvs,
+        &namespace,
+        &ctx.discovered,
+    );
     let mut written = status.clone();
     let mut applied: Vec<Applied> = Vec::new();
     loop {
@@ -177,7 +184,7 @@ async fn apply_stages(
     applied: &mut Vec<Applied>,
 ) {
     let of = |stage: &[usize]| -> Vec<&Step> { stage.iter().filter_map(|&index| steps.get(index)).collect() };
-    executor.discover(&of(&stages.concat())).await;
+    executor.discover(&of(&stages.concat()), false).await;
     let mut new_groups: Vec<&str> = Vec::new();
     for stage in stages {
         let stage_steps = of(stage);
@@ -188,7 +195,7 @@ async fn apply_stages(
             .filter(|step| new_groups.contains(&step.resource.group.as_str()))
             .collect();
         if !changed.is_empty() {
-            executor.discover(&changed).await;
+            executor.discover(&changed, true).await;
         }
         new_groups.extend(stage_steps.iter().filter_map(|step| crd_group(step)));
         let outcomes = futures::future::join_all(stage.iter().map(|&index| async move {

@@ -394,3 +394,79 @@ fn a_crd_step_serves_the_group_of_its_name() {
     let config = step("", "ConfigMap", "db.config");
     assert_eq!(super::crd_group(&config), None);
 }
+
+/// The discovery requests `api` received.
+fn discovery_reads(api: &MockApi) -> Vec<String> {
+    let discovery = [
+        "GET /api/v1",
+        "GET /apis/apiextensions.k8s.io/v1",
+        "GET /apis/operators.coreos.com/v1alpha1",
+    ];
+    api.lines()
+        .into_iter()
+        .filter(|line| discovery.contains(&line.as_str()))
+        .collect()
+}
+
+#[tokio::test]
+async fn discovery_is_read_once_and_kept_for_the_next_plans() {
+    let plan = plan("Installing", true, ["NotPresent"; 4]);
+    let (client, api) = api_server(&plan);
+    let ctx = context(client, &plan, Vec::new());
+    reconcile(Arc::new(plan.clone()), ctx.clone())
+        .await
+        .expect("reconciled");
+    assert_eq!(discovery_reads(&api).len(), 3, "{:?}", api.lines());
+    reconcile(Arc::new(plan.clone()), ctx.clone())
+        .await
+        .expect("reconciled");
+    assert_eq!(
+        discovery_reads(&api).len(),
+        3,
+        "the second pass reads none: {:?}",
+        api.lines()
+    );
+    // A change of a CRD of a group drops the answers of that group only.
+    ctx.discovered.forget_group("apiextensions.k8s.io");
+    reconcile(Arc::new(plan.clone()), ctx).await.expect("reconciled");
+    assert_eq!(
+        discovery_reads(&api)[3..],
+        ["GET /apis/apiextensions.k8s.io/v1".to_owned()],
+        "{:?}",
+        api.lines()
+    );
+}
+
+#[tokio::test]
+async fn a_kind_missing_from_kept_discovery_is_read_again_in_the_next_pass() {
+    let plan = plan(
+        "Installing",
+        true,
+        ["Created", "Created", "Created", "NotPresent"],
+    );
+    // The first discovery of the core group does not serve ConfigMaps; later ones do.
+    let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let first_read = reads.clone();
+    let (client, api) = api_server_where(&plan, move |request| {
+        let first = request.line == "GET /api/v1"
+            && first_read.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0;
+        first.then(|| served("v1", &[]))
+    });
+    let ctx = context(client, &plan, vec![csv("app.v1", "uid-app")]);
+    reconcile(Arc::new(plan.clone()), ctx.clone())
+        .await
+        .expect("reconciled");
+    assert_eq!(api.lines(), ["GET /api/v1", STATUS]);
+    reconcile(Arc::new(plan.clone()), ctx).await.expect("reconciled");
+    assert_eq!(
+        discovery_reads(&api),
+        ["GET /api/v1", "GET /api/v1"],
+        "{:?}",
+        api.lines()
+    );
+    assert!(
+        writes(&api).contains(&format!("PATCH {APP_CONFIG}")),
+        "{:?}",
+        api.lines()
+    );
+}

@@ -361,9 +361,18 @@ async fn install(
             Decision::Install => install_deployments(applier, csv, &found, &validation, &status, now).await,
         }
     };
-    let ((), outcome) = futures::try_join!(keep_companions(applier, stores, csv, &validation), work)?;
+    let (annotated, outcome) = futures::try_join!(keep_companions(applier, stores, csv, &validation), work)?;
+    // The annotations changed the CSV: its status is written at that version.
+    let csv = match annotated {
+        Some(version) => {
+            let mut csv = csv.clone();
+            csv.metadata.resource_version = Some(version);
+            std::borrow::Cow::Owned(csv)
+        }
+        None => std::borrow::Cow::Borrowed(csv),
+    };
     match outcome {
-        Some(outcome) => record(ctx, api, csv, &status, &validation, outcome, now).await,
+        Some(outcome) => record(ctx, api, &csv, &status, &validation, outcome, now).await,
         None => Ok(Action::await_change()),
     }
 }
@@ -395,13 +404,14 @@ async fn read_and_validate(
 
 /// The writes every decision starts with: the CSV's OperatorCondition (with
 /// its RBAC and status) and, with a membership, the OperatorGroup annotations
-/// on the CSV; each only when it is not as wanted.
+/// on the CSV; each only when it is not as wanted. The CSV's resourceVersion
+/// when the annotations were written.
 async fn keep_companions(
     applier: stamp::Applier<'_>,
     stores: &Stores,
     csv: &ClusterServiceVersion,
     validation: &validate::Validation,
-) -> Result<(), Error> {
+) -> Result<Option<String>, Error> {
     let conditions = &stores.installs.operator_conditions.store;
     let named = ObjectRef::new(&csv.name_any()).within(&csv.namespace().unwrap_or_default());
     let live = conditions.get(&named);
@@ -417,12 +427,12 @@ async fn keep_companions(
                 Some(annotations) => update_status::annotate(applier.ctx, &annotations)
                     .await
                     .map_err(Error::UpdateStatus),
-                None => Ok(()),
+                None => Ok(None),
             },
-            Err(_) => Ok(()),
+            Err(_) => Ok(None),
         }
     };
-    futures::try_join!(condition, annotations).map(drop)
+    futures::try_join!(condition, annotations).map(|((), annotated)| annotated)
 }
 
 /// Installs a CSV with the `machine` strategy on its machines.

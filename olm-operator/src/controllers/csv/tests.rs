@@ -63,15 +63,28 @@ fn api_server(objects: &Objects) -> (Client, MockApi) {
             "PATCH" => {
                 let path = path.strip_suffix("/status").unwrap_or(path);
                 let object = objects.entry(path.to_owned()).or_insert_with(|| new_object(path));
+                if stale(object, &request.body) {
+                    return Some(Answer::failure(409, "Conflict"));
+                }
                 match &request.body {
                     Value::Array(operations) => add_finalizers(object, operations),
                     body => merge(object, body),
                 }
+                let version = &mut object["metadata"]["resourceVersion"];
+                let next = version.as_str().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + 1;
+                *version = next.to_string().into();
                 Some(Answer::ok(object.clone()))
             }
             _ => None,
         }
     })
+}
+
+/// Whether `sent` names a resourceVersion that `kept` no longer has: the
+/// API server refuses such a write with a conflict.
+fn stale(kept: &Value, sent: &Value) -> bool {
+    let named = sent["metadata"]["resourceVersion"].as_str();
+    named.is_some() && named != kept["metadata"]["resourceVersion"].as_str()
 }
 
 /// An object first written at `path`, as the API server makes it.

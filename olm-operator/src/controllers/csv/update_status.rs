@@ -11,7 +11,10 @@ use kube::{
 };
 use olm_api::v1alpha1::{ClusterServiceVersion, ClusterServiceVersionStatus, CsvPhase};
 
-use olm_runtime::{apply::WriteError, effects::Desired};
+use olm_runtime::{
+    apply::WriteError,
+    effects::{Desired, ObjectOutcome},
+};
 
 use super::{build::operator_group_annotations, validate::Membership};
 use crate::{context::Context, metrics::enum_string};
@@ -65,17 +68,24 @@ pub fn annotations(csv: &ClusterServiceVersion, membership: &Membership) -> Opti
     Some(Desired::dynamic_fields(&resource, &object))
 }
 
-/// Writes the annotations [`annotations`] decided, through the one applier.
-pub async fn annotate(ctx: &Context, annotations: &Desired) -> Result<(), Error> {
+/// Writes the annotations [`annotations`] decided, through the one applier;
+/// the CSV's resourceVersion after the write, so that the status written
+/// later in the same pass is bound to the CSV this pass changed, not refused
+/// as stale.
+pub async fn annotate(ctx: &Context, annotations: &Desired) -> Result<Option<String>, Error> {
     let objects = std::slice::from_ref(annotations);
-    ctx.writer
+    let outcomes = ctx
+        .writer
         .write_objects(&ctx.client, objects, &())
         .await
         .map_err(|source| Error::Annotations {
             name: annotations.name().to_owned(),
             source,
         })?;
-    Ok(())
+    Ok(outcomes.into_iter().find_map(|outcome| match outcome {
+        ObjectOutcome::Written(object) => object.metadata.resource_version,
+        ObjectOutcome::Unchanged | ObjectOutcome::Refused => None,
+    }))
 }
 
 /// Writes `status` when it differs from the CSV's, then publishes an Event

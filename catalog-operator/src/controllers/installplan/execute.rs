@@ -107,7 +107,8 @@ fn from_write(step: &Step, error: WriteError) -> StepFailure {
 /// What applying steps needs: discovery answers (by group/version, kept
 /// between reconciles, [`Discovered`]) and, for one reconcile, the
 /// group/versions read live in it (whose answers are trusted to say that a
-/// kind is not served) and the UIDs of the plan's CSVs. Steps are applied concurrently through a shared
+/// kind is not served), the objects read ahead and the UIDs of the plan's
+/// CSVs. Steps are applied concurrently through a shared
 /// reference; the maps are only touched between requests.
 pub struct Executor<'a> {
     client: &'a Client,
@@ -116,6 +117,7 @@ pub struct Executor<'a> {
     namespace: &'a str,
     discovered: &'a Discovered,
     read_now: Mutex<HashSet<(String, String)>>,
+    read: Mutex<HashMap<ReadKey, Option<DynamicObject>>>,
     csv_uids: Mutex<HashMap<String, String>>,
 }
 
@@ -137,6 +139,7 @@ impl<'a> Executor<'a> {
             namespace,
             discovered,
             read_now: Mutex::default(),
+            read: Mutex::default(),
             csv_uids: Mutex::default(),
         }
     }
@@ -229,6 +232,49 @@ impl<'a> Executor<'a> {
         }
     }
 
+    /// Where objects of `resource` are read and written: in the namespace, or
+    /// cluster-wide.
+    fn api(&self, resource: &ApiResource, capabilities: &ApiCapabilities) -> Api<DynamicObject> {
+        match capabilities.scope {
+            Scope::Namespaced => Api::namespaced_with(self.client.clone(), self.namespace, resource),
+            Scope::Cluster => Api::all_with(self.client.clone(), resource),
+        }
+    }
+
+    /// Reads, all at once, the objects of `steps` whose kinds kept discovery
+    /// lists, so that a later stage does not spend a round trip reading
+    /// before it writes; [`Executor::apply`] reads those left out, or that
+    /// failed, itself.
+    pub async fn read_ahead(&self, steps: &[&Step]) {
+        let reads = steps.iter().filter_map(|step| {
+            let r = &step.resource;
+            let (resource, capabilities) = self.discovered.find(&r.group, &r.version, &r.kind)?;
+            let api = self.api(&resource, &capabilities);
+            Some(async move { (read_key(step), api.get_opt(&r.name).await) })
+        });
+        for (key, read) in futures::future::join_all(reads).await {
+            if let Ok(existing) = read {
+                lock(&self.read).insert(key, existing);
+            }
+        }
+    }
+
+    /// The live object `step` applies (`None`: there is none): read ahead,
+    /// or read now. Live: a step may be of any kind a bundle ships, which no
+    /// store holds.
+    async fn existing(
+        &self,
+        step: &Step,
+        api: &Api<DynamicObject>,
+    ) -> Result<Option<DynamicObject>, StepFailure> {
+        if let Some(existing) = lock(&self.read).remove(&read_key(step)) {
+            return Ok(existing);
+        }
+        api.get_opt(&step.resource.name)
+            .await
+            .map_err(|e| StepFailure::api(&e, format!("{}: cannot read it: {e}", describe(step))))
+    }
+
     /// Applies one step; returns Created (new) or Present (it existed).
     pub async fn apply(&self, step: &Step) -> Result<StepStatus, StepFailure> {
         let r = &step.resource;
@@ -241,22 +287,13 @@ impl<'a> Executor<'a> {
         let is_subscription = r.group == OPERATORS_GROUP && r.kind == "Subscription";
         let (resource, capabilities) = self.resource(step).await?;
         let namespaced = capabilities.scope == Scope::Namespaced;
-        let api: Api<DynamicObject> = if namespaced {
-            object.metadata.namespace = Some(self.namespace.to_owned());
-            Api::namespaced_with(self.client.clone(), self.namespace, &resource)
-        } else {
-            object.metadata.namespace = None;
-            Api::all_with(self.client.clone(), &resource)
-        };
+        object.metadata.namespace = namespaced.then(|| self.namespace.to_owned());
+        let api = self.api(&resource, &capabilities);
         if namespaced && !is_csv && !is_subscription {
             let uid = self.csv_uid(&step.resolving)?;
             object.metadata.owner_references = Some(vec![csv_owner(&step.resolving, uid)]);
         }
-        // Live: a step may be of any kind a bundle ships, which no store holds.
-        let mut existing = api
-            .get_opt(&r.name)
-            .await
-            .map_err(|e| StepFailure::api(&e, format!("{}: cannot read it: {e}", describe(step))))?;
+        let mut existing = self.existing(step, &api).await?;
         if is_csv && let Some(copy) = existing.take_if(|o| is_copy(o)) {
             // A copy of the same operator installed elsewhere stands where this one goes: the
             // installed operator takes the name (olm-operator never copies over it).
@@ -288,6 +325,14 @@ impl<'a> Executor<'a> {
             StepStatus::Created
         })
     }
+}
+
+/// What identifies the object of a step among those read ahead.
+type ReadKey = (String, String, String, String);
+
+fn read_key(step: &Step) -> ReadKey {
+    let r = &step.resource;
+    (r.group.clone(), r.version.clone(), r.kind.clone(), r.name.clone())
 }
 
 /// The map behind `mutex`; one poisoned by a panic elsewhere is still a cache.

@@ -175,8 +175,10 @@ pub async fn reconcile(plan: Arc<InstallPlan>, ctx: Arc<Context>) -> Result<Acti
 
 /// Applies `stages` in order, the steps of each at once, until a stage where
 /// one fails; records each outcome in `applied`, in plan order. Discovery for
-/// every stage is read once, at once, before the first; a later stage reads
-/// again only the groups of the CRDs the stages before it applied.
+/// every stage is read once, at once, before the first (what is not kept
+/// already), and so are the live objects of every stage whose kinds it
+/// lists; a later stage reads again only the groups of the CRDs the stages
+/// before it applied.
 async fn apply_stages(
     executor: &Executor<'_>,
     steps: &[Step],
@@ -184,7 +186,17 @@ async fn apply_stages(
     applied: &mut Vec<Applied>,
 ) {
     let of = |stage: &[usize]| -> Vec<&Step> { stage.iter().filter_map(|&index| steps.get(index)).collect() };
-    executor.discover(&of(&stages.concat()), false).await;
+    let all = of(&stages.concat());
+    executor.discover(&all, false).await;
+    // The objects of kinds served before this pass, read at once; not those
+    // the CRDs of this pass may serve.
+    let new_here: Vec<&str> = all.iter().filter_map(|step| crd_group(step)).collect();
+    let served_before: Vec<&Step> = all
+        .iter()
+        .copied()
+        .filter(|step| !new_here.contains(&step.resource.group.as_str()))
+        .collect();
+    executor.read_ahead(&served_before).await;
     let mut new_groups: Vec<&str> = Vec::new();
     for stage in stages {
         let stage_steps = of(stage);

@@ -470,3 +470,32 @@ async fn a_kind_missing_from_kept_discovery_is_read_again_in_the_next_pass() {
         api.lines()
     );
 }
+
+#[tokio::test]
+async fn the_objects_of_every_stage_are_read_before_the_first_write() {
+    let plan = plan("Installing", true, ["NotPresent"; 4]);
+    let (client, api) = api_server(&plan);
+    reconcile(Arc::new(plan.clone()), context(client, &plan, Vec::new()))
+        .await
+        .expect("reconciled");
+    let lines = api.lines();
+    let first_write = lines
+        .iter()
+        .position(|line| line.starts_with("PATCH"))
+        .expect("a write");
+    for object in [CRD, CSV, DB_CONFIG, APP_CONFIG] {
+        let read = lines.iter().position(|line| *line == format!("GET {object}"));
+        assert!(
+            read.is_some_and(|read| read < first_write),
+            "GET {object} before any write: {lines:#?}"
+        );
+    }
+    assert_eq!(
+        lines
+            .iter()
+            .filter(|line| line.starts_with("GET /api/v1/namespaces"))
+            .count(),
+        2,
+        "each object read once: {lines:#?}"
+    );
+}

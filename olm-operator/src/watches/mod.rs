@@ -79,56 +79,37 @@
 //! Each controller reconciles everything again when this replica starts
 //! leading. `/readyz` waits for one gate per shared store, flipped when its
 //! first list has arrived, on standbys too.
+//!
+//! [`InstallStores`]: crate::stores::InstallStores
+//! [`PoolStores`]: crate::stores::PoolStores
+//! [`CrdSummary`]: crate::controllers::csv::crd_summary::CrdSummary
+//! [`Reflector`]: olm_runtime::Reflector
 
 use std::{pin::pin, sync::Arc};
 
-use futures::{Stream, StreamExt, stream};
-use k8s_openapi::{
-    api::{
-        admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
-        apps::v1::{DaemonSet, Deployment},
-        core::v1::{Namespace, Node, Secret, Service, ServiceAccount},
-        discovery::v1::EndpointSlice,
-        rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
-    },
-    kube_aggregator::pkg::apis::apiregistration::v1::APIService,
-};
+use futures::{StreamExt, stream};
 use kube::{
     Api, Resource, ResourceExt,
     api::DynamicObject,
     core::PartialObjectMeta,
     runtime::{Controller, WatchStreamExt, reflector::Store, watcher},
 };
-use olm_api::{
-    labels,
-    model::{Action, Databag, Relation},
-    substrate::{Machine, MachinePool},
-    v1::{OLMConfig, Operator, OperatorGroup},
-    v1alpha1::{ClusterServiceVersion, Subscription},
-    v2::OperatorCondition,
-};
-use olm_runtime::{Parts, Reflector, backoff::TriggerBackoff};
-use serde::de::DeserializeOwned;
+use olm_api::{labels, v1::Operator, v1alpha1::ClusterServiceVersion};
+use olm_runtime::{Parts, backoff::TriggerBackoff};
 
 use crate::{
     context::Context,
-    controllers::{
-        action, copiedcsv,
-        csv::{self, build::OWNER_KIND, crd_summary::CrdSummary},
-        machinepool, operator, operatorgroup, relation,
-    },
-    stores::{Cache, InstallStores, PoolStores, Stores, trim_deployment, trim_install_object},
+    controllers::{action, copiedcsv, csv, machinepool, operator, operatorgroup, relation},
+    stores::Stores,
 };
 
-/// How many copied CSVs one list request of the copies' watch asks for (the
-/// watcher's default is 500). RSS after a restart with the 5,020 copies of
-/// `hack/bench-copies.sh` (release build): 59-62 MiB with pages of 500, 42 MiB
-/// with 100, 39.5 MiB with 50, 39 MiB with 20 (and a slower start).
-const COPIES_PAGE: u32 = 50;
+mod crd_changes;
+mod shared;
 
-/// How many CRDs one list request of the CRDs' watch asks for: each is read
-/// whole (schemas of hundreds of kilobytes) before it is summed up.
-const CRDS_PAGE: u32 = 20;
+use self::{
+    crd_changes::crd_changes,
+    shared::{InstallObjects, Shared, cache},
+};
 
 /// Runs the controllers with `ctx` until the shutdown signal of `parts`
 /// (reconciles in flight finish first). Every shared watch and every
@@ -153,342 +134,6 @@ pub async fn run(ctx: Arc<Context>, parts: &Parts) {
     let drivers = shared.run();
     let (controllers, drivers) = (pin!(controllers), pin!(drivers));
     futures::future::select(controllers, drivers).await;
-}
-
-/// The shared watches, each driven once for every controller that reads it.
-struct Shared {
-    csvs: Reflector<ClusterServiceVersion>,
-    groups: Reflector<OperatorGroup>,
-    namespaces: Reflector<PartialObjectMeta<Namespace>>,
-    copies: Reflector<ClusterServiceVersion>,
-    configs: Reflector<OLMConfig>,
-    subscriptions: Reflector<Subscription>,
-    machines: Reflector<Machine>,
-    relations: Reflector<Relation>,
-    databags: Reflector<Databag>,
-    actions: Reflector<Action>,
-    pool_objects: PoolObjects,
-    install_objects: InstallObjects,
-}
-
-/// The shared watches of what CSV installs write ([`InstallStores`]): each
-/// triggers the CSV that owns the object, and its store tells the applier
-/// which objects are already as desired.
-struct InstallObjects {
-    deployments: Reflector<Deployment>,
-    service_accounts: Reflector<PartialObjectMeta<ServiceAccount>>,
-    roles: Reflector<PartialObjectMeta<Role>>,
-    role_bindings: Reflector<PartialObjectMeta<RoleBinding>>,
-    cluster_roles: Reflector<PartialObjectMeta<ClusterRole>>,
-    cluster_role_bindings: Reflector<PartialObjectMeta<ClusterRoleBinding>>,
-    condition_roles: Reflector<PartialObjectMeta<Role>>,
-    condition_role_bindings: Reflector<PartialObjectMeta<RoleBinding>>,
-    operator_conditions: Reflector<OperatorCondition>,
-    api_services: Reflector<APIService>,
-    machine_pools: Reflector<MachinePool>,
-    crds: Reflector<CrdSummary>,
-    serving: ServingObjects,
-}
-
-/// The shared watches of what serving Deployments of CSVs need (certificate
-/// Secrets, Services, webhook configurations), as trimmed metadata: each
-/// triggers the CSV that owns it, and its store tells the applier which are
-/// already as desired and which the CSV no longer has.
-struct ServingObjects {
-    secrets: Reflector<PartialObjectMeta<Secret>>,
-    services: Reflector<PartialObjectMeta<Service>>,
-    validating_webhooks: Reflector<PartialObjectMeta<ValidatingWebhookConfiguration>>,
-    mutating_webhooks: Reflector<PartialObjectMeta<MutatingWebhookConfiguration>>,
-}
-
-impl InstallObjects {
-    /// The watches, each of the objects labelled for CSVs (or, for the
-    /// OperatorConditions' RBAC, `olm.managed=true`), as trimmed metadata.
-    fn new(parts: &Parts) -> Self {
-        fn labelled<K>(parts: &Parts, selector: &str) -> Reflector<PartialObjectMeta<K>>
-        where
-            K: Resource<DynamicType = ()>
-                + Clone
-                + DeserializeOwned
-                + std::fmt::Debug
-                + Send
-                + Sync
-                + 'static,
-        {
-            let config = watcher::Config::default().labels(selector);
-            parts
-                .reflector(Api::all(parts.client.clone()), config)
-                .modify_with_managed_fields(trim_install_object::<K>)
-        }
-        let owned = format!("{}={OWNER_KIND}", labels::OWNER_KIND);
-        let managed = format!("{}=true", csv::operator_condition::OLM_MANAGED);
-        Self {
-            deployments: parts
-                .reflector(
-                    Api::all(parts.client.clone()),
-                    watcher::Config::default().labels(&owned),
-                )
-                .modify_with_managed_fields(trim_deployment),
-            service_accounts: labelled(parts, &owned),
-            roles: labelled(parts, &owned),
-            role_bindings: labelled(parts, &owned),
-            cluster_roles: labelled(parts, &owned),
-            cluster_role_bindings: labelled(parts, &owned),
-            condition_roles: labelled(parts, &managed),
-            condition_role_bindings: labelled(parts, &managed),
-            operator_conditions: parts
-                .reflector(Api::all(parts.client.clone()), watcher::Config::default())
-                .modify_with_managed_fields(|condition: &mut OperatorCondition| {
-                    crate::fields::keep_foreign_fields(&mut condition.metadata);
-                }),
-            // The CA bundle is for the aggregator: a requirement reads the
-            // status, the applier the stamp and the fields others own.
-            api_services: parts
-                .reflector(Api::all(parts.client.clone()), watcher::Config::default())
-                .modify_with_managed_fields(|service: &mut APIService| {
-                    if let Some(spec) = service.spec.as_mut() {
-                        spec.ca_bundle = None;
-                    }
-                    crate::fields::keep_foreign_fields(&mut service.metadata);
-                }),
-            machine_pools: parts.reflector(Api::all(parts.client.clone()), watcher::Config::default()),
-            // Summaries (no schemas), listed a few at a time: a page of whole
-            // CRDs is read before it is summed up.
-            crds: parts.reflector(
-                Api::all(parts.client.clone()),
-                watcher::Config::default().page_size(CRDS_PAGE),
-            ),
-            serving: ServingObjects {
-                secrets: labelled(parts, &owned),
-                services: labelled(parts, &owned),
-                validating_webhooks: labelled(parts, &owned),
-                mutating_webhooks: labelled(parts, &owned),
-            },
-        }
-    }
-
-    /// The stores the CSV reconcile reads.
-    fn stores(&self) -> InstallStores {
-        InstallStores {
-            deployments: cache(&self.deployments),
-            service_accounts: cache(&self.service_accounts),
-            roles: cache(&self.roles),
-            role_bindings: cache(&self.role_bindings),
-            cluster_roles: cache(&self.cluster_roles),
-            cluster_role_bindings: cache(&self.cluster_role_bindings),
-            condition_roles: cache(&self.condition_roles),
-            condition_role_bindings: cache(&self.condition_role_bindings),
-            operator_conditions: cache(&self.operator_conditions),
-            api_services: cache(&self.api_services),
-            machine_pools: cache(&self.machine_pools),
-            crds: cache(&self.crds),
-            secrets: cache(&self.serving.secrets),
-            services: cache(&self.serving.services),
-            validating_webhooks: cache(&self.serving.validating_webhooks),
-            mutating_webhooks: cache(&self.serving.mutating_webhooks),
-        }
-    }
-
-    /// Drives every watch; never ends on its own.
-    async fn run(self) {
-        futures::future::join4(
-            futures::future::join3(
-                self.deployments.run(),
-                self.service_accounts.run(),
-                self.roles.run(),
-            ),
-            futures::future::join3(
-                self.role_bindings.run(),
-                self.cluster_roles.run(),
-                self.cluster_role_bindings.run(),
-            ),
-            futures::future::join3(
-                self.condition_roles.run(),
-                self.condition_role_bindings.run(),
-                self.operator_conditions.run(),
-            ),
-            futures::future::join(
-                futures::future::join3(self.api_services.run(), self.machine_pools.run(), self.crds.run()),
-                futures::future::join4(
-                    self.serving.secrets.run(),
-                    self.serving.services.run(),
-                    self.serving.validating_webhooks.run(),
-                    self.serving.mutating_webhooks.run(),
-                ),
-            ),
-        )
-        .await;
-    }
-}
-
-/// The shared watches only the MachinePool controller reads: the nodes, and
-/// what it makes for its pools (labelled with the pool).
-struct PoolObjects {
-    nodes: Reflector<PartialObjectMeta<Node>>,
-    daemonsets: Reflector<DaemonSet>,
-    service_accounts: Reflector<PartialObjectMeta<ServiceAccount>>,
-    roles: Reflector<PartialObjectMeta<Role>>,
-    role_bindings: Reflector<PartialObjectMeta<RoleBinding>>,
-    secrets: Reflector<PartialObjectMeta<Secret>>,
-    endpoint_slices: Reflector<EndpointSlice>,
-}
-
-impl PoolObjects {
-    /// The watches, each of what the pools' objects need only.
-    fn new(parts: &Parts) -> Self {
-        let client = &parts.client;
-        let pooled = || watcher::Config::default().labels(machinepool::agent::POOL_LABEL);
-        // Names and labels are all a node selector reads.
-        let nodes = parts
-            .reflector::<PartialObjectMeta<Node>>(Api::all(client.clone()), watcher::Config::default())
-            .modify(|node| node.metadata.annotations = None);
-        let slices = Api::namespaced(client.clone(), olm_runtime::endpoints::NAMESPACE);
-        Self {
-            nodes,
-            daemonsets: parts.reflector(Api::all(client.clone()), pooled()),
-            service_accounts: parts.reflector(Api::all(client.clone()), pooled()),
-            roles: parts.reflector(Api::all(client.clone()), pooled()),
-            role_bindings: parts.reflector(Api::all(client.clone()), pooled()),
-            secrets: parts.reflector(Api::all(client.clone()), pooled()),
-            endpoint_slices: parts.reflector(
-                slices,
-                watcher::Config::default().labels(olm_runtime::endpoints::SELECTOR),
-            ),
-        }
-    }
-
-    /// Drives every watch; never ends on its own.
-    async fn run(self) {
-        futures::future::join(
-            futures::future::join4(
-                self.nodes.run(),
-                self.daemonsets.run(),
-                self.service_accounts.run(),
-                self.roles.run(),
-            ),
-            futures::future::join3(
-                self.role_bindings.run(),
-                self.secrets.run(),
-                self.endpoint_slices.run(),
-            ),
-        )
-        .await;
-    }
-}
-
-impl Shared {
-    /// The shared watches, each keeping only what its readers need.
-    fn new(parts: &Parts) -> Self {
-        let (client, all) = (&parts.client, watcher::Config::default);
-        // Icons and descriptions are for people: no controller reads them.
-        // Copies in target namespaces stay out of the store: only their originals are reconciled.
-        let not_copies = all().labels(&format!("!{}", labels::COPIED_FROM));
-        let csvs = parts
-            .reflector::<ClusterServiceVersion>(Api::all(client.clone()), not_copies)
-            .modify(ClusterServiceVersion::drop_presentation);
-        let groups = parts.reflector::<OperatorGroup>(Api::all(client.clone()), all());
-        // Names and labels are all a selector reads.
-        let namespaces = parts
-            .reflector::<PartialObjectMeta<Namespace>>(Api::all(client.clone()), all())
-            .modify(|namespace| namespace.metadata.annotations = None);
-        // Copies trimmed to what keeping them needs: metadata and status, no spec.
-        // Listed 50 at a time: each carries its original's spec, annotations and
-        // managed fields, and the heap a list page needs before `trim` stays with
-        // the process.
-        let copies = parts
-            .reflector::<ClusterServiceVersion>(
-                Api::all(client.clone()),
-                all().labels(labels::COPIED_FROM).page_size(COPIES_PAGE),
-            )
-            .modify(copiedcsv::trim);
-        // The OLMConfig `cluster`: whether copies are switched off.
-        let configs = parts.reflector::<OLMConfig>(Api::all(client.clone()), all());
-        // The config and CSVs of each Subscription are all the CSV reconcile reads.
-        let subscriptions = parts
-            .reflector::<Subscription>(Api::all(client.clone()), all())
-            .modify(crate::stores::trim_subscription);
-        // One watch of Machines for the CSV and MachinePool controllers.
-        let machines = parts.reflector::<Machine>(Api::all(client.clone()), all());
-        let relations = parts.reflector::<Relation>(Api::all(client.clone()), all());
-        let databags = parts.reflector::<Databag>(Api::all(client.clone()), all());
-        let actions = parts.reflector::<Action>(Api::all(client.clone()), all());
-        Self {
-            csvs,
-            groups,
-            namespaces,
-            copies,
-            configs,
-            subscriptions,
-            machines,
-            relations,
-            databags,
-            actions,
-            pool_objects: PoolObjects::new(parts),
-            install_objects: InstallObjects::new(parts),
-        }
-    }
-
-    /// The stores the CSV and OperatorGroup reconciles read.
-    fn stores(&self) -> Stores {
-        Stores {
-            csvs: cache(&self.csvs),
-            operator_groups: cache(&self.groups),
-            namespaces: cache(&self.namespaces),
-            subscriptions: cache(&self.subscriptions),
-            machines: cache(&self.machines),
-            copies: cache(&self.copies),
-            installs: self.install_objects.stores(),
-        }
-    }
-
-    /// The stores the MachinePool reconcile reads.
-    fn pool_stores(&self) -> PoolStores {
-        let objects = &self.pool_objects;
-        PoolStores {
-            machines: cache(&self.machines),
-            nodes: cache(&objects.nodes),
-            daemonsets: cache(&objects.daemonsets),
-            service_accounts: cache(&objects.service_accounts),
-            roles: cache(&objects.roles),
-            role_bindings: cache(&objects.role_bindings),
-            secrets: cache(&objects.secrets),
-            endpoint_slices: cache(&objects.endpoint_slices),
-        }
-    }
-
-    /// The stores the copied-CSV reconcile reads.
-    fn copy_sources(&self) -> copiedcsv::Sources {
-        copiedcsv::Sources {
-            csvs: cache(&self.csvs),
-            copies: cache(&self.copies),
-            groups: cache(&self.groups),
-            namespaces: cache(&self.namespaces),
-            configs: cache(&self.configs),
-            subscriptions: cache(&self.subscriptions),
-            live: olm_runtime::live::LiveStores::new().with(self.copies.store()),
-        }
-    }
-
-    /// Drives every shared watch; never ends on its own.
-    async fn run(self) {
-        futures::future::join3(
-            futures::future::join3(self.csvs.run(), self.groups.run(), self.namespaces.run()),
-            futures::future::join4(
-                self.subscriptions.run(),
-                self.machines.run(),
-                self.copies.run(),
-                self.configs.run(),
-            ),
-            futures::future::join5(
-                self.pool_objects.run(),
-                self.install_objects.run(),
-                self.relations.run(),
-                self.databags.run(),
-                self.actions.run(),
-            ),
-        )
-        .await;
-    }
 }
 
 /// The CSV controller and its watches.
@@ -940,82 +585,4 @@ fn operator_controller(
     );
     let (terms, stopped) = (parts.leadership().terms(), parts.shutdown.signaled());
     operator::run(ctx, stream::select_all(names), terms, stopped)
-}
-
-/// The changes of CRDs a CSV can see, as summaries ([`CrdSummary`]): a
-/// write that changed only a CRD's labels or annotations is left out
-/// ([`labels_only`]). Each install
-/// of an operator labels the CRDs it shares with the installs in other
-/// namespaces, and hearing it woke every CSV naming them, all at once, ahead
-/// of the new install's CSVs. A CSV reads of a CRD only its spec (versions,
-/// conversion: a change moves its generation), conditions and uid.
-fn crd_changes(crds: &Reflector<CrdSummary>) -> impl Stream<Item = Arc<CrdSummary>> + Send + 'static {
-    let mut seen = std::collections::HashMap::new();
-    crds.subscribe().filter(move |crd| {
-        let key = (crd.name_any(), crd.uid());
-        let now = CrdLook::of(crd.meta());
-        let keep = !seen
-            .insert(key, now)
-            .is_some_and(|before| labels_only(&before, &now));
-        std::future::ready(keep)
-    })
-}
-
-/// What a CRD change is told apart by: its generation (its spec) and a hash
-/// of its labels and annotations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct CrdLook {
-    generation: Option<i64>,
-    marks: u64,
-    deleting: bool,
-}
-
-impl CrdLook {
-    fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> CrdLook {
-        use std::hash::{Hash, Hasher};
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        (&meta.labels, &meta.annotations).hash(&mut hasher);
-        CrdLook {
-            generation: meta.generation,
-            marks: hasher.finish(),
-            deleting: meta.deletion_timestamp.is_some(),
-        }
-    }
-}
-
-/// Whether a CRD seen as `before`, then as `now`, changed only its labels or
-/// annotations: the same spec and deletion, other marks. A change with the
-/// same marks too is of its status (Established) or is a relist: kept.
-fn labels_only(before: &CrdLook, now: &CrdLook) -> bool {
-    before.generation == now.generation && before.deleting == now.deleting && before.marks != now.marks
-}
-
-/// The store of `reflector` and whether it has synced, for the reconciles.
-fn cache<K>(reflector: &Reflector<K>) -> Cache<K>
-where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
-{
-    Cache {
-        store: reflector.store(),
-        synced: reflector.synced(),
-    }
-}
-
-#[cfg(test)]
-mod crd_change_tests {
-    use super::*;
-
-    #[test]
-    fn a_crd_change_of_only_its_labels_wakes_no_csv() {
-        let look = |generation, marks, deleting| CrdLook {
-            generation: Some(generation),
-            marks,
-            deleting,
-        };
-        let before = look(1, 7, false);
-        assert!(labels_only(&before, &look(1, 8, false)), "labels only");
-        assert!(!labels_only(&before, &look(1, 7, false)), "status or relist");
-        assert!(!labels_only(&before, &look(2, 8, false)), "spec and labels");
-        assert!(!labels_only(&before, &look(1, 8, true)), "being deleted");
-    }
 }

@@ -267,11 +267,13 @@ fn csv<'a>(read: &Read<'a>, name: &str) -> Option<&'a ClusterServiceVersion> {
 
 /// The revision the reconcile must read whole (with the live CRDs it
 /// holds): the one asked for, while its CSV is not installed yet or not
-/// Succeeded (its objects are applied until then).
+/// Succeeded (its objects are applied until then), or while another CSV of
+/// the Subscription is still to be removed (the checks come before that).
 pub fn content_needed(read: &Read<'_>) -> Option<String> {
     let target = target(read)?;
-    let phase = csv(read, &target.spec.cluster_service_version).and_then(|c| c.status.as_ref()?.phase);
-    (phase != Some(CsvPhase::Succeeded)).then(|| target.name_any())
+    let name = &target.spec.cluster_service_version;
+    let phase = csv(read, name).and_then(|c| c.status.as_ref()?.phase);
+    (phase != Some(CsvPhase::Succeeded) || !current(read, name).is_empty()).then(|| target.name_any())
 }
 
 /// The CSVs to remove before the revision's goes in: the Subscription's
@@ -361,18 +363,17 @@ pub fn stage(read: &Read<'_>) -> Stage {
         });
     };
     let name = &target.spec.cluster_service_version;
-    if let Some(installed) = csv(read, name) {
-        if let Some(other) = current(read, name).first() {
-            return Stage::Removing {
-                csv: other.name_any(),
-            };
-        }
+    let other = current(read, name).first().map(|c| c.name_any());
+    if let Some(installed) = csv(read, name)
+        && other.is_none()
+    {
         let phase = installed.status.as_ref().and_then(|s| s.phase);
         return match phase {
             Some(CsvPhase::Succeeded) => Stage::Done,
             phase => Stage::Waiting { phase },
         };
     }
+    // Something is still to be removed or installed: checked first.
     if let Some(plan) = in_flight(read) {
         return Stage::Refused(Refusal::InFlight { plan });
     }
@@ -386,10 +387,8 @@ pub fn stage(read: &Read<'_>) -> Stage {
     if let Err(refusal) = check(whole, read.crds) {
         return Stage::Refused(refusal);
     }
-    match current(read, name).first() {
-        Some(other) => Stage::Removing {
-            csv: other.name_any(),
-        },
+    match other {
+        Some(csv) => Stage::Removing { csv },
         None => Stage::Installing,
     }
 }

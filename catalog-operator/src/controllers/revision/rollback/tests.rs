@@ -247,6 +247,27 @@ fn each_stage_and_refusal_follows_from_what_the_stores_show() {
             (ConditionStatus::False, Reason::StoredVersionsDropped),
         ),
         (
+            "the revision's CSV still there, the current one too: checked first",
+            "db.v1",
+            Box::new(|w: &mut World| {
+                w.csvs.push(csv("db.v1", "Succeeded"));
+                w.crds = vec![live_crd(&["v1", "v2"])];
+            }),
+            "Refused",
+            &[],
+            &[],
+            (ConditionStatus::False, Reason::StoredVersionsDropped),
+        ),
+        (
+            "the revision's CSV still there: only the current one goes",
+            "db.v1",
+            Box::new(|w: &mut World| w.csvs.push(csv("db.v1", "Succeeded"))),
+            "Removing",
+            &[],
+            &["db.v2"],
+            (ConditionStatus::False, Reason::RollingBack),
+        ),
+        (
             "an InstallPlan applying",
             "db.v1",
             {

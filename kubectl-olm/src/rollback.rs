@@ -305,7 +305,14 @@ mod tests {
             revision("db.v2", 2, "2.0.0"),
             revision("db.v3", 3, "3.0.0"),
         ];
-        let cases: [(&str, Option<&str>, Option<&str>, Result<&str, &str>); 8] = [
+        // (case, installed CSV, --to, the revision chosen or the error's text)
+        type Case<'a> = (
+            &'a str,
+            Option<&'a str>,
+            Option<&'a str>,
+            Result<&'a str, &'a str>,
+        );
+        let cases: [Case; 8] = [
             ("default: the one before", Some("db.v3"), None, Ok("db.v2")),
             ("after a rollback to 2: 1", Some("db.v2"), None, Ok("db.v1")),
             (

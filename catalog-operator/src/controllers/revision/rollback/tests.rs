@@ -126,6 +126,21 @@ impl World {
     }
 }
 
+/// A change to the world a case starts from.
+type Edit = Box<dyn Fn(&mut World)>;
+
+/// A case: its name, the annotation, the change, the stage, the objects
+/// written, the CSVs removed, and RolledBack's status and reason.
+type Case<'a> = (
+    &'a str,
+    &'a str,
+    Edit,
+    &'a str,
+    &'a [&'a str],
+    &'a [&'a str],
+    (ConditionStatus, Reason),
+);
+
 fn condition(status: &SubscriptionStatus, type_: Type) -> Option<(ConditionStatus, Reason, String)> {
     let c = status.conditions.as_ref()?.iter().find(|c| c.type_ == type_)?;
     Some((c.status, c.reason.clone()?, c.message.clone().unwrap_or_default()))
@@ -138,16 +153,7 @@ fn each_stage_and_refusal_follows_from_what_the_stores_show() {
     let installing = |w: &mut World| w.csvs.clear();
     let mut in_flight_plan = plan("install-3", 3, "db.v3");
     in_flight_plan.status.as_mut().unwrap().phase = InstallPlanPhase::Installing;
-    type Edit = Box<dyn Fn(&mut World)>;
-    let cases: Vec<(
-        &str,
-        &str,
-        Edit,
-        &str,
-        &[&str],
-        &[&str],
-        (ConditionStatus, Reason),
-    )> = vec![
+    let cases: Vec<Case> = vec![
         (
             "by name, the current CSV goes first",
             "db.v1",
@@ -388,7 +394,7 @@ fn csv_with_uid(name: &str, phase: &str, uid: &str) -> ClusterServiceVersion {
 /// nothing: no flapping, no retry storm.
 #[test]
 fn a_settled_rollback_writes_nothing_more() {
-    let edits: Vec<(&str, Box<dyn Fn(&mut World)>)> = vec![
+    let edits: Vec<(&str, Edit)> = vec![
         (
             "done",
             Box::new(|w: &mut World| w.csvs = vec![csv("db.v1", "Succeeded")]),

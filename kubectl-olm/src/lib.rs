@@ -11,6 +11,8 @@
 //! - [`show`]: what catalogs offer.
 //! - [`relate`]: Relations between installed operators (`model.olm-rs.dev`).
 //! - [`actions`]: running an operator's actions (`model.olm-rs.dev` Actions).
+//! - [`rollback`]: rolling an operator back to a recorded revision, and the
+//!   revisions (`model.olm-rs.dev` OperatorRevisions).
 
 pub mod actions;
 pub mod catalog_id;
@@ -21,6 +23,7 @@ pub mod error;
 pub mod objects;
 pub mod plan;
 pub mod relate;
+pub mod rollback;
 pub mod show;
 pub mod status;
 pub mod suggest;
@@ -273,6 +276,31 @@ pub enum Command {
         #[command(flatten)]
         dry_run: DryRunArgs,
     },
+    /// Roll an operator back to a recorded revision (by default the one before the installed
+    /// one) and hold its Subscription there: the Subscription gets annotation
+    /// `olm-rs.dev/rollback-to`, which catalog-operator acts on. `--lift` removes the hold.
+    Rollback {
+        /// The Subscription (or its package).
+        subscription: String,
+        /// The revision: its number, its name (its CSV's) or its version
+        /// (`kubectl olm revisions` lists them).
+        #[arg(long)]
+        to: Option<String>,
+        /// Lift the hold: remove the annotation, so the Subscription follows its channel again.
+        #[arg(long, conflicts_with = "to")]
+        lift: bool,
+        /// Dry run and output.
+        #[command(flatten)]
+        dry_run: DryRunArgs,
+    },
+    /// List the recorded revisions of a Subscription's operator, and where a rollback stands.
+    Revisions {
+        /// The Subscription (or its package).
+        subscription: String,
+        /// Output format.
+        #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
+        output: Output,
+    },
     /// Day-2 actions: run, actions, operations, show-action, cancel.
     #[command(flatten)]
     Action(actions::ActionCommand),
@@ -405,6 +433,15 @@ impl Cli {
                 dry_run,
             } => commands::config(&mut env, &package, &settings, &dry_run).await,
             Command::Relate { a, b, dry_run } => relate::relate(&mut env, &a, &b, &dry_run).await,
+            Command::Rollback {
+                subscription,
+                to,
+                lift,
+                dry_run,
+            } => rollback::rollback(&mut env, &subscription, to.as_deref(), lift, &dry_run).await,
+            Command::Revisions { subscription, output } => {
+                rollback::revisions(&mut env, &subscription, output).await
+            }
             Command::Action(command) => actions::dispatch(&mut env, command).await,
         }
     }

@@ -179,4 +179,11 @@ pub mod revision {
     /// operator are kept, the current one included (at least 1; 2 when unset
     /// or unreadable). OLM ignores it.
     pub const HISTORY_LIMIT: &str = "olm-rs.dev/revision-history-limit";
+    /// Subscription annotation (olm-rs's own): roll the operator back to the
+    /// recorded revision of this name (its CSV's) or number, and hold the
+    /// Subscription there (no upgrade) until the annotation is removed. OLM
+    /// ignores it.
+    pub const ROLLBACK_TO: &str = "olm-rs.dev/rollback-to";
+    /// CSV annotation: the CSV a rollback replaced with this one.
+    pub const ROLLED_BACK_FROM: &str = "olm-rs.dev/rolled-back-from";
 }

@@ -156,6 +156,12 @@ pub enum SubscriptionConditionType {
     /// kstatus: present (True) only when no progress is possible without a change
     /// (Argo CD's Degraded).
     Stalled,
+    /// olm-rs's own: present while the Subscription asks for a rollback
+    /// (annotation `olm-rs.dev/rollback-to`): True once the revision asked
+    /// for is installed again and its CSV Succeeded (the Subscription is held
+    /// there until the annotation is removed), False while it is on its way
+    /// or when it is refused (the reason says why, the message what to do).
+    RolledBack,
 }
 
 /// Why a Subscription condition has its status: OLM's reason strings, plus ours
@@ -197,13 +203,28 @@ pub enum SubscriptionConditionReason {
     UnpackingInProgress,
     /// A bundle image could not be unpacked (on BundleUnpackFailed).
     BundleUnpackFailed,
+    /// The revision asked for is being installed again (on RolledBack, False).
+    RollingBack,
+    /// The revision asked for is installed again and held (on RolledBack, True).
+    RolledBack,
+    /// Refused: no recorded revision has the name or number asked for.
+    RevisionNotFound,
+    /// Refused: the revision lacks objects that did not fit in it (`spec.omitted`).
+    RevisionIncomplete,
+    /// Refused: a manifest of the revision cannot be read back.
+    RevisionCorrupt,
+    /// Refused: a CRD of the revision does not declare a version that objects are
+    /// stored in (`status.storedVersions`).
+    StoredVersionsDropped,
+    /// Refused while an InstallPlan of the Subscription is still applying.
+    UpgradeInFlight,
     /// A reason written by someone else, kept as it is.
     Other(String),
 }
 
 impl SubscriptionConditionReason {
     /// Every reason olm-rs writes.
-    pub const KNOWN: [SubscriptionConditionReason; 14] = [
+    pub const KNOWN: [SubscriptionConditionReason; 21] = [
         Self::AllCatalogSourcesHealthy,
         Self::UnhealthyCatalogSourceFound,
         Self::ConstraintsNotSatisfiable,
@@ -218,6 +239,13 @@ impl SubscriptionConditionReason {
         Self::UpgradeHeldBack,
         Self::UnpackingInProgress,
         Self::BundleUnpackFailed,
+        Self::RollingBack,
+        Self::RolledBack,
+        Self::RevisionNotFound,
+        Self::RevisionIncomplete,
+        Self::RevisionCorrupt,
+        Self::StoredVersionsDropped,
+        Self::UpgradeInFlight,
     ];
 
     /// The reason as written in the condition.
@@ -237,6 +265,13 @@ impl SubscriptionConditionReason {
             Self::UpgradeHeldBack => "UpgradeHeldBack",
             Self::UnpackingInProgress => "UnpackingInProgress",
             Self::BundleUnpackFailed => "BundleUnpackFailed",
+            Self::RollingBack => "RollingBack",
+            Self::RolledBack => "RolledBack",
+            Self::RevisionNotFound => "RevisionNotFound",
+            Self::RevisionIncomplete => "RevisionIncomplete",
+            Self::RevisionCorrupt => "RevisionCorrupt",
+            Self::StoredVersionsDropped => "StoredVersionsDropped",
+            Self::UpgradeInFlight => "UpgradeInFlight",
             Self::Other(reason) => reason,
         }
     }

@@ -18,15 +18,26 @@
 //! server, since the store keeps no manifests of a finished plan
 //! ([`crate::controllers::trim::install_plan`]); it *decides* with
 //! [`decide::decide`] (pure); and the runtime's applier performs it.
+//!
+//! A Subscription that asks for a rollback (annotation
+//! `olm-rs.dev/rollback-to`, [`rollback`]) is rolled back instead, and
+//! nothing is recorded for it while it is held: the reconcile reads its
+//! revisions, the CSVs and InstallPlans of its namespace from the stores,
+//! and, while the revision's CSV is not Succeeded, the revision whole and
+//! the live CRDs it holds from the API server (the store keeps no manifests
+//! and no store holds CRDs); [`rollback::decide`] decides (pure), and the
+//! applier performs it, the Subscription's status included.
 
 pub mod content;
 pub mod decide;
+pub mod rollback;
 pub mod safety;
 #[cfg(test)]
 mod tests;
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, ResourceExt,
     runtime::{
@@ -75,6 +86,26 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    /// The revision a rollback asks for could not be read.
+    #[error("failed to read OperatorRevision {namespace}/{name} to roll back to it")]
+    ReadRevision {
+        /// Namespace.
+        namespace: String,
+        /// The revision.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
+    /// A CRD a rollback would install again could not be read.
+    #[error("failed to read CustomResourceDefinition {name} to check a rollback")]
+    ReadCrd {
+        /// The CRD.
+        name: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
     /// Writing or removing revisions failed.
     #[error("failed to write the revisions of Subscription {namespace}/{name}")]
     Write {
@@ -92,14 +123,19 @@ impl ReconcileError for Error {
     fn category(&self) -> &'static str {
         match self {
             Error::NoNamespace(_) | Error::Build { .. } => "invalid",
-            Error::ReadPlan { .. } | Error::Write { .. } => "api",
+            Error::ReadPlan { .. }
+            | Error::ReadRevision { .. }
+            | Error::ReadCrd { .. }
+            | Error::Write { .. } => "api",
         }
     }
 
     fn class(&self) -> ErrorClass {
         match self {
             Error::NoNamespace(_) | Error::Build { .. } => ErrorClass::Terminal,
-            Error::ReadPlan { source, .. } => olm_runtime::classify(source),
+            Error::ReadPlan { source, .. }
+            | Error::ReadRevision { source, .. }
+            | Error::ReadCrd { source, .. } => olm_runtime::classify(source),
             Error::Write { source, .. } => source.class(),
         }
     }
@@ -115,6 +151,9 @@ pub async fn reconcile(subscription: Arc<Subscription>, ctx: Arc<Context>) -> Re
     let namespace = subscription
         .namespace()
         .ok_or_else(|| Error::NoNamespace(name.clone()))?;
+    if let Some(request) = rollback::requested(&subscription) {
+        return roll_back(&ctx, &subscription, &namespace, &request).await;
+    }
 
     // Read: the installed CSV, the revisions, and the plan when one is to be recorded.
     let stores = &ctx.stores;
@@ -152,6 +191,110 @@ pub async fn reconcile(subscription: Arc<Subscription>, ctx: Arc<Context>) -> Re
         })?;
     log(&namespace, &name, &decision);
     Ok(Action::requeue(ctx.options.resync_interval))
+}
+
+/// How soon a rollback under way is looked at again, should no change of
+/// its CSVs wake it sooner.
+const ROLLBACK_RECHECK: Duration = Duration::from_secs(5);
+
+/// Reconciles a Subscription that asks for a rollback.
+async fn roll_back(
+    ctx: &Context,
+    subscription: &Subscription,
+    namespace: &str,
+    request: &rollback::Request,
+) -> Result<Action, Error> {
+    let name = subscription.name_any();
+    let stores = &ctx.stores;
+    let revisions = of_subscription(&stores.revisions, namespace, &name);
+    let revisions: Vec<&OperatorRevision> = revisions.iter().map(AsRef::as_ref).collect();
+    let csvs = in_namespace(&stores.csvs, namespace);
+    let csvs: Vec<&ClusterServiceVersion> = csvs
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|c| !olm_resolution::is_copied(c))
+        .collect();
+    let plans = in_namespace(&stores.install_plans, namespace);
+    let plans: Vec<&InstallPlan> = plans.iter().map(AsRef::as_ref).collect();
+    let now = olm_runtime::conditions::now();
+    let mut read = rollback::Read {
+        subscription,
+        request,
+        revisions: &revisions,
+        csvs: &csvs,
+        plans: &plans,
+        content: None,
+        crds: &[],
+        now: &now,
+    };
+    let whole = match rollback::content_needed(&read) {
+        Some(revision) => read_revision(ctx, namespace, &revision).await?,
+        None => None,
+    };
+    let crds = match &whole {
+        Some(whole) => read_crds(ctx, whole).await?,
+        None => Vec::new(),
+    };
+    read.content = whole.as_ref();
+    read.crds = &crds;
+    let decision = rollback::decide(&read);
+    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), namespace);
+    ctx.writer
+        .perform(&ctx.client, &api, &decision.effects, &())
+        .await
+        .map_err(|source| Error::Write {
+            namespace: namespace.to_owned(),
+            name: name.clone(),
+            source,
+        })?;
+    if !decision.effects.is_empty() {
+        tracing::info!(%namespace, subscription = %name, %request, stage = ?decision.stage, "rollback");
+    }
+    Ok(match decision.stage {
+        rollback::Stage::Refused(refusal) if refusal.is_temporary() => Action::requeue(ROLLBACK_RECHECK),
+        rollback::Stage::Refused(_) | rollback::Stage::Done => Action::requeue(ctx.options.resync_interval),
+        _ => Action::requeue(ROLLBACK_RECHECK),
+    })
+}
+
+/// The OperatorRevision `name`, whole; `None` when it is gone.
+async fn read_revision(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<OperatorRevision>, Error> {
+    let api: Api<OperatorRevision> = Api::namespaced(ctx.client.clone(), namespace);
+    api.get_opt(name).await.map_err(|source| Error::ReadRevision {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        source,
+    })
+}
+
+/// The live CRDs that `revision` holds, by name, as JSON (those the
+/// cluster does not hold are left out).
+async fn read_crds(
+    ctx: &Context,
+    revision: &OperatorRevision,
+) -> Result<Vec<(String, serde_json::Value)>, Error> {
+    let api: Api<CustomResourceDefinition> = Api::all(ctx.client.clone());
+    let mut crds = Vec::new();
+    for object in revision
+        .spec
+        .objects
+        .iter()
+        .filter(|o| o.key.kind == "CustomResourceDefinition")
+    {
+        let name = &object.key.name;
+        let live = api.get_opt(name).await.map_err(|source| Error::ReadCrd {
+            name: name.clone(),
+            source,
+        })?;
+        if let Some(live) = live.and_then(|crd| serde_json::to_value(crd).ok()) {
+            crds.push((name.clone(), live));
+        }
+    }
+    Ok(crds)
 }
 
 /// The InstallPlan `name`, whole; `None` when it is gone.

@@ -99,3 +99,72 @@ async fn a_succeeded_csv_is_recorded_once_and_the_oldest_revision_goes() {
         .expect("a reconcile");
     assert!(api.lines().is_empty(), "{:?}", api.lines());
 }
+
+const REVISION_V1: &str = "GET /apis/model.olm-rs.dev/v1alpha1/namespaces/team/operatorrevisions/db.v1";
+const CRD: &str = "GET /apis/apiextensions.k8s.io/v1/customresourcedefinitions/dbs.demo.io";
+const APPLY_CRD: &str = "PATCH /apis/apiextensions.k8s.io/v1/customresourcedefinitions/dbs.demo.io";
+const APPLY_CSV: &str =
+    "PATCH /apis/operators.coreos.com/v1alpha1/namespaces/team/clusterserviceversions/db.v1";
+const REMOVE_V2: &str =
+    "DELETE /apis/operators.coreos.com/v1alpha1/namespaces/team/clusterserviceversions/db.v2";
+const STATUS: &str = "PATCH /apis/operators.coreos.com/v1alpha1/namespaces/team/subscriptions/db/status";
+
+/// A rollback's requests: the revision and its CRD are read live, the
+/// current CSV removed, then (once it is gone) the CRD and CSV applied from
+/// the revision, and the Subscription's status written after them.
+#[tokio::test]
+async fn a_rollback_reads_the_revision_removes_the_current_csv_then_installs_it() {
+    use super::rollback::tests::{live_crd, whole};
+
+    let mut sub = subscription(None);
+    sub.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("olm-rs.dev/rollback-to".into(), "db.v1".into());
+    let revision_json = serde_json::to_value(whole(&["v1"])).expect("JSON");
+    let crd_json = live_crd(&["v1"]).1;
+    let sub_json = serde_json::to_value(&sub).expect("JSON");
+    let api_server = move || {
+        let (revision_json, crd_json, sub_json) = (revision_json.clone(), crd_json.clone(), sub_json.clone());
+        MockApi::new(move |request: &Request| match request.line.as_str() {
+            REVISION_V1 => Some(Answer::ok(revision_json.clone())),
+            CRD => Some(Answer::ok(crd_json.clone())),
+            APPLY_CRD | APPLY_CSV => Some(Answer::ok(request.body.clone())),
+            STATUS => {
+                let mut written = sub_json.clone();
+                written["status"] = request.body["status"].clone();
+                Some(Answer::ok(written))
+            }
+            REMOVE_V2 => Some(Answer::ok(
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+            )),
+            _ => None,
+        })
+    };
+    let revisions = || vec![revision("db.v1", 1, "uid-1"), revision("db.v2", 2, "uid-2")];
+    let with_csvs = |csvs: Vec<ClusterServiceVersion>| Stores {
+        subscriptions: olm_testkit::stores::listed([sub.clone()]),
+        csvs: olm_testkit::stores::listed(csvs),
+        revisions: olm_testkit::stores::listed(revisions()),
+        ..Stores::empty()
+    };
+
+    // db.v2 is installed: it goes first.
+    let (client, api) = api_server();
+    reconcile(
+        Arc::new(sub.clone()),
+        context(client, with_csvs(vec![csv("db.v2", "Succeeded")])),
+    )
+    .await
+    .expect("a reconcile");
+    assert_eq!(api.lines(), [REVISION_V1, CRD, REMOVE_V2, STATUS]);
+
+    // Once it is gone: the CRD and CSV of the revision, then the status.
+    let (client, api) = api_server();
+    reconcile(Arc::new(sub.clone()), context(client, with_csvs(vec![])))
+        .await
+        .expect("a reconcile");
+    assert_eq!(api.lines(), [REVISION_V1, CRD, APPLY_CRD, APPLY_CSV, STATUS]);
+    let status = api.last_body(STATUS).expect("a status");
+    assert_eq!(status["status"]["installedCSV"], "db.v1", "{status}");
+}

@@ -190,7 +190,8 @@ fn in_namespace<K: Resource>(namespace: &str) -> impl Fn(&Arc<K>) -> bool + '_ {
     move |object| object.meta().namespace.as_deref() == Some(namespace)
 }
 
-/// Step 1: reads `namespace` from the stores; `None` when it has no Subscription.
+/// Step 1: reads `namespace` from the stores; `None` when it has no
+/// Subscription (but those held by a rollback).
 fn read_namespace(ctx: &SubscriptionContext, namespace: &str) -> Option<NamespaceInputs> {
     let shared = &ctx.shared;
     let mut subscriptions: Vec<Arc<Subscription>> = shared
@@ -200,6 +201,9 @@ fn read_namespace(ctx: &SubscriptionContext, namespace: &str) -> Option<Namespac
         .into_iter()
         .filter(in_namespace(namespace))
         .filter(|s| s.metadata.deletion_timestamp.is_none())
+        // A Subscription held by a rollback is not resolved (or it would be
+        // upgraded straight back); the revision controller keeps its status.
+        .filter(|s| !super::revision::rollback::held(s))
         .collect();
     if subscriptions.is_empty() {
         return None;

@@ -3,6 +3,8 @@
 use kube::ResourceExt;
 use olm_api::v1alpha1::SubscriptionStatus;
 
+use crate::controllers::conditions::remove_subscription_condition;
+
 use super::{
     catalog_health::{catalog_health, set_catalogs_unhealthy},
     decision::{installed_csv, set_held_back, set_installing, set_unsatisfiable, set_up_to_date},
@@ -21,6 +23,11 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
     let mut status = old.clone();
     status.observed_generation = sub.metadata.generation;
     let mut conditions = old.conditions.clone().unwrap_or_default();
+    // A rollback's condition goes with its hold: this Subscription is not held.
+    remove_subscription_condition(
+        &mut conditions,
+        olm_api::v1alpha1::SubscriptionConditionType::RolledBack,
+    );
     let now = input.now;
 
     let target = input.group.targets.get(&name);

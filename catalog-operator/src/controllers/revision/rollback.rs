@@ -1,0 +1,697 @@
+//! A rollback asked for on a Subscription, decided (pure).
+//!
+//! The request is the Subscription's annotation `olm-rs.dev/rollback-to`
+//! ([`labels::revision::ROLLBACK_TO`]): the name of a recorded revision (its
+//! CSV's) or its number. It is declarative, so `kubectl apply` and GitOps
+//! drive it as they drive the rest of the Subscription, and it holds: while
+//! it is there, the Subscription controller leaves the Subscription out of
+//! resolution (no upgrade back to the channel head), and this controller
+//! alone writes its status. Removing it lifts the hold.
+//!
+//! A rollback goes through these stages, one decision per reconcile, each
+//! decided from what the stores show:
+//! 1. refused ([`Refusal`]), before anything is touched: no such revision, an
+//!    InstallPlan still applying, a revision that lacks objects or cannot be
+//!    read back, or a CRD of the revision that does not declare a version
+//!    objects are stored in ([`safety::dropped`]). The current version keeps
+//!    running; the Subscription says why and what to do, and stays so until
+//!    something changes;
+//! 2. [`Stage::Removing`]: the current CSV is deleted (olm-operator would
+//!    otherwise see that it replaces the revision's CSV and remove that one);
+//! 3. [`Stage::Installing`]: the revision's CRDs, then its CSV, are applied
+//!    from the revision itself, never from the catalog;
+//! 4. [`Stage::Waiting`]: the revision's other objects are applied, owned by
+//!    the CSV, until the CSV is Succeeded;
+//! 5. [`Stage::Done`]: held at the revision.
+
+use std::fmt;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::{
+    ResourceExt,
+    api::{ApiResource, DynamicObject, GroupVersionKind},
+};
+use olm_api::{
+    labels,
+    model::{ObjectKey, OperatorRevision, RecordedObject},
+    v1alpha1::{
+        ClusterServiceVersion, CsvPhase, InstallPlan, InstallPlanPhase, Subscription,
+        SubscriptionConditionReason as Reason, SubscriptionConditionType as Type, SubscriptionState,
+        SubscriptionStatus,
+    },
+};
+use olm_runtime::effects::{Desired, Effects, Removal, StatusWrite};
+use serde_json::Value;
+
+use super::{
+    content::{self, Corrupt},
+    safety::{self, DroppedVersions},
+};
+use crate::controllers::conditions::{remove_subscription_condition, set_subscription_condition};
+
+/// The revision a Subscription asks to be rolled back to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// By number (`spec.revision`).
+    Number(i64),
+    /// By name (the revision's, which is its CSV's).
+    Name(String),
+}
+
+impl Request {
+    /// The request an annotation value makes: a number, or a name; `None`
+    /// when it is empty.
+    pub fn parse(text: &str) -> Option<Request> {
+        let text = text.trim();
+        if text.is_empty() {
+            return None;
+        }
+        Some(match text.parse::<i64>() {
+            Ok(number) => Request::Number(number),
+            Err(_) => Request::Name(text.to_owned()),
+        })
+    }
+
+    /// Whether `revision` is the one asked for.
+    pub fn matches(&self, revision: &OperatorRevision) -> bool {
+        match self {
+            Request::Number(number) => revision.spec.revision == *number,
+            Request::Name(name) => revision.name_any() == *name,
+        }
+    }
+}
+
+impl fmt::Display for Request {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Request::Number(number) => write!(f, "number {number}"),
+            Request::Name(name) => write!(f, "{name}"),
+        }
+    }
+}
+
+/// The rollback `subscription` asks for, if any.
+pub fn requested(subscription: &Subscription) -> Option<Request> {
+    subscription
+        .annotations()
+        .get(labels::revision::ROLLBACK_TO)
+        .and_then(|value| Request::parse(value))
+}
+
+/// Whether `subscription` is held by a rollback: the Subscription controller
+/// leaves it out of resolution.
+pub fn held(subscription: &Subscription) -> bool {
+    requested(subscription).is_some()
+}
+
+/// What a reconcile of a Subscription that asks for a rollback read.
+pub struct Read<'a> {
+    /// The Subscription.
+    pub subscription: &'a Subscription,
+    /// What it asks for.
+    pub request: &'a Request,
+    /// Its revisions, as the store keeps them (without objects).
+    pub revisions: &'a [&'a OperatorRevision],
+    /// The CSVs of its namespace.
+    pub csvs: &'a [&'a ClusterServiceVersion],
+    /// The InstallPlans of its namespace.
+    pub plans: &'a [&'a InstallPlan],
+    /// The revision asked for, whole, when [`content_needed`] said so and it
+    /// was found.
+    pub content: Option<&'a OperatorRevision>,
+    /// The live CRDs the revision holds, by name, as the API server has them.
+    pub crds: &'a [(String, Value)],
+    /// Now.
+    pub now: &'a Time,
+}
+
+/// Why a rollback is refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// No recorded revision is the one asked for.
+    NotFound {
+        /// What was asked for.
+        asked: String,
+        /// The revisions recorded, as `number (name)`.
+        known: Vec<String>,
+    },
+    /// An InstallPlan of the Subscription is still applying.
+    InFlight {
+        /// The plan.
+        plan: String,
+    },
+    /// The revision lacks objects that did not fit in it.
+    Incomplete {
+        /// The revision.
+        revision: String,
+        /// The objects it lacks, as `kind/name`.
+        omitted: Vec<String>,
+    },
+    /// A manifest of the revision cannot be read back.
+    Corrupt {
+        /// The revision.
+        revision: String,
+        /// What is wrong, naming the object.
+        cause: String,
+    },
+    /// CRDs of the revision would drop versions objects are stored in.
+    DropsStoredVersions {
+        /// The revision.
+        revision: String,
+        /// Each CRD and the versions.
+        dropped: Vec<DroppedVersions>,
+    },
+}
+
+impl Refusal {
+    /// The condition reason.
+    pub fn reason(&self) -> Reason {
+        match self {
+            Refusal::NotFound { .. } => Reason::RevisionNotFound,
+            Refusal::InFlight { .. } => Reason::UpgradeInFlight,
+            Refusal::Incomplete { .. } => Reason::RevisionIncomplete,
+            Refusal::Corrupt { .. } => Reason::RevisionCorrupt,
+            Refusal::DropsStoredVersions { .. } => Reason::StoredVersionsDropped,
+        }
+    }
+
+    /// Whether it may pass by itself (an InstallPlan finishes): the
+    /// reconcile looks again soon; the others wait for a change.
+    pub fn is_temporary(&self) -> bool {
+        matches!(self, Refusal::InFlight { .. })
+    }
+}
+
+/// How to lift the hold, for the messages.
+const LIFT: &str = "or remove annotation olm-rs.dev/rollback-to to lift the hold";
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Refusal::NotFound { asked, known } => write!(
+                f,
+                "rollback refused: no revision {asked} is recorded (recorded: {}); set annotation \
+                 olm-rs.dev/rollback-to to one of them (kubectl olm revisions lists them), {LIFT}",
+                if known.is_empty() {
+                    "none".to_owned()
+                } else {
+                    known.join(", ")
+                }
+            ),
+            Refusal::InFlight { plan } => write!(
+                f,
+                "rollback waits: InstallPlan {plan} is still applying; it starts once the plan is done"
+            ),
+            Refusal::Incomplete { revision, omitted } => write!(
+                f,
+                "rollback refused: revision {revision} lacks {} (too large to keep), so it cannot be \
+                 installed again; roll back to another revision, {LIFT}",
+                omitted.join(", ")
+            ),
+            Refusal::Corrupt { revision, cause } => write!(
+                f,
+                "rollback refused: revision {revision} is corrupt: {cause}; roll back to another revision, {LIFT}"
+            ),
+            Refusal::DropsStoredVersions { revision, dropped } => write!(
+                f,
+                "rollback to revision {revision} refused, the current version keeps running: {}. \
+                 Migrate those objects to a version the revision declares and remove the versions \
+                 from the CRD's status.storedVersions first, {LIFT}",
+                dropped
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+        }
+    }
+}
+
+/// Where a rollback stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Refused; nothing is touched.
+    Refused(Refusal),
+    /// The current CSV is being removed.
+    Removing {
+        /// The CSV.
+        csv: String,
+    },
+    /// The revision's CRDs and CSV are applied.
+    Installing,
+    /// The revision's CSV exists and is not Succeeded yet.
+    Waiting {
+        /// Its phase.
+        phase: Option<CsvPhase>,
+    },
+    /// The revision is installed again, its CSV Succeeded: held there.
+    Done,
+}
+
+/// The decision: the effects and the stage, for the log and the tests.
+pub struct Decision {
+    /// What to write.
+    pub effects: Effects<SubscriptionStatus>,
+    /// Where the rollback stands.
+    pub stage: Stage,
+}
+
+/// The revision asked for, among those of `read`.
+fn target<'a>(read: &Read<'a>) -> Option<&'a OperatorRevision> {
+    read.revisions.iter().copied().find(|r| read.request.matches(r))
+}
+
+fn csv<'a>(read: &Read<'a>, name: &str) -> Option<&'a ClusterServiceVersion> {
+    read.csvs.iter().copied().find(|c| c.name_any() == name)
+}
+
+/// The revision the reconcile must read whole (with the live CRDs it
+/// holds): the one asked for, while its CSV is not installed yet or not
+/// Succeeded (its objects are applied until then), or while another CSV of
+/// the Subscription is still to be removed (the checks come before that).
+pub fn content_needed(read: &Read<'_>) -> Option<String> {
+    let target = target(read)?;
+    let name = &target.spec.cluster_service_version;
+    let phase = csv(read, name).and_then(|c| c.status.as_ref()?.phase);
+    (phase != Some(CsvPhase::Succeeded) || !current(read, name).is_empty()).then(|| target.name_any())
+}
+
+/// The CSVs to remove before the revision's goes in: the Subscription's
+/// installed and current CSVs other than the revision's, that exist.
+fn current<'a>(read: &Read<'a>, keep: &str) -> Vec<&'a ClusterServiceVersion> {
+    let status = read.subscription.status.as_ref();
+    let mut names: Vec<&str> = status
+        .into_iter()
+        .flat_map(|s| [s.installed_csv.as_deref(), s.current_csv.as_deref()])
+        .flatten()
+        .filter(|name| *name != keep)
+        .collect();
+    names.dedup();
+    names.into_iter().filter_map(|name| csv(read, name)).collect()
+}
+
+/// The plan the Subscription refers to, when it is still applying.
+fn in_flight(read: &Read<'_>) -> Option<String> {
+    let name = read
+        .subscription
+        .status
+        .as_ref()?
+        .install_plan_ref
+        .as_ref()?
+        .name
+        .clone()?;
+    let plan = read.plans.iter().find(|p| p.name_any() == name)?;
+    let phase = plan.status.as_ref().map(|s| s.phase);
+    matches!(
+        phase,
+        Some(InstallPlanPhase::Installing | InstallPlanPhase::Planning)
+    )
+    .then_some(name)
+}
+
+/// Whether the revision can be installed again: its objects whole and
+/// readable, and no stored CRD version dropped.
+fn check(revision: &OperatorRevision, crds: &[(String, Value)]) -> Result<(), Refusal> {
+    let name = revision.name_any();
+    if !revision.spec.omitted.is_empty() {
+        return Err(Refusal::Incomplete {
+            revision: name,
+            omitted: revision.spec.omitted.iter().map(content::describe).collect(),
+        });
+    }
+    let unreadable = revision
+        .spec
+        .objects
+        .iter()
+        .find_map(|o| content::manifest(o).err())
+        .map(|e| e.to_string())
+        .or_else(|| {
+            (!revision
+                .spec
+                .objects
+                .iter()
+                .any(|o| o.key.kind == "ClusterServiceVersion"))
+            .then(|| "it holds no ClusterServiceVersion".to_owned())
+        });
+    if let Some(cause) = unreadable {
+        return Err(Refusal::Corrupt {
+            revision: name,
+            cause,
+        });
+    }
+    let dropped = safety::dropped(revision, crds);
+    if !dropped.is_empty() {
+        return Err(Refusal::DropsStoredVersions {
+            revision: name,
+            dropped,
+        });
+    }
+    Ok(())
+}
+
+/// Where the rollback of `read` stands.
+pub fn stage(read: &Read<'_>) -> Stage {
+    let Some(target) = target(read) else {
+        let mut known: Vec<&&OperatorRevision> = read.revisions.iter().collect();
+        known.sort_by_key(|r| r.spec.revision);
+        return Stage::Refused(Refusal::NotFound {
+            asked: read.request.to_string(),
+            known: known
+                .iter()
+                .map(|r| format!("{} ({})", r.spec.revision, r.name_any()))
+                .collect(),
+        });
+    };
+    let name = &target.spec.cluster_service_version;
+    let other = current(read, name).first().map(|c| c.name_any());
+    if let Some(installed) = csv(read, name)
+        && other.is_none()
+    {
+        let phase = installed.status.as_ref().and_then(|s| s.phase);
+        return match phase {
+            Some(CsvPhase::Succeeded) => Stage::Done,
+            phase => Stage::Waiting { phase },
+        };
+    }
+    // Something is still to be removed or installed: checked first.
+    if let Some(plan) = in_flight(read) {
+        return Stage::Refused(Refusal::InFlight { plan });
+    }
+    let Some(whole) = read.content else {
+        // Listed, but gone when it was read.
+        return Stage::Refused(Refusal::NotFound {
+            asked: read.request.to_string(),
+            known: Vec::new(),
+        });
+    };
+    if let Err(refusal) = check(whole, read.crds) {
+        return Stage::Refused(refusal);
+    }
+    match other {
+        Some(csv) => Stage::Removing { csv },
+        None => Stage::Installing,
+    }
+}
+
+/// The effects of the rollback of `read`. A recorded object that cannot be
+/// made an object to apply refuses the rollback as corrupt.
+pub fn decide(read: &Read<'_>) -> Decision {
+    let mut stage = stage(read);
+    let target = target(read);
+    let effects = match stage_effects(read, &stage, target) {
+        Ok(effects) => effects,
+        Err(corrupt) => {
+            stage = Stage::Refused(Refusal::Corrupt {
+                revision: target.map(ResourceExt::name_any).unwrap_or_default(),
+                cause: corrupt.to_string(),
+            });
+            Effects::none()
+        }
+    };
+    let mut effects = effects;
+    let status = status(read, &stage, target);
+    effects.status = (Some(&status) != read.subscription.status.as_ref()).then(|| StatusWrite {
+        name: read.subscription.name_any(),
+        status,
+    });
+    Decision { effects, stage }
+}
+
+/// The objects to write and remove at `stage`.
+fn stage_effects(
+    read: &Read<'_>,
+    stage: &Stage,
+    target: Option<&OperatorRevision>,
+) -> Result<Effects<SubscriptionStatus>, Corrupt> {
+    let mut effects = Effects::none();
+    let namespace = read.subscription.namespace().unwrap_or_default();
+    match stage {
+        Stage::Removing { csv: name } => {
+            if let Some(csv) = csv(read, name).filter(|c| c.metadata.deletion_timestamp.is_none()) {
+                let removal = Removal::of::<ClusterServiceVersion>(Some(&namespace), name);
+                effects.removals.push(match csv.uid() {
+                    Some(uid) => removal.with_uid(&uid),
+                    None => removal,
+                });
+            }
+        }
+        Stage::Installing => {
+            if let Some(whole) = read.content {
+                effects.objects = install_objects(read, whole, &namespace)?;
+            }
+        }
+        Stage::Waiting { .. } => {
+            let owner = target.and_then(|t| csv(read, &t.spec.cluster_service_version));
+            if let (Some(whole), Some(owner)) = (read.content, owner) {
+                effects.objects = owned_objects(whole, &namespace, owner)?;
+            }
+        }
+        Stage::Refused(_) | Stage::Done => {}
+    }
+    Ok(effects)
+}
+
+/// Kinds a bundle may ship that are not namespaced.
+const CLUSTER_SCOPED: [&str; 8] = [
+    "CustomResourceDefinition",
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "PriorityClass",
+    "APIService",
+    "ValidatingWebhookConfiguration",
+    "MutatingWebhookConfiguration",
+    "StorageClass",
+];
+
+fn is_crd(key: &ObjectKey) -> bool {
+    key.kind == "CustomResourceDefinition"
+}
+
+fn is_csv(key: &ObjectKey) -> bool {
+    key.kind == "ClusterServiceVersion"
+}
+
+/// Stage 3: the revision's CRDs at once, then its CSV (pruned as an
+/// InstallPlan prunes it, and marked with the CSV it replaces).
+fn install_objects(
+    read: &Read<'_>,
+    whole: &OperatorRevision,
+    namespace: &str,
+) -> Result<Vec<Desired>, Corrupt> {
+    let crds = whole.spec.objects.iter().filter(|o| is_crd(&o.key));
+    let mut objects: Vec<Desired> = olm_runtime::effects::at_once(
+        crds.map(|o| desired(o, namespace, None))
+            .collect::<Result<Vec<_>, _>>()?,
+    );
+    let from = current_name(read.subscription);
+    for object in whole.spec.objects.iter().filter(|o| is_csv(&o.key)) {
+        let mut csv = desired(object, namespace, None)?;
+        let mut typed: ClusterServiceVersion =
+            serde_json::from_value(serde_json::to_value(&csv.object).unwrap_or_default())
+                .map_err(|e| Corrupt::Unreadable(content::describe(&object.key), e.to_string()))?;
+        typed.status = None;
+        if let Some(from) = &from {
+            typed
+                .annotations_mut()
+                .insert(labels::revision::ROLLED_BACK_FROM.to_owned(), from.clone());
+        }
+        let value = serde_json::to_value(&typed).unwrap_or_default();
+        csv.object = serde_json::from_value(value)
+            .map_err(|e| Corrupt::Unreadable(content::describe(&object.key), e.to_string()))?;
+        objects.push(Desired::dynamic_fields(&csv.resource, &csv.object));
+    }
+    Ok(objects)
+}
+
+/// The CSV the Subscription reports installed, as the rollback found it.
+fn current_name(subscription: &Subscription) -> Option<String> {
+    subscription.status.as_ref()?.installed_csv.clone()
+}
+
+/// Stage 4: the revision's other objects, the namespaced ones owned by its CSV.
+fn owned_objects(
+    whole: &OperatorRevision,
+    namespace: &str,
+    owner: &ClusterServiceVersion,
+) -> Result<Vec<Desired>, Corrupt> {
+    let Some(uid) = owner.uid() else {
+        return Ok(Vec::new());
+    };
+    let reference = OwnerReference {
+        api_version: "operators.coreos.com/v1alpha1".to_owned(),
+        kind: "ClusterServiceVersion".to_owned(),
+        name: owner.name_any(),
+        uid,
+        controller: Some(false),
+        block_owner_deletion: Some(false),
+    };
+    let others = whole
+        .spec
+        .objects
+        .iter()
+        .filter(|o| !is_crd(&o.key) && !is_csv(&o.key) && o.key.kind != "Subscription");
+    Ok(olm_runtime::effects::at_once(
+        others
+            .map(|o| desired(o, namespace, Some(reference.clone())))
+            .collect::<Result<Vec<_>, _>>()?,
+    ))
+}
+
+/// One recorded object as it is applied again: in `namespace` unless its
+/// kind is cluster-scoped, owned by `owner` when namespaced and given.
+fn desired(
+    object: &RecordedObject,
+    namespace: &str,
+    owner: Option<OwnerReference>,
+) -> Result<Desired, Corrupt> {
+    let key = &object.key;
+    let manifest = content::manifest(object)?;
+    let mut dynamic: DynamicObject = serde_json::from_value(manifest)
+        .map_err(|e| Corrupt::Unreadable(content::describe(key), format!("not an object: {e}")))?;
+    let namespaced = !CLUSTER_SCOPED.contains(&key.kind.as_str());
+    let metadata = &mut dynamic.metadata;
+    metadata.name = Some(key.name.clone());
+    metadata.namespace = namespaced.then(|| namespace.to_owned());
+    metadata.uid = None;
+    metadata.resource_version = None;
+    metadata.creation_timestamp = None;
+    metadata.managed_fields = None;
+    if namespaced && let Some(owner) = owner {
+        metadata.owner_references = Some(vec![owner]);
+    }
+    // The group and version the manifest was applied as, else the key's.
+    let gvk = dynamic
+        .types
+        .as_ref()
+        .and_then(|t| GroupVersionKind::try_from(t).ok())
+        .unwrap_or_else(|| GroupVersionKind::gvk(&key.group, &key.version, &key.kind));
+    Ok(Desired::dynamic_fields(&ApiResource::from_gvk(&gvk), &dynamic))
+}
+
+/// The Subscription's status at `stage`: the rollback's condition and the
+/// kstatus conditions (Ready, Reconciling, Stalled), the state Argo CD
+/// reads, and the installed CSV once the revision's exists.
+fn status(read: &Read<'_>, stage: &Stage, target: Option<&OperatorRevision>) -> SubscriptionStatus {
+    let subscription = read.subscription;
+    let old = subscription.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    status.observed_generation = subscription.metadata.generation;
+    let mut conditions = old.conditions.clone().unwrap_or_default();
+    let now = read.now;
+    for gone in [
+        Type::InstallPlanPending,
+        Type::InstallPlanFailed,
+        Type::InstallPlanMissing,
+    ] {
+        remove_subscription_condition(&mut conditions, gone);
+    }
+    let (state, settled) = set_conditions(&mut conditions, stage, target, old.state, now);
+    status.state = state;
+    if let Some(target) = settled {
+        status.installed_csv = Some(target.spec.cluster_service_version.clone());
+        status.current_csv = Some(target.spec.cluster_service_version.clone());
+    }
+    status.conditions = Some(conditions);
+    let mut without_time = status.clone();
+    without_time.last_updated = old.last_updated.clone();
+    if without_time != old {
+        status.last_updated = Some(now.clone());
+    }
+    status
+}
+
+fn describe(t: &OperatorRevision) -> String {
+    format!(
+        "revision {} ({}{})",
+        t.spec.revision,
+        t.spec.cluster_service_version,
+        t.spec
+            .version
+            .as_deref()
+            .map(|v| format!(", version {v}"))
+            .unwrap_or_default()
+    )
+}
+
+/// The conditions of `stage`; the state, and the revision to report as
+/// installed (once its CSV exists).
+fn set_conditions<'a>(
+    conditions: &mut Vec<olm_api::v1alpha1::SubscriptionCondition>,
+    stage: &Stage,
+    target: Option<&'a OperatorRevision>,
+    state: Option<SubscriptionState>,
+    now: &Time,
+) -> (Option<SubscriptionState>, Option<&'a OperatorRevision>) {
+    match (stage, target) {
+        (Stage::Refused(refusal), _) if refusal.is_temporary() => {
+            // It passes by itself: under way, not stalled.
+            let message = refusal.to_string();
+            let reason = refusal.reason();
+            set_subscription_condition(conditions, Type::RolledBack, false, reason.clone(), &message, now);
+            set_subscription_condition(conditions, Type::Ready, false, reason.clone(), &message, now);
+            set_subscription_condition(conditions, Type::Reconciling, true, reason, &message, now);
+            remove_subscription_condition(conditions, Type::Stalled);
+            remove_subscription_condition(conditions, Type::ResolutionFailed);
+            (state, None)
+        }
+        (Stage::Refused(refusal), _) => {
+            let message = refusal.to_string();
+            let reason = refusal.reason();
+            set_subscription_condition(conditions, Type::RolledBack, false, reason.clone(), &message, now);
+            set_subscription_condition(
+                conditions,
+                Type::ResolutionFailed,
+                true,
+                reason.clone(),
+                &message,
+                now,
+            );
+            set_subscription_condition(conditions, Type::Ready, false, reason.clone(), &message, now);
+            remove_subscription_condition(conditions, Type::Reconciling);
+            set_subscription_condition(conditions, Type::Stalled, true, reason, &message, now);
+            (state, None)
+        }
+        (Stage::Done, Some(target)) => {
+            let message = format!(
+                "rolled back to {}; held there: no upgrade until annotation olm-rs.dev/rollback-to is removed",
+                describe(target)
+            );
+            let reason = Reason::RolledBack;
+            set_subscription_condition(conditions, Type::RolledBack, true, reason.clone(), &message, now);
+            set_subscription_condition(conditions, Type::Ready, true, reason, &message, now);
+            remove_subscription_condition(conditions, Type::Reconciling);
+            remove_subscription_condition(conditions, Type::Stalled);
+            remove_subscription_condition(conditions, Type::ResolutionFailed);
+            (Some(SubscriptionState::AtLatestKnown), Some(target))
+        }
+        (stage, target) => {
+            let what = match stage {
+                Stage::Removing { csv } => format!("removing CSV {csv} first"),
+                Stage::Installing => "installing its CRDs and CSV from the revision".to_owned(),
+                Stage::Waiting { phase } => format!(
+                    "waiting for its CSV to succeed (phase {})",
+                    phase.map_or("none yet".to_owned(), |p| format!("{p:?}"))
+                ),
+                _ => String::new(),
+            };
+            let message = format!(
+                "rolling back to {}: {what}",
+                target.map(describe).unwrap_or_default()
+            );
+            let reason = Reason::RollingBack;
+            set_subscription_condition(conditions, Type::RolledBack, false, reason.clone(), &message, now);
+            set_subscription_condition(conditions, Type::Ready, false, reason.clone(), &message, now);
+            set_subscription_condition(conditions, Type::Reconciling, true, reason, &message, now);
+            remove_subscription_condition(conditions, Type::Stalled);
+            remove_subscription_condition(conditions, Type::ResolutionFailed);
+            let installed = matches!(stage, Stage::Installing | Stage::Waiting { .. });
+            (
+                Some(SubscriptionState::UpgradePending),
+                target.filter(|_| installed),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -9,6 +9,7 @@
 //! of remote data while it was down), never `-created` or `-joined` again.
 //! Removing the relation runs `-departed` for each remote unit, then
 //! `-broken`, and the web units' status follows (`blocked: needs a database`).
+//! `kubectl olm status` shows the relation with its units and leaders.
 //!
 //! Every hook appends `<hook> <remote unit or ->` to `hooks.log` in its unit's
 //! sandbox; the test reads those logs and the Machines' unit status.
@@ -283,6 +284,52 @@ fn check_order(who: &str, log: &[String]) {
     }
 }
 
+/// `kubectl olm status` shows the relation, its units and each side's leader.
+async fn status_shows_the_relation(client: &Client, ns: &str, db: &Agent, webs: &[Agent]) {
+    let argv = [
+        "kubectl-olm",
+        "status",
+        "-n",
+        ns,
+        "--global-catalog-namespace",
+        ns,
+    ];
+    let cli = kubectl_olm::Cli::parse_from_args(argv).expect("valid arguments");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let result = cli.run(client.clone(), &mut out, &mut err, false).await;
+    let out = String::from_utf8(out).expect("utf-8");
+    assert!(result.is_ok(), "status failed: {result:?} {out}");
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("r "))
+        .unwrap_or_else(|| panic!("no relation r in {out}"));
+    let words: Vec<&str> = line.split_whitespace().collect();
+    assert_eq!(
+        words[..5],
+        ["r", "db:db", "web:database", "pg", "Related"],
+        "{out}"
+    );
+    // One leader on each side, marked as `juju status` marks it.
+    let mut units: Vec<String> = words[5..]
+        .iter()
+        .map(|u| u.trim_end_matches('*').to_owned())
+        .collect();
+    units.sort();
+    let mut wanted: Vec<String> = webs.iter().map(|w| format!("web/{}", w.machine)).collect();
+    wanted.push(format!("db/{}", db.machine));
+    wanted.sort();
+    assert_eq!(units, wanted, "{out}");
+    assert!(words.contains(&format!("db/{}*", db.machine).as_str()), "{out}");
+    assert_eq!(
+        words
+            .iter()
+            .filter(|w| w.starts_with("web/") && w.ends_with('*'))
+            .count(),
+        1,
+        "{out}"
+    );
+}
+
 async fn csv_succeeded(client: &Client, ns: &str, name: &str) {
     let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
     wait_for(&csvs, name, "Succeeded", |c: Option<&ClusterServiceVersion>| {
@@ -359,6 +406,7 @@ async fn related_units_run_relation_hooks_in_order_and_exchange_data() {
             assert_eq!(web.count(&format!("database-relation-joined {db_unit}")), 1);
         }
         assert_eq!(db.count("db-relation-created -"), 1, "{:?}", db.log());
+        status_shows_the_relation(&client, &ns, &db, &webs).await;
 
         // An agent restarted after the remote data changed while it was down
         // runs -changed, and neither -created nor -joined again.

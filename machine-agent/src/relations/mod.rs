@@ -111,6 +111,40 @@ impl Relations {
         (handle, run)
     }
 
+    /// Relations read from `relations` and `bags` (as synced watches would
+    /// hold them), writing through `client`, for Machine `machine` of `namespace`.
+    #[cfg(test)]
+    pub(crate) fn of(
+        client: Client,
+        namespace: &str,
+        machine: &str,
+        relations: Vec<Relation>,
+        bags: Vec<Databag>,
+    ) -> Self {
+        fn store<K>(objects: Vec<K>) -> Store<K>
+        where
+            K: kube::Resource<DynamicType = ()> + Clone + 'static,
+        {
+            let mut writer = kube::runtime::reflector::store::Writer::<K>::default();
+            for object in objects {
+                writer.apply_watcher_event(&watcher::Event::Apply(object));
+            }
+            writer.as_reader()
+        }
+        let synced = [Synced::new(), Synced::new()];
+        synced.iter().for_each(Synced::set);
+        Relations {
+            relations: store(relations),
+            bags: store(bags),
+            synced,
+            api: Api::namespaced(client, namespace),
+            namespace: namespace.to_owned(),
+            machine: machine.to_owned(),
+            changes: watch::Sender::new(0),
+            retries: Arc::default(),
+        }
+    }
+
     /// Whether both watches have listed what there is.
     fn synced(&self) -> bool {
         self.synced.iter().all(Synced::get)

@@ -386,6 +386,84 @@ mod tests {
         assert_eq!(get(&data, None), r#"{"host":"10.0.0.1"}"#);
     }
 
+    /// A client whose every request fails: no API server.
+    fn offline() -> kube::Client {
+        let service = tower::service_fn(|_: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("no API server here"))
+        });
+        kube::Client::new(service, "ns")
+    }
+
+    /// web's unit on edge-a, related to db (units dbs-a, dbs-b) by `r`.
+    fn web_on_edge_a() -> Relations {
+        use crate::relations::view::tests::{bag, relation};
+        let bags = vec![
+            bag("r", "web", None, &[("url", "http://web")]),
+            bag("r", "web", Some("edge-a"), &[("user", "edge-a")]),
+            bag("r", "db", None, &[("database", "main")]),
+            bag("r", "db", Some("dbs-a"), &[("host", "10.0.0.1")]),
+            bag("r", "db", Some("dbs-b"), &[]),
+        ];
+        Relations::of(offline(), "ns", "edge-a", vec![relation("r", true)], bags)
+    }
+
+    #[tokio::test]
+    async fn hooks_read_either_side_and_write_only_their_own() {
+        let relations = web_on_edge_a();
+        let leadership = Leadership::new(std::time::Duration::from_secs(30));
+        let ask = async |tool: RelationTool| relations.answer("web.v1", Some("web"), &leadership, tool).await;
+        let get = |key: &str, target: &str, app: bool| RelationTool::RelationGet {
+            relation: Some("database:r".into()),
+            key: Some(key.into()),
+            target: (!target.is_empty()).then(|| target.to_owned()),
+            app,
+        };
+        let ids = RelationTool::RelationIds { endpoint: None };
+        assert_eq!(ask(ids).await, Ok(Some("database:r".into())));
+        let list = RelationTool::RelationList {
+            relation: Some("r".into()),
+        };
+        assert_eq!(ask(list).await, Ok(Some("db/dbs-a\ndb/dbs-b".into())));
+        assert_eq!(
+            ask(get("host", "db/dbs-a", false)).await,
+            Ok(Some("10.0.0.1".into()))
+        );
+        assert_eq!(ask(get("database", "", true)).await, Ok(Some("main".into())));
+        assert_eq!(
+            ask(get("user", "web/edge-a", false)).await,
+            Ok(Some("edge-a".into()))
+        );
+        assert_eq!(ask(get("url", "web", true)).await, Ok(Some("http://web".into())));
+        let stranger = ask(get("host", "db/dbs-z", false)).await.unwrap_err();
+        assert!(
+            stranger.contains("remote units are db/dbs-a, db/dbs-b"),
+            "{stranger}"
+        );
+        let set = |app: bool| RelationTool::RelationSet {
+            relation: None,
+            app,
+            settings: BTreeMap::from([("user".to_owned(), "x".to_owned())]),
+        };
+        assert!(ask(set(false)).await.unwrap_err().contains("give -r"));
+        let set = |app: bool| RelationTool::RelationSet {
+            relation: Some("database:r".into()),
+            app,
+            settings: BTreeMap::from([("user".to_owned(), "x".to_owned())]),
+        };
+        // Not the leader: refused before any write.
+        let refused = ask(set(true)).await.unwrap_err();
+        assert_eq!(
+            refused,
+            "only the leader of web sets its application data, and web/edge-a does not lead (is-leader says False)"
+        );
+        // Its own bag: written to the API server (here, none answers).
+        let offline = ask(set(false)).await.unwrap_err();
+        assert!(
+            offline.starts_with("cannot write Databag r.web.edge-a: "),
+            "{offline}"
+        );
+    }
+
     #[test]
     fn calls_are_one_json_object_tagged_by_tool() {
         let tool = RelationTool::RelationSet {

@@ -117,8 +117,7 @@ pub async fn run_unit(
             _ => next_hook(&record, &current.want, leader),
         };
         // A settled unit runs its relations' hooks before any periodic one.
-        let relation =
-            relation_hooks::settled_step(&units, &name, &mut record, &current, next.is_none()).await;
+        let relation = relation_hooks::settled_step(&units, &name, &mut record, &current, next).await;
         if relation == relation_hooks::Step::Ran {
             save_record(&units.state, &name, &record);
             continue;

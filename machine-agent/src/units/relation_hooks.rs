@@ -1,13 +1,16 @@
 //! Running a unit's relation hooks, in its task, one at a time with its other
 //! hooks: a unit runs them once it is settled (installed, started, nothing of
-//! its own life left to do), before `update-status`.
+//! its own life left to do), before `update-status`; a unit being removed
+//! leaves its relations (`-departed`, `-broken`) before `stop`.
 //!
 //! A relation hook that fails is recorded as the unit's failure (the unit
 //! shows `error` with its message) and is retried after the same backoff as
 //! other hooks, or at once when the next relation hook is another one (the
 //! relation changed meanwhile); until then the unit runs no periodic hook.
 
-use std::path::PathBuf;
+use std::{collections::BTreeMap, path::PathBuf};
+
+use olm_api::v1alpha1::MachineHook as Hook;
 
 use super::{
     UnitInput, Units,
@@ -19,6 +22,7 @@ use crate::{
     relations::{
         self, RELATION_ENV, RELATION_ID_ENV, REMOTE_APP_ENV, REMOTE_UNIT_ENV,
         sequence::{self, RelationHook},
+        view::RelationView,
     },
     state::{self, StateDir},
 };
@@ -34,37 +38,51 @@ pub enum Step {
     Idle,
 }
 
-/// Runs the next relation hook of unit `name` when it is settled (`settled`:
-/// nothing of its own life is left to do) and runs its CSV without a problem.
+/// Runs the next relation hook of unit `name`, when one is due: a unit that
+/// runs its CSV without a problem runs them once settled (`next`, its next
+/// hook of its own life, is `None`); a unit being removed leaves its
+/// relations (every remote unit departs, every relation breaks) before it
+/// stops, best effort: a failure there is logged, and the unit goes on.
 pub async fn settled_step(
     units: &Units,
     name: &str,
     record: &mut UnitRecord,
     input: &UnitInput,
-    settled: bool,
+    next: Option<Hook>,
 ) -> Step {
-    if settled && input.problem.is_none() && matches!(input.want, Want::Run { .. }) {
-        step(units, name, record, input).await
-    } else {
-        Step::Idle
-    }
+    let (views, leaving) = match (&input.want, next) {
+        (Want::Run { .. }, None) if input.problem.is_none() => {
+            let views = input
+                .application
+                .as_deref()
+                .and_then(|application| units.relations.views(application));
+            let Some(views) = views else {
+                return Step::Idle;
+            };
+            (views, false)
+        }
+        (Want::Remove, Some(Hook::Stop)) => (BTreeMap::new(), true),
+        _ => return Step::Idle,
+    };
+    step(units, name, record, input, &views, leaving).await
 }
 
-/// Runs the next relation hook of settled unit `name`, if one is due.
-async fn step(units: &Units, name: &str, record: &mut UnitRecord, input: &UnitInput) -> Step {
-    let Some(application) = input.application.as_deref() else {
-        return Step::Idle;
-    };
-    let Some(views) = units.relations.views(application) else {
-        return Step::Idle;
-    };
+/// Runs the next relation hook of unit `name` for `views`, if one is due.
+async fn step(
+    units: &Units,
+    name: &str,
+    record: &mut UnitRecord,
+    input: &UnitInput,
+    views: &BTreeMap<String, RelationView>,
+    leaving: bool,
+) -> Step {
     let mut relations = relations::read_record(&units.state, name);
     let failing = record
         .failure
         .as_ref()
         .filter(|f| sequence::is_relation_hook(&f.hook))
         .map(|f| (f.hook.clone(), f.attempts));
-    let Some(hook) = sequence::next(&relations, &views) else {
+    let Some(hook) = sequence::next(&relations, views) else {
         if failing.is_some() {
             // What failed is no longer to run (its relation changed): the unit is fine.
             record.failure = None;
@@ -98,6 +116,16 @@ async fn step(units: &Units, name: &str, record: &mut UnitRecord, input: &UnitIn
                 record.failure = None;
             }
             units.relations.set_retry(name, None);
+        }
+        Err(message) if leaving => {
+            tracing::warn!(
+                unit = name,
+                hook = hook.name(),
+                message,
+                "hook failed: the unit leaves the relation all the same"
+            );
+            relations.succeeded(&hook);
+            relations::save_record(&units.state, name, &relations);
         }
         Err(message) => {
             tracing::warn!(unit = name, hook = hook.name(), message, "hook failed");
@@ -145,7 +173,12 @@ async fn run_hook(
             record.config.clone().unwrap_or_default(),
         ),
     };
-    let prepared = privilege::hook_ids(&units.users, name, input.privileged)
+    // A unit being removed runs its hooks as its record says they last ran.
+    let privileged = match input.want {
+        Want::Run { .. } => input.privileged,
+        Want::Remove => record.privileged,
+    };
+    let prepared = privilege::hook_ids(&units.users, name, privileged)
         .map_err(|error| format!("{hook_name} hook cannot run: {error}"))
         .and_then(|ids| {
             privilege::prepare(&units.state, &units.users, name, &hook_name, &config, ids)

@@ -358,6 +358,48 @@ impl Operator {
     }
 }
 
+/// olm-operator's controllers alone, in-process, acting as its ServiceAccount
+/// of `manifests/` (for tests that need no catalog: CSVs applied as they are).
+pub struct OlmOperator {
+    parts: Parts,
+    task: JoinHandle<()>,
+    identity: IdentityClient,
+}
+
+impl OlmOperator {
+    /// Starts olm-operator's controllers; `client` (the test's) grants its RBAC.
+    pub async fn start(client: &Client) -> OlmOperator {
+        let identity = IdentityClient::new(client, Binary::OlmOperator, None).await;
+        let parts = Parts::new(
+            identity.client.clone(),
+            Leadership::standalone(),
+            olm_runtime::apply::FIELD_MANAGER_OLM,
+        )
+        .expect("metrics");
+        let ctx = Arc::new(olm_operator::context::Context::new(
+            identity.client.clone(),
+            Some(identity.config.clone()),
+            Arc::new(olm_operator::metrics::Metrics::register(&parts.metrics).expect("metrics")),
+            parts.writer.clone(),
+            olm_operator::context::Settings::default(),
+        ));
+        let task = tokio::spawn(olm_operator::controllers(&parts, ctx));
+        OlmOperator {
+            parts,
+            task,
+            identity,
+        }
+    }
+
+    /// Stops the controllers (reconciles in flight finish first); fails the
+    /// test if the API server refused olm-operator anything.
+    pub async fn stop(self) {
+        self.parts.shutdown.trigger();
+        let _ = tokio::time::timeout(Duration::from_secs(20), self.task).await;
+        self.identity.assert_no_forbidden();
+    }
+}
+
 /// What a user meets: the demo catalog's registry, both operators in-process
 /// (the catalog-operator scoped to the namespace), an OperatorGroup `demo`
 /// targeting the namespace and a CatalogSource `demo` on the registry, READY.

@@ -1,11 +1,14 @@
-//! `status`: operators, their workloads, catalogs and pending approvals in one
-//! view, in the manner of `juju status`. Gathering reads the cluster;
-//! [`report`] and [`render`] are pure.
+//! `status`: operators, their workloads, relations, catalogs and pending
+//! approvals in one view, in the manner of `juju status --relations`.
+//! Gathering reads the cluster; [`report`] and [`render`] are pure.
+
+pub mod relations;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, Client, ResourceExt, api::ListParams};
 use olm_api::{
     labels,
+    model::{Databag, Relation},
     substrate::Machine,
     v1alpha1::{
         CatalogSource, ClusterServiceVersion, ConditionStatus, ConnectivityState, CsvPhase, InstallPlan,
@@ -36,6 +39,10 @@ pub struct Inputs {
     pub catalogs: Vec<CatalogSource>,
     /// The heads of the channels the Subscriptions follow.
     pub heads: Vec<ChannelHead>,
+    /// Relations.
+    pub relations: Vec<Relation>,
+    /// Their Databags (the units of each side).
+    pub databags: Vec<Databag>,
 }
 
 /// The head of a channel in a catalog.
@@ -133,6 +140,8 @@ pub struct Report {
     pub operators: Vec<OperatorRow>,
     /// Their workloads.
     pub workloads: Vec<WorkloadRow>,
+    /// Relations.
+    pub relations: Vec<relations::RelationRow>,
     /// Catalogs.
     pub catalogs: Vec<CatalogRow>,
     /// Pending approvals.
@@ -167,6 +176,7 @@ pub fn report(inputs: &Inputs) -> Report {
             .map(|sub| operator_row(sub, &own_csvs, &inputs.heads))
             .collect(),
         workloads: inputs.deployments.iter().filter_map(deployment_row).collect(),
+        relations: relations::rows(&inputs.relations, &inputs.databags, &inputs.machines),
         catalogs: inputs.catalogs.iter().map(catalog_row).collect(),
         approvals: inputs.plans.iter().filter_map(approval_row).collect(),
     };
@@ -368,6 +378,7 @@ pub fn render(report: &Report, colour: bool, namespaces: bool) -> String {
     }
     let others = [
         (!report.workloads.is_empty()).then(|| workloads_table(&report.workloads, columns)),
+        (!report.relations.is_empty()).then(|| relations::table(&report.relations, namespaces)),
         (!report.catalogs.is_empty()).then(|| catalogs_table(&report.catalogs, columns)),
         (!report.approvals.is_empty()).then(|| approvals_table(&report.approvals, columns)),
     ];
@@ -533,6 +544,9 @@ pub async fn gather(
         list(api(client, namespace), &in_namespace("Deployments"), true, &owned).await?;
     let machines: Vec<Machine> = list(api(client, None), "Machines", true, &all).await?;
     let catalogs = catalogs_of(client, namespace, catalog_namespaces).await?;
+    let relations: Vec<Relation> =
+        list(api(client, namespace), &in_namespace("Relations"), true, &all).await?;
+    let databags: Vec<Databag> = list(api(client, namespace), &in_namespace("Databags"), true, &all).await?;
     let csv_names: Vec<String> = csvs.iter().map(ResourceExt::name_any).collect();
     Ok(Inputs {
         subscriptions,
@@ -542,6 +556,8 @@ pub async fn gather(
         plans,
         catalogs,
         heads: Vec::new(),
+        relations,
+        databags,
     })
 }
 
@@ -673,6 +689,8 @@ mod tests {
                 bundle: "demo-app.v0.2.0".into(),
                 version: "0.2.0".into(),
             }],
+            relations: Vec::new(),
+            databags: Vec::new(),
         }
     }
 

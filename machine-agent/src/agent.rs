@@ -8,8 +8,9 @@
 //! 1. identity: the saved one, or from the flags; an external machine joins first;
 //! 2. registration: the Machine (re-adopted when it exists) and its Lease;
 //! 3. loops: the heartbeat, the Machine's status (written on change only), the
-//!    planner that starts and feeds one task per unit, endpoint learning, and the
-//!    hook tool's socket.
+//!    planner that starts and feeds one task per unit, endpoint learning, the
+//!    watches of the namespace's Relations and Databags (which wake the units'
+//!    relation hooks), and the hook tool's socket.
 
 use std::{
     collections::BTreeMap,
@@ -48,6 +49,7 @@ use crate::{
     join::{JoinError, join},
     leadership::{self, Leadership},
     machine::{self, Identity},
+    relations::Relations,
     run_args::RunArgs,
     state::{self, StateDir, StateError},
     units::{
@@ -312,7 +314,13 @@ fn work(
     let (plan_triggers, machine_events) = (watches.plan_triggers(), watches.machine_events());
     log_hook_users(&users);
     let socket_group = users.agent.is_root().then_some(users.hook.gid);
-    let units = Arc::new(shared_units(state, &registered, users));
+    let (relations, relation_watches) = crate::relations::Relations::watch(
+        runtime,
+        runtime.client(),
+        &registered.identity.namespace,
+        &registered.identity.machine,
+    );
+    let units = Arc::new(shared_units(state, &registered, users, relations));
     let planner = Planner::new(units.clone(), &watches, shutdown.clone());
     let status = StatusWriter {
         machines: registered.machines.clone(),
@@ -345,7 +353,7 @@ fn work(
         shutdown,
     );
     let hook_socket = serve_hook_tool(units.runs.clone(), state.socket_path(), socket_group);
-    let watches = watches.run();
+    let watches = futures::future::join(watches.run(), relation_watches);
     async move {
         let loops = futures::future::join5(
             planner.run(plan_triggers),
@@ -356,7 +364,7 @@ fn work(
         );
         tokio::select! {
             _ = loops => {},
-            () = watches => {},
+            _ = watches => {},
             () = hook_socket => {},
         }
     }
@@ -380,7 +388,7 @@ fn log_hook_users(users: &Users) {
 
 /// What every unit task of this machine shares; the units' statuses start as
 /// the Machine last reported them ([`machine::last_reported`]).
-fn shared_units(state: &StateDir, registered: &Registered, users: Users) -> Units {
+fn shared_units(state: &StateDir, registered: &Registered, users: Users, relations: Relations) -> Units {
     let identity = &registered.identity;
     let leadership = Leadership::new(registered.lease_duration);
     let reported = machine::last_reported(&registered.machine, &units_on_disk(state));
@@ -390,10 +398,11 @@ fn shared_units(state: &StateDir, registered: &Registered, users: Users) -> Unit
         machine: identity.machine.clone(),
         pool: identity.pool.clone(),
         namespace: identity.namespace.clone(),
-        runs: Runs::new(leadership.clone()),
+        runs: Runs::new(leadership.clone()).with_relations(relations.clone()),
         users,
         statuses,
         leadership,
+        relations,
     }
 }
 

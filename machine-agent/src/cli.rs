@@ -9,6 +9,7 @@ pub use crate::run_args::{DEFAULT_HOOK_ID, RunArgs};
 use crate::{
     agent::{self, AgentError},
     hook_tool::{self, CallError},
+    relations::tools::RelationCommand,
 };
 
 /// The olm-rs machine agent.
@@ -49,6 +50,9 @@ pub enum HookCommand {
     /// Print `True` when the unit leads its application (for at least half the
     /// leader Lease's duration more), else `False`.
     IsLeader,
+    /// The relation tools.
+    #[command(flatten)]
+    Relation(RelationCommand),
 }
 
 fn parse_state(value: &str) -> Result<WorkloadState, String> {
@@ -99,6 +103,9 @@ impl Cli {
             }
             Command::Hook(HookCommand::Log { message }) => hook_tool::Command::Log { message },
             Command::Hook(HookCommand::IsLeader) => hook_tool::Command::IsLeader,
+            Command::Hook(HookCommand::Relation(command)) => {
+                hook_tool::Command::Relation(command.into_tool())
+            }
         };
         if let Some(output) = hook_tool::call(command)? {
             println!("{output}");

@@ -1,6 +1,8 @@
-//! The hook tool: `machine-agent hook status-set|log|is-leader`, through which a
-//! running hook sets its unit's workload status, logs, and asks whether its
-//! unit leads its application, and the agent's end of it.
+//! The hook tool: `machine-agent hook status-set|log|is-leader` and the
+//! relation tools (`relation-ids|relation-list|relation-get|relation-set`,
+//! [`crate::relations::tools`]), through which a running hook sets its unit's
+//! workload status, logs, asks whether its unit leads its application and
+//! reads and writes its relations' data, and the agent's end of it.
 //!
 //! The tool talks to the running agent over a Unix socket in the state directory
 //! (path in `OLM_RS_AGENT_SOCKET`), one JSON line each way. A Unix socket because it
@@ -23,7 +25,10 @@ use olm_api::substrate::WorkloadState;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-use crate::leadership::Leadership;
+use crate::{
+    leadership::Leadership,
+    relations::{Relations, tools::RelationTool},
+};
 
 /// The environment variable with the socket's path.
 pub const SOCKET_ENV: &str = "OLM_RS_AGENT_SOCKET";
@@ -65,6 +70,8 @@ pub enum Command {
     /// Asks whether the unit leads its application: `True` holds for at least
     /// half the leader Lease's duration ([`Leadership::confirms`]).
     IsLeader,
+    /// A relation tool ([`crate::relations::tools`]).
+    Relation(RelationTool),
 }
 
 /// The agent's answer.
@@ -103,6 +110,7 @@ pub type Workload = Arc<Mutex<Option<(WorkloadState, Option<String>)>>>;
 pub struct Runs {
     inner: Arc<Mutex<Runner>>,
     leadership: Leadership,
+    relations: Option<Relations>,
 }
 
 impl Default for Runs {
@@ -150,6 +158,15 @@ impl Runs {
         Runs {
             inner: Arc::default(),
             leadership,
+            relations: None,
+        }
+    }
+
+    /// These runs, with the relation tools answered from `relations`.
+    pub fn with_relations(self, relations: Relations) -> Self {
+        Runs {
+            relations: Some(relations),
+            ..self
         }
     }
 
@@ -178,7 +195,7 @@ impl Runs {
     }
 
     /// Answers one request.
-    pub fn handle(&self, request: Request) -> Reply {
+    pub async fn handle(&self, request: Request) -> Reply {
         let Some(run) = self.lock().runs.get(&request.run).cloned() else {
             return Reply::refused(format!(
                 "no hook run {} is in progress: the hook tool works only inside a hook",
@@ -203,6 +220,18 @@ impl Runs {
                     output: Some(answer.to_owned()),
                 };
             }
+            Command::Relation(tool) => {
+                let Some(relations) = &self.relations else {
+                    return Reply::refused("this agent keeps no relations".to_owned());
+                };
+                let answer = relations
+                    .answer(unit, run.application.as_deref(), &self.leadership, tool)
+                    .await;
+                return match answer {
+                    Ok(output) => Reply { error: None, output },
+                    Err(error) => Reply::refused(error),
+                };
+            }
         }
         Reply::ok()
     }
@@ -210,14 +239,14 @@ impl Runs {
     /// Answers one request line as read from the socket (at most [`MAX_REQUEST_BYTES`] of it
     /// is read, newline included): a line that is too long or not a request is refused with
     /// the reason.
-    pub fn answer(&self, line: &[u8]) -> Reply {
+    pub async fn answer(&self, line: &[u8]) -> Reply {
         if line.len() > MAX_REQUEST_BYTES {
             return Reply::refused(format!(
                 "cannot read the request: it is longer than {MAX_REQUEST_BYTES} bytes"
             ));
         }
         match serde_json::from_slice::<Request>(line) {
-            Ok(request) => self.handle(request),
+            Ok(request) => self.handle(request).await,
             Err(error) => Reply::refused(format!("cannot read the request: {error}")),
         }
     }
@@ -242,7 +271,7 @@ impl Runs {
                 if bounded.read_until(b'\n', &mut line).await.is_err() {
                     return;
                 }
-                let reply = runs.answer(&line);
+                let reply = runs.answer(&line).await;
                 let mut out = serde_json::to_vec(&reply).unwrap_or_default();
                 out.push(b'\n');
                 let _ = write.write_all(&out).await;
@@ -325,8 +354,8 @@ fn exchange(mut stream: std::os::unix::net::UnixStream, request: &Request) -> st
 mod tests {
     use super::*;
 
-    #[test]
-    fn only_a_run_in_progress_may_set_status() {
+    #[tokio::test]
+    async fn only_a_run_in_progress_may_set_status() {
         let runs = Runs::default();
         let guard = runs.start("demo.v1", Some("demo"));
         let set = |run: &str| {
@@ -338,38 +367,39 @@ mod tests {
                 },
             })
         };
-        assert_eq!(set(&guard.id).error, None);
+        assert_eq!(set(&guard.id).await.error, None);
         assert_eq!(
             *guard.workload.lock().unwrap(),
             Some((WorkloadState::Blocked, Some("needs a license".into())))
         );
         let id = guard.id.clone();
         drop(guard);
-        assert!(set(&id).error.unwrap().contains("no hook run"));
+        assert!(set(&id).await.error.unwrap().contains("no hook run"));
     }
 
-    #[test]
-    fn is_leader_answers_for_the_units_application() {
+    #[tokio::test]
+    async fn is_leader_answers_for_the_units_application() {
         let leadership = Leadership::new(std::time::Duration::from_secs(10));
         let runs = Runs::new(leadership.clone());
         let db = runs.start("db.v1", Some("db"));
         let web = runs.start("web.v1", Some("web"));
-        let ask = |run: &RunGuard| {
+        let ask = async |run: &RunGuard| {
             runs.handle(Request {
                 run: run.id.clone(),
                 command: Command::IsLeader,
             })
+            .await
             .output
         };
-        assert_eq!(ask(&db).as_deref(), Some("False"));
+        assert_eq!(ask(&db).await.as_deref(), Some("False"));
         leadership
             .leading
             .send_replace(crate::leadership::Leading::from([(
                 "db".to_owned(),
                 std::time::Instant::now() + std::time::Duration::from_secs(10),
             )]));
-        assert_eq!(ask(&db).as_deref(), Some("True"));
-        assert_eq!(ask(&web).as_deref(), Some("False"));
+        assert_eq!(ask(&db).await.as_deref(), Some("True"));
+        assert_eq!(ask(&web).await.as_deref(), Some("False"));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,6 +7,7 @@
 //! - [`units`]: the operators' units and their hooks.
 //! - [`hook_tool`]: `machine-agent hook ...`, the hooks' way back to the agent.
 //! - [`leadership`]: the leader of each application, through its leader Lease.
+//! - [`relations`]: the relation hooks of units, and the relation hook tools.
 //! - [`endpoints`], [`failover`]: every API server endpoint, and failing over between them.
 //! - [`state`]: the state directory.
 //! - [`csv_view`]: what the agent reads of a CSV.
@@ -23,6 +24,7 @@ pub mod host;
 pub mod join;
 pub mod leadership;
 pub mod machine;
+pub mod relations;
 pub mod run_args;
 pub mod state;
 pub mod units;

@@ -7,6 +7,8 @@
 //!   credentials/token      an external machine's own token, received at join
 //!   agent.sock             the hook tool's socket (see `hook_tool`), 0660 with the hook user's group
 //!   units/<unit>/unit.json the unit's record: hooks done, version, config applied, error
+//!   units/<unit>/relations.json  what its relation hooks did: per relation, the remote
+//!                          units joined and the data their last `-changed` saw
 //!   units/<unit>/hooks/    the hook scripts last read, kept to stop and remove a unit
 //!                          whose CSV and hooks ConfigMap are gone
 //!   units/<unit>/run/      the running hook's script and config.json, readable by its group
@@ -101,6 +103,11 @@ impl StateDir {
     /// The record of unit `unit`.
     pub fn unit_file(&self, unit: &str) -> PathBuf {
         self.unit_dir(unit).join("unit.json")
+    }
+
+    /// What unit `unit`'s relation hooks did (see `relations::sequence`).
+    pub fn relations_file(&self, unit: &str) -> PathBuf {
+        self.unit_dir(unit).join("relations.json")
     }
 
     /// Where unit `unit`'s hook scripts are kept.

@@ -78,7 +78,7 @@ async fn run(
     ids: Ids,
     config: &BTreeMap<String, String>,
 ) -> Option<(WorkloadState, Option<String>)> {
-    let prepared = privilege::prepare(state, users, UNIT, Hook::Install, config, ids).unwrap();
+    let prepared = privilege::prepare(state, users, UNIT, Hook::Install.as_str(), config, ids).unwrap();
     let guard = runs.start(UNIT, None);
     let context = HookContext {
         machine: "edge-m1".into(),
@@ -86,7 +86,7 @@ async fn run(
         namespace: "apps".into(),
         csv: UNIT.into(),
         version: "1.0.0".into(),
-        hook: Hook::Install,
+        hook: Hook::Install.to_string(),
         config_file: prepared.config_file.clone(),
         socket: state.socket_path(),
         run_id: guard.id.clone(),

@@ -6,7 +6,6 @@ use std::{
     time::Duration,
 };
 
-use olm_api::v1alpha1::MachineHook as Hook;
 use tokio::io::AsyncReadExt;
 
 use super::{privilege::Ids, sequence::Config};
@@ -27,8 +26,8 @@ pub struct HookContext {
     pub csv: String,
     /// Its version.
     pub version: String,
-    /// The hook.
-    pub hook: Hook,
+    /// The hook's name (a relation hook's is `<endpoint>-relation-<event>`).
+    pub hook: String,
     /// The JSON file of the effective config.
     pub config_file: PathBuf,
     /// The hook tool's socket.
@@ -47,7 +46,7 @@ pub fn hook_env(context: &HookContext, config: &Config) -> Vec<(String, String)>
         ("OLM_RS_NAMESPACE".to_owned(), context.namespace.clone()),
         ("OLM_RS_CSV".to_owned(), context.csv.clone()),
         ("OLM_RS_VERSION".to_owned(), context.version.clone()),
-        ("OLM_RS_HOOK".to_owned(), context.hook.as_str().to_owned()),
+        ("OLM_RS_HOOK".to_owned(), context.hook.clone()),
         (
             "OLM_RS_CONFIG_FILE".to_owned(),
             context.config_file.display().to_string(),
@@ -86,7 +85,7 @@ pub enum HookError {
     #[error("{hook} hook could not start: {reason}")]
     Spawn {
         /// The hook.
-        hook: Hook,
+        hook: String,
         /// Why.
         reason: String,
     },
@@ -94,7 +93,7 @@ pub enum HookError {
     #[error("{hook} hook failed ({exit}){}", tail_suffix(.stderr))]
     Failed {
         /// The hook.
-        hook: Hook,
+        hook: String,
         /// The exit status, as the OS says it.
         exit: String,
         /// The end of its stderr.
@@ -104,7 +103,7 @@ pub enum HookError {
     #[error("{hook} hook ran past its timeout of {timeout:?} and was killed")]
     TimedOut {
         /// The hook.
-        hook: Hook,
+        hook: String,
         /// The timeout.
         timeout: Duration,
     },
@@ -125,7 +124,7 @@ pub async fn run_hook(
     script: &Path,
     sandbox: &Path,
     env: &[(String, String)],
-    hook: Hook,
+    hook: impl std::fmt::Display,
     timeout: Duration,
 ) -> Result<(), HookError> {
     run_hook_as(script, sandbox, env, hook, timeout, None).await
@@ -137,10 +136,11 @@ pub async fn run_hook_as(
     script: &Path,
     sandbox: &Path,
     env: &[(String, String)],
-    hook: Hook,
+    hook: impl std::fmt::Display,
     timeout: Duration,
     user: Option<Ids>,
 ) -> Result<(), HookError> {
+    let hook = hook.to_string();
     let mut command = tokio::process::Command::new(script);
     if let Some(user) = user {
         // With a uid to switch to and no groups given, the child also drops every
@@ -163,7 +163,7 @@ pub async fn run_hook_as(
         // Its own process group, so a timeout kills what it started too.
         .process_group(0);
     let mut child = command.spawn().map_err(|error| HookError::Spawn {
-        hook,
+        hook: hook.clone(),
         reason: match user {
             Some(user) if error.kind() == std::io::ErrorKind::PermissionDenied => format!(
                 "{}: {error}: uid {} cannot reach it or its sandbox {}: every directory above the state directory must let others pass (mode o+x)",
@@ -181,7 +181,7 @@ pub async fn run_hook_as(
     let err_task = tokio::spawn(async move { read_all(stderr).await });
     let status = match tokio::time::timeout(timeout, child.wait()).await {
         Ok(status) => status.map_err(|error| HookError::Spawn {
-            hook,
+            hook: hook.clone(),
             reason: error.to_string(),
         })?,
         Err(_) => {
@@ -284,6 +284,8 @@ pub fn tail(text: &str, max: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+    use olm_api::v1alpha1::MachineHook as Hook;
+
     use super::*;
     use crate::state::tests::temp_dir;
 
@@ -294,7 +296,7 @@ mod tests {
             namespace: "apps".into(),
             csv: "demo.v1.0.0".into(),
             version: "1.0.0".into(),
-            hook: Hook::ConfigChanged,
+            hook: Hook::ConfigChanged.to_string(),
             config_file: "/state/units/demo/config.json".into(),
             socket: "/state/agent.sock".into(),
             run_id: "7".into(),

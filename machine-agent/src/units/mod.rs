@@ -5,12 +5,14 @@
 //! - [`hooks`]: running one hook (environment, sandbox, timeout).
 //! - [`privilege`]: who a hook runs as, and the files it may use.
 //! - [`reach`]: whether the hook user can reach the state directory (checked at start).
+//! - [`relation_hooks`]: running a unit's relation hooks (see [`crate::relations`]).
 //! - [`run_unit`]: the task of one unit, one hook at a time.
 
 pub mod hooks;
 pub mod plan;
 pub mod privilege;
 pub mod reach;
+pub mod relation_hooks;
 pub mod sequence;
 
 use std::{
@@ -34,6 +36,7 @@ use self::{
 use crate::{
     hook_tool::Runs,
     leadership::Leadership,
+    relations::{self, Relations},
     state::{self, StateDir},
 };
 
@@ -76,6 +79,8 @@ pub struct Units {
     pub statuses: watch::Sender<BTreeMap<String, UnitStatus>>,
     /// Which applications this machine leads, and which units may.
     pub leadership: Leadership,
+    /// The relations of the units.
+    pub relations: Relations,
 }
 
 /// Runs unit `name` until it is removed or the agent shuts down: one hook at a
@@ -95,11 +100,13 @@ pub async fn run_unit(
         }
     };
     let mut leading = units.leadership.leading.subscribe();
+    let mut related = units.relations.subscribe();
     let mut retry_at: Option<Instant> = None;
     let mut status_due = Instant::now();
     loop {
         let current = input.borrow_and_update().clone();
         leading.mark_unchanged();
+        related.mark_unchanged();
         if let Some(hooks) = &current.hooks {
             save_hooks(&units.state, &name, hooks);
         }
@@ -109,6 +116,12 @@ pub async fn run_unit(
             (Some(_), Want::Run { .. }) => None,
             _ => next_hook(&record, &current.want, leader),
         };
+        // A settled unit runs its relations' hooks before any periodic one.
+        let relation = relation_hooks::settled_step(&units, &name, &mut record, &current, next).await;
+        if relation == relation_hooks::Step::Ran {
+            save_record(&units.state, &name, &record);
+            continue;
+        }
         let wait_for = match next {
             None if current.want == Want::Remove => {
                 if let Err(error) = units.state.remove_unit(&name) {
@@ -119,7 +132,7 @@ pub async fn run_unit(
                 tracing::info!(unit = name, "unit removed");
                 return;
             }
-            None if current.problem.is_some() => None,
+            None if current.problem.is_some() || relation == relation_hooks::Step::Waiting => None,
             None => {
                 // Settled: update-status is due periodically (or, after it failed, on retry).
                 let due = match &record.failure {
@@ -138,7 +151,7 @@ pub async fn run_unit(
                 None => Some((hook, Instant::now())),
             },
         };
-        let hook = match wait(&mut input, &mut leading, &shutdown, wait_for).await {
+        let hook = match wait(&mut input, &mut leading, &mut related, &shutdown, wait_for).await {
             Woke::Stop => return,
             Woke::Changed => continue,
             Woke::Due(hook) => hook,
@@ -187,10 +200,11 @@ enum Woke {
 }
 
 /// Waits for `due` (a hook and when it is due; `None`: nothing is), a change
-/// of the unit's input or leadership, or shutdown.
+/// of the unit's input, leadership or relations, or shutdown.
 async fn wait(
     input: &mut watch::Receiver<UnitInput>,
     leading: &mut watch::Receiver<crate::leadership::Leading>,
+    relations: &mut watch::Receiver<u64>,
     shutdown: &Shutdown,
     due: Option<(Hook, Instant)>,
 ) -> Woke {
@@ -202,6 +216,7 @@ async fn wait(
     tokio::select! {
         changed = input.changed() => if changed.is_err() { Woke::Stop } else { Woke::Changed },
         changed = leading.changed() => if changed.is_err() { Woke::Stop } else { Woke::Changed },
+        changed = relations.changed() => if changed.is_err() { Woke::Stop } else { Woke::Changed },
         () = shutdown.signaled() => Woke::Stop,
         () = tokio::time::sleep_until(at.into()) => hook.map_or(Woke::Changed, Woke::Due),
     }
@@ -231,7 +246,7 @@ async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook,
         namespace: units.namespace.clone(),
         csv: subject.csv,
         version: subject.version,
-        hook,
+        hook: hook.as_str().to_owned(),
         config_file: prepared.config_file.clone(),
         socket: units.state.socket_path(),
         run_id: run.id.clone(),
@@ -297,8 +312,15 @@ fn prepare_run(
 ) -> Result<(privilege::Ids, privilege::Prepared), String> {
     let ids = privilege::hook_ids(&units.users, name, subject.privileged)
         .map_err(|error| format!("{hook} hook cannot run: {error}"))?;
-    let prepared = privilege::prepare(&units.state, &units.users, name, hook, &subject.config, ids)
-        .map_err(|error| format!("{hook} hook could not start: {error}"))?;
+    let prepared = privilege::prepare(
+        &units.state,
+        &units.users,
+        name,
+        hook.as_str(),
+        &subject.config,
+        ids,
+    )
+    .map_err(|error| format!("{hook} hook could not start: {error}"))?;
     Ok((ids, prepared))
 }
 
@@ -370,6 +392,7 @@ fn publish(units: &Units, name: &str, record: &UnitRecord, input: &UnitInput, le
 /// Keeps the unit's hook scripts in the state directory, executable, and drops
 /// hooks no longer shipped.
 fn save_hooks(state: &StateDir, unit: &str, hooks: &BTreeMap<String, String>) {
+    relation_hooks::save_hooks(state, unit, hooks);
     let dir = state.hooks_dir(unit);
     for hook in Hook::ALL {
         let path: PathBuf = dir.join(hook.as_str());
@@ -426,7 +449,10 @@ pub fn read_hooks(
     }
     Ok(data
         .iter()
-        .filter(|(name, _)| Hook::ALL.iter().any(|h| h.as_str() == name.as_str()))
+        .filter(|(name, _)| {
+            Hook::ALL.iter().any(|h| h.as_str() == name.as_str())
+                || relations::sequence::is_relation_hook(name)
+        })
         .map(|(name, script)| (name.clone(), script.clone()))
         .collect())
 }
@@ -501,7 +527,7 @@ mod tests {
     #[test]
     fn a_failed_hook_is_reported_by_what_it_said_else_by_how_it_ended() {
         let error = HookError::Spawn {
-            hook: Hook::Start,
+            hook: Hook::Start.to_string(),
             reason: "no such file".into(),
         };
         let said = (WorkloadState::Blocked, Some("needs a license".into()));

@@ -35,8 +35,6 @@ use std::{
     path::{Path, PathBuf},
 };
 
-use olm_api::v1alpha1::MachineHook as Hook;
-
 use super::sequence::Config;
 use crate::state::{self, StateDir, StateError};
 
@@ -136,14 +134,14 @@ pub struct Prepared {
     pub sandbox: PathBuf,
 }
 
-/// Prepares hook `hook` of unit `unit` to run as `ids`: the unit's directories,
+/// Prepares hook `hook` (its name) of unit `unit` to run as `ids`: the unit's directories,
 /// a copy of its script and its config in `run/`, readable by `ids`' group, and
 /// its sandbox, owned by `ids`.
 pub fn prepare(
     state: &StateDir,
     users: &Users,
     unit: &str,
-    hook: Hook,
+    hook: &str,
     config: &Config,
     ids: Ids,
 ) -> Result<Prepared, StateError> {
@@ -156,13 +154,13 @@ pub fn prepare(
     let run = state.run_dir(unit);
     state::create_dir(&run, 0o750)?;
     set_owner(&run, None, group, false)?;
-    let source = state.hooks_dir(unit).join(hook.as_str());
+    let source = state.hooks_dir(unit).join(hook);
     let script_text = std::fs::read(&source).map_err(|source_error| StateError::Io {
         action: "read",
         path: source.clone(),
         source: source_error,
     })?;
-    let script = run.join(hook.as_str());
+    let script = run.join(hook);
     state::write_shared(&script, &script_text, 0o750, group)?;
     let config_file = run.join("config.json");
     let config_json = serde_json::to_vec_pretty(config).map_err(|source| StateError::Corrupt {

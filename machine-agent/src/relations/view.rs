@@ -1,0 +1,179 @@
+//! What one unit of this machine sees of its application's relations (pure):
+//! from the namespace's Relations and Databags, each Ready relation in which
+//! the unit has its own bag, with the other side's application, its units and
+//! their data.
+//!
+//! A relation is in view for a unit once olm-operator made the unit's own bag
+//! (so that `relation-set` in `-relation-created` has a bag to write), and the
+//! remote side is known from its bags: the units there are the units with a
+//! bag, which olm-operator keeps to the units the Machines report. A Relation
+//! being deleted, or no longer Ready (its bags then go), is out of view.
+
+use std::collections::BTreeMap;
+
+use kube::ResourceExt;
+use olm_api::model::{Databag, RELATION_LABEL, Relation, unit_name};
+
+/// A bag's data: key → value.
+pub type Data = BTreeMap<String, String>;
+
+/// One relation as a unit sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RelationView {
+    /// The Relation's uid: a Relation deleted and made again under the same
+    /// name is another relation.
+    pub uid: String,
+    /// The unit's endpoint in it.
+    pub endpoint: String,
+    /// The other side's application.
+    pub remote_app: String,
+    /// The other side's units (`app/machine`), with their data.
+    pub remote_units: BTreeMap<String, Data>,
+    /// The other side's application data.
+    pub remote_app_data: Data,
+}
+
+/// The relations in view for the unit of `application` on Machine `machine`,
+/// by Relation name, given the namespace's Relations and Databags.
+pub fn views(
+    application: &str,
+    machine: &str,
+    relations: &[&Relation],
+    bags: &[&Databag],
+) -> BTreeMap<String, RelationView> {
+    relations
+        .iter()
+        .filter(|r| r.metadata.deletion_timestamp.is_none() && is_ready(r))
+        .filter_map(|r| {
+            let name = r.name_any();
+            let of_relation: Vec<&&Databag> = bags
+                .iter()
+                .filter(|b| b.labels().get(RELATION_LABEL) == Some(&name) && b.spec.relation == name)
+                .collect();
+            let own = of_relation
+                .iter()
+                .find(|b| b.spec.application == application && b.spec.unit.as_deref() == Some(machine))?;
+            let remote: Vec<&&&Databag> = of_relation
+                .iter()
+                .filter(|b| b.spec.application != application)
+                .collect();
+            let remote_app = remote.first()?.spec.application.clone();
+            let data = |bag: &Databag| bag.status.as_ref().map(|s| s.data.clone()).unwrap_or_default();
+            let remote_units = remote
+                .iter()
+                .filter_map(|b| {
+                    let machine = b.spec.unit.as_deref()?;
+                    Some((unit_name(&remote_app, machine), data(b)))
+                })
+                .collect();
+            let remote_app_data = remote
+                .iter()
+                .find(|b| b.spec.unit.is_none())
+                .map(|b| data(b))
+                .unwrap_or_default();
+            let view = RelationView {
+                uid: r.uid().unwrap_or_default(),
+                endpoint: own.spec.endpoint.clone(),
+                remote_app,
+                remote_units,
+                remote_app_data,
+            };
+            Some((name, view))
+        })
+        .collect()
+}
+
+/// Whether the Relation's `Ready` condition is true.
+fn is_ready(relation: &Relation) -> bool {
+    relation
+        .status
+        .iter()
+        .flat_map(|s| s.conditions.iter().flatten())
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    pub(crate) fn relation(name: &str, ready: bool) -> Relation {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "model.olm-rs.dev/v1alpha1", "kind": "Relation",
+            "metadata": {"name": name, "namespace": "ns", "uid": format!("uid-{name}")},
+            "spec": {"endpoints": [{"application": "web"}, {"application": "db"}]},
+            "status": {"conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" },
+                "reason": "Related", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]},
+        }))
+        .expect("a Relation")
+    }
+
+    pub(crate) fn bag(
+        relation: &str,
+        application: &str,
+        unit: Option<&str>,
+        data: &[(&str, &str)],
+    ) -> Databag {
+        let name = match unit {
+            Some(unit) => format!("{relation}.{application}.{unit}"),
+            None => format!("{relation}.{application}"),
+        };
+        let endpoint = if application == "db" { "db" } else { "database" };
+        let data: Data = data
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "model.olm-rs.dev/v1alpha1", "kind": "Databag",
+            "metadata": {"name": name, "namespace": "ns", "labels": {RELATION_LABEL: relation}},
+            "spec": {"relation": relation, "application": application, "endpoint": endpoint,
+                     "pool": "edge", "unit": unit},
+            "status": {"data": data},
+        }))
+        .expect("a Databag")
+    }
+
+    #[test]
+    fn a_unit_sees_a_ready_relation_once_it_has_its_own_bag() {
+        let (r, not_ready) = (relation("r", true), relation("q", false));
+        let bags = [
+            bag("r", "web", None, &[]),
+            bag("r", "web", Some("edge-a"), &[]),
+            bag("r", "db", None, &[("version", "16")]),
+            bag("r", "db", Some("dbs-a"), &[("host", "10.0.0.1")]),
+            bag("r", "db", Some("dbs-b"), &[]),
+            bag("q", "web", Some("edge-a"), &[]),
+            bag("q", "db", None, &[]),
+        ];
+        let bags: Vec<&Databag> = bags.iter().collect();
+        let seen = views("web", "edge-a", &[&r, &not_ready], &bags);
+        assert_eq!(seen.keys().collect::<Vec<_>>(), ["r"]);
+        let view = &seen["r"];
+        assert_eq!(view.uid, "uid-r");
+        assert_eq!(view.endpoint, "database");
+        assert_eq!(view.remote_app, "db");
+        assert_eq!(
+            view.remote_units.keys().collect::<Vec<_>>(),
+            ["db/dbs-a", "db/dbs-b"]
+        );
+        assert_eq!(view.remote_units["db/dbs-a"]["host"], "10.0.0.1");
+        assert_eq!(view.remote_app_data["version"], "16");
+        // Another machine of web has no bag yet: nothing in view there.
+        assert!(views("web", "edge-b", &[&r], &bags).is_empty());
+        // The other side sees its own side of it.
+        let db = views("db", "dbs-a", &[&r], &bags);
+        assert_eq!(db["r"].remote_app, "web");
+        assert_eq!(db["r"].endpoint, "db");
+        assert_eq!(db["r"].remote_units.keys().collect::<Vec<_>>(), ["web/edge-a"]);
+    }
+
+    #[test]
+    fn a_relation_being_deleted_is_out_of_view() {
+        let mut r = relation("r", true);
+        r.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        ));
+        let bags = [bag("r", "web", Some("edge-a"), &[]), bag("r", "db", None, &[])];
+        let bags: Vec<&Databag> = bags.iter().collect();
+        assert!(views("web", "edge-a", &[&r], &bags).is_empty());
+    }
+}

@@ -345,6 +345,7 @@ fn work(
         shutdown,
     );
     let hook_socket = serve_hook_tool(units.runs.clone(), state.socket_path(), socket_group);
+    let actions = crate::actions::Actions::new(runtime, units.clone(), action_sources(&watches)).run();
     let watches = watches.run();
     async move {
         let loops = futures::future::join5(
@@ -358,7 +359,16 @@ fn work(
             _ = loops => {},
             () = watches => {},
             () = hook_socket => {},
+            () = actions => {},
         }
+    }
+}
+
+/// What running actions reads: the CSVs and ConfigMaps the planner watches.
+fn action_sources(watches: &Watches) -> crate::actions::exec::Sources {
+    crate::actions::exec::Sources {
+        csvs: watches.csvs.store(),
+        config_maps: watches.config_maps.store(),
     }
 }
 
@@ -394,6 +404,7 @@ fn shared_units(state: &StateDir, registered: &Registered, users: Users) -> Unit
         users,
         statuses,
         leadership,
+        turns: units::turns::Turns::default(),
     }
 }
 

@@ -1,6 +1,7 @@
 //! The hook tool: `machine-agent hook status-set|log|is-leader`, through which a
 //! running hook sets its unit's workload status, logs, and asks whether its
-//! unit leads its application, and the agent's end of it.
+//! unit leads its application, and the agent's end of it; inside an action,
+//! also `action-get|action-set|action-log|action-fail` ([`crate::actions::tool`]).
 //!
 //! The tool talks to the running agent over a Unix socket in the state directory
 //! (path in `OLM_RS_AGENT_SOCKET`), one JSON line each way. A Unix socket because it
@@ -23,7 +24,10 @@ use olm_api::substrate::WorkloadState;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
-use crate::leadership::Leadership;
+use crate::{
+    actions::tool::{ActionCommand, ActionRun},
+    leadership::Leadership,
+};
 
 /// The environment variable with the socket's path.
 pub const SOCKET_ENV: &str = "OLM_RS_AGENT_SOCKET";
@@ -65,6 +69,9 @@ pub enum Command {
     /// Asks whether the unit leads its application: `True` holds for at least
     /// half the leader Lease's duration ([`Leadership::confirms`]).
     IsLeader,
+    /// A tool of an action's run ([`crate::actions::tool`]).
+    #[serde(untagged)]
+    Action(ActionCommand),
 }
 
 /// The agent's answer.
@@ -123,6 +130,8 @@ struct Run {
     unit: String,
     application: Option<String>,
     workload: Workload,
+    /// The action it runs; `None` for a hook.
+    action: Option<ActionRun>,
 }
 
 /// A registered hook run; it is forgotten when dropped.
@@ -155,6 +164,15 @@ impl Runs {
 
     /// Registers a run of a hook of `unit` of `application`.
     pub fn start(&self, unit: &str, application: Option<&str>) -> RunGuard {
+        self.start_run(unit, application, None)
+    }
+
+    /// Registers a run of action `action` on `unit` of `application`.
+    pub fn start_action(&self, unit: &str, application: Option<&str>, action: ActionRun) -> RunGuard {
+        self.start_run(unit, application, Some(action))
+    }
+
+    fn start_run(&self, unit: &str, application: Option<&str>, action: Option<ActionRun>) -> RunGuard {
         let mut runner = self.lock();
         runner.next += 1;
         // Not guessable from outside the agent: the counter, the process and the clock.
@@ -168,6 +186,7 @@ impl Runs {
             unit: unit.to_owned(),
             application: application.map(str::to_owned),
             workload: workload.clone(),
+            action,
         };
         runner.runs.insert(id.clone(), run);
         RunGuard {
@@ -201,6 +220,16 @@ impl Runs {
                 return Reply {
                     error: None,
                     output: Some(answer.to_owned()),
+                };
+            }
+            Command::Action(command) => {
+                let answer = match &run.action {
+                    Some(action) => action.answer(command, &olm_runtime::conditions::now()),
+                    None => Err(crate::actions::tool::not_in_action(&command)),
+                };
+                return match answer {
+                    Ok(output) => Reply { error: None, output },
+                    Err(error) => Reply::refused(error),
                 };
             }
         }
@@ -401,6 +430,40 @@ mod tests {
         let _ = std::fs::remove_file(&socket);
         let reply: Reply = serde_json::from_str(&answer).unwrap();
         assert!(reply.error.unwrap().contains("longer than 65536 bytes"));
+    }
+
+    #[test]
+    fn action_tools_answer_inside_an_action_and_refuse_in_a_hook() {
+        let runs = Runs::default();
+        let action = ActionRun::new(serde_json::json!({"path": "/srv"}));
+        let in_action = runs.start_action("db.v1", Some("db"), action.clone());
+        let hook = runs.start("db.v1", Some("db"));
+        let line = |run: &RunGuard, command: &str| {
+            let request = format!(r#"{{"run":"{}",{command}}}"#, run.id);
+            runs.answer(request.as_bytes())
+        };
+        let get = r#""command":"action-get","key":"path""#;
+        assert_eq!(line(&in_action, get).output.as_deref(), Some("/srv"));
+        let set = r#""command":"action-set","pairs":["size=3"]"#;
+        assert_eq!(line(&in_action, set).error, None);
+        assert_eq!(action.recorded().results["size"], "3");
+        assert_eq!(
+            line(&hook, get).error.as_deref(),
+            Some("action-get works only inside an action, and this is a hook")
+        );
+        let fail = Request {
+            run: hook.id.clone(),
+            command: Command::Action(ActionCommand::ActionFail { message: None }),
+        };
+        let sent = serde_json::to_string(&fail).unwrap();
+        assert_eq!(
+            sent,
+            format!(
+                r#"{{"run":"{}","command":"action-fail","message":null}}"#,
+                hook.id
+            )
+        );
+        assert_eq!(serde_json::from_str::<Request>(&sent).unwrap(), fail);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! - [`hooks`]: running one hook (environment, sandbox, timeout).
 //! - [`privilege`]: who a hook runs as, and the files it may use.
 //! - [`reach`]: whether the hook user can reach the state directory (checked at start).
+//! - [`turns`]: one hook or action at a time on a unit.
 //! - [`run_unit`]: the task of one unit, one hook at a time.
 
 pub mod hooks;
@@ -12,6 +13,7 @@ pub mod plan;
 pub mod privilege;
 pub mod reach;
 pub mod sequence;
+pub mod turns;
 
 use std::{
     collections::BTreeMap,
@@ -76,6 +78,8 @@ pub struct Units {
     pub statuses: watch::Sender<BTreeMap<String, UnitStatus>>,
     /// Which applications this machine leads, and which units may.
     pub leadership: Leadership,
+    /// Each unit's turn: its hooks and actions run one at a time.
+    pub turns: turns::Turns,
 }
 
 /// Runs unit `name` until it is removed or the agent shuts down: one hook at a
@@ -209,6 +213,7 @@ async fn wait(
 
 /// Runs `hook` of unit `name` and records how it went.
 async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook, input: &UnitInput) {
+    let _turn = units.turns.take(name).await;
     let script = units.state.hooks_dir(name).join(hook.as_str());
     if !script.is_file() {
         // Only install and start are required (checked before); others are no-ops.

@@ -3,7 +3,8 @@
 # the demo catalog are up): a MachinePool of the fake nodes, two machine agents
 # playing the agent DaemonSet's pods (local processes, each with a token bound
 # to its pod and its own state directory), and demo-machine installed from
-# the catalog: 1.0.0, then upgraded to 1.1.0, with its hooks run on both.
+# the catalog: 1.0.0, then upgraded to 1.1.0, with its hooks run on both; then
+# its action backup, run on both with kubectl olm run.
 #
 # Arguments: the demo's state directory, the bin directory, the namespace.
 # Environment: OLM_RS_DEMO_NODE_SELECTOR (default type=kwok, the fake nodes of
@@ -112,3 +113,6 @@ for log in "$agents"/agent-*/units/*/sandbox/hooks.log; do
 	say "hooks run on ${machine%%/*}, in order:"
 	sed 's/^/    /' "$log" >&2
 done
+
+say "demo-machine's action backup on every unit, as a user runs it: kubectl olm run demo-machine backup name=demo --wait"
+"$bin/kubectl-olm" run demo-machine backup name=demo --wait --timeout 120 -n "$namespace" >&2

@@ -53,7 +53,7 @@ export KUBECONFIG
 echo "==> using the cluster in KUBECONFIG=$KUBECONFIG" >&2
 
 echo "==> building olm-rs (debug build; the first one on a machine takes 5 to 15 min, later ones seconds)" >&2
-cargo build -q --bins -p olm-operator -p catalog-operator -p e2e -p machine-agent
+cargo build -q --bins -p olm-operator -p catalog-operator -p e2e -p machine-agent -p kubectl-olm
 bin=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/debug
 
 start() { # name, command...

@@ -353,6 +353,7 @@ fn work(
         shutdown,
     );
     let hook_socket = serve_hook_tool(units.runs.clone(), state.socket_path(), socket_group);
+    let actions = crate::actions::Actions::new(runtime, units.clone(), action_sources(&watches)).run();
     let watches = futures::future::join(watches.run(), relation_watches);
     async move {
         let loops = futures::future::join5(
@@ -366,7 +367,16 @@ fn work(
             _ = loops => {},
             _ = watches => {},
             () = hook_socket => {},
+            () = actions => {},
         }
+    }
+}
+
+/// What running actions reads: the CSVs and ConfigMaps the planner watches.
+fn action_sources(watches: &Watches) -> crate::actions::exec::Sources {
+    crate::actions::exec::Sources {
+        csvs: watches.csvs.store(),
+        config_maps: watches.config_maps.store(),
     }
 }
 
@@ -403,6 +413,7 @@ fn shared_units(state: &StateDir, registered: &Registered, users: Users, relatio
         statuses,
         leadership,
         relations,
+        turns: units::turns::Turns::default(),
     }
 }
 

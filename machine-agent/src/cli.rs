@@ -7,6 +7,7 @@ use olm_api::substrate::WorkloadState;
 
 pub use crate::run_args::{DEFAULT_HOOK_ID, RunArgs};
 use crate::{
+    actions::tool::{ActionCommand, Format},
     agent::{self, AgentError},
     hook_tool::{self, CallError},
     relations::tools::RelationCommand,
@@ -53,6 +54,30 @@ pub enum HookCommand {
     /// The relation tools.
     #[command(flatten)]
     Relation(RelationCommand),
+    /// Inside an action: print its parameters, or the one at a dotted KEY.
+    ActionGet {
+        /// The dotted path of a parameter (e.g. `options.level`).
+        key: Option<String>,
+        /// Print as JSON or YAML (default: a string as it is, anything else as YAML).
+        #[arg(long, value_enum)]
+        format: Option<Format>,
+    },
+    /// Inside an action: set results, KEY=VALUE (keys lowercase, '.' between nested keys).
+    ActionSet {
+        /// The results.
+        #[arg(required = true)]
+        pairs: Vec<String>,
+    },
+    /// Inside an action: record a progress message.
+    ActionLog {
+        /// The message.
+        message: String,
+    },
+    /// Inside an action: mark it failed with MESSAGE (the script goes on; the task fails when it ends).
+    ActionFail {
+        /// Why it failed.
+        message: Option<String>,
+    },
 }
 
 fn parse_state(value: &str) -> Result<WorkloadState, String> {
@@ -105,6 +130,18 @@ impl Cli {
             Command::Hook(HookCommand::IsLeader) => hook_tool::Command::IsLeader,
             Command::Hook(HookCommand::Relation(command)) => {
                 hook_tool::Command::Relation(command.into_tool())
+            }
+            Command::Hook(HookCommand::ActionGet { key, format }) => {
+                hook_tool::Command::Action(ActionCommand::ActionGet { key, format })
+            }
+            Command::Hook(HookCommand::ActionSet { pairs }) => {
+                hook_tool::Command::Action(ActionCommand::ActionSet { pairs })
+            }
+            Command::Hook(HookCommand::ActionLog { message }) => {
+                hook_tool::Command::Action(ActionCommand::ActionLog { message })
+            }
+            Command::Hook(HookCommand::ActionFail { message }) => {
+                hook_tool::Command::Action(ActionCommand::ActionFail { message })
             }
         };
         if let Some(output) = hook_tool::call(command)? {

@@ -1,8 +1,10 @@
-//! The hook tool: `machine-agent hook status-set|log|is-leader` and the
+//! The hook tool: `machine-agent hook status-set|log|is-leader`, the
 //! relation tools (`relation-ids|relation-list|relation-get|relation-set`,
-//! [`crate::relations::tools`]), through which a running hook sets its unit's
-//! workload status, logs, asks whether its unit leads its application and
-//! reads and writes its relations' data, and the agent's end of it.
+//! [`crate::relations::tools`]) and, inside an action,
+//! `action-get|action-set|action-log|action-fail` ([`crate::actions::tool`]),
+//! through which a running hook or action sets its unit's workload status,
+//! logs, asks whether its unit leads its application, reads and writes its
+//! relations' data and reports on its action; and the agent's end of it.
 //!
 //! The tool talks to the running agent over a Unix socket in the state directory
 //! (path in `OLM_RS_AGENT_SOCKET`), one JSON line each way. A Unix socket because it
@@ -26,6 +28,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
 
 use crate::{
+    actions::tool::{ActionCommand, ActionRun},
     leadership::Leadership,
     relations::{Relations, tools::RelationTool},
 };
@@ -72,6 +75,9 @@ pub enum Command {
     IsLeader,
     /// A relation tool ([`crate::relations::tools`]).
     Relation(RelationTool),
+    /// A tool of an action's run ([`crate::actions::tool`]).
+    #[serde(untagged)]
+    Action(ActionCommand),
 }
 
 /// The agent's answer.
@@ -131,6 +137,8 @@ struct Run {
     unit: String,
     application: Option<String>,
     workload: Workload,
+    /// The action it runs; `None` for a hook.
+    action: Option<ActionRun>,
 }
 
 /// A registered hook run; it is forgotten when dropped.
@@ -172,6 +180,15 @@ impl Runs {
 
     /// Registers a run of a hook of `unit` of `application`.
     pub fn start(&self, unit: &str, application: Option<&str>) -> RunGuard {
+        self.start_run(unit, application, None)
+    }
+
+    /// Registers a run of action `action` on `unit` of `application`.
+    pub fn start_action(&self, unit: &str, application: Option<&str>, action: ActionRun) -> RunGuard {
+        self.start_run(unit, application, Some(action))
+    }
+
+    fn start_run(&self, unit: &str, application: Option<&str>, action: Option<ActionRun>) -> RunGuard {
         let mut runner = self.lock();
         runner.next += 1;
         // Not guessable from outside the agent: the counter, the process and the clock.
@@ -185,6 +202,7 @@ impl Runs {
             unit: unit.to_owned(),
             application: application.map(str::to_owned),
             workload: workload.clone(),
+            action,
         };
         runner.runs.insert(id.clone(), run);
         RunGuard {
@@ -227,6 +245,16 @@ impl Runs {
                 let answer = relations
                     .answer(unit, run.application.as_deref(), &self.leadership, tool)
                     .await;
+                return match answer {
+                    Ok(output) => Reply { error: None, output },
+                    Err(error) => Reply::refused(error),
+                };
+            }
+            Command::Action(command) => {
+                let answer = match &run.action {
+                    Some(action) => action.answer(command, &olm_runtime::conditions::now()),
+                    None => Err(crate::actions::tool::not_in_action(&command)),
+                };
                 return match answer {
                     Ok(output) => Reply { error: None, output },
                     Err(error) => Reply::refused(error),
@@ -431,6 +459,40 @@ mod tests {
         let _ = std::fs::remove_file(&socket);
         let reply: Reply = serde_json::from_str(&answer).unwrap();
         assert!(reply.error.unwrap().contains("longer than 65536 bytes"));
+    }
+
+    #[tokio::test]
+    async fn action_tools_answer_inside_an_action_and_refuse_in_a_hook() {
+        let runs = Runs::default();
+        let action = ActionRun::new(serde_json::json!({"path": "/srv"}));
+        let in_action = runs.start_action("db.v1", Some("db"), action.clone());
+        let hook = runs.start("db.v1", Some("db"));
+        let line = async |run: &RunGuard, command: &str| {
+            let request = format!(r#"{{"run":"{}",{command}}}"#, run.id);
+            runs.answer(request.as_bytes()).await
+        };
+        let get = r#""command":"action-get","key":"path""#;
+        assert_eq!(line(&in_action, get).await.output.as_deref(), Some("/srv"));
+        let set = r#""command":"action-set","pairs":["size=3"]"#;
+        assert_eq!(line(&in_action, set).await.error, None);
+        assert_eq!(action.recorded().results["size"], "3");
+        assert_eq!(
+            line(&hook, get).await.error.as_deref(),
+            Some("action-get works only inside an action, and this is a hook")
+        );
+        let fail = Request {
+            run: hook.id.clone(),
+            command: Command::Action(ActionCommand::ActionFail { message: None }),
+        };
+        let sent = serde_json::to_string(&fail).unwrap();
+        assert_eq!(
+            sent,
+            format!(
+                r#"{{"run":"{}","command":"action-fail","message":null}}"#,
+                hook.id
+            )
+        );
+        assert_eq!(serde_json::from_str::<Request>(&sent).unwrap(), fail);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! - [`join`]: joining a pool from outside the cluster with a join token.
 //! - [`machine`]: registering the Machine, its status, the heartbeat Lease.
 //! - [`units`]: the operators' units and their hooks.
+//! - [`actions`]: running the actions that target the units.
 //! - [`hook_tool`]: `machine-agent hook ...`, the hooks' way back to the agent.
 //! - [`leadership`]: the leader of each application, through its leader Lease.
 //! - [`relations`]: the relation hooks of units, and the relation hook tools.
@@ -14,6 +15,7 @@
 //! - [`host`]: the host's facts.
 //! - [`cli`]: the command line, and running it (the binary's `main`); [`run_args`]: the flags of `run`.
 
+pub mod actions;
 pub mod agent;
 pub mod cli;
 pub mod csv_view;

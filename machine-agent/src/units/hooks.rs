@@ -141,6 +141,61 @@ pub async fn run_hook_as(
     user: Option<Ids>,
 ) -> Result<(), HookError> {
     let hook = hook.to_string();
+    let ran = run_script(script, sandbox, env, timeout, user)
+        .await
+        .map_err(|error| match error {
+            ScriptError::Spawn(reason) => HookError::Spawn {
+                hook: hook.clone(),
+                reason,
+            },
+            ScriptError::TimedOut => HookError::TimedOut {
+                hook: hook.clone(),
+                timeout,
+            },
+        })?;
+    for line in String::from_utf8_lossy(&ran.stdout).lines() {
+        tracing::info!(hook = hook.as_str(), "{line}");
+    }
+    if ran.status.success() {
+        return Ok(());
+    }
+    Err(HookError::Failed {
+        hook,
+        exit: ran.status.to_string(),
+        stderr: tail(&String::from_utf8_lossy(&ran.stderr), STDERR_TAIL),
+    })
+}
+
+/// How a script that ran to its end ended: its exit status and output.
+#[derive(Debug)]
+pub struct Ran {
+    /// The exit status.
+    pub status: std::process::ExitStatus,
+    /// Its standard output.
+    pub stdout: Vec<u8>,
+    /// Its standard error.
+    pub stderr: Vec<u8>,
+}
+
+/// Why a script did not run to its end.
+#[derive(Debug, PartialEq, Eq)]
+pub enum ScriptError {
+    /// It could not be started (or waited for): why.
+    Spawn(String),
+    /// It ran past its timeout and was killed, with its process group.
+    TimedOut,
+}
+
+/// Runs `script` in `sandbox` with `env` (and nothing of the agent's own
+/// environment), as `user` when given, killing it and its process group past
+/// `timeout`; what it wrote and how it exited. Hooks and actions run this way.
+pub async fn run_script(
+    script: &Path,
+    sandbox: &Path,
+    env: &[(String, String)],
+    timeout: Duration,
+    user: Option<Ids>,
+) -> Result<Ran, ScriptError> {
     let mut command = tokio::process::Command::new(script);
     if let Some(user) = user {
         // With a uid to switch to and no groups given, the child also drops every
@@ -162,9 +217,8 @@ pub async fn run_hook_as(
         .kill_on_drop(true)
         // Its own process group, so a timeout kills what it started too.
         .process_group(0);
-    let mut child = command.spawn().map_err(|error| HookError::Spawn {
-        hook: hook.clone(),
-        reason: match user {
+    let mut child = command.spawn().map_err(|error| {
+        ScriptError::Spawn(match user {
             Some(user) if error.kind() == std::io::ErrorKind::PermissionDenied => format!(
                 "{}: {error}: uid {} cannot reach it or its sandbox {}: every directory above the state directory must let others pass (mode o+x)",
                 script.display(),
@@ -172,7 +226,7 @@ pub async fn run_hook_as(
                 sandbox.display()
             ),
             _ => format!("{}: {error}", script.display()),
-        },
+        })
     })?;
     let pid = child.id();
     let stdout = child.stdout.take();
@@ -180,19 +234,16 @@ pub async fn run_hook_as(
     let out_task = tokio::spawn(async move { read_all(stdout).await });
     let err_task = tokio::spawn(async move { read_all(stderr).await });
     let status = match tokio::time::timeout(timeout, child.wait()).await {
-        Ok(status) => status.map_err(|error| HookError::Spawn {
-            hook: hook.clone(),
-            reason: error.to_string(),
-        })?,
+        Ok(status) => status.map_err(|error| ScriptError::Spawn(error.to_string()))?,
         Err(_) => {
             kill_group(pid).await;
             let _ = child.kill().await;
             out_task.abort();
             err_task.abort();
-            return Err(HookError::TimedOut { hook, timeout });
+            return Err(ScriptError::TimedOut);
         }
     };
-    // A child the hook left behind may hold the pipes open: do not wait for it.
+    // A child the script left behind may hold the pipes open: do not wait for it.
     let stdout = tokio::time::timeout(Duration::from_secs(1), out_task)
         .await
         .ok()
@@ -203,16 +254,10 @@ pub async fn run_hook_as(
         .ok()
         .and_then(Result::ok)
         .unwrap_or_default();
-    for line in String::from_utf8_lossy(&stdout).lines() {
-        tracing::info!(hook = hook.as_str(), "{line}");
-    }
-    if status.success() {
-        return Ok(());
-    }
-    Err(HookError::Failed {
-        hook,
-        exit: status.to_string(),
-        stderr: tail(&String::from_utf8_lossy(&stderr), STDERR_TAIL),
+    Ok(Ran {
+        status,
+        stdout,
+        stderr,
     })
 }
 

@@ -6,6 +6,7 @@
 //! - [`privilege`]: who a hook runs as, and the files it may use.
 //! - [`reach`]: whether the hook user can reach the state directory (checked at start).
 //! - [`relation_hooks`]: running a unit's relation hooks (see [`crate::relations`]).
+//! - [`turns`]: one hook or action at a time on a unit.
 //! - [`run_unit`]: the task of one unit, one hook at a time.
 
 pub mod hooks;
@@ -14,6 +15,7 @@ pub mod privilege;
 pub mod reach;
 pub mod relation_hooks;
 pub mod sequence;
+pub mod turns;
 
 use std::{
     collections::BTreeMap,
@@ -81,6 +83,8 @@ pub struct Units {
     pub leadership: Leadership,
     /// The relations of the units.
     pub relations: Relations,
+    /// Each unit's turn: its hooks and actions run one at a time.
+    pub turns: turns::Turns,
 }
 
 /// Runs unit `name` until it is removed or the agent shuts down: one hook at a
@@ -224,6 +228,7 @@ async fn wait(
 
 /// Runs `hook` of unit `name` and records how it went.
 async fn run_one(units: &Units, name: &str, record: &mut UnitRecord, hook: Hook, input: &UnitInput) {
+    let _turn = units.turns.take(name).await;
     let script = units.state.hooks_dir(name).join(hook.as_str());
     if !script.is_file() {
         // Only install and start are required (checked before); others are no-ops.

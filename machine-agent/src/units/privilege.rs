@@ -145,6 +145,26 @@ pub fn prepare(
     config: &Config,
     ids: Ids,
 ) -> Result<Prepared, StateError> {
+    let source = state.hooks_dir(unit).join(hook);
+    let script_text = std::fs::read(&source).map_err(|source_error| StateError::Io {
+        action: "read",
+        path: source.clone(),
+        source: source_error,
+    })?;
+    prepare_script(state, users, unit, hook, &script_text, config, ids)
+}
+
+/// [`prepare`] for any script of unit `unit` (a hook's, an action's): its text
+/// `script_text` is copied to `run/<name>`.
+pub fn prepare_script(
+    state: &StateDir,
+    users: &Users,
+    unit: &str,
+    name: &str,
+    script_text: &[u8],
+    config: &Config,
+    ids: Ids,
+) -> Result<Prepared, StateError> {
     let root = users.agent.is_root();
     let unit_dir = state.unit_dir(unit);
     state::create_dir(&unit_dir, state::PASS_THROUGH)?;
@@ -154,14 +174,8 @@ pub fn prepare(
     let run = state.run_dir(unit);
     state::create_dir(&run, 0o750)?;
     set_owner(&run, None, group, false)?;
-    let source = state.hooks_dir(unit).join(hook);
-    let script_text = std::fs::read(&source).map_err(|source_error| StateError::Io {
-        action: "read",
-        path: source.clone(),
-        source: source_error,
-    })?;
-    let script = run.join(hook);
-    state::write_shared(&script, &script_text, 0o750, group)?;
+    let script = run.join(name);
+    state::write_shared(&script, script_text, 0o750, group)?;
     let config_file = run.join("config.json");
     let config_json = serde_json::to_vec_pretty(config).map_err(|source| StateError::Corrupt {
         path: config_file.clone(),

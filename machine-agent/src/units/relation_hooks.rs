@@ -165,6 +165,8 @@ async fn run_hook(
         tracing::debug!(unit = name, hook = hook_name, "no such hook: nothing to run");
         return (Ok(()), None);
     }
+    // Never beside another hook or an action of the unit.
+    let _turn = units.turns.take(name).await;
     let (csv, version, config) = match &input.want {
         Want::Run { csv, version, config } => (csv.clone(), version.clone(), config.clone()),
         Want::Remove => (

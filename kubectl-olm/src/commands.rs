@@ -347,6 +347,21 @@ pub fn channel_heads(
 
 /// The Subscription of `package` in the namespace (by `spec.name`, else by its own name).
 async fn subscription_of(env: &Env<'_>, package: &str) -> Result<Subscription, Error> {
+    find_subscription(env, package, Named::PackageFirst).await
+}
+
+/// What a name given on the command line is matched against first: a
+/// Subscription's package (`spec.name`) or its own name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Named {
+    /// The package, else the Subscription's name.
+    PackageFirst,
+    /// The Subscription's name, else the package.
+    NameFirst,
+}
+
+/// The Subscription of the namespace that `key` names, matched in `order`.
+pub(crate) async fn find_subscription(env: &Env<'_>, key: &str, order: Named) -> Result<Subscription, Error> {
     let api: Api<Subscription> = Api::namespaced(env.client.clone(), &env.namespace);
     let subs = api
         .list(&ListParams::default())
@@ -356,14 +371,16 @@ async fn subscription_of(env: &Env<'_>, package: &str) -> Result<Subscription, E
             env.namespace
         )))?
         .items;
-    subs.iter()
-        .find(|s| s.spec.package == package)
-        .or_else(|| subs.iter().find(|s| s.name_any() == package))
-        .cloned()
-        .ok_or_else(|| Error::NoSubscription {
-            package: package.to_owned(),
-            namespace: env.namespace.clone(),
-        })
+    let by_package = |s: &&Subscription| s.spec.package == key;
+    let by_name = |s: &&Subscription| s.name_any() == key;
+    let found = match order {
+        Named::PackageFirst => subs.iter().find(by_package).or_else(|| subs.iter().find(by_name)),
+        Named::NameFirst => subs.iter().find(by_name).or_else(|| subs.iter().find(by_package)),
+    };
+    found.cloned().ok_or_else(|| Error::NoSubscription {
+        package: key.to_owned(),
+        namespace: env.namespace.clone(),
+    })
 }
 
 /// The InstallPlan `subscription` waits on for approval, if any.

@@ -20,7 +20,13 @@ use olm_api::{
 };
 use serde_json::{Value, json};
 
-use crate::{DryRunArgs, Env, FIELD_MANAGER, Output, error::Error, objects, table::Table};
+use crate::{
+    DryRunArgs, Env, FIELD_MANAGER, Output,
+    commands::{Named, find_subscription},
+    error::Error,
+    objects,
+    table::Table,
+};
 
 /// The revision `to` names among `revisions` (its number, its name, which
 /// is its CSV's, or its version); without `to`, the newest one older than
@@ -105,23 +111,7 @@ pub fn annotated(subscription: &Subscription, revision: Option<&OperatorRevision
 
 /// The Subscription named `name`, or else the one of package `name`.
 async fn subscription_named(env: &Env<'_>, name: &str) -> Result<Subscription, Error> {
-    let api: Api<Subscription> = Api::namespaced(env.client.clone(), &env.namespace);
-    let subs = api
-        .list(&ListParams::default())
-        .await
-        .map_err(Error::kube(format!(
-            "list Subscriptions in namespace {}",
-            env.namespace
-        )))?
-        .items;
-    subs.iter()
-        .find(|s| s.name_any() == name)
-        .or_else(|| subs.iter().find(|s| s.spec.package == name))
-        .cloned()
-        .ok_or_else(|| Error::NoSubscription {
-            package: name.to_owned(),
-            namespace: env.namespace.clone(),
-        })
+    find_subscription(env, name, Named::NameFirst).await
 }
 
 /// The revisions recorded for `subscription`.

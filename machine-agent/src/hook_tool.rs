@@ -106,6 +106,14 @@ impl Reply {
             output: None,
         }
     }
+
+    /// The reply of a tool that answers with output or refuses with a reason.
+    fn of(answer: Result<Option<String>, String>) -> Reply {
+        match answer {
+            Ok(output) => Reply { error: None, output },
+            Err(error) => Reply::refused(error),
+        }
+    }
 }
 
 /// What a hook run set, read by its unit once the hook ends.
@@ -245,20 +253,14 @@ impl Runs {
                 let answer = relations
                     .answer(unit, run.application.as_deref(), &self.leadership, tool)
                     .await;
-                return match answer {
-                    Ok(output) => Reply { error: None, output },
-                    Err(error) => Reply::refused(error),
-                };
+                return Reply::of(answer);
             }
             Command::Action(command) => {
                 let answer = match &run.action {
                     Some(action) => action.answer(command, &olm_runtime::conditions::now()),
                     None => Err(crate::actions::tool::not_in_action(&command)),
                 };
-                return match answer {
-                    Ok(output) => Reply { error: None, output },
-                    Err(error) => Reply::refused(error),
-                };
+                return Reply::of(answer);
             }
         }
         Reply::ok()

@@ -10,7 +10,10 @@
 //!   log (`action-log`), its output and exit code 0; its parameters reach it
 //!   through `action-get`, by key and whole;
 //! - `fail` ends failed with `action-fail`'s message, or with the exit code;
-//! - `slow` is killed at the operator's timeout and ends failed, timed out;
+//! - `slow` is killed at the operator's timeout, or at the Action's own, and
+//!   ends failed, timed out;
+//! - a task running when its agent is killed ends aborted when the agent
+//!   starts again;
 //! - a unit's actions and hooks never run at the same time, and its actions
 //!   run in the order they were created;
 //! - the action tools refuse to work inside a hook.
@@ -118,10 +121,26 @@ fn sandbox_file(state: &Path, file: &str) -> String {
 
 /// Creates Action `name` and accepts it on `machines`, as olm-operator does.
 async fn run(api: &Api<Action>, name: &str, action: &str, params: serde_json::Value, machines: &[String]) {
+    run_for(api, name, action, params, machines, None).await;
+}
+
+/// As [`run`], with a timeout of the Action's own when `timeout` is set.
+async fn run_for(
+    api: &Api<Action>,
+    name: &str,
+    action: &str,
+    params: serde_json::Value,
+    machines: &[String],
+    timeout: Option<i64>,
+) {
+    let mut spec = json!({"operator": "keeper", "action": action, "params": params});
+    if let Some(seconds) = timeout {
+        spec["timeoutSeconds"] = json!(seconds);
+    }
     apply_json(
         api,
         json!({"apiVersion": "model.olm-rs.dev/v1alpha1", "kind": "Action",
-               "metadata": {"name": name}, "spec": {"operator": "keeper", "action": action, "params": params}}),
+               "metadata": {"name": name}, "spec": spec}),
     )
     .await;
     let tasks: Vec<UnitTask> = machines.iter().map(|m| UnitTask::pending(m)).collect();
@@ -258,6 +277,16 @@ async fn actions_run_on_every_unit_with_results_failures_and_timeouts() {
             Some("timed out: the action ran past its timeout of 3s and was killed")
         );
         assert_eq!(slow.log.first().map(|l| l.message.as_str()), Some("sleeping"));
+        // An Action's own timeout wins over the operator's.
+        run_for(&actions, "slow-own", "slow", json!({}), a, Some(1)).await;
+        let own = &ended(&actions, "slow-own").await[&machines[0]];
+        assert_eq!(
+            (own.state, own.message.as_deref()),
+            (
+                TaskState::Failed,
+                Some("timed out: the action ran past its timeout of 1s and was killed")
+            )
+        );
 
         // Two actions on one unit run in order, never during each other or a hook.
         run(&actions, "backup-2", "backup", json!({"path": "/srv/2"}), a).await;
@@ -285,6 +314,31 @@ async fn actions_run_on_every_unit_with_results_failures_and_timeouts() {
         assert!(
             refused.contains("action-get works only inside an action"),
             "{refused:?}"
+        );
+        // Killing the agent mid-action: its next start aborts the task with the reason.
+        let mut agents = agents;
+        run_for(&actions, "slow-killed", "slow", json!({}), a, Some(120)).await;
+        wait_for(
+            &actions,
+            "slow-killed",
+            "the task of slow-killed running",
+            |action: Option<&Action>| {
+                action
+                    .and_then(|a| a.status.as_ref())
+                    .is_some_and(|s| s.tasks.iter().any(|t| t.state == TaskState::Running))
+            },
+        )
+        .await;
+        agents[0].kill();
+        agents[0] = agent(&ns, NODES[0], &states[0]);
+        let killed = &ended(&actions, "slow-killed").await[&machines[0]];
+        assert_eq!(
+            (killed.state, killed.message.as_deref()),
+            (
+                TaskState::Aborted,
+                Some("the machine agent stopped while the action ran")
+            ),
+            "{killed:?}"
         );
         drop(agents);
         for state in states {

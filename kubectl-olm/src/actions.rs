@@ -25,6 +25,9 @@ use crate::{
     table::{Cell, Table, Tone},
 };
 
+/// The unit name that targets whichever unit leads, as Juju's `app/leader`.
+const LEADER: &str = "leader";
+
 /// How often `run --wait` looks at the Action.
 const POLL: Duration = Duration::from_secs(1);
 
@@ -35,7 +38,8 @@ pub enum ActionCommand {
     /// (every unit without UNIT; `key.sub=value` nests; values that read as numbers or
     /// true/false are those).
     Run {
-        /// The operator's package (or CSV), and optionally one unit: `db` or `db/edge-node-1`.
+        /// The operator's package (or CSV), and optionally one unit: `db`, `db/edge-node-1`,
+        /// or `db/leader` for whichever unit leads.
         target: String,
         /// The action (`kubectl olm actions OPERATOR` lists them).
         action: String,
@@ -50,6 +54,10 @@ pub enum ActionCommand {
         /// How long to wait, in seconds.
         #[arg(long, default_value_t = 300)]
         timeout: u64,
+        /// How long each unit's task may run before it is killed and failed, in seconds
+        /// (default: the operator's hook timeout).
+        #[arg(long, value_parser = clap::value_parser!(i64).range(1..))]
+        action_timeout: Option<i64>,
         /// Dry run and output.
         #[command(flatten)]
         dry_run: DryRunArgs,
@@ -99,9 +107,10 @@ pub async fn dispatch(env: &mut Env<'_>, command: ActionCommand) -> Result<(), E
             name,
             wait,
             timeout,
+            action_timeout,
             dry_run,
         } => {
-            let action = build(&env.namespace, &target, &action, &params, name)?;
+            let action = build(&env.namespace, &target, &action, &params, name, action_timeout)?;
             run(env, action, &dry_run, wait.then(|| Duration::from_secs(timeout))).await
         }
         ActionCommand::Actions { operator, output } => offered(env, &operator, output).await,
@@ -119,6 +128,7 @@ pub fn build(
     action: &str,
     params: &[String],
     name: Option<String>,
+    timeout_seconds: Option<i64>,
 ) -> Result<Action, Error> {
     let (operator, unit) = match target.split_once('/') {
         Some((operator, unit)) => (operator, Some(unit)),
@@ -144,7 +154,12 @@ pub fn build(
             operator: operator.to_owned(),
             action: action.to_owned(),
             params: (!params.is_empty()).then_some(params),
-            units: unit.map(|u| vec![u.to_owned()]).unwrap_or_default(),
+            units: unit
+                .filter(|u| *u != LEADER)
+                .map(|u| vec![u.to_owned()])
+                .unwrap_or_default(),
+            leader: unit == Some(LEADER),
+            timeout_seconds,
             cancel: false,
         },
         status: None,

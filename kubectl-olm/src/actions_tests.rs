@@ -41,7 +41,7 @@ fn params_parse_as_juju_reads_them() {
 
 #[test]
 fn run_builds_one_action_for_every_unit_or_one() {
-    let action = build("team", "db", "backup", &args(&["path=/srv"]), None).expect("an Action");
+    let action = build("team", "db", "backup", &args(&["path=/srv"]), None, None).expect("an Action");
     assert_eq!(action.metadata.generate_name.as_deref(), Some("db-backup-"));
     assert_eq!(action.metadata.name, None);
     assert_eq!(action.metadata.namespace.as_deref(), Some("team"));
@@ -52,18 +52,26 @@ fn run_builds_one_action_for_every_unit_or_one() {
         serde_json::json!({"path": "/srv"}).as_object().cloned()
     );
 
-    let action = build("team", "db/edge-n1", "pause", &[], Some("p1".into())).expect("an Action");
+    let action = build("team", "db/edge-n1", "pause", &[], Some("p1".into()), None).expect("an Action");
     assert_eq!(action.metadata.name.as_deref(), Some("p1"));
     assert_eq!(action.metadata.generate_name, None);
     assert_eq!(action.spec.units, ["edge-n1"]);
     assert_eq!(action.spec.params, None);
+    assert!(!action.spec.leader);
+    assert_eq!(action.spec.timeout_seconds, None);
+
+    // Juju's `app/leader`: whichever unit leads; and a timeout of its own.
+    let action = build("team", "db/leader", "pause", &[], None, Some(30)).expect("an Action");
+    assert!(action.spec.leader, "the leader");
+    assert!(action.spec.units.is_empty(), "no named unit");
+    assert_eq!(action.spec.timeout_seconds, Some(30));
 
     for bad in ["", "/u", "db/", "db/a/b"] {
-        let err = build("team", bad, "x", &[], None).unwrap_err().to_string();
+        let err = build("team", bad, "x", &[], None, None).unwrap_err().to_string();
         assert!(err.contains("is not OPERATOR[/UNIT]"), "{bad:?}: {err}");
     }
     // What `--dry-run -o yaml` prints: an object `kubectl create -f` takes.
-    let yaml = serde_saphyr::to_string(&build("team", "My.DB", "backup", &[], None).unwrap()).unwrap();
+    let yaml = serde_saphyr::to_string(&build("team", "My.DB", "backup", &[], None, None).unwrap()).unwrap();
     assert!(yaml.contains("apiVersion: model.olm-rs.dev/v1alpha1"), "{yaml}");
     assert!(yaml.contains("kind: Action"), "{yaml}");
     assert!(yaml.contains("generateName: my-db-backup-"), "{yaml}");
@@ -103,7 +111,15 @@ fn the_commands_parse() {
 }
 
 fn finished_action() -> Action {
-    let mut action = build("team", "db", "backup", &args(&["path=/srv"]), Some("b1".into())).unwrap();
+    let mut action = build(
+        "team",
+        "db",
+        "backup",
+        &args(&["path=/srv"]),
+        Some("b1".into()),
+        None,
+    )
+    .unwrap();
     let time = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         k8s_openapi::jiff::Timestamp::from_second(1_800_000_000).unwrap(),
     );

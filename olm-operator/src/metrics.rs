@@ -4,7 +4,10 @@
 
 use olm_api::v1alpha1::{ClusterServiceVersion, CsvPhase};
 use olm_runtime::metrics::{Metrics as RuntimeMetrics, ReconcileTimer, register};
-use prometheus::{Encoder, IntCounter, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder};
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
 
 /// Every metric of olm-operator, in one registry.
 #[derive(Clone, Debug)]
@@ -18,6 +21,11 @@ pub struct Metrics {
     pub csv_abnormal: IntGaugeVec,
     /// `csv_upgrade_count`: how many CSVs went Replacing.
     pub csv_upgrade_count: IntCounter,
+    /// `olm_rs_actions_total{operator,action,outcome}`: Actions ended.
+    pub actions: IntCounterVec,
+    /// `olm_rs_action_duration_seconds{operator,action}`: how long Actions
+    /// ran, from their first task's start to their end.
+    pub action_duration: HistogramVec,
 }
 
 impl Metrics {
@@ -46,13 +54,27 @@ impl Metrics {
             registry,
             IntCounter::new("csv_upgrade_count", "Monotonic count of CSV upgrades")?,
         )?;
+        let (actions, action_duration) = register_actions(registry)?;
         Ok(Self {
             runtime: runtime.clone(),
             csv_count,
             csv_succeeded,
             csv_abnormal,
             csv_upgrade_count,
+            actions,
+            action_duration,
         })
+    }
+
+    /// Counts an ended Action of `operator`'s `action`, and how long it ran
+    /// when it ran at all.
+    pub fn action_ended(&self, operator: &str, action: &str, outcome: &str, seconds: Option<f64>) {
+        self.actions.with_label_values(&[operator, action, outcome]).inc();
+        if let Some(seconds) = seconds {
+            self.action_duration
+                .with_label_values(&[operator, action])
+                .observe(seconds);
+        }
     }
 
     /// The runtime's metrics (leader election and writes register there).
@@ -144,6 +166,32 @@ pub fn enum_string<T: serde::Serialize>(value: T) -> String {
         Ok(serde_json::Value::String(s)) => s,
         _ => String::new(),
     }
+}
+
+/// The Action metrics, registered on `registry`.
+fn register_actions(registry: &Registry) -> Result<(IntCounterVec, HistogramVec), prometheus::Error> {
+    let actions = register(
+        registry,
+        IntCounterVec::new(
+            Opts::new(
+                "olm_rs_actions_total",
+                "Actions ended, by operator, action and outcome",
+            ),
+            &["operator", "action", "outcome"],
+        )?,
+    )?;
+    let duration = register(
+        registry,
+        HistogramVec::new(
+            HistogramOpts::new(
+                "olm_rs_action_duration_seconds",
+                "How long Actions ran, from their first task's start to their end",
+            )
+            .buckets(vec![0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3600.0]),
+            &["operator", "action"],
+        )?,
+    )?;
+    Ok((actions, duration))
 }
 
 #[cfg(test)]

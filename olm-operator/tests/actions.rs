@@ -139,6 +139,8 @@ async fn run(api: &Api<Action>, name: &str, operator: &str, action: &str, params
             action: action.to_owned(),
             params: params.as_object().cloned(),
             units: Vec::new(),
+            leader: false,
+            timeout_seconds: None,
             cancel: false,
         },
     );
@@ -243,6 +245,8 @@ async fn actions_are_queued_refused_cancelled_aborted_and_removed() {
                 action: "pause".into(),
                 params: None,
                 units: vec!["edge-m9".into()],
+                leader: false,
+                timeout_seconds: None,
                 cancel: false,
             },
         );

@@ -109,7 +109,9 @@ pub async fn run(
         Err(why) => return (Recorded::default(), Outcome::NotRun(why)),
     };
     let env = action_env(units, due, &ready, &prepared.config_file, &run.id);
-    let timeout = Duration::from_secs(ready.csv.strategy.hook_timeout_seconds().max(1).unsigned_abs());
+    let timeout = due.timeout.unwrap_or_else(|| {
+        Duration::from_secs(ready.csv.strategy.hook_timeout_seconds().max(1).unsigned_abs())
+    });
     let user = (ids != units.users.agent).then_some(ids);
     tracing::info!(
         unit,

@@ -32,6 +32,9 @@ pub struct Due {
     pub operator: String,
     /// The CSV it was accepted against.
     pub csv: Option<String>,
+    /// How long it may run, when the Action sets it; else the operator's
+    /// hook timeout applies.
+    pub timeout: Option<Duration>,
 }
 
 /// Whether `action` was accepted (its tasks are queued).
@@ -63,6 +66,11 @@ pub fn due<'a>(actions: impl IntoIterator<Item = &'a Action>, machine: &str) -> 
                 params: Value::Object(a.spec.params.clone().unwrap_or_default()),
                 operator: a.spec.operator.clone(),
                 csv: a.status.as_ref().and_then(|s| s.csv.clone()),
+                timeout: a
+                    .spec
+                    .timeout_seconds
+                    .and_then(|seconds| u64::try_from(seconds).ok())
+                    .map(Duration::from_secs),
             };
             Some((a.metadata.creation_timestamp.as_ref(), due))
         })

@@ -62,6 +62,16 @@ pub struct ActionSpec {
     /// Machine). Empty: every unit of the operator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub units: Vec<String>,
+    /// Run on the operator's leader unit only, whichever unit leads when
+    /// the action is accepted (Juju's `app/leader`). `units` must then be
+    /// empty.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub leader: bool,
+    /// How long each unit's task may run before it is killed and failed, in
+    /// seconds. Unset: the operator's hook timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub timeout_seconds: Option<i64>,
     /// Set to cancel the action: tasks still pending never run; running
     /// ones finish.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -247,11 +257,15 @@ pub enum ActionReason {
     /// The operator has no unit to run on (no machine runs it yet, or it is
     /// installed as a Deployment, whose actions do not run yet).
     NoUnits,
+    /// The spec asks for the leader and names units as well.
+    ConflictingTargets,
+    /// The spec asks for the leader, and no unit of the operator leads.
+    NoLeader,
 }
 
 impl ActionReason {
     /// Every reason.
-    pub const ALL: [ActionReason; 7] = [
+    pub const ALL: [ActionReason; 9] = [
         Self::Queued,
         Self::NotInstalled,
         Self::InvalidDeclaration,
@@ -259,6 +273,8 @@ impl ActionReason {
         Self::InvalidParams,
         Self::UnknownUnit,
         Self::NoUnits,
+        Self::ConflictingTargets,
+        Self::NoLeader,
     ];
 
     /// The reason as written in `status.conditions[].reason`.
@@ -271,6 +287,8 @@ impl ActionReason {
             Self::InvalidParams => "InvalidParams",
             Self::UnknownUnit => "UnknownUnit",
             Self::NoUnits => "NoUnits",
+            Self::ConflictingTargets => "ConflictingTargets",
+            Self::NoLeader => "NoLeader",
         }
     }
 }

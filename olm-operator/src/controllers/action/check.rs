@@ -2,7 +2,7 @@
 //! operator is installed, declares the action, the parameters fit the
 //! action's schema, and the units it names are units of the operator.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::ResourceExt;
 use olm_api::{
@@ -115,9 +115,10 @@ fn installed<'c>(
     }
 }
 
-/// The units `action` runs on: those it names, or every unit of `csv`'s
-/// operator. A machine unit is named after its Machine, which reports a
-/// unit of one of the operator's CSVs.
+/// The units `action` runs on: its operator's leader when it asks for it,
+/// those it names, or every unit of `csv`'s operator. A machine unit is
+/// named after its Machine, which reports a unit of one of the operator's
+/// CSVs.
 fn units(
     action: &Action,
     csv: &ClusterServiceVersion,
@@ -125,6 +126,15 @@ fn units(
     machines: &[&Machine],
 ) -> Result<Vec<String>, Refusal> {
     let operator = &action.spec.operator;
+    if action.spec.leader && !action.spec.units.is_empty() {
+        return Err(Refusal::new(
+            ActionReason::ConflictingTargets,
+            format!(
+                "the action asks for operator {operator}'s leader and names units ({}) as well; ask for one or the other",
+                action.spec.units.join(", ")
+            ),
+        ));
+    }
     let Some(strategy) = csv.spec.install.machine() else {
         return Err(Refusal::new(
             ActionReason::NoUnits,
@@ -134,24 +144,7 @@ fn units(
             ),
         ));
     };
-    let package = package_of(csv);
-    let of_operator: BTreeSet<String> = csvs
-        .iter()
-        .filter(|c| c.namespace() == csv.namespace())
-        .filter(|c| c.name_any() == csv.name_any() || (package.is_some() && package_of(c) == package))
-        .map(|c| c.name_any())
-        .collect();
-    let existing: BTreeSet<String> = machines
-        .iter()
-        .filter(|m| m.namespace() == csv.namespace() && m.spec.pool == strategy.pool)
-        .filter(|m| {
-            m.status
-                .iter()
-                .flat_map(|s| s.units.iter().flatten())
-                .any(|unit| of_operator.contains(&unit.csv))
-        })
-        .map(|m| m.name_any())
-        .collect();
+    let existing = existing_units(csv, csvs, machines, &strategy.pool);
     if existing.is_empty() {
         return Err(Refusal::new(
             ActionReason::NoUnits,
@@ -161,11 +154,14 @@ fn units(
             ),
         ));
     }
-    if action.spec.units.is_empty() {
-        return Ok(existing.into_iter().collect());
+    if action.spec.leader {
+        return leader_of(operator, &existing).map(|leader| vec![leader]);
     }
-    if let Some(unknown) = action.spec.units.iter().find(|u| !existing.contains(*u)) {
-        let known: Vec<&str> = existing.iter().map(String::as_str).collect();
+    if action.spec.units.is_empty() {
+        return Ok(existing.into_keys().collect());
+    }
+    if let Some(unknown) = action.spec.units.iter().find(|u| !existing.contains_key(*u)) {
+        let known: Vec<&str> = existing.keys().map(String::as_str).collect();
         return Err(Refusal::new(
             ActionReason::UnknownUnit,
             format!(
@@ -176,4 +172,55 @@ fn units(
     }
     let named: BTreeSet<String> = action.spec.units.iter().cloned().collect();
     Ok(named.into_iter().collect())
+}
+
+/// The units of `csv`'s operator on the Machines of `pool`: each Machine
+/// that reports a unit of one of the operator's CSVs, and whether that unit
+/// leads.
+fn existing_units(
+    csv: &ClusterServiceVersion,
+    csvs: &[&ClusterServiceVersion],
+    machines: &[&Machine],
+    pool: &str,
+) -> BTreeMap<String, bool> {
+    let package = package_of(csv);
+    let of_operator: BTreeSet<String> = csvs
+        .iter()
+        .filter(|c| c.namespace() == csv.namespace())
+        .filter(|c| c.name_any() == csv.name_any() || (package.is_some() && package_of(c) == package))
+        .map(|c| c.name_any())
+        .collect();
+    machines
+        .iter()
+        .filter(|m| m.namespace() == csv.namespace() && m.spec.pool == pool)
+        .filter_map(|m| {
+            let mut units = m
+                .status
+                .iter()
+                .flat_map(|s| s.units.iter().flatten())
+                .filter(|unit| of_operator.contains(&unit.csv))
+                .peekable();
+            units.peek()?;
+            let leads = units.any(|unit| unit.leader);
+            Some((m.name_any(), leads))
+        })
+        .collect()
+}
+
+/// The unit that leads among `units`, or why there is none to run on.
+fn leader_of(operator: &str, units: &BTreeMap<String, bool>) -> Result<String, Refusal> {
+    units
+        .iter()
+        .find(|(_, leads)| **leads)
+        .map(|(unit, _)| unit.clone())
+        .ok_or_else(|| {
+            let known: Vec<&str> = units.keys().map(String::as_str).collect();
+            Refusal::new(
+                ActionReason::NoLeader,
+                format!(
+                    "operator {operator} has no leader unit now (its units: {}); run the action on named units, or again once a unit leads",
+                    known.join(", ")
+                ),
+            )
+        })
 }

@@ -66,6 +66,8 @@ fn action(name: &str, operator: &str, act: &str, params: serde_json::Value, unit
             action: act.to_owned(),
             params: params.as_object().cloned(),
             units: units.iter().map(|u| (*u).to_owned()).collect(),
+            leader: false,
+            timeout_seconds: None,
             cancel: false,
         },
     );
@@ -283,6 +285,57 @@ fn a_valid_action_is_queued_on_its_units_and_then_left_alone() {
     // By CSV name too; and once queued, an unchanged action decides nothing.
     let queued = world.settled(action("a", "db.v1.0.0", "pause", serde_json::json!({}), &[]));
     assert!(world.decide(&queued, &[], Retention::default()).is_empty());
+}
+
+/// `world` with machine `name`'s unit leading.
+fn leading(mut world: World, name: &str) -> World {
+    for machine in &mut world.machines {
+        if machine.metadata.name.as_deref() == Some(name) {
+            for unit in machine
+                .status
+                .iter_mut()
+                .flat_map(|s| s.units.iter_mut().flatten())
+            {
+                unit.leader = true;
+            }
+        }
+    }
+    world
+}
+
+#[test]
+fn an_action_for_the_leader_runs_on_the_unit_that_leads_or_is_refused() {
+    let path = serde_json::json!({"path": "/srv"});
+    let for_leader = |units: &[&str]| {
+        let mut action = action("a", "db", "backup", path.clone(), units);
+        action.spec.leader = true;
+        action
+    };
+
+    let world = leading(World::new(), "edge-b");
+    let status = written(&world.decide(&for_leader(&[]), &[], Retention::default()));
+    assert_eq!(accepted(&status).1, "Queued", "{status:?}");
+    assert_eq!(states(&status), vec![("edge-b".to_owned(), TaskState::Pending)]);
+
+    // No unit leads (a hand-over in progress): refused, naming the units.
+    let status = written(&World::new().decide(&for_leader(&[]), &[], Retention::default()));
+    let (s, reason, message) = accepted(&status);
+    assert_eq!((s.as_str(), reason.as_str()), ("False", "NoLeader"), "{message}");
+    assert!(
+        message.contains("operator db has no leader unit now (its units: edge-a, edge-b)"),
+        "{message}"
+    );
+    assert!(status.tasks.is_empty());
+
+    // The leader and named units at once: refused before anything else.
+    let status = written(&world.decide(&for_leader(&["edge-a"]), &[], Retention::default()));
+    let (s, reason, message) = accepted(&status);
+    assert_eq!(
+        (s.as_str(), reason.as_str()),
+        ("False", "ConflictingTargets"),
+        "{message}"
+    );
+    assert!(message.contains("names units (edge-a) as well"), "{message}");
 }
 
 #[test]

@@ -4,7 +4,10 @@
 //! needs no agent: cancelling pending tasks when the user sets
 //! `spec.cancel`, aborting the tasks of lost units, the phase from the tasks;
 //! and removes finished Actions past their retention ([`decide::Retention`]).
-//! The agents of the units run the tasks and write their results.
+//! The agents of the units run the tasks and write their results. The write
+//! that marks an Action's start or end ([`milestone`]) also gives an Event on
+//! it and, for its end, the `olm_rs_actions_total` and
+//! `olm_rs_action_duration_seconds` metrics.
 //!
 //! A reconcile reads the shared stores (CSVs, Machines, Actions), decides
 //! with [`decide::decide`] (pure), and has the runtime's applier write the
@@ -13,11 +16,13 @@
 
 pub mod check;
 pub mod decide;
+pub mod milestone;
 #[cfg(test)]
 mod tests;
 
 use std::{sync::Arc, time::Duration};
 
+use kube::runtime::events::{Event, EventType};
 use kube::{
     Api, Resource, ResourceExt,
     runtime::{
@@ -25,7 +30,11 @@ use kube::{
         reflector::{ObjectRef, Store},
     },
 };
-use olm_api::{model::Action, substrate::Machine, v1alpha1::ClusterServiceVersion};
+use olm_api::{
+    model::{Action, ActionStatus},
+    substrate::Machine,
+    v1alpha1::ClusterServiceVersion,
+};
 use olm_runtime::{ErrorClass, ReconcileError};
 
 use crate::{context::Context, stores::Cache};
@@ -138,9 +147,16 @@ pub async fn reconcile(action: Arc<Action>, ctx: Arc<Context>, sources: Sources)
             name: name.clone(),
             source,
         })?;
-    if done.statuses > 0 {
-        let phase = effects.statuses.first().map(|s| s.status["phase"].clone());
-        tracing::info!(action = %name, %namespace, ?phase, "Action status updated");
+    if done.statuses > 0
+        && let Some(written) = effects.statuses.first()
+    {
+        tracing::info!(action = %name, %namespace, phase = %written.status["phase"], "Action status updated");
+        let next: Option<ActionStatus> = serde_json::from_value(written.status.clone()).ok();
+        if let Some(next) = next
+            && let Some(step) = milestone::milestone(action.status.as_ref(), &next)
+        {
+            mark(&ctx, &action, &next, &step);
+        }
     }
     if done.removed > 0 {
         tracing::info!(%namespace, removed = done.removed, "finished Actions past their retention removed");
@@ -149,6 +165,53 @@ pub async fn reconcile(action: Arc<Action>, ctx: Arc<Context>, sources: Sources)
     let next = decide::kept_for(&action, retention, &now)
         .map_or(ctx.settings.resync, |left| left.min(ctx.settings.resync));
     Ok(Next::requeue(next.max(UNTIL_SYNCED)))
+}
+
+/// Marks `step` of `action`'s life: an Event on it and, when it ended, the
+/// Action metrics.
+fn mark(ctx: &Context, action: &Action, status: &ActionStatus, step: &milestone::Milestone) {
+    let (type_, reason, note) = match step {
+        milestone::Milestone::Started => (
+            EventType::Normal,
+            "Started",
+            format!(
+                "action {} of operator {} started",
+                action.spec.action, action.spec.operator
+            ),
+        ),
+        milestone::Milestone::Ended { outcome, seconds } => {
+            ctx.metrics.action_ended(
+                &action.spec.operator,
+                &action.spec.action,
+                outcome.as_str(),
+                *seconds,
+            );
+            let type_ = if outcome.is_warning() {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            };
+            let message = status.message.clone();
+            let note = format!(
+                "action {} of operator {} ended: {}{}",
+                action.spec.action,
+                action.spec.operator,
+                outcome.as_str().to_lowercase(),
+                message.map(|m| format!(" ({m})")).unwrap_or_default()
+            );
+            (type_, outcome.as_str(), note)
+        }
+    };
+    ctx.publish(
+        action,
+        Event {
+            type_,
+            reason: reason.to_owned(),
+            note: Some(note),
+            action: "Run".to_owned(),
+            secondary: None,
+        },
+    );
 }
 
 /// What to do after a failed reconcile.

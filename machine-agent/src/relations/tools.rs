@@ -414,6 +414,11 @@ mod tests {
             "the unit has no relation \"cache:r\": its relations are database:r, cache:s"
         );
         assert!(find(&views, None).unwrap_err().contains("give -r"));
+        // An empty id is quoted: unquoted, the refusal named nothing.
+        assert_eq!(
+            find(&views, Some("")).unwrap_err(),
+            "the unit has no relation \"\": its relations are database:r, cache:s"
+        );
     }
 
     #[test]

@@ -8,8 +8,9 @@
 
 use clap::Parser;
 use machine_agent::{
-    cli::Cli,
+    cli::{Cli, HookCommand},
     hook_tool::{MAX_REQUEST_BYTES, Request, Runs},
+    relations::tools::RelationCommand,
 };
 use olm_api::substrate::WorkloadState;
 use proptest::prelude::*;
@@ -135,13 +136,27 @@ proptest! {
                 Just("--help".to_owned()), Just("-x".to_owned()), Just("active".to_owned()),
                 Just("Active".to_owned()), Just("".to_owned()), "[ -~]{0,10}",
                 Just("\u{feff}é\0".to_owned()),
+                prop::sample::select(vec![
+                    "relation-ids", "relation-list", "relation-get", "relation-set", "-r", "--app",
+                    "database:r", "k=v", "=v", "k=", "a=b=c", "action-get", "action-set",
+                    "action-log", "action-fail", "--format", "json", "yaml", "xml", "is-leader",
+                ])
+                .prop_map(str::to_owned),
             ],
             0..5,
         ),
     ) {
         let argv = ["machine-agent", "hook"].into_iter().map(str::to_owned).chain(args.clone());
         match Cli::try_parse_from(argv) {
-            Ok(cli) => prop_assert!(matches!(cli.command, machine_agent::cli::Command::Hook(_))),
+            Ok(cli) => {
+                let machine_agent::cli::Command::Hook(hook) = cli.command else {
+                    panic!("not a hook command: {args:?}");
+                };
+                // A key the agent would refuse never leaves the command line.
+                if let HookCommand::Relation(RelationCommand::RelationSet { settings, .. }) = hook {
+                    prop_assert!(settings.iter().all(|(k, _)| !k.is_empty()), "{:?}", args);
+                }
+            }
             Err(error) => prop_assert!(!error.to_string().trim().is_empty(), "{:?}", args),
         }
     }

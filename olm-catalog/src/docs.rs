@@ -7,6 +7,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::{
+    bounded::{self, Bounded},
     error::{LoadError, Position, SyntaxError},
     fastyaml,
 };
@@ -87,14 +88,21 @@ fn parse_yaml_documents(path: &Path, text: &str) -> Result<Vec<Value>, LoadError
 /// gives up; `None` if some document does not parse (the full parser then reports the error with
 /// its position in the whole text).
 fn fast_path(text: &str) -> Option<Vec<Value>> {
-    fastyaml::parse_stream(text, |doc| {
-        serde_saphyr::from_multiple_with_options::<Value>(doc, yaml_options()).ok()
+    // One budget for the whole text, however many documents the full parser reads of it.
+    bounded::within(bounded::budget(text.len()), || {
+        fastyaml::parse_stream(text, |doc| read_yaml(doc).ok())
     })
+}
+
+/// Every document of `text`, within what is left of the budget of [`bounded::within`].
+fn read_yaml(text: &str) -> Result<Vec<Value>, serde_saphyr::Error> {
+    serde_saphyr::from_multiple_with_options::<Bounded>(text, yaml_options())
+        .map(|docs| docs.into_iter().map(|d| d.0).collect())
 }
 
 /// Every document through the full YAML parser.
 fn parse_yaml_full(path: &Path, text: &str) -> Result<Vec<Value>, LoadError> {
-    match serde_saphyr::from_multiple_with_options::<Value>(text, yaml_options()) {
+    match bounded::within(bounded::budget(text.len()), || read_yaml(text)) {
         Ok(docs) => Ok(docs.into_iter().filter(|d| !d.is_null()).collect()),
         Err(e) => {
             let position = e

@@ -19,6 +19,7 @@
 
 #![warn(missing_docs)]
 
+mod bounded;
 pub mod bundle;
 pub mod configmap;
 mod current_csv;

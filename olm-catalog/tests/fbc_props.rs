@@ -230,6 +230,22 @@ fn the_valid_catalog_parses_validates_and_round_trips() {
 }
 
 #[test]
+fn an_alias_bomb_is_refused_naming_the_file() {
+    // 5 levels of 10 aliases of a 1 KiB string: 5 KiB of text for 100 MiB of strings.
+    let text = alias_bomb(5, 10, 1024);
+    let error = match fbc::parse_str(YAML_PATH, &text) {
+        Ok(catalog) => panic!("read as {} bytes", fbc::to_json_stream(&catalog).len()),
+        Err(error) => error,
+    };
+    assert_names(&error, YAML_PATH);
+    assert!(
+        display_chain(&error).contains("aliases"),
+        "{}",
+        display_chain(&error)
+    );
+}
+
+#[test]
 fn duplicate_packages_and_bundles_load_but_do_not_validate() {
     let mut blobs = valid_blobs();
     blobs.push(blobs[0].clone());
@@ -293,8 +309,39 @@ proptest! {
 
 }
 
+/// A bundle whose properties nest YAML aliases `levels` deep, each level `fan` aliases of the
+/// one below, the lowest an anchored string of `size` bytes: it expands to `fan^levels` copies.
+fn alias_bomb(levels: usize, fan: usize, size: usize) -> String {
+    let mut text = format!(
+        "schema: olm.bundle\nname: b\npackage: p\nimage: i\nproperties:\n- type: l0\n  value: &a0 \"{}\"\n",
+        "x".repeat(size)
+    );
+    for level in 1..=levels {
+        let aliases = vec![format!("*a{}", level - 1); fan].join(", ");
+        text += &format!("- type: l{level}\n  value: &a{level} [{aliases}]\n");
+    }
+    text
+}
+
+/// How far a YAML catalog may expand through its aliases: read, it holds at most this many
+/// times the bytes of its text (and this much more for a short text).
+const EXPANSION: usize = 16;
+const EXPANSION_SLACK: usize = 1 << 20;
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn yaml_aliases_expand_within_a_bound_of_the_text(levels in 1usize..=5, fan in 2usize..=10, size in 1usize..=64) {
+        let text = alias_bomb(levels, fan, size);
+        if let Some(catalog) = parse_named(YAML_PATH, &text) {
+            let held = fbc::to_json_stream(&catalog).len();
+            prop_assert!(
+                held <= EXPANSION * text.len() + EXPANSION_SLACK,
+                "{} bytes of YAML read as {held} bytes", text.len()
+            );
+        }
+    }
 
     #[test]
     fn deep_nesting_is_refused_not_overflowed(depth in 1usize..20_000, flow in any::<bool>(), object in any::<bool>()) {

@@ -17,6 +17,10 @@ use serde_json::Value;
 pub const MAX_RESULTS_BYTES: usize = 16 * 1024;
 /// The most progress messages one task keeps: the latest.
 pub const MAX_LOG_ENTRIES: usize = 100;
+/// The longest progress message (`action-log`) or failure message (`action-fail`) a task
+/// keeps, in bytes. A request line may be 64 KiB long: a hundred such messages would make a
+/// task larger than the API server stores, and the task's whole report would be lost with it.
+pub const MAX_MESSAGE_BYTES: usize = 1024;
 /// Result keys the agent fills itself (Juju reserves the same).
 const RESERVED: [&str; 5] = ["stdout", "stderr", "stdout-encoding", "stderr-encoding", "code"];
 
@@ -121,6 +125,12 @@ impl ActionRun {
                 Ok(None)
             }
             ActionCommand::ActionLog { message } => {
+                if message.len() > MAX_MESSAGE_BYTES {
+                    return Err(format!(
+                        "action-log: the message is {} bytes, more than the {MAX_MESSAGE_BYTES} a task keeps: log less, or write it to a file and log its path",
+                        message.len()
+                    ));
+                }
                 let mut recorded = self.lock();
                 recorded.log.push(LogEntry {
                     time: now.clone(),
@@ -131,14 +141,25 @@ impl ActionRun {
                 Ok(None)
             }
             ActionCommand::ActionFail { message } => {
+                // Cut rather than refused: the task must fail whatever the message.
                 let message = message
                     .filter(|m| !m.trim().is_empty())
+                    .map(|m| cut(m, MAX_MESSAGE_BYTES))
                     .unwrap_or_else(|| "action failed without reason given".to_owned());
                 self.lock().failed = Some(message);
                 Ok(None)
             }
         }
     }
+}
+
+/// `text`, or when it is longer than `max` bytes its start up to a character boundary, and '…'.
+fn cut(text: String, max: usize) -> String {
+    if text.len() <= max {
+        return text;
+    }
+    let end = (0..=max).rev().find(|i| text.is_char_boundary(*i)).unwrap_or(0);
+    format!("{}…", &text[..end])
 }
 
 /// The refusal of an action's tool in a hook run.

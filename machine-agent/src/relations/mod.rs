@@ -17,6 +17,8 @@
 
 pub mod sequence;
 pub mod tools;
+#[cfg(test)]
+mod tools_props;
 pub mod view;
 
 use std::{

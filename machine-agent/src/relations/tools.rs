@@ -24,6 +24,11 @@ use serde::{Deserialize, Serialize};
 use super::{Relations, view::RelationView};
 use crate::leadership::Leadership;
 
+/// The most one side's data in a relation holds, in bytes of keys and values: every agent of
+/// the namespace keeps every bag in memory, so a hook that sets more and more must be stopped
+/// well before the API server's limit on an object.
+pub const MAX_DATA_BYTES: usize = 256 * 1024;
+
 /// A relation tool's call, as the agent receives it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "tool", rename_all = "kebab-case")]
@@ -222,13 +227,7 @@ impl Relations {
         target: Option<&str>,
         app: bool,
     ) -> Result<BTreeMap<String, String>, String> {
-        let own_bag = |bag: String| {
-            let key = kube::runtime::reflector::ObjectRef::new(&bag).within(&self.namespace);
-            self.bags
-                .get(&key)
-                .and_then(|b| b.status.as_ref().map(|s| s.data.clone()))
-                .unwrap_or_default()
-        };
+        let own_bag = |bag: String| self.data(&bag);
         let target = match (target, app) {
             (Some(target), true) => target.split('/').next().unwrap_or(target),
             (Some(target), false) => target,
@@ -248,11 +247,20 @@ impl Relations {
         } else {
             view.remote_units.get(target).cloned().ok_or_else(|| {
                 format!(
-                    "{target} is in neither side of relation {name}: its remote units are {}",
+                    "{target:?} is in neither side of relation {name}: its remote units are {}",
                     list(view.remote_units.keys())
                 )
             })
         }
+    }
+
+    /// The data of Databag `bag` as the watch holds it (none when it holds no such bag).
+    fn data(&self, bag: &str) -> BTreeMap<String, String> {
+        let key = kube::runtime::reflector::ObjectRef::new(bag).within(&self.namespace);
+        self.bags
+            .get(&key)
+            .and_then(|b| b.status.as_ref().map(|s| s.data.clone()))
+            .unwrap_or_default()
     }
 
     /// Sets `settings` in the unit's (or with `app` the application's) bag of relation `name`.
@@ -268,6 +276,7 @@ impl Relations {
         } else {
             unit_bag(name, application, &self.machine)
         };
+        check_settings(&bag, &self.data(&bag), settings)?;
         let data: serde_json::Map<String, serde_json::Value> = settings
             .iter()
             .map(|(k, v)| {
@@ -290,6 +299,36 @@ impl Relations {
             .map(|_| ())
             .map_err(|error| format!("cannot write Databag {bag}: {error}"))
     }
+}
+
+/// Whether `settings` may be set in Databag `bag`, which holds `data`: each key not empty and
+/// without '=' (what the command line can give: a request sent to the socket by hand may hold
+/// anything), and the data no larger than [`MAX_DATA_BYTES`] once set.
+fn check_settings(
+    bag: &str,
+    data: &BTreeMap<String, String>,
+    settings: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    if let Some(key) = settings.keys().find(|k| k.is_empty() || k.contains('=')) {
+        return Err(format!(
+            "relation-set: key {key:?} is not valid: a key is not empty and has no '='"
+        ));
+    }
+    let mut merged = data.clone();
+    for (key, value) in settings {
+        if value.is_empty() {
+            merged.remove(key);
+        } else {
+            merged.insert(key.clone(), value.clone());
+        }
+    }
+    let size: usize = merged.iter().map(|(k, v)| k.len() + v.len()).sum();
+    if size > MAX_DATA_BYTES {
+        return Err(format!(
+            "relation-set: Databag {bag} would hold {size} bytes, more than the {MAX_DATA_BYTES} one side of a relation may: set less, or remove keys with key="
+        ));
+    }
+    Ok(())
 }
 
 /// The ids of the relations in view, of `endpoint` or all, one a line.
@@ -315,7 +354,7 @@ fn find<'a>(
         .map(|(name, view)| (name.as_str(), view))
         .ok_or_else(|| {
             format!(
-                "the unit has no relation {id}: its relations are {}",
+                "the unit has no relation {id:?}: its relations are {}",
                 list(
                     views
                         .iter()
@@ -372,9 +411,14 @@ mod tests {
         let error = find(&views, Some("cache:r")).unwrap_err();
         assert_eq!(
             error,
-            "the unit has no relation cache:r: its relations are database:r, cache:s"
+            "the unit has no relation \"cache:r\": its relations are database:r, cache:s"
         );
         assert!(find(&views, None).unwrap_err().contains("give -r"));
+        // An empty id is quoted: unquoted, the refusal named nothing.
+        assert_eq!(
+            find(&views, Some("")).unwrap_err(),
+            "the unit has no relation \"\": its relations are database:r, cache:s"
+        );
     }
 
     #[test]

@@ -25,6 +25,10 @@ use olm_catalog::{
 /// The most data one ConfigMap may carry (the API server's limit is 1 MiB for
 /// the whole object; annotations and metadata need the rest).
 pub const MAX_DATA_BYTES: usize = 1_000_000;
+/// The most all the gzipped files of one ConfigMap may unzip to together: manifests
+/// compress about tenfold, so a bundle that fits a ConfigMap is far below it, and a few
+/// kilobytes of gzip that unzip to gigabytes are refused at it.
+pub const MAX_UNZIPPED_BYTES: usize = 8 * MAX_DATA_BYTES;
 
 /// The six bundle annotations that become the ConfigMap's annotations.
 const BUNDLE_ANNOTATIONS: [&str; 6] = [
@@ -71,6 +75,12 @@ pub enum FormatError {
         /// What is wrong.
         cause: String,
     },
+    /// A key is not a file name.
+    #[error("key {key:?} is not the name of a bundle's file")]
+    Key {
+        /// The key.
+        key: String,
+    },
     /// The files do not render as a bundle.
     #[error("the unpacked files are not a bundle: {0}")]
     NotABundle(String),
@@ -103,7 +113,7 @@ fn gzip_base64(content: &[u8]) -> Vec<u8> {
         .into_bytes()
 }
 
-fn gunzip_base64(key: &str, value: &[u8]) -> Result<String, FormatError> {
+fn gunzip_base64(key: &str, value: &[u8], left: &mut usize) -> Result<String, FormatError> {
     let bad = |cause: String| FormatError::Encoding {
         key: key.to_owned(),
         cause,
@@ -112,10 +122,17 @@ fn gunzip_base64(key: &str, value: &[u8]) -> Result<String, FormatError> {
         .decode(value)
         .map_err(|e| bad(e.to_string()))?;
     let mut text = String::new();
+    // One byte over what is left tells a file too large from one that just fits.
     flate2::read::GzDecoder::new(zipped.as_slice())
-        .take(MAX_DATA_BYTES as u64 * 8)
+        .take(*left as u64 + 1)
         .read_to_string(&mut text)
         .map_err(|e| bad(e.to_string()))?;
+    if text.len() > *left {
+        return Err(bad(format!(
+            "the bundle's files unzip to more than {MAX_UNZIPPED_BYTES} bytes, more than any bundle's"
+        )));
+    }
+    *left -= text.len();
     Ok(text)
 }
 
@@ -205,6 +222,13 @@ fn bundle_annotations(path: &Path, content: &[u8]) -> Result<BTreeMap<String, St
         .collect())
 }
 
+/// Whether `key` can be the name of a file in the directory [`read`] lays the files out in, as
+/// every key [`write`] makes can (the API server refuses other keys too, but a name that could
+/// leave the directory is refused here whatever the object went through).
+fn is_file_key(key: &str) -> bool {
+    !key.is_empty() && key_for(key) == key && !key.starts_with("..") && key != "."
+}
+
 /// The files of a ConfigMap written by [`write`], decoded, by key. Empty when
 /// nothing was extracted into it yet.
 pub fn files(config_map: &ConfigMap) -> Result<BTreeMap<String, String>, FormatError> {
@@ -215,9 +239,14 @@ pub fn files(config_map: &ConfigMap) -> Result<BTreeMap<String, String>, FormatE
         .and_then(|a| a.get(unpack::CONTENT_ENCODING))
         .is_some_and(|e| e == unpack::GZIP_BASE64);
     let mut files: BTreeMap<String, String> = config_map.data.clone().unwrap_or_default();
+    let binary = config_map.binary_data.iter().flatten().map(|(k, _)| k);
+    if let Some(key) = files.keys().chain(binary).find(|k| !is_file_key(k)) {
+        return Err(FormatError::Key { key: key.clone() });
+    }
     if gzip {
+        let mut left = MAX_UNZIPPED_BYTES;
         for (key, value) in config_map.binary_data.iter().flatten() {
-            files.insert(key.clone(), gunzip_base64(key, &value.0)?);
+            files.insert(key.clone(), gunzip_base64(key, &value.0, &mut left)?);
         }
     }
     Ok(files)

@@ -35,6 +35,8 @@
 //! message ([`pod_waits`]).
 
 pub mod configmap;
+#[cfg(test)]
+mod configmap_props;
 pub mod objects;
 pub mod steps;
 

@@ -35,10 +35,21 @@ use serde::{Deserialize, Deserializer};
 pub struct CrdSummary {
     #[serde(default, deserialize_with = "summary_meta")]
     metadata: ObjectMeta,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     spec: SummarySpec,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     status: SummaryStatus,
+}
+
+/// A field the API server may send as `null` read as its default: a CRD
+/// just created has `"conditions": null` in the event that adds it, and a
+/// summary that refused it would fail the whole watch.
+fn null_as_default<'de, D, T>(deserializer: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(deserializer)?.unwrap_or_default())
 }
 
 /// The metadata a CRD's watch, its store and the CSVs' wake-ups read: not
@@ -72,7 +83,7 @@ fn summary_meta<'de, D: Deserializer<'de>>(deserializer: D) -> Result<ObjectMeta
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 struct SummarySpec {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     versions: Vec<SummaryVersion>,
     /// Small: a strategy, and the webhook's client config when there is one.
     #[serde(default)]
@@ -82,13 +93,13 @@ struct SummarySpec {
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 struct SummaryVersion {
     name: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     served: bool,
 }
 
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 struct SummaryStatus {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     conditions: Vec<SummaryCondition>,
 }
 
@@ -249,6 +260,28 @@ mod tests {
             .map(|c| (c.type_.as_str(), c.status.as_str()))
             .collect();
         assert_eq!(conditions, [("Established", "True"), ("NamesAccepted", "True")]);
+    }
+
+    #[test]
+    fn the_event_that_adds_a_new_crd_reads_with_no_conditions() {
+        // What a watch of CRDs gets when one is created (its status not yet
+        // written by the API server's controllers): conditions are null.
+        let event = r#"{"type":"ADDED","object":{"kind":"CustomResourceDefinition","apiVersion":"apiextensions.k8s.io/v1","metadata":{"name":"widgets.probe.example.com","uid":"u-2","resourceVersion":"812","generation":1,"labels":null},"spec":{"group":"probe.example.com","names":{"plural":"widgets","kind":"Widget"},"scope":"Namespaced","versions":[{"name":"v1","served":true,"storage":true,"schema":{"openAPIV3Schema":{"type":"object"}}}],"conversion":{"strategy":"None"}},"status":{"conditions":null,"acceptedNames":{"plural":"","kind":""},"storedVersions":["v1"]}}}"#;
+        let event: kube::core::WatchEvent<CrdSummary> = serde_json::from_str(event).expect("a watch event");
+        let kube::core::WatchEvent::Added(summary) = event else {
+            panic!("an ADDED event: {event:?}");
+        };
+        assert_eq!(
+            summary.metadata.name.as_deref(),
+            Some("widgets.probe.example.com")
+        );
+        assert!(summary.status.conditions.is_empty());
+        assert!(!summary.serves(["v1"].into_iter()), "not Established yet");
+        let nulls: CrdSummary = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "x"}, "spec": {"versions": null}, "status": null
+        }))
+        .expect("nulls read as empty");
+        assert_eq!(nulls.to_crd().spec.versions, []);
     }
 
     #[test]

@@ -215,16 +215,24 @@ pub fn verdict(read: &Read<'_>) -> Verdict {
     let status = new.status.as_ref();
     let phase = status.and_then(|s| s.phase);
     let message = status.and_then(|s| s.message.clone()).unwrap_or_default();
-    let cause = match phase {
-        Some(CsvPhase::Succeeded) => return Verdict::Nothing,
-        Some(CsvPhase::Failed) => Cause::Failed {
-            reason: status
-                .and_then(|s| s.reason)
+    // A Failed CSV may be installed again at once (and fail again): its
+    // phase history keeps that it failed, however briefly.
+    let failed = status
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|history| history.iter().rev().find(|c| c.phase == Some(CsvPhase::Failed)))
+        .map(|c| (c.reason, c.message.clone().unwrap_or_default()))
+        .or_else(|| {
+            (phase == Some(CsvPhase::Failed)).then(|| (status.and_then(|s| s.reason), message.clone()))
+        });
+    let cause = match (phase, failed) {
+        (Some(CsvPhase::Succeeded), _) => return Verdict::Nothing,
+        (_, Some((reason, message))) => Cause::Failed {
+            reason: reason
                 .map(|r| format!("{r:?}"))
                 .unwrap_or_else(|| "no reason".to_owned()),
             message,
         },
-        phase => {
+        (phase, None) => {
             let created = new.meta().creation_timestamp.as_ref().map_or(read.now, |t| t.0);
             let elapsed = Duration::try_from(read.now.duration_since(created)).unwrap_or_default();
             if elapsed < read.policy.deadline {
@@ -318,9 +326,18 @@ pub fn lift(subscription: &Subscription) -> Desired {
     annotations(subscription, &[])
 }
 
+/// The apply of `pairs` as the Subscription's annotations. catalog-operator
+/// also applies the Subscription's operator label (adoption), with the same
+/// field manager: the label rides along, or each apply would remove what the
+/// other wrote.
 fn annotations(subscription: &Subscription, pairs: &[(&str, &str)]) -> Desired {
     let mut object = DynamicObject::new(&subscription.name_any(), &ApiResource::erase::<Subscription>(&()));
     object.metadata.namespace = subscription.namespace();
+    if let Some(namespace) = subscription.namespace() {
+        let key = olm_api::labels::operator_label(&subscription.spec.package, &namespace);
+        let value = subscription.labels().get(&key).cloned().unwrap_or_default();
+        object.metadata.labels = Some([(key, value)].into());
+    }
     object.metadata.annotations = Some(
         pairs
             .iter()

@@ -167,6 +167,24 @@ fn an_upgrade_counts_as_failed_when_its_csv_fails_or_misses_the_deadline() {
             Expect::Failed("InstallCheckFailed"),
         ),
         (
+            "installing again after it went Failed: its history says it failed",
+            &on,
+            vec![{
+                let mut csv = new_csv("Installing", None);
+                csv.status.as_mut().unwrap().conditions = serde_json::from_value(json!([
+                    {"phase": "Installing", "reason": "InstallWaiting"},
+                    {"phase": "Failed", "reason": "InstallCheckFailed", "message": "too slow"},
+                    {"phase": "Pending", "reason": "RequirementsUnknown"},
+                    {"phase": "Installing", "reason": "InstallWaiting"},
+                ]))
+                .unwrap();
+                csv
+            }],
+            vec![&v1],
+            20,
+            Expect::Failed("InstallCheckFailed"),
+        ),
+        (
             "installing within the deadline: look again when it passes",
             &on,
             vec![new_csv("Installing", None)],
@@ -302,6 +320,13 @@ fn the_rollback_is_asked_for_with_the_annotations_a_manual_one_reads() {
         ))
     );
     assert!(lift(&on).object.metadata.annotations.unwrap().is_empty());
+    // The operator label, applied by the same field manager, rides along.
+    for desired in [request(&on, &failure, None), lift(&on)] {
+        assert_eq!(
+            desired.object.metadata.labels.unwrap()["operators.coreos.com/db.team"],
+            ""
+        );
+    }
 }
 
 #[test]

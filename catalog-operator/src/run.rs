@@ -41,7 +41,7 @@ use kube::{
 };
 use olm_api::{
     model::OperatorRevision,
-    v1::OperatorGroup,
+    v1::{OLMConfig, OperatorGroup},
     v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription},
 };
 use olm_runtime::{
@@ -196,6 +196,7 @@ struct Watches {
     install_plans: Reflector<InstallPlan>,
     csvs: Reflector<ClusterServiceVersion>,
     revisions: Reflector<OperatorRevision>,
+    olm_configs: Reflector<OLMConfig>,
     pods: Reflector<Pod>,
     services: Reflector<Service>,
     namespaces: Reflector<PartialObjectMeta<Namespace>>,
@@ -228,6 +229,9 @@ impl Watches {
             revisions: parts
                 .reflector(api(client, namespace), all())
                 .modify(trim::revision),
+            olm_configs: parts
+                .reflector(Api::all(client.clone()), all())
+                .modify(|config: &mut OLMConfig| config.metadata.managed_fields = None),
             pods: parts.reflector(api(client, namespace), registry_objects()),
             services: parts.reflector(api(client, namespace), registry_objects()),
             namespaces: parts
@@ -266,6 +270,7 @@ impl Watches {
             install_plans: self.install_plans.store(),
             csvs: self.csvs.store(),
             revisions: self.revisions.store(),
+            olm_configs: self.olm_configs.store(),
             catalog_sources: self.catalog_sources.store(),
             pods: self.pods.store(),
             services: self.services.store(),
@@ -289,6 +294,7 @@ impl Watches {
             self.install_plans.run(),
             self.csvs.run(),
             self.revisions.run(),
+            self.olm_configs.run(),
             self.pods.run(),
             self.services.run(),
             self.namespaces.run(),
@@ -498,10 +504,21 @@ fn revision_controller(
     let subscriptions = watches.subscriptions.store();
     let installing = move |csv: Arc<ClusterServiceVersion>| revision::installing(&subscriptions, &csv);
     let owner = |revision: Arc<OperatorRevision>| revision::owner(&revision);
+    // A hold after an automatic rollback ends when the channel head changes.
+    let held = {
+        let subscriptions = watches.subscriptions.store();
+        let rx = ctx.catalogs.subscribe();
+        stream::unfold(rx, |mut rx| async move {
+            rx.changed().await.ok()?;
+            Some(((), rx))
+        })
+        .flat_map(move |()| stream::iter(revision::held_after_failure(&subscriptions)))
+    };
     parts
         .controller(&watches.subscriptions)
         .watches_shared_stream(watches.csvs.subscribe(), installing)
         .watches_shared_stream(watches.revisions.subscribe(), owner)
+        .reconcile_on(held)
         .run(revision::reconcile, revision::error_policy, ctx)
         .for_each(|_| std::future::ready(()))
 }

@@ -89,6 +89,14 @@ fn describe(revision: &OperatorRevision) -> String {
     }
 }
 
+/// The annotations catalog-operator writes beside `olm-rs.dev/rollback-to`
+/// when it rolls a failed upgrade back by itself.
+const AUTOMATIC: [&str; 3] = [
+    labels::revision::FAILED_UPGRADE,
+    labels::revision::FAILED_UPGRADE_CAUSE,
+    labels::revision::FAILED_UPGRADE_HEAD,
+];
+
 /// `subscription` as it is written to ask for `revision` (or, with `None`,
 /// to lift the hold): name, namespace and annotations only, for
 /// `--dry-run -o yaml`.
@@ -97,6 +105,11 @@ pub fn annotated(subscription: &Subscription, revision: Option<&OperatorRevision
     out.metadata.namespace = subscription.namespace();
     out.metadata.labels = subscription.metadata.labels.clone();
     let mut annotations = subscription.annotations().clone();
+    // A rollback asked for by hand, or a lifted hold, replaces the one a
+    // failed upgrade started.
+    for key in AUTOMATIC {
+        annotations.remove(key);
+    }
     match revision {
         Some(revision) => {
             annotations.insert(labels::revision::ROLLBACK_TO.to_owned(), revision.name_any());
@@ -157,7 +170,14 @@ pub async fn rollback(
         return Ok(env.out.write_all(text.as_bytes())?);
     }
     let value: Value = revision.as_ref().map_or(Value::Null, |r| r.name_any().into());
-    let patch = json!({"metadata": {"annotations": {labels::revision::ROLLBACK_TO: value}}});
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(labels::revision::ROLLBACK_TO.to_owned(), value);
+    for key in AUTOMATIC {
+        if subscription.annotations().contains_key(key) {
+            annotations.insert(key.to_owned(), Value::Null);
+        }
+    }
+    let patch = json!({"metadata": {"annotations": annotations}});
     let api: Api<Subscription> = Api::namespaced(env.client.clone(), &env.namespace);
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.to_owned()),
@@ -366,5 +386,12 @@ mod tests {
                 .get("olm-rs.dev/rollback-to")
                 .is_none()
         );
+        // The hold of an automatic rollback is lifted whole.
+        let mut automatic = asked.clone();
+        for key in ["olm-rs.dev/failed-upgrade", "olm-rs.dev/failed-upgrade-cause"] {
+            automatic.annotations_mut().insert(key.into(), "db.v2".into());
+        }
+        let lifted = serde_json::to_value(annotated(&automatic, None)).unwrap();
+        assert_eq!(lifted["metadata"]["annotations"], json!({"keep": "me"}));
     }
 }

@@ -186,4 +186,27 @@ pub mod revision {
     pub const ROLLBACK_TO: &str = "olm-rs.dev/rollback-to";
     /// CSV annotation: the CSV a rollback replaced with this one.
     pub const ROLLED_BACK_FROM: &str = "olm-rs.dev/rolled-back-from";
+    /// Subscription annotation (olm-rs's own): `"true"` rolls a failed
+    /// upgrade back to the revision before by itself, `"false"` never does;
+    /// unset, OLMConfig `cluster`'s `spec.features.autoRollback` decides
+    /// (off when unset). OLM ignores it.
+    pub const AUTO_ROLLBACK: &str = "olm-rs.dev/auto-rollback";
+    /// Subscription annotation (olm-rs's own): how long a new CSV may take to
+    /// reach Succeeded before its upgrade counts as failed (a duration such
+    /// as `10m`); unset, OLMConfig `cluster`'s
+    /// `spec.features.autoRollbackDeadline`, else 10 minutes. OLM ignores it.
+    pub const AUTO_ROLLBACK_DEADLINE: &str = "olm-rs.dev/auto-rollback-deadline";
+    /// Subscription annotation, written by catalog-operator beside
+    /// [`ROLLBACK_TO`] when it rolls a failed upgrade back by itself: the CSV
+    /// whose upgrade failed. The hold lasts until the catalog's channel head
+    /// changes ([`FAILED_UPGRADE_HEAD`]), or until the user removes the
+    /// annotations.
+    pub const FAILED_UPGRADE: &str = "olm-rs.dev/failed-upgrade";
+    /// Subscription annotation, written with [`FAILED_UPGRADE`]: why the
+    /// upgrade counted as failed, in words.
+    pub const FAILED_UPGRADE_CAUSE: &str = "olm-rs.dev/failed-upgrade-cause";
+    /// Subscription annotation, written with [`FAILED_UPGRADE`]: the head of
+    /// the Subscription's channel when the upgrade failed. The hold ends once
+    /// the head is another CSV.
+    pub const FAILED_UPGRADE_HEAD: &str = "olm-rs.dev/failed-upgrade-head";
 }

@@ -30,7 +30,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Service};
 use kube::{Client, core::PartialObjectMeta, runtime::reflector::Store};
 use olm_api::{
     model::OperatorRevision,
-    v1::OperatorGroup,
+    v1::{OLMConfig, OperatorGroup},
     v1alpha1::{CatalogSource, ClusterServiceVersion, InstallPlan, Subscription},
 };
 use olm_runtime::{apply::Writer, metrics::ReconcileMetrics};
@@ -104,6 +104,8 @@ pub struct Stores {
     pub csvs: Store<ClusterServiceVersion>,
     /// OperatorRevisions, without their objects ([`trim::revision`]).
     pub revisions: Store<OperatorRevision>,
+    /// OLMConfigs (only `cluster` is read: the default of automatic rollback).
+    pub olm_configs: Store<OLMConfig>,
     /// CatalogSources.
     pub catalog_sources: Store<CatalogSource>,
     /// Registry Pods of image catalogs (labelled `olm.catalogSource`).
@@ -135,6 +137,7 @@ impl Stores {
             install_plans: listed(Vec::new()),
             csvs: listed(Vec::new()),
             revisions: listed(Vec::new()),
+            olm_configs: listed(Vec::new()),
             catalog_sources: listed(Vec::new()),
             pods: listed(Vec::new()),
             services: listed(Vec::new()),

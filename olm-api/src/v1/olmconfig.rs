@@ -47,6 +47,17 @@ pub struct Features {
     /// How often the package server syncs (a duration); kept for compatibility.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub package_server_sync_interval: Option<String>,
+    /// olm-rs's own (OLM ignores it): when true, a failed upgrade of any
+    /// Subscription is rolled back to the revision before by itself, unless
+    /// the Subscription's annotation `olm-rs.dev/auto-rollback` says `"false"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_rollback: Option<bool>,
+    /// olm-rs's own: how long a new CSV may take to reach Succeeded before its
+    /// upgrade counts as failed (a duration such as `10m`; 10 minutes when
+    /// unset), unless the Subscription's annotation
+    /// `olm-rs.dev/auto-rollback-deadline` says otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auto_rollback_deadline: Option<String>,
 }
 
 /// The status of the OLMConfig.
@@ -67,5 +78,19 @@ impl OLMConfig {
             .as_ref()
             .and_then(|f| f.disable_copied_csvs)
             .unwrap_or(false)
+    }
+
+    /// Whether failed upgrades are rolled back by default.
+    pub fn auto_rollback(&self) -> bool {
+        self.spec
+            .features
+            .as_ref()
+            .and_then(|f| f.auto_rollback)
+            .unwrap_or(false)
+    }
+
+    /// The default deadline of an upgrade, as written (a duration).
+    pub fn auto_rollback_deadline(&self) -> Option<&str> {
+        self.spec.features.as_ref()?.auto_rollback_deadline.as_deref()
     }
 }

@@ -28,6 +28,7 @@
 //! and no store holds CRDs); [`rollback::decide`] decides (pure), and the
 //! applier performs it, the Subscription's status included.
 
+pub mod auto;
 pub mod content;
 pub mod decide;
 pub mod rollback;
@@ -152,6 +153,9 @@ pub async fn reconcile(subscription: Arc<Subscription>, ctx: Arc<Context>) -> Re
         .namespace()
         .ok_or_else(|| Error::NoNamespace(name.clone()))?;
     if let Some(request) = rollback::requested(&subscription) {
+        if auto::lifts(&subscription, channel_head(&ctx, &subscription).as_deref()) {
+            return lift(&ctx, &subscription, &namespace).await;
+        }
         return roll_back(&ctx, &subscription, &namespace, &request).await;
     }
 
@@ -169,7 +173,8 @@ pub async fn reconcile(subscription: Arc<Subscription>, ctx: Arc<Context>) -> Re
     };
 
     // Decide, then apply.
-    let decision = decide::decide(&Read {
+    let verdict = automatic(&ctx, &subscription, &namespace, &revisions);
+    let mut decision = decide::decide(&Read {
         subscription: &subscription,
         csv: csv.as_deref(),
         revisions,
@@ -180,6 +185,13 @@ pub async fn reconcile(subscription: Arc<Subscription>, ctx: Arc<Context>) -> Re
         name: name.clone(),
         source,
     })?;
+    if let auto::Verdict::RollBack(failure) = &verdict {
+        let head = channel_head(&ctx, &subscription);
+        decision
+            .effects
+            .objects
+            .push(auto::request(&subscription, failure, head.as_deref()));
+    }
     let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &namespace);
     ctx.writer
         .perform(&ctx.client, &api, &decision.effects, &())
@@ -190,7 +202,91 @@ pub async fn reconcile(subscription: Arc<Subscription>, ctx: Arc<Context>) -> Re
             source,
         })?;
     log(&namespace, &name, &decision);
-    Ok(Action::requeue(ctx.options.resync_interval))
+    Ok(match verdict {
+        auto::Verdict::RollBack(failure) => {
+            tracing::warn!(%namespace, subscription = %name, failed = %failure.failed,
+                target = %failure.target, cause = %failure.cause, "upgrade failed: rolling back");
+            Action::requeue(ROLLBACK_RECHECK)
+        }
+        // Just after the deadline, unless a change of the CSV comes first.
+        auto::Verdict::Wait(left) => {
+            Action::requeue(ctx.options.resync_interval.min(left + Duration::from_secs(1)))
+        }
+        auto::Verdict::Nothing => Action::requeue(ctx.options.resync_interval),
+    })
+}
+
+/// Whether the upgrade of `subscription` failed, and should be rolled back
+/// ([`auto::verdict`], read from the stores).
+fn automatic(
+    ctx: &Context,
+    subscription: &Subscription,
+    namespace: &str,
+    revisions: &[&OperatorRevision],
+) -> auto::Verdict {
+    let config = ctx
+        .stores
+        .olm_configs
+        .get(&ObjectRef::new(olm_api::v1::OLM_CONFIG_NAME));
+    let policy = auto::policy(subscription, config.as_deref());
+    if let Some(unreadable) = policy.unreadable.as_deref().filter(|_| policy.enabled) {
+        tracing::warn!(%namespace, subscription = %subscription.name_any(), %unreadable,
+            "automatic rollback: the deadline cannot be read, the default applies");
+    }
+    let csvs = in_namespace(&ctx.stores.csvs, namespace);
+    let csvs: Vec<&ClusterServiceVersion> = csvs
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|c| !olm_resolution::is_copied(c))
+        .collect();
+    auto::verdict(&auto::Read {
+        subscription,
+        policy: &policy,
+        csvs: &csvs,
+        revisions,
+        now: olm_runtime::conditions::now().0,
+    })
+}
+
+/// The head of `subscription`'s channel in its catalog, once the catalog is read.
+fn channel_head(ctx: &Context, subscription: &Subscription) -> Option<String> {
+    let state = ctx.catalogs.get(&olm_resolution::catalog_of(subscription))?;
+    let catalog = &state.content.as_ref()?.catalog;
+    let package = &subscription.spec.package;
+    let channel = match &subscription.spec.channel {
+        Some(channel) if !channel.is_empty() => channel.clone(),
+        _ => catalog
+            .packages
+            .iter()
+            .find(|p| &p.name == package)?
+            .default_channel
+            .clone()?,
+    };
+    let channel = catalog
+        .channels
+        .iter()
+        .find(|c| &c.package == package && c.name == channel)?;
+    crate::channel_heads::channel_head(channel).map(ToOwned::to_owned)
+}
+
+/// Lifts the hold an automatic rollback put on `subscription`: the channel
+/// head has changed, so the Subscription is resolved again.
+async fn lift(ctx: &Context, subscription: &Subscription, namespace: &str) -> Result<Action, Error> {
+    let name = subscription.name_any();
+    let mut effects = olm_runtime::effects::Effects::<()>::none();
+    effects.objects.push(auto::lift(subscription));
+    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), namespace);
+    ctx.writer
+        .perform(&ctx.client, &api, &effects, &())
+        .await
+        .map_err(|source| Error::Write {
+            namespace: namespace.to_owned(),
+            name: name.clone(),
+            source,
+        })?;
+    tracing::info!(%namespace, subscription = %name, failed = ?auto::failed_upgrade(subscription),
+        "the channel head changed: the hold of the automatic rollback is lifted");
+    Ok(Action::requeue(ROLLBACK_RECHECK))
 }
 
 /// How soon a rollback under way is looked at again, should no change of
@@ -357,14 +453,31 @@ where
         .collect()
 }
 
-/// The Subscriptions of `csv`'s namespace that have it installed.
+/// The Subscriptions of `csv`'s namespace that have it installed, or are
+/// upgrading to it.
 pub fn installing(store: &Store<Subscription>, csv: &ClusterServiceVersion) -> Vec<ObjectRef<Subscription>> {
     let name = csv.name_any();
     store
         .state()
         .iter()
         .filter(|s| s.namespace() == csv.namespace())
-        .filter(|s| s.status.as_ref().and_then(|st| st.installed_csv.as_deref()) == Some(name.as_str()))
+        .filter(|s| {
+            s.status.as_ref().is_some_and(|st| {
+                st.installed_csv.as_deref() == Some(name.as_str())
+                    || st.current_csv.as_deref() == Some(name.as_str())
+            })
+        })
+        .map(|s| ObjectRef::from_obj(s.as_ref()))
+        .collect()
+}
+
+/// The Subscriptions held after an automatic rollback: a catalog change may
+/// end their hold.
+pub fn held_after_failure(store: &Store<Subscription>) -> Vec<ObjectRef<Subscription>> {
+    store
+        .state()
+        .iter()
+        .filter(|s| auto::failed_upgrade(s).is_some())
         .map(|s| ObjectRef::from_obj(s.as_ref()))
         .collect()
 }

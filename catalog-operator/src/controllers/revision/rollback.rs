@@ -585,7 +585,8 @@ fn status(read: &Read<'_>, stage: &Stage, target: Option<&OperatorRevision>) -> 
     ] {
         remove_subscription_condition(&mut conditions, gone);
     }
-    let (state, settled) = set_conditions(&mut conditions, stage, target, old.state, now);
+    let automatic = Automatic::of(subscription);
+    let (state, settled) = set_conditions(&mut conditions, stage, target, old.state, now, automatic.as_ref());
     status.state = state;
     if let Some(target) = settled {
         status.installed_csv = Some(target.spec.cluster_service_version.clone());
@@ -613,6 +614,27 @@ fn describe(t: &OperatorRevision) -> String {
     )
 }
 
+/// The words of a rollback that olm-rs started by itself on a failed
+/// upgrade ([`super::auto`]): the failure, and when its hold ends.
+pub struct Automatic {
+    /// Both versions and the cause.
+    pub cause: String,
+    /// When the failed version is tried again.
+    pub hold: String,
+}
+
+impl Automatic {
+    /// The words of `subscription`'s automatic rollback, when it is one.
+    pub fn of(subscription: &Subscription) -> Option<Automatic> {
+        let failed = super::auto::failed_upgrade(subscription)?;
+        Some(Automatic {
+            cause: super::auto::failure_cause(subscription)
+                .map_or_else(|| format!("the upgrade to {failed} failed"), ToOwned::to_owned),
+            hold: super::auto::hold_words(subscription),
+        })
+    }
+}
+
 /// The conditions of `stage`; the state, and the revision to report as
 /// installed (once its CSV exists).
 fn set_conditions<'a>(
@@ -621,11 +643,16 @@ fn set_conditions<'a>(
     target: Option<&'a OperatorRevision>,
     state: Option<SubscriptionState>,
     now: &Time,
+    automatic: Option<&Automatic>,
 ) -> (Option<SubscriptionState>, Option<&'a OperatorRevision>) {
+    let words = |message: String| match automatic {
+        Some(automatic) => format!("{}; {message}", automatic.cause),
+        None => message,
+    };
     match (stage, target) {
         (Stage::Refused(refusal), _) if refusal.is_temporary() => {
             // It passes by itself: under way, not stalled.
-            let message = refusal.to_string();
+            let message = words(refusal.to_string());
             let reason = refusal.reason();
             set_subscription_condition(conditions, Type::RolledBack, false, reason.clone(), &message, now);
             set_subscription_condition(conditions, Type::Ready, false, reason.clone(), &message, now);
@@ -635,7 +662,7 @@ fn set_conditions<'a>(
             (state, None)
         }
         (Stage::Refused(refusal), _) => {
-            let message = refusal.to_string();
+            let message = words(refusal.to_string());
             let reason = refusal.reason();
             set_subscription_condition(conditions, Type::RolledBack, false, reason.clone(), &message, now);
             set_subscription_condition(
@@ -652,10 +679,18 @@ fn set_conditions<'a>(
             (state, None)
         }
         (Stage::Done, Some(target)) => {
-            let message = format!(
-                "rolled back to {}; held there: no upgrade until annotation olm-rs.dev/rollback-to is removed",
-                describe(target)
-            );
+            let message = match automatic {
+                Some(automatic) => format!(
+                    "{}; rolled back to {}; {}",
+                    automatic.cause,
+                    describe(target),
+                    automatic.hold
+                ),
+                None => format!(
+                    "rolled back to {}; held there: no upgrade until annotation olm-rs.dev/rollback-to is removed",
+                    describe(target)
+                ),
+            };
             let reason = Reason::RolledBack;
             set_subscription_condition(conditions, Type::RolledBack, true, reason.clone(), &message, now);
             set_subscription_condition(conditions, Type::Ready, true, reason, &message, now);
@@ -674,10 +709,10 @@ fn set_conditions<'a>(
                 ),
                 _ => String::new(),
             };
-            let message = format!(
+            let message = words(format!(
                 "rolling back to {}: {what}",
                 target.map(describe).unwrap_or_default()
-            );
+            ));
             let reason = Reason::RollingBack;
             set_subscription_condition(conditions, Type::RolledBack, false, reason.clone(), &message, now);
             set_subscription_condition(conditions, Type::Ready, false, reason.clone(), &message, now);

@@ -429,3 +429,57 @@ fn the_annotation_is_a_number_or_a_name() {
         .insert(labels::revision::ROLLBACK_TO.into(), "db.v1".into());
     assert!(held(&sub));
 }
+
+/// A rollback started by a failed upgrade says so at each stage: both
+/// versions and the cause, and, once done, when the failed version is tried
+/// again; the kstatus and Argo CD readings stay those of a manual one.
+#[test]
+fn an_automatic_rollback_names_both_versions_the_cause_and_the_hold() {
+    let cause = "the upgrade from db.v1 (version 1.0.0) to db.v2 (version 2.0.0) failed: its CSV \
+                 went Failed (InstallCheckFailed): too slow";
+    let mut world = World::new("db.v1");
+    world
+        .subscription
+        .annotations_mut()
+        .insert(labels::revision::FAILED_UPGRADE.into(), "db.v2".into());
+    world
+        .subscription
+        .annotations_mut()
+        .insert(labels::revision::FAILED_UPGRADE_CAUSE.into(), cause.into());
+    world.csvs = vec![csv("db.v2", "Failed"), csv("db.v1", "Replacing")];
+    let rolling = world.decide();
+    assert_eq!(rolling.stage, Stage::Removing { csv: "db.v2".into() });
+    let status = rolling.effects.status.expect("a status").status;
+    let (state, reason, message) = condition(&status, Type::RolledBack).unwrap();
+    assert_eq!((state, reason), (ConditionStatus::False, Reason::RollingBack));
+    assert!(message.starts_with(cause), "{message}");
+    assert!(message.contains("rolling back to revision 1 (db.v1"), "{message}");
+    // Argo CD: Progressing; kstatus: InProgress.
+    assert_eq!(status.state, Some(SubscriptionState::UpgradePending));
+    assert_eq!(
+        condition(&status, Type::Reconciling).map(|c| c.0),
+        Some(ConditionStatus::True)
+    );
+
+    world.csvs = vec![csv("db.v1", "Succeeded")];
+    world.subscription.status.as_mut().unwrap().current_csv = Some("db.v1".into());
+    world.subscription.status.as_mut().unwrap().installed_csv = Some("db.v1".into());
+    let done = world.decide();
+    assert_eq!(done.stage, Stage::Done);
+    let status = done.effects.status.expect("a status").status;
+    let (state, reason, message) = condition(&status, Type::RolledBack).unwrap();
+    assert_eq!((state, reason), (ConditionStatus::True, Reason::RolledBack));
+    assert!(message.starts_with(cause), "{message}");
+    assert!(
+        message.contains("db.v2 is not tried again until the catalog's channel head changes"),
+        "{message}"
+    );
+    // Argo CD: Healthy; kstatus: Current.
+    assert_eq!(status.state, Some(SubscriptionState::AtLatestKnown));
+    assert_eq!(
+        condition(&status, Type::Ready).map(|c| c.0),
+        Some(ConditionStatus::True)
+    );
+    assert!(condition(&status, Type::Reconciling).is_none());
+    assert!(condition(&status, Type::Stalled).is_none());
+}

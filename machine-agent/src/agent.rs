@@ -54,7 +54,7 @@ use crate::{
     state::{self, StateDir, StateError},
     units::{
         self, UnitInput, Units,
-        plan::{Target, placed, plan_placed},
+        plan::{Target, plan},
         privilege::{Ids, Users, hook_ids},
         reach::ReachError,
         sequence::{Problem, Want},
@@ -255,7 +255,6 @@ struct Watches {
     csvs: Reflector<MachineCsv>,
     config_maps: Reflector<ConfigMap>,
     own: Reflector<Machine>,
-    pool: Reflector<MachinePool>,
 }
 
 impl Watches {
@@ -275,18 +274,12 @@ impl Watches {
                 registered.machines.clone(),
                 watcher::Config::default().fields(&format!("metadata.name={}", registered.identity.machine)),
             ),
-            pool: runtime.reflector(
-                Api::namespaced(client.clone(), namespace),
-                watcher::Config::default().fields(&format!("metadata.name={}", registered.identity.pool)),
-            ),
         }
     }
 
-    /// Any change of a CSV, a ConfigMap or the pool (its placement): time to plan again.
+    /// Any change of a CSV or a ConfigMap: time to plan again.
     fn plan_triggers(&mut self) -> impl futures::Stream<Item = ()> + Unpin + use<> {
         futures::stream::select_all([
-            self.pool.subscribe().map(|_| ()).boxed(),
-            self.pool.deleted().map(|_| ()).boxed(),
             self.csvs.subscribe().map(|_| ()).boxed(),
             self.csvs.deleted().map(|_| ()).boxed(),
             self.config_maps.subscribe().map(|_| ()).boxed(),
@@ -301,13 +294,7 @@ impl Watches {
 
     /// Runs the watches (until one ends).
     fn run(self) -> impl Future<Output = ()> {
-        futures::future::join4(
-            self.csvs.run(),
-            self.config_maps.run(),
-            self.own.run(),
-            self.pool.run(),
-        )
-        .map(|_| ())
+        futures::future::join3(self.csvs.run(), self.config_maps.run(), self.own.run()).map(|_| ())
     }
 }
 
@@ -742,8 +729,6 @@ struct Planner {
     csvs_synced: olm_runtime::reflector::Synced,
     config_maps: kube::runtime::reflector::Store<ConfigMap>,
     config_maps_synced: olm_runtime::reflector::Synced,
-    pool: kube::runtime::reflector::Store<MachinePool>,
-    pool_synced: olm_runtime::reflector::Synced,
     shutdown: Shutdown,
 }
 
@@ -761,8 +746,6 @@ impl Planner {
             csvs_synced: watches.csvs.synced(),
             config_maps: watches.config_maps.store(),
             config_maps_synced: watches.config_maps.synced(),
-            pool: watches.pool.store(),
-            pool_synced: watches.pool.synced(),
             shutdown,
         }
     }
@@ -771,7 +754,7 @@ impl Planner {
         let mut handles: BTreeMap<String, UnitHandle> = BTreeMap::new();
         let mut known = units_on_disk(&self.units.state);
         loop {
-            if self.csvs_synced.get() && self.config_maps_synced.get() && self.pool_synced.get() {
+            if self.csvs_synced.get() && self.config_maps_synced.get() {
                 handles.retain(|_, h| !h.task.is_finished());
                 let pool_csvs: Vec<PoolCsv> = self
                     .csvs
@@ -788,12 +771,7 @@ impl Planner {
                     .map(|(name, h)| (name.clone(), h.csv.clone()))
                     .chain(std::mem::take(&mut known))
                     .collect();
-                let pool = self
-                    .pool
-                    .get(&ObjectRef::new(&self.units.pool).within(&self.units.namespace));
-                let planned = plan_placed(&current, &pool_csvs, |application| {
-                    placed(pool.as_deref(), application, &self.units.machine)
-                });
+                let planned = plan(&current, &pool_csvs);
                 let starts = planned.units.into_iter().chain(
                     planned
                         .new_units

@@ -447,7 +447,6 @@ mod tests {
                 upgrade: Some(AgentUpgrade {
                     max_unavailable: Some(2),
                 }),
-                units: None,
             },
         );
         pool.metadata.namespace = Some("ops".to_owned());

@@ -170,6 +170,19 @@ pub fn next(record: &RelationsRecord, views: &BTreeMap<String, RelationView>) ->
                 Data::new(),
             ));
         }
+        // A unit that joined gets its first `-changed` before anything else.
+        if let Some((unit, data)) = view
+            .remote_units
+            .iter()
+            .find(|(unit, _)| matches!(recorded.units.get(*unit), Some(None)))
+        {
+            return Some(hook(
+                name,
+                recorded,
+                (Event::Changed, Some(unit.clone())),
+                data.clone(),
+            ));
+        }
         for (unit, data) in &view.remote_units {
             let event = match recorded.units.get(unit) {
                 None => Event::Joined,
@@ -276,6 +289,30 @@ mod tests {
             assert!(ran.len() < 20, "relation hooks never settle: {ran:?}");
         }
         ran
+    }
+
+    #[test]
+    fn a_joined_unit_gets_its_changed_before_another_unit_joins() {
+        // db/c joined while it was the only remote unit; db/b (first by name)
+        // appeared before db/c's -changed ran.
+        let mut record = RelationsRecord::default();
+        let alone = BTreeMap::from([("r".to_owned(), view(&[("db/c", data(&[]))], data(&[])))]);
+        for _ in 0..2 {
+            let hook = next(&record, &alone).expect("created, then joined");
+            record.succeeded(&hook);
+        }
+        let both = BTreeMap::from([(
+            "r".to_owned(),
+            view(&[("db/b", data(&[])), ("db/c", data(&[]))], data(&[])),
+        )]);
+        assert_eq!(
+            settle(&mut record, &both),
+            [
+                "database-relation-changed db/c",
+                "database-relation-joined db/b",
+                "database-relation-changed db/b",
+            ]
+        );
     }
 
     #[test]

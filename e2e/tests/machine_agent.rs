@@ -564,7 +564,8 @@ async fn an_external_machine_joins_with_a_token_and_runs_on_its_own_credentials(
             &name,
             json!([
                 {"apiGroups": ["substrate.olm-rs.dev"], "resources": ["machines", "machines/status"], "verbs": ["get", "list", "watch", "patch"]},
-                {"apiGroups": ["substrate.olm-rs.dev"], "resources": ["machinepools"], "verbs": ["get"]},
+                {"apiGroups": ["substrate.olm-rs.dev"], "resources": ["machinepools"], "verbs": ["get", "list", "watch"]},
+                {"apiGroups": ["model.olm-rs.dev"], "resources": ["relations", "databags", "actions"], "verbs": ["get", "list", "watch"]},
                 {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["get", "create", "patch"]},
                 {"apiGroups": ["operators.coreos.com"], "resources": ["clusterserviceversions"], "verbs": ["list", "watch"]},
                 {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["list", "watch"]},

@@ -4,7 +4,7 @@
 //! the binaries as processes). What is only e2e's lives here: [`inprocess`] runs the
 //! catalog-operator's registry server and controllers inside a test; [`images`] builds and
 //! pushes bundle and catalog images; [`bundle_catalogs`] serves their catalogs to a test's
-//! catalog-operator; [`bench`] is what the bench binaries read alike; [`milestones`] is where an install's time goes.
+//! catalog-operator; [`bench`] is what the bench binaries read alike; [`milestones`] is where an install's time goes; [`rollbacks`] reads rollbacks back.
 
 pub mod api_service;
 pub mod bench;
@@ -12,3 +12,4 @@ pub mod bundle_catalogs;
 pub mod images;
 pub mod inprocess;
 pub mod milestones;
+pub mod rollbacks;

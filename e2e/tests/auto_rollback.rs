@@ -8,20 +8,19 @@
 
 use std::{sync::Arc, time::Duration};
 
-use e2e::inprocess::{DemoStack, demo_catalog, demo_index};
+use e2e::{
+    inprocess::{DemoStack, demo_catalog, demo_index},
+    rollbacks::{plans_for, rolled_back},
+};
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{
     Api, Client, ResourceExt,
-    api::ListParams,
     runtime::{WatchStreamExt, wait::Condition, watcher},
 };
 use olm_api::{
     model::OperatorRevision,
-    v1alpha1::{
-        ClusterServiceVersion, ConditionStatus, CsvPhase, InstallPlan, Subscription,
-        SubscriptionConditionType,
-    },
+    v1alpha1::{ClusterServiceVersion, ConditionStatus, CsvPhase, InstallPlan, Subscription},
 };
 use olm_catalog::{Catalog, ChannelEntry, Property, property::BundleObject};
 use olm_registry::server::RegistryIndex;
@@ -114,37 +113,6 @@ async fn install_then_offer_bad(client: &Client, ns: &str, stack: &DemoStack, an
     )
     .await;
     stack.update_catalog(Arc::new(RegistryIndex::new(catalog_with_bad_version())));
-}
-
-/// The RolledBack condition of `sub`: status, reason, message.
-fn rolled_back(sub: Option<&Subscription>) -> Option<(ConditionStatus, String, String)> {
-    let c = sub?
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == SubscriptionConditionType::RolledBack)?;
-    Some((
-        c.status,
-        c.reason.as_ref().map(ToString::to_string).unwrap_or_default(),
-        c.message.clone().unwrap_or_default(),
-    ))
-}
-
-/// The InstallPlans of the namespace that install `csv`.
-async fn plans_for(plans: &Api<InstallPlan>, csv: &str) -> Vec<String> {
-    let mut names: Vec<String> = plans
-        .list(&ListParams::default())
-        .await
-        .expect("InstallPlans can be listed")
-        .items
-        .iter()
-        .filter(|p| p.spec.cluster_service_version_names.iter().any(|c| c == csv))
-        .map(|p| p.name_any())
-        .collect();
-    names.sort();
-    names
 }
 
 /// Watches the namespace's CSVs for `period`, and returns every phase CSV

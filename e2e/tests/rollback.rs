@@ -12,18 +12,18 @@ mod common;
 
 use std::sync::Arc;
 
-use e2e::inprocess::{Registry, demo_catalog};
+use e2e::{
+    inprocess::{Registry, demo_catalog},
+    rollbacks::{plans_for, rolled_back},
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client, ResourceExt,
-    api::{ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams},
+    api::{ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams},
 };
 use olm_api::{
     model::OperatorRevision,
-    v1alpha1::{
-        Approval, ClusterServiceVersion, ConditionStatus, InstallPlan, Subscription,
-        SubscriptionConditionType,
-    },
+    v1alpha1::{Approval, ClusterServiceVersion, ConditionStatus, InstallPlan, Subscription},
 };
 use olm_catalog::ChannelEntry;
 use olm_registry::server::RegistryIndex;
@@ -53,37 +53,6 @@ async fn olm(client: &Client, ns: &str, args: &[&str]) -> Result<String, String>
     let result = cli.run(client.clone(), &mut out, &mut err, false).await;
     let out = String::from_utf8(out).expect("utf-8");
     result.map(|()| out).map_err(|e| e.to_string())
-}
-
-/// The RolledBack condition of `sub`: status, reason, message.
-fn rolled_back(sub: Option<&Subscription>) -> Option<(ConditionStatus, String, String)> {
-    let c = sub?
-        .status
-        .as_ref()?
-        .conditions
-        .as_ref()?
-        .iter()
-        .find(|c| c.type_ == SubscriptionConditionType::RolledBack)?;
-    Some((
-        c.status,
-        c.reason.as_ref().map(ToString::to_string).unwrap_or_default(),
-        c.message.clone().unwrap_or_default(),
-    ))
-}
-
-/// The InstallPlans of the namespace that install `csv`.
-async fn plans_for(plans: &Api<InstallPlan>, csv: &str) -> Vec<String> {
-    let mut names: Vec<String> = plans
-        .list(&ListParams::default())
-        .await
-        .expect("InstallPlans can be listed")
-        .items
-        .iter()
-        .filter(|p| p.spec.cluster_service_version_names.iter().any(|c| c == csv))
-        .map(|p| p.name_any())
-        .collect();
-    names.sort();
-    names
 }
 
 /// The CRD with a second version `v2`, where new objects are stored.

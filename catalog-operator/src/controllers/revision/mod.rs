@@ -192,15 +192,7 @@ pub async fn reconcile(subscription: Arc<Subscription>, ctx: Arc<Context>) -> Re
             .objects
             .push(auto::request(&subscription, failure, head.as_deref()));
     }
-    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), &namespace);
-    ctx.writer
-        .perform(&ctx.client, &api, &decision.effects, &())
-        .await
-        .map_err(|source| Error::Write {
-            namespace: namespace.clone(),
-            name: name.clone(),
-            source,
-        })?;
+    perform(&ctx, &namespace, &name, &decision.effects).await?;
     log(&namespace, &name, &decision);
     Ok(match verdict {
         auto::Verdict::RollBack(failure) => {
@@ -269,21 +261,33 @@ fn channel_head(ctx: &Context, subscription: &Subscription) -> Option<String> {
     crate::channel_heads::channel_head(channel).map(ToOwned::to_owned)
 }
 
+/// Has the one applier perform `effects` for Subscription `name` of
+/// `namespace` (the reconciled object).
+async fn perform<S: serde::Serialize>(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    effects: &olm_runtime::effects::Effects<S>,
+) -> Result<(), Error> {
+    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), namespace);
+    ctx.writer
+        .perform(&ctx.client, &api, effects, &())
+        .await
+        .map(|_| ())
+        .map_err(|source| Error::Write {
+            namespace: namespace.to_owned(),
+            name: name.to_owned(),
+            source,
+        })
+}
+
 /// Lifts the hold an automatic rollback put on `subscription`: the channel
 /// head has changed, so the Subscription is resolved again.
 async fn lift(ctx: &Context, subscription: &Subscription, namespace: &str) -> Result<Action, Error> {
     let name = subscription.name_any();
     let mut effects = olm_runtime::effects::Effects::<()>::none();
     effects.objects.push(auto::lift(subscription));
-    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), namespace);
-    ctx.writer
-        .perform(&ctx.client, &api, &effects, &())
-        .await
-        .map_err(|source| Error::Write {
-            namespace: namespace.to_owned(),
-            name: name.clone(),
-            source,
-        })?;
+    perform(ctx, namespace, &name, &effects).await?;
     tracing::info!(%namespace, subscription = %name, failed = ?auto::failed_upgrade(subscription),
         "the channel head changed: the hold of the automatic rollback is lifted");
     Ok(Action::requeue(ROLLBACK_RECHECK))
@@ -334,15 +338,7 @@ async fn roll_back(
     read.content = whole.as_ref();
     read.crds = &crds;
     let decision = rollback::decide(&read);
-    let api: Api<Subscription> = Api::namespaced(ctx.client.clone(), namespace);
-    ctx.writer
-        .perform(&ctx.client, &api, &decision.effects, &())
-        .await
-        .map_err(|source| Error::Write {
-            namespace: namespace.to_owned(),
-            name: name.clone(),
-            source,
-        })?;
+    perform(ctx, namespace, &name, &decision.effects).await?;
     if !decision.effects.is_empty() {
         tracing::info!(%namespace, subscription = %name, %request, stage = ?decision.stage, "rollback");
     }

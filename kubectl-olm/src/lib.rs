@@ -10,6 +10,7 @@
 //! - [`commands`]: the commands that change things.
 //! - [`show`]: what catalogs offer.
 //! - [`relate`]: Relations between installed operators (`model.olm-rs.dev`).
+//! - [`scale`]: how many units an application on machines runs.
 //! - [`actions`]: running an operator's actions (`model.olm-rs.dev` Actions).
 //! - [`rollback`]: rolling an operator back to a recorded revision, and the
 //!   revisions (`model.olm-rs.dev` OperatorRevisions).
@@ -24,6 +25,7 @@ pub mod objects;
 pub mod plan;
 pub mod relate;
 pub mod rollback;
+pub mod scale;
 pub mod show;
 pub mod status;
 pub mod suggest;
@@ -276,6 +278,17 @@ pub enum Command {
         #[command(flatten)]
         dry_run: DryRunArgs,
     },
+    /// Run N units of an application on machines: sets `spec.units.<APP>` of the
+    /// MachinePool its CSV names (an application not scaled runs on every machine).
+    Scale {
+        /// The application (an installed operator's package).
+        application: String,
+        /// How many units.
+        units: u32,
+        /// Dry run and output.
+        #[command(flatten)]
+        dry_run: DryRunArgs,
+    },
     /// Roll an operator back to a recorded revision (by default the one before the installed
     /// one) and hold its Subscription there: the Subscription gets annotation
     /// `olm-rs.dev/rollback-to`, which catalog-operator acts on. `--lift` removes the hold.
@@ -433,6 +446,11 @@ impl Cli {
                 dry_run,
             } => commands::config(&mut env, &package, &settings, &dry_run).await,
             Command::Relate { a, b, dry_run } => relate::relate(&mut env, &a, &b, &dry_run).await,
+            Command::Scale {
+                application,
+                units,
+                dry_run,
+            } => scale::scale(&mut env, &application, units, &dry_run).await,
             Command::Rollback {
                 subscription,
                 to,
@@ -525,6 +543,16 @@ mod tests {
         ));
         let cli = parse(&["config", "demo-app", "LOG=debug", "nodeSelector.disk-"]);
         assert!(matches!(cli.command, Command::Config { settings, .. } if settings.len() == 2));
+    }
+
+    #[test]
+    fn scale_takes_an_application_and_a_count() {
+        let cli = parse(&["scale", "demo-db", "3", "--dry-run", "-o", "yaml"]);
+        assert!(
+            matches!(cli.command, Command::Scale { application, units: 3, dry_run }
+            if application == "demo-db" && dry_run.is_dry_run())
+        );
+        assert!(Cli::parse_from_args(["kubectl-olm", "scale", "demo-db", "-1"]).is_err());
     }
 
     #[test]

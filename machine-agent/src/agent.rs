@@ -54,7 +54,7 @@ use crate::{
     state::{self, StateDir, StateError},
     units::{
         self, UnitInput, Units,
-        plan::{Target, plan},
+        plan::{Target, placed, plan_placed},
         privilege::{Ids, Users, hook_ids},
         reach::ReachError,
         sequence::{Problem, Want},
@@ -255,6 +255,7 @@ struct Watches {
     csvs: Reflector<MachineCsv>,
     config_maps: Reflector<ConfigMap>,
     own: Reflector<Machine>,
+    pool: Reflector<MachinePool>,
 }
 
 impl Watches {
@@ -274,12 +275,18 @@ impl Watches {
                 registered.machines.clone(),
                 watcher::Config::default().fields(&format!("metadata.name={}", registered.identity.machine)),
             ),
+            pool: runtime.reflector(
+                Api::namespaced(client.clone(), namespace),
+                watcher::Config::default().fields(&format!("metadata.name={}", registered.identity.pool)),
+            ),
         }
     }
 
-    /// Any change of a CSV or a ConfigMap: time to plan again.
+    /// Any change of a CSV, a ConfigMap or the pool (its placement): time to plan again.
     fn plan_triggers(&mut self) -> impl futures::Stream<Item = ()> + Unpin + use<> {
         futures::stream::select_all([
+            self.pool.subscribe().map(|_| ()).boxed(),
+            self.pool.deleted().map(|_| ()).boxed(),
             self.csvs.subscribe().map(|_| ()).boxed(),
             self.csvs.deleted().map(|_| ()).boxed(),
             self.config_maps.subscribe().map(|_| ()).boxed(),
@@ -294,7 +301,13 @@ impl Watches {
 
     /// Runs the watches (until one ends).
     fn run(self) -> impl Future<Output = ()> {
-        futures::future::join3(self.csvs.run(), self.config_maps.run(), self.own.run()).map(|_| ())
+        futures::future::join4(
+            self.csvs.run(),
+            self.config_maps.run(),
+            self.own.run(),
+            self.pool.run(),
+        )
+        .map(|_| ())
     }
 }
 
@@ -729,6 +742,8 @@ struct Planner {
     csvs_synced: olm_runtime::reflector::Synced,
     config_maps: kube::runtime::reflector::Store<ConfigMap>,
     config_maps_synced: olm_runtime::reflector::Synced,
+    pool: kube::runtime::reflector::Store<MachinePool>,
+    pool_synced: olm_runtime::reflector::Synced,
     shutdown: Shutdown,
 }
 
@@ -746,6 +761,8 @@ impl Planner {
             csvs_synced: watches.csvs.synced(),
             config_maps: watches.config_maps.store(),
             config_maps_synced: watches.config_maps.synced(),
+            pool: watches.pool.store(),
+            pool_synced: watches.pool.synced(),
             shutdown,
         }
     }
@@ -754,7 +771,7 @@ impl Planner {
         let mut handles: BTreeMap<String, UnitHandle> = BTreeMap::new();
         let mut known = units_on_disk(&self.units.state);
         loop {
-            if self.csvs_synced.get() && self.config_maps_synced.get() {
+            if self.csvs_synced.get() && self.config_maps_synced.get() && self.pool_synced.get() {
                 handles.retain(|_, h| !h.task.is_finished());
                 let pool_csvs: Vec<PoolCsv> = self
                     .csvs
@@ -771,7 +788,12 @@ impl Planner {
                     .map(|(name, h)| (name.clone(), h.csv.clone()))
                     .chain(std::mem::take(&mut known))
                     .collect();
-                let planned = plan(&current, &pool_csvs);
+                let pool = self
+                    .pool
+                    .get(&ObjectRef::new(&self.units.pool).within(&self.units.namespace));
+                let planned = plan_placed(&current, &pool_csvs, |application| {
+                    placed(pool.as_deref(), application, &self.units.machine)
+                });
                 let starts = planned.units.into_iter().chain(
                     planned
                         .new_units

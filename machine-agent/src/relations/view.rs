@@ -8,6 +8,10 @@
 //! remote side is known from its bags: the units there are the units with a
 //! bag, which olm-operator keeps to the units the Machines report. A Relation
 //! being deleted, or no longer Ready (its bags then go), is out of view.
+//!
+//! In a peer relation (an application related to itself on a `peers`
+//! endpoint) the remote units are the application's other units, and the
+//! remote application data is the application's own bag.
 
 use std::collections::BTreeMap;
 
@@ -53,11 +57,24 @@ pub fn views(
             let own = of_relation
                 .iter()
                 .find(|b| b.spec.application == application && b.spec.unit.as_deref() == Some(machine))?;
+            let peer = is_peer(r);
+            // A peer relation's other side is the application's other units,
+            // and its application bag is the application's own.
             let remote: Vec<&&&Databag> = of_relation
                 .iter()
-                .filter(|b| b.spec.application != application)
+                .filter(|b| {
+                    if peer {
+                        b.spec.application == application && b.spec.unit.as_deref() != Some(machine)
+                    } else {
+                        b.spec.application != application
+                    }
+                })
                 .collect();
-            let remote_app = remote.first()?.spec.application.clone();
+            let remote_app = if peer {
+                application.to_owned()
+            } else {
+                remote.first()?.spec.application.clone()
+            };
             let data = |bag: &Databag| bag.status.as_ref().map(|s| s.data.clone()).unwrap_or_default();
             let remote_units = remote
                 .iter()
@@ -81,6 +98,15 @@ pub fn views(
             Some((name, view))
         })
         .collect()
+}
+
+/// Whether the Relation relates an application to itself (its resolved
+/// endpoints are one application's one `peers` endpoint).
+fn is_peer(relation: &Relation) -> bool {
+    match relation.status.as_ref().map(|s| s.endpoints.as_slice()) {
+        Some([a, b]) => a.application == b.application && a.endpoint == b.endpoint,
+        _ => false,
+    }
 }
 
 /// Whether the Relation's `Ready` condition is true.
@@ -164,6 +190,41 @@ pub(crate) mod tests {
         assert_eq!(db["r"].remote_app, "web");
         assert_eq!(db["r"].endpoint, "db");
         assert_eq!(db["r"].remote_units.keys().collect::<Vec<_>>(), ["web/edge-a"]);
+    }
+
+    fn peer_relation(name: &str) -> Relation {
+        let mut r = relation(name, true);
+        let side = serde_json::json!({"application": "db", "namespace": "ns", "csv": "db.v1",
+            "endpoint": "ring", "role": "peers", "interface": "db-ring"});
+        r.status.as_mut().unwrap().endpoints =
+            serde_json::from_value(serde_json::json!([side, side])).expect("endpoints");
+        r
+    }
+
+    #[test]
+    fn a_unit_sees_its_peers_in_a_peer_relation() {
+        let r = peer_relation("p");
+        let bags = [
+            bag("p", "db", None, &[("leader", "dbs-a")]),
+            bag("p", "db", Some("dbs-a"), &[("id", "a")]),
+            bag("p", "db", Some("dbs-b"), &[("id", "b")]),
+            bag("p", "db", Some("dbs-c"), &[]),
+        ];
+        let bags: Vec<&Databag> = bags.iter().collect();
+        let seen = views("db", "dbs-a", &[&r], &bags);
+        let view = &seen["p"];
+        assert_eq!(view.remote_app, "db");
+        assert_eq!(view.endpoint, "db");
+        assert_eq!(
+            view.remote_units.keys().collect::<Vec<_>>(),
+            ["db/dbs-b", "db/dbs-c"]
+        );
+        assert_eq!(view.remote_units["db/dbs-b"]["id"], "b");
+        assert_eq!(view.remote_app_data["leader"], "dbs-a");
+        // A lone unit sees the relation, with no peer yet.
+        let alone = [bag("p", "db", None, &[]), bag("p", "db", Some("dbs-a"), &[])];
+        let alone: Vec<&Databag> = alone.iter().collect();
+        assert!(views("db", "dbs-a", &[&r], &alone)["p"].remote_units.is_empty());
     }
 
     #[test]

@@ -20,7 +20,78 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use olm_api::substrate::MachinePool;
+
 use crate::csv_view::PoolCsv;
+
+/// Whether an application's units go on this machine, as its pool says
+/// (`spec.units` and the placement olm-operator writes in `status.applications`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placed {
+    /// A unit runs here: the application is not scaled (a unit on every
+    /// machine), or its placement names this machine.
+    Here,
+    /// The application is scaled and its placement leaves this machine out:
+    /// a unit here is removed.
+    Elsewhere,
+    /// The application is scaled and olm-operator has not placed it for the
+    /// pool's current spec yet: a unit here stays, none starts.
+    Undecided,
+}
+
+/// Where `pool` puts the units of `application`, for Machine `machine`.
+pub fn placed(pool: Option<&MachinePool>, application: &str, machine: &str) -> Placed {
+    let Some(pool) = pool else {
+        return Placed::Here;
+    };
+    if !pool
+        .spec
+        .units
+        .as_ref()
+        .is_some_and(|u| u.contains_key(application))
+    {
+        return Placed::Here;
+    }
+    let Some(status) = pool
+        .status
+        .as_ref()
+        .filter(|s| s.observed_generation.is_some() && s.observed_generation == pool.metadata.generation)
+    else {
+        return Placed::Undecided;
+    };
+    let placement = status
+        .applications
+        .iter()
+        .flatten()
+        .find(|a| a.application == application);
+    match placement {
+        Some(p) if p.machines.iter().any(|m| m == machine) => Placed::Here,
+        Some(_) => Placed::Elsewhere,
+        None => Placed::Undecided,
+    }
+}
+
+/// [`plan`] with the pool's placement: a CSV whose application is placed
+/// [`Placed::Elsewhere`] is as gone here (its unit is removed, with `stop`
+/// and `remove`), and one [`Placed::Undecided`] starts no new unit.
+pub fn plan_placed(
+    units: &BTreeMap<String, String>,
+    csvs: &[PoolCsv],
+    placed: impl Fn(&str) -> Placed,
+) -> Plan {
+    let here: Vec<PoolCsv> = csvs
+        .iter()
+        .filter(|c| placed(&c.application) != Placed::Elsewhere)
+        .cloned()
+        .collect();
+    let mut out = plan(units, &here);
+    out.new_units.retain(|csv| {
+        here.iter()
+            .find(|c| c.name == *csv)
+            .is_none_or(|c| placed(&c.application) == Placed::Here)
+    });
+    out
+}
 
 /// What becomes of a unit.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -204,6 +275,100 @@ mod tests {
         let planned = plan(&units(&[("demo.v1", "demo.v1")]), &csvs);
         assert_eq!(planned.units["demo.v1"], Target::Run("demo.v2".into()));
         assert!(planned.new_units.is_empty(), "{planned:?}");
+    }
+
+    fn pool(
+        units: Option<u32>,
+        generation: i64,
+        observed: Option<i64>,
+        machines: Option<&[&str]>,
+    ) -> MachinePool {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "substrate.olm-rs.dev/v1alpha1", "kind": "MachinePool",
+            "metadata": {"name": "edge", "namespace": "ns", "generation": generation},
+            "spec": {"agent": {"image": "agent", "version": "1"},
+                     "units": units.map(|n| serde_json::json!({"demo": n}))},
+            "status": {"observedGeneration": observed, "applications": machines.map(|m| vec![
+                serde_json::json!({"application": "demo", "desiredUnits": units, "units": 0, "machines": m})])},
+        }))
+        .expect("a MachinePool")
+    }
+
+    #[test]
+    fn where_the_pool_places_a_unit() {
+        let cases: &[(&str, Option<MachinePool>, Placed)] = &[
+            ("no pool read", None, Placed::Here),
+            ("not scaled", Some(pool(None, 1, Some(1), None)), Placed::Here),
+            (
+                "placed here",
+                Some(pool(Some(1), 2, Some(2), Some(&["m1"]))),
+                Placed::Here,
+            ),
+            (
+                "placed elsewhere",
+                Some(pool(Some(1), 2, Some(2), Some(&["m2"]))),
+                Placed::Elsewhere,
+            ),
+            (
+                "placement of an older spec",
+                Some(pool(Some(1), 3, Some(2), Some(&["m2"]))),
+                Placed::Undecided,
+            ),
+            (
+                "not placed yet",
+                Some(pool(Some(1), 2, Some(2), None)),
+                Placed::Undecided,
+            ),
+        ];
+        for (what, pool, want) in cases {
+            assert_eq!(placed(pool.as_ref(), "demo", "m1"), *want, "{what}");
+            assert_eq!(
+                placed(pool.as_ref(), "other", "m1"),
+                Placed::Here,
+                "{what}: other"
+            );
+        }
+    }
+
+    #[test]
+    fn placement_table() {
+        let csvs = [csv("demo.v1", &[])];
+        /// (what, the units there, where the CSV's application is placed, the plan)
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], Placed, Plan);
+        let cases: &[Case] = &[
+            (
+                "placed here: a new unit",
+                &[],
+                Placed::Here,
+                Plan {
+                    units: BTreeMap::new(),
+                    new_units: vec!["demo.v1".into()],
+                },
+            ),
+            ("undecided: no new unit", &[], Placed::Undecided, Plan::default()),
+            (
+                "undecided: the unit stays",
+                &[("demo.v1", "demo.v1")],
+                Placed::Undecided,
+                Plan {
+                    units: BTreeMap::from([("demo.v1".into(), Target::Run("demo.v1".into()))]),
+                    new_units: Vec::new(),
+                },
+            ),
+            (
+                "elsewhere: the unit is removed",
+                &[("demo.v1", "demo.v1")],
+                Placed::Elsewhere,
+                Plan {
+                    units: BTreeMap::from([("demo.v1".into(), Target::Remove)]),
+                    new_units: Vec::new(),
+                },
+            ),
+            ("elsewhere: no new unit", &[], Placed::Elsewhere, Plan::default()),
+        ];
+        for (what, current, placed, want) in cases {
+            assert_eq!(plan_placed(&units(current), &csvs, |_| *placed), *want, "{what}");
+        }
     }
 
     #[test]

@@ -58,6 +58,13 @@ pub struct MachinePoolSpec {
     /// How a new agent version is rolled out across the pool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upgrade: Option<AgentUpgrade>,
+    /// How many units each application on the pool runs, by application (the
+    /// package of its CSV, as `kubectl olm status` names it): that many ready
+    /// machines of the pool get a unit, spread over zones, existing units
+    /// staying put. An application not named here runs a unit on every
+    /// machine of the pool. `kubectl olm scale APP N` sets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<BTreeMap<String, u32>>,
 }
 
 /// The agent of a MachinePool.
@@ -120,10 +127,31 @@ pub struct MachinePoolStatus {
     /// agents to fail over between.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_server_endpoints: Option<Vec<String>>,
-    /// Standard conditions (Ready, Progressing, Degraded).
+    /// Where the units of each application scaled in `spec.units` go, by
+    /// application: the agents run those units on these machines only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applications: Option<Vec<ApplicationPlacement>>,
+    /// Standard conditions (Ready, Progressing, Degraded, and Scaled while
+    /// `spec.units` names an application).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "schema::conditions_list_map::<Condition>")]
     pub conditions: Option<Vec<Condition>>,
+}
+
+/// Where the units of one scaled application go, and how many it has.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationPlacement {
+    /// The application.
+    pub application: String,
+    /// The units asked for (`spec.units`).
+    pub desired_units: u32,
+    /// The units the pool's machines report now.
+    pub units: u32,
+    /// The machines that run its units (fewer than `desiredUnits` when the
+    /// pool has too few ready machines).
+    #[serde(default)]
+    pub machines: Vec<String>,
 }
 
 /// How many machines of a pool run one agent version.
@@ -145,6 +173,8 @@ pub enum MachinePoolConditionType {
     Progressing,
     /// Something needs attention: lost machines, no matching node, a bad join.
     Degraded,
+    /// Every application scaled in `spec.units` has a machine for each unit.
+    Scaled,
 }
 
 impl MachinePoolConditionType {
@@ -154,6 +184,7 @@ impl MachinePoolConditionType {
             Self::Ready => "Ready",
             Self::Progressing => "Progressing",
             Self::Degraded => "Degraded",
+            Self::Scaled => "Scaled",
         }
     }
 }
@@ -179,6 +210,10 @@ pub enum MachinePoolReason {
     InvalidSpec,
     /// Nothing is wrong.
     AsExpected,
+    /// Every scaled application has a ready machine for each unit it asks for.
+    ScaleMet,
+    /// Some scaled application asks for more units than the pool has ready machines.
+    NotEnoughMachines,
 }
 
 impl MachinePoolReason {
@@ -194,6 +229,8 @@ impl MachinePoolReason {
             Self::JoinTokenUsed => "JoinTokenUsed",
             Self::InvalidSpec => "InvalidSpec",
             Self::AsExpected => "AsExpected",
+            Self::ScaleMet => "ScaleMet",
+            Self::NotEnoughMachines => "NotEnoughMachines",
         }
     }
 }

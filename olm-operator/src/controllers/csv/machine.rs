@@ -11,6 +11,10 @@
 //!   owned by the CSV, labelled with the pool and the CSV, holding the CSV's
 //!   default config overlaid with the `spec.config.env` of the Subscription
 //!   that installed the CSV; the agents read config only from it;
+//! - the peer relations ([`peer_relations`]): one Relation per `peers`
+//!   endpoint the CSV declares, relating its application to itself, owned
+//!   by the CSV, so that its units see each other through the relation's
+//!   databags and hooks as through any other relation;
 //! - health ([`health`]): ready when every ready machine of the pool reports
 //!   the unit active at the CSV's version; waiting otherwise, with a message
 //!   that names the machines in error and the lost machines. A CSV that stays
@@ -30,6 +34,8 @@ use kube::{
     runtime::reflector::{ObjectRef, Store},
 };
 use olm_api::{
+    endpoints::{Endpoints, Role},
+    model::{ApplicationEndpoint, Relation, RelationSpec, application_of},
     substrate::{Machine, MachinePool, WorkloadState},
     v1alpha1::{
         ClusterServiceVersion, CsvPhase, CsvReason, MachineHook, RequirementStatus, StatusReason,
@@ -44,6 +50,71 @@ use crate::{
     controllers::machinepool::{agent::POOL_LABEL, status as pool_status},
     stores::{Stores, in_namespace},
 };
+
+/// The label naming the application on the peer Relations olm-operator makes.
+pub const PEERS_LABEL: &str = "model.olm-rs.dev/peers-of";
+
+/// The name of the peer Relation of `application` on its `peers` endpoint `endpoint`.
+pub fn peer_relation_name(application: &str, endpoint: &str) -> String {
+    format!("{application}.{endpoint}.peers")
+}
+
+/// The peer Relations of `csv`: one per `peers` endpoint it declares, both of
+/// whose sides are its application on that endpoint, owned by the CSV. A CSV
+/// whose declaration cannot be read has none (its relations say why). Pure.
+pub fn peer_relations(csv: &ClusterServiceVersion) -> Vec<Relation> {
+    let name = csv.name_any();
+    let Ok(Some(declared)) = Endpoints::of_annotations(&name, csv.annotations()) else {
+        return Vec::new();
+    };
+    let application = application_of(&name, &csv.namespace().unwrap_or_default(), csv.labels());
+    declared
+        .iter()
+        .filter(|(role, _)| *role == Role::Peers)
+        .map(|(_, endpoint)| {
+            let side = ApplicationEndpoint {
+                application: application.clone(),
+                endpoint: Some(endpoint.name.clone()),
+                namespace: None,
+            };
+            let mut relation = Relation::new(
+                &peer_relation_name(&application, &endpoint.name),
+                RelationSpec {
+                    endpoints: vec![side.clone(), side],
+                },
+            );
+            relation.metadata.namespace = csv.namespace();
+            relation.metadata.labels = Some(BTreeMap::from([(PEERS_LABEL.to_owned(), application.clone())]));
+            relation.metadata.owner_references = csv.controller_owner_ref(&()).map(|owner| vec![owner]);
+            relation
+        })
+        .collect()
+}
+
+/// Applies each of `csv`'s peer Relations that is missing or not as wanted.
+async fn apply_peer_relations(ctx: &Context, csv: &ClusterServiceVersion) -> Result<(), Error> {
+    let relations = Api::<Relation>::namespaced(ctx.client.clone(), &csv.namespace().unwrap_or_default());
+    for relation in peer_relations(csv) {
+        let name = relation.name_any();
+        let live = relations
+            .get_opt(&name)
+            .await
+            .map_err(read(csv, format!("Relation {name}")))?;
+        let settled = live.is_some_and(|live| {
+            live.spec == relation.spec && live.metadata.owner_references == relation.metadata.owner_references
+        });
+        if !settled {
+            ctx.apply(&relations, &relation)
+                .await
+                .map_err(|source| Error::Write {
+                    csv: csv.name_any(),
+                    name: format!("Relation {name}"),
+                    source,
+                })?;
+        }
+    }
+    Ok(())
+}
 
 /// The label naming the CSV on its effective-config ConfigMap.
 pub const CSV_LABEL: &str = "substrate.olm-rs.dev/csv";
@@ -62,12 +133,12 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
-    /// Writing the effective-config ConfigMap failed.
-    #[error("failed to write ConfigMap {name} for ClusterServiceVersion {csv}")]
+    /// Writing the effective-config ConfigMap or a peer Relation failed.
+    #[error("failed to write {name} for ClusterServiceVersion {csv}")]
     Write {
         /// The CSV.
         csv: String,
-        /// The ConfigMap.
+        /// The object (kind and name).
         name: String,
         /// The cause.
         #[source]
@@ -373,10 +444,11 @@ pub async fn install(
             .await
             .map_err(|source| Error::Write {
                 csv: csv.name_any(),
-                name: name.clone(),
+                name: format!("ConfigMap {name}"),
                 source,
             })?;
     }
+    apply_peer_relations(ctx, csv).await?;
 
     let machines = in_namespace(&stores.machines.store, &namespace);
     let machines: Vec<&Machine> = machines
@@ -390,16 +462,40 @@ pub async fn install(
         .map_err(read(csv, "the Leases of its namespace"))?;
     let leases: BTreeMap<String, &Lease> = leases.items.iter().map(|l| (l.name_any(), l)).collect();
     let version = csv.spec.version.clone().unwrap_or_default();
-    Ok(health(
-        &version,
-        &views(
-            &csv.name_any(),
-            replacement,
-            &machines,
-            &leases,
-            olm_runtime::conditions::now().0,
-        ),
-    ))
+    let pool = stores
+        .installs
+        .machine_pools
+        .store
+        .get(&ObjectRef::new(&details.pool).within(&namespace));
+    let application = application_of(&csv.name_any(), &namespace, csv.labels());
+    let placed = placed_machines(pool.as_deref(), &application);
+    let views: Vec<MachineView> = views(
+        &csv.name_any(),
+        replacement,
+        &machines,
+        &leases,
+        olm_runtime::conditions::now().0,
+    )
+    .into_iter()
+    .filter(|view| placed.as_ref().is_none_or(|placed| placed.contains(&view.name)))
+    .collect();
+    Ok(health(&version, &views))
+}
+
+/// The machines `pool` places the units of `application` on, when its
+/// `spec.units` scales the application (none yet, before olm-operator placed
+/// them for the pool's current spec); `None` when every machine of the pool
+/// runs a unit. Only those count for the install's health. Pure.
+pub fn placed_machines(pool: Option<&MachinePool>, application: &str) -> Option<Vec<String>> {
+    let pool = pool?;
+    pool.spec.units.as_ref()?.get(application)?;
+    let placement = pool
+        .status
+        .as_ref()
+        .filter(|s| s.observed_generation.is_some() && s.observed_generation == pool.metadata.generation)
+        .and_then(|s| s.applications.as_ref())
+        .and_then(|all| all.iter().find(|a| a.application == application));
+    Some(placement.map(|p| p.machines.clone()).unwrap_or_default())
 }
 
 /// The CSVs of `namespace` with a `machine` strategy on `pool` (for a
@@ -619,5 +715,81 @@ mod tests {
             health("1.0.0", &[]),
             Health::Waiting("no ready machine in the pool".to_owned())
         );
+    }
+
+    #[test]
+    fn only_the_placed_machines_of_a_scaled_application_count() {
+        let pool = |units: serde_json::Value, generation: i64, status: serde_json::Value| -> MachinePool {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "substrate.olm-rs.dev/v1alpha1", "kind": "MachinePool",
+                "metadata": {"name": "edge", "namespace": "ns", "generation": generation},
+                "spec": {"agent": {"image": "a", "version": "1"}, "units": units},
+                "status": status,
+            }))
+            .expect("a MachinePool")
+        };
+        let placed = serde_json::json!({"observedGeneration": 2, "applications": [
+            {"application": "demo", "desiredUnits": 1, "units": 1, "machines": ["m2"]}]});
+        /// (what, the pool, the machines placed)
+        type Case<'a> = (&'a str, Option<MachinePool>, Option<Vec<String>>);
+        let cases: &[Case] = &[
+            ("no pool", None, None),
+            (
+                "not scaled",
+                Some(pool(serde_json::json!({"other": 1}), 2, placed.clone())),
+                None,
+            ),
+            (
+                "placed",
+                Some(pool(serde_json::json!({"demo": 1}), 2, placed.clone())),
+                Some(vec!["m2".into()]),
+            ),
+            (
+                "placed for an older spec",
+                Some(pool(serde_json::json!({"demo": 1}), 3, placed)),
+                Some(vec![]),
+            ),
+            (
+                "no status yet",
+                Some(pool(serde_json::json!({"demo": 1}), 1, serde_json::json!(null))),
+                Some(vec![]),
+            ),
+        ];
+        for (what, pool, want) in cases {
+            assert_eq!(placed_machines(pool.as_ref(), "demo"), *want, "{what}");
+        }
+    }
+
+    #[test]
+    fn each_peers_endpoint_gives_a_peer_relation_owned_by_the_csv() {
+        let csv: ClusterServiceVersion = serde_json::from_value(serde_json::json!({
+            "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+            "metadata": {"name": "db.v1", "namespace": "ns", "uid": "uid-db",
+                         "labels": {"operators.coreos.com/db.ns": ""},
+                         "annotations": {"olm-rs.dev/endpoints":
+                            "provides: {db: {interface: pg}}\npeers: {ring: {interface: db-ring}, gossip: {interface: g}}"}},
+            "spec": {"displayName": "db", "install": {"strategy": "machine", "spec": {
+                "pool": "edge", "hooks": {"configMap": "hooks"}}}},
+        }))
+        .expect("a CSV");
+        let relations = peer_relations(&csv);
+        let mut names: Vec<String> = relations.iter().map(ResourceExt::name_any).collect();
+        names.sort();
+        assert_eq!(names, ["db.gossip.peers", "db.ring.peers"]);
+        let ring = relations
+            .iter()
+            .find(|r| r.name_any() == "db.ring.peers")
+            .expect("the ring relation");
+        assert_eq!(ring.namespace().as_deref(), Some("ns"));
+        assert_eq!(ring.spec.endpoints.len(), 2);
+        assert_eq!(ring.spec.endpoints[0], ring.spec.endpoints[1]);
+        assert_eq!(ring.spec.endpoints[0].application, "db");
+        assert_eq!(ring.spec.endpoints[0].endpoint.as_deref(), Some("ring"));
+        assert_eq!(ring.labels()[PEERS_LABEL], "db");
+        assert_eq!(ring.owner_references()[0].uid, "uid-db");
+        // No declaration, or no peers endpoint: none.
+        let mut plain = csv.clone();
+        plain.annotations_mut().clear();
+        assert!(peer_relations(&plain).is_empty());
     }
 }

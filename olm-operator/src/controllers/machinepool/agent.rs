@@ -447,6 +447,7 @@ mod tests {
                 upgrade: Some(AgentUpgrade {
                     max_unavailable: Some(2),
                 }),
+                units: None,
             },
         );
         pool.metadata.namespace = Some("ops".to_owned());

@@ -41,6 +41,8 @@ pub struct Read<'a> {
     pub join_secret: Option<&'a Secret>,
     /// The names of the credentials Secrets of the pool's joined machines.
     pub credentials: BTreeSet<String>,
+    /// The zone of each machine that has one, by machine.
+    pub zones: BTreeMap<String, String>,
     /// The time of the decision.
     pub now: Time,
     /// How long a settled pool waits before it is looked at again.
@@ -81,6 +83,7 @@ pub fn decide(pool: &MachinePool, read: &Read<'_>) -> Result<Decision, Error> {
         leases: read.leases.clone(),
         daemonset: rolling.as_ref().map(|(ds, _)| ds).or(read.daemonset),
         endpoints: read.endpoints.clone(),
+        zones: read.zones.clone(),
     };
     let next = status::compute(pool, &observed, &read.now);
     if pool.status.as_ref() != Some(&next) {
@@ -341,6 +344,7 @@ mod tests {
             endpoints: vec!["https://127.0.0.1:6443".to_owned()],
             join_secret: None,
             credentials: BTreeSet::new(),
+            zones: BTreeMap::new(),
             now: at(now),
             resync: MINUTE,
         }

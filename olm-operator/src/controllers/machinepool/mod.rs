@@ -46,6 +46,7 @@ pub mod agent;
 pub mod decide;
 pub mod error;
 pub mod join;
+pub mod placement;
 pub mod status;
 
 use std::{
@@ -126,6 +127,7 @@ pub async fn reconcile(
         ),
         join_secret: join_secret.as_ref(),
         credentials: credentials(&stores, &namespace, &name),
+        zones: zones(&stores, &machines),
         now: olm_runtime::conditions::now(),
         resync: ctx.settings.resync,
     };
@@ -209,6 +211,26 @@ fn matching_nodes(stores: &PoolStores, pool: &MachinePool) -> Option<BTreeSet<St
             .map(|node| node.name_any())
             .collect(),
     )
+}
+
+/// The zone of each of `machines` whose node carries
+/// [`placement::ZONE_LABEL`], or, for a machine joined from outside, whose
+/// Machine does.
+fn zones(stores: &PoolStores, machines: &[Arc<Machine>]) -> BTreeMap<String, String> {
+    machines
+        .iter()
+        .filter_map(|machine| {
+            let zone = match &machine.spec.node_name {
+                Some(node) => stores
+                    .nodes
+                    .store
+                    .get(&ObjectRef::new(node))
+                    .and_then(|n| n.labels().get(placement::ZONE_LABEL).cloned()),
+                None => machine.labels().get(placement::ZONE_LABEL).cloned(),
+            }?;
+            Some((machine.name_any(), zone))
+        })
+        .collect()
 }
 
 /// The names of the credentials Secrets of the joined machines of pool `name`.

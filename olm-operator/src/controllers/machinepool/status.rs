@@ -17,12 +17,16 @@
 //!   node and no machine joined from outside; True (`MachinesLost`) while
 //!   machines are lost; True (`JoinTokenUsed`) while machines that registered
 //!   with a used join token stand; False (`AsExpected`) otherwise.
+//! - `Scaled`, only while `spec.units` names an application: True
+//!   (`ScaleMet`) when each scaled application has a ready machine for each
+//!   unit, False (`NotEnoughMachines`) otherwise ([`super::placement`]).
 
 use std::{
     collections::{BTreeMap, BTreeSet},
     time::Duration,
 };
 
+use super::placement;
 use k8s_openapi::{
     api::{apps::v1::DaemonSet, coordination::v1::Lease},
     apimachinery::pkg::apis::meta::v1::{Condition, Time},
@@ -30,7 +34,8 @@ use k8s_openapi::{
 };
 use kube::ResourceExt;
 use olm_api::substrate::{
-    AgentVersionCount, Machine, MachinePool, MachinePoolConditionType, MachinePoolReason, MachinePoolStatus,
+    AgentVersionCount, ApplicationPlacement, Machine, MachinePool, MachinePoolConditionType,
+    MachinePoolReason, MachinePoolStatus,
 };
 use olm_runtime::conditions::{ConditionReason, ConditionType, Status, find_condition, set_condition};
 
@@ -95,6 +100,8 @@ pub struct Observed<'a> {
     pub daemonset: Option<&'a DaemonSet>,
     /// The API server endpoints to publish.
     pub endpoints: Vec<String>,
+    /// The zone of each machine whose node (or Machine) carries one, by machine.
+    pub zones: BTreeMap<String, String>,
 }
 
 /// When a machine's heartbeat expires (or expired): `renewTime + leaseDurationSeconds`,
@@ -311,6 +318,11 @@ pub fn compute(pool: &MachinePool, observed: &Observed<'_>, now: &Time) -> Machi
         (T::Progressing, progressing(&tally, &pool.spec.agent.version)),
         (T::Ready, ready(&tally)),
     ];
+    let (applications, scaled) = scale(pool, observed, &tally);
+    let verdicts = verdicts.into_iter().chain(scaled.map(|v| (T::Scaled, v)));
+    if pool.spec.units.as_ref().is_none_or(BTreeMap::is_empty) {
+        conditions.retain(|c| c.type_ != T::Scaled.as_str());
+    }
     for (type_, (status, reason, message)) in verdicts {
         set_condition(
             &mut conditions,
@@ -346,8 +358,31 @@ pub fn compute(pool: &MachinePool, observed: &Observed<'_>, now: &Time) -> Machi
                 .collect()
         }),
         api_server_endpoints: (!observed.endpoints.is_empty()).then(|| observed.endpoints.clone()),
+        applications: (!applications.is_empty()).then_some(applications),
         conditions: Some(conditions),
     }
+}
+
+/// The placement of the applications `spec.units` scales, and the `Scaled`
+/// verdict ([`placement::applications`]).
+fn scale(
+    pool: &MachinePool,
+    observed: &Observed<'_>,
+    tally: &Tally,
+) -> (Vec<ApplicationPlacement>, Option<Verdict>) {
+    let Some(units) = pool.spec.units.as_ref() else {
+        return (Vec::new(), None);
+    };
+    let machines: Vec<(&Machine, bool, Option<String>)> = observed
+        .machines
+        .iter()
+        .map(|m| {
+            let name = m.name_any();
+            let ready = !tally.lost.contains(&name) && reports_ready(m);
+            (*m, ready, observed.zones.get(&name).cloned())
+        })
+        .collect();
+    placement::applications(units, &machines)
 }
 
 /// Whether the DaemonSet has not finished rolling out its current spec.
@@ -426,6 +461,7 @@ mod tests {
                 },
                 external: None,
                 upgrade: None,
+                units: None,
             },
         );
         pool.metadata.namespace = Some("ops".to_owned());
@@ -452,6 +488,59 @@ mod tests {
             },
         }))
         .expect("a Machine")
+    }
+
+    #[test]
+    fn a_scaled_application_is_placed_in_the_status_and_its_shortfall_named() {
+        let (a, b, c) = (machine("a", true), machine("b", true), machine("c", false));
+        let observed = Observed {
+            matching_nodes: Some(["a".to_owned(), "b".to_owned(), "c".to_owned()].into()),
+            machines: vec![&a, &b, &c],
+            zones: BTreeMap::from([
+                ("edge-a".to_owned(), "z1".to_owned()),
+                ("edge-b".to_owned(), "z2".to_owned()),
+            ]),
+            ..Observed::default()
+        };
+        let scaled = |units: Option<u32>| {
+            let mut pool = pool(true);
+            pool.spec.units = units.map(|n| BTreeMap::from([("db".to_owned(), n)]));
+            pool
+        };
+        let scaled_condition = |status: &MachinePoolStatus| {
+            find_condition(
+                status.conditions.as_deref().unwrap_or_default(),
+                PoolCondition(MachinePoolConditionType::Scaled),
+            )
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+        };
+        // Not scaled: no placement, no condition.
+        let status = compute(&scaled(None), &observed, &Time(at(10)));
+        assert_eq!(
+            (status.applications.as_ref(), scaled_condition(&status)),
+            (None, None)
+        );
+        // Two units on the two ready machines.
+        let status = compute(&scaled(Some(2)), &observed, &Time(at(10)));
+        let db = &status.applications.as_ref().expect("applications")[0];
+        assert_eq!((db.desired_units, db.units), (2, 0));
+        assert_eq!(db.machines, ["edge-a", "edge-b"]);
+        let (state, reason, _) = scaled_condition(&status).expect("Scaled");
+        assert_eq!((state.as_str(), reason.as_str()), ("True", "ScaleMet"));
+        // Three: one short, named.
+        let mut three = scaled(Some(3));
+        three.status = Some(status);
+        let status = compute(&three, &observed, &Time(at(20)));
+        let (state, reason, message) = scaled_condition(&status).expect("Scaled");
+        assert_eq!((state.as_str(), reason.as_str()), ("False", "NotEnoughMachines"));
+        assert_eq!(message, "db asks for 3 units and the pool has 2 ready machines");
+        // No longer scaled: the condition goes.
+        let mut unscaled = scaled(None);
+        unscaled.status = Some(status);
+        assert_eq!(
+            scaled_condition(&compute(&unscaled, &observed, &Time(at(30)))),
+            None
+        );
     }
 
     fn lease(name: &str, renewed: i64) -> Lease {
@@ -488,6 +577,7 @@ mod tests {
             leases: BTreeMap::from([("edge-a".to_owned(), &la), ("edge-b".to_owned(), &lb)]),
             daemonset: None,
             endpoints: vec!["https://127.0.0.1:6443".to_owned()],
+            zones: BTreeMap::new(),
         };
         let status = compute(&pool(true), &observed, &Time(at(110)));
         assert_eq!(status.desired_machines, Some(2));

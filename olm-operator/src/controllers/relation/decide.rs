@@ -52,7 +52,9 @@ impl ConditionReason for Reason {
 /// namespace and the time `now`.
 pub fn decide(relation: &Relation, seen: &Seen<'_>, now: &Time) -> Effects<RelationStatus> {
     let next = status(relation, seen.csvs, seen.relations, now);
-    let sides = bags::sides(&next.endpoints, seen.csvs, seen.machines);
+    let mut sides = bags::sides(&next.endpoints, seen.csvs, seen.machines);
+    // A peer relation's two sides are one application: one set of bags.
+    sides.dedup();
     let wanted = bags::desired(relation, &sides);
     let (objects, removals) = bags::changes(&wanted, seen.bags);
     let mut effects = Effects {
@@ -288,6 +290,30 @@ mod tests {
                 "RolesNotComplementary",
                 "peers endpoint",
             ),
+            (
+                &["app:ring", "app:ring"],
+                "True",
+                "Related",
+                "relates app:ring (peers app-ring) with app:ring (peers app-ring)",
+            ),
+            (
+                &["app:db", "app:db"],
+                "False",
+                "RolesNotComplementary",
+                "is a requires endpoint: an application relates to itself only on a peers endpoint",
+            ),
+            (
+                &["app:nope", "app:nope"],
+                "False",
+                "UnknownEndpoint",
+                "declares no endpoint nope",
+            ),
+            (
+                &["late:kv", "late:kv"],
+                "False",
+                "NotInstalled",
+                "phase Installing",
+            ),
             (&["app", "other/db"], "False", "NeedsOffer", "namespace other"),
             (&["app", "ns/db"], "True", "Related", ""),
         ];
@@ -397,6 +423,48 @@ mod tests {
         let effects = super::decide(&related, &seen, &now());
         assert!(effects.objects.is_empty());
         assert_eq!(effects.removals.len(), 3);
+    }
+
+    #[test]
+    fn a_peer_relation_gets_one_set_of_bags_a_unit_bag_per_unit() {
+        let app = csv("app", "Succeeded", APP);
+        let machine = |name: &str| -> Machine {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "substrate.olm-rs.dev/v1alpha1", "kind": "Machine",
+                "metadata": {"name": name, "namespace": "ns"}, "spec": {"pool": "edge"},
+                "status": {"units": [{"csv": "app.v1.0.0", "version": "1.0.0", "state": "active", "application": "app"}]},
+            }))
+            .expect("a Machine")
+        };
+        let (a, b) = (machine("edge-a"), machine("edge-b"));
+        let peers = settled(relation("p", 10, &["app:ring", "app:ring"]), &[&app]);
+        let (csvs, machines) = ([&app], [&a, &b]);
+        let seen = Seen {
+            csvs: &csvs,
+            relations: &[],
+            machines: &machines,
+            bags: &[],
+        };
+        let effects = super::decide(&peers, &seen, &now());
+        let names: Vec<&str> = effects.objects.iter().map(|d| d.name()).collect();
+        assert_eq!(names, ["p.app", "p.app.edge-a", "p.app.edge-b"]);
+        // A unit gone (scaled down): its bag goes, the others stay.
+        let live: Vec<Databag> = effects
+            .objects
+            .iter()
+            .map(|d| serde_json::from_value(serde_json::to_value(&d.object).unwrap()).unwrap())
+            .collect();
+        let live: Vec<&Databag> = live.iter().collect();
+        let one = [&a];
+        let seen = Seen {
+            machines: &one,
+            bags: &live,
+            ..seen
+        };
+        let effects = super::decide(&peers, &seen, &now());
+        assert!(effects.objects.is_empty());
+        let removed: Vec<&str> = effects.removals.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(removed, ["p.app.edge-b"]);
     }
 
     #[test]

@@ -81,6 +81,9 @@ pub fn resolve(
     for side in [a, b] {
         offered(side, &namespace)?;
     }
+    if let Some(endpoint) = peer_endpoint(a, b) {
+        return peer(a, endpoint, &namespace, csvs);
+    }
     let a = side(a, &namespace, csvs)?;
     let b = side(b, &namespace, csvs)?;
     let joined = pair(&a, &b)?;
@@ -88,6 +91,58 @@ pub fn resolve(
         within_limit(relation, endpoint, [&a, &b], relations)?;
     }
     Ok(joined)
+}
+
+/// The endpoint of a peer relation: both sides name one application and
+/// one endpoint of it (olm-operator relates each application on machines to
+/// itself that way, on each of its `peers` endpoints).
+fn peer_endpoint<'a>(a: &'a ApplicationEndpoint, b: &ApplicationEndpoint) -> Option<&'a str> {
+    let endpoint = a.endpoint.as_deref()?;
+    (a.application == b.application && b.endpoint.as_deref() == Some(endpoint)).then_some(endpoint)
+}
+
+/// The two (equal) sides of the peer relation of `spec`'s application on
+/// its endpoint `wanted`, which must be a `peers` endpoint.
+fn peer(
+    spec: &ApplicationEndpoint,
+    wanted: &str,
+    namespace: &str,
+    csvs: &[&ClusterServiceVersion],
+) -> Result<[ResolvedEndpoint; 2], Refusal> {
+    let csv = installed(&spec.application, namespace, csvs)?;
+    let declared = Endpoints::of_annotations(&csv.name_any(), csv.annotations())
+        .map_err(|e| {
+            Refusal::new(
+                RelationReason::InvalidDeclaration,
+                format!("application {}: {e}", spec.application),
+            )
+        })?
+        .unwrap_or_default();
+    match declared.get(wanted) {
+        Some((Role::Peers, endpoint)) => {
+            let side = Side {
+                spec,
+                csv: csv.name_any(),
+                namespace: namespace.to_owned(),
+                candidates: Vec::new(),
+            };
+            let resolved = side.resolved(Role::Peers, endpoint);
+            Ok([resolved.clone(), resolved])
+        }
+        Some((role, _)) => Err(Refusal::new(
+            RelationReason::RolesNotComplementary,
+            format!(
+                "endpoint {wanted} of application {} is a {role} endpoint: an application relates to itself only on a peers endpoint",
+                spec.application
+            ),
+        )),
+        None => Err(named(spec, &declared, wanted).err().unwrap_or_else(|| {
+            Refusal::new(
+                RelationReason::UnknownEndpoint,
+                format!("application {} declares no endpoint {wanted}", spec.application),
+            )
+        })),
+    }
 }
 
 /// Refuses a side in another namespace: relating across namespaces needs an

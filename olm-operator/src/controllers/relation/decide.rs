@@ -426,6 +426,42 @@ mod tests {
     }
 
     #[test]
+    fn a_made_relation_holds_while_its_csvs_leave_succeeded_and_breaks_when_one_is_gone() {
+        let (app, db) = (csv("app", "Succeeded", APP), csv("db", "Succeeded", DB));
+        let made = settled(relation("r", 10, &["app", "db"]), &[&app, &db]);
+        let peers = settled(relation("p", 10, &["app:ring", "app:ring"]), &[&app]);
+        // Scaling: the CSV goes back to Installing until its new units are active.
+        let scaling = csv("app", "Installing", APP);
+        // Upgrading: the old CSV is Replacing, the new one Installing.
+        let old = csv("db", "Replacing", DB);
+        let mut new = csv("db", "Installing", DB);
+        new.metadata.name = Some("db.v1.1.0".into());
+        let held: &[(&Relation, &[&ClusterServiceVersion])] = &[
+            (&made, &[&scaling, &db]),
+            (&made, &[&csv("app", "Failed", APP), &db]),
+            (&peers, &[&scaling]),
+        ];
+        for (relation, csvs) in held {
+            let effects = decide(relation, csvs, &[], &now());
+            // No status write, and no bag removed: nothing changes.
+            assert!(effects.status.is_none(), "{:?}", effects.status);
+            assert!(effects.removals.is_empty());
+        }
+        // The incoming CSV takes its side over, and the relation stays made.
+        let upgrading = decide(&made, &[&app, &old, &new], &[], &now());
+        assert_eq!(ready(&upgrading).0, "True");
+        assert!(upgrading.removals.is_empty());
+        let endpoints = &upgrading.status.as_ref().unwrap().status.endpoints;
+        assert_eq!(endpoints[1].csv, "db.v1.1.0");
+        // Gone: the application's last CSV deleted.
+        let gone = decide(&made, &[&app], &[], &now());
+        assert_eq!(ready(&gone).1, "NotInstalled");
+        // Not made yet: a CSV that has not succeeded is still refused.
+        let fresh = decide(&relation("f", 10, &["app", "db"]), &[&scaling, &db], &[], &now());
+        assert_eq!(ready(&fresh).1, "NotInstalled");
+    }
+
+    #[test]
     fn a_peer_relation_gets_one_set_of_bags_a_unit_bag_per_unit() {
         let app = csv("app", "Succeeded", APP);
         let machine = |name: &str| -> Machine {

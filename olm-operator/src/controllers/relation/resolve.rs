@@ -81,11 +81,12 @@ pub fn resolve(
     for side in [a, b] {
         offered(side, &namespace)?;
     }
+    let held = Held::of(relation);
     if let Some(endpoint) = peer_endpoint(a, b) {
-        return peer(a, endpoint, &namespace, csvs);
+        return peer(a, endpoint, &namespace, csvs, held);
     }
-    let a = side(a, &namespace, csvs)?;
-    let b = side(b, &namespace, csvs)?;
+    let a = side(a, &namespace, csvs, held)?;
+    let b = side(b, &namespace, csvs, held)?;
     let joined = pair(&a, &b)?;
     for endpoint in &joined {
         within_limit(relation, endpoint, [&a, &b], relations)?;
@@ -108,8 +109,9 @@ fn peer(
     wanted: &str,
     namespace: &str,
     csvs: &[&ClusterServiceVersion],
+    held: Held,
 ) -> Result<[ResolvedEndpoint; 2], Refusal> {
-    let csv = installed(&spec.application, namespace, csvs)?;
+    let csv = installed(&spec.application, namespace, csvs, held)?;
     let declared = Endpoints::of_annotations(&csv.name_any(), csv.annotations())
         .map_err(|e| {
             Refusal::new(
@@ -165,8 +167,9 @@ fn side<'a>(
     spec: &'a ApplicationEndpoint,
     namespace: &str,
     csvs: &[&ClusterServiceVersion],
+    held: Held,
 ) -> Result<Side<'a>, Refusal> {
-    let csv = installed(&spec.application, namespace, csvs)?;
+    let csv = installed(&spec.application, namespace, csvs, held)?;
     let name = csv.name_any();
     let declared = Endpoints::of_annotations(&name, csv.annotations())
         .map_err(|e| {
@@ -201,12 +204,41 @@ fn side<'a>(
     })
 }
 
-/// The CSV of `application` in `namespace` that has succeeded: one whose
-/// package, or else name, is `application`.
+/// Whether a relation is already made. A relation is made only between
+/// installed applications (their CSVs Succeeded), but once made it holds
+/// while the applications are there: a CSV that leaves Succeeded because
+/// its application scales, upgrades or fails keeps its relations, as a
+/// unit in error keeps its relations in Juju. Breaking it then would run
+/// `-broken` and `-created` on every unit for a passing state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    /// Not made yet (or refused): both applications must be installed.
+    New,
+    /// Made (`Ready=True` with its endpoints): any CSV of each application
+    /// keeps it.
+    Made,
+}
+
+impl Held {
+    fn of(relation: &Relation) -> Held {
+        let resolved = relation.status.as_ref().is_some_and(|s| !s.endpoints.is_empty());
+        if is_ready(relation) && resolved {
+            Held::Made
+        } else {
+            Held::New
+        }
+    }
+}
+
+/// The CSV of `application` in `namespace` (one whose package, or else
+/// name, is `application`) that a relation joins: the one that has
+/// succeeded; for a relation already made, failing that, the one taking
+/// over (not `Replacing` or `Deleting`), or any.
 fn installed<'c>(
     application: &str,
     namespace: &str,
     csvs: &[&'c ClusterServiceVersion],
+    held: Held,
 ) -> Result<&'c ClusterServiceVersion, Refusal> {
     let mut of_app: Vec<&ClusterServiceVersion> = csvs
         .iter()
@@ -215,24 +247,27 @@ fn installed<'c>(
         .filter(|csv| package_of(csv).as_deref() == Some(application) || csv.name_any() == application)
         .collect();
     of_app.sort_by_key(|csv| csv.name_any());
+    let phase = |csv: &ClusterServiceVersion| csv.status.as_ref().and_then(|s| s.phase);
     let succeeded = of_app
         .iter()
         .copied()
-        .find(|csv| csv.status.as_ref().and_then(|s| s.phase) == Some(CsvPhase::Succeeded));
-    match (succeeded, of_app.first()) {
-        (Some(csv), _) => Ok(csv),
-        (None, Some(csv)) => Err(Refusal::new(
+        .find(|csv| phase(csv) == Some(CsvPhase::Succeeded));
+    let incoming = of_app
+        .iter()
+        .copied()
+        .find(|csv| !matches!(phase(csv), Some(CsvPhase::Replacing | CsvPhase::Deleting)));
+    match (succeeded, held, incoming.or(of_app.first().copied())) {
+        (Some(csv), _, _) => Ok(csv),
+        (None, Held::Made, Some(csv)) => Ok(csv),
+        (None, Held::New, Some(csv)) => Err(Refusal::new(
             RelationReason::NotInstalled,
             format!(
                 "application {application} is not installed yet: its CSV {} is in phase {}, not Succeeded",
                 csv.name_any(),
-                csv.status
-                    .as_ref()
-                    .and_then(|s| s.phase)
-                    .map_or_else(|| "(none)".to_owned(), |p| format!("{p:?}"))
+                phase(csv).map_or_else(|| "(none)".to_owned(), |p| format!("{p:?}"))
             ),
         )),
-        (None, None) => Err(Refusal::new(
+        (None, _, None) => Err(Refusal::new(
             RelationReason::NotInstalled,
             format!(
                 "application {application} is not installed in namespace {namespace}: no CSV there has that package or name; install it first (kubectl olm install {application})"

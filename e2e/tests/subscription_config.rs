@@ -173,3 +173,100 @@ async fn a_subscription_config_reaches_the_deployments_and_follows_changes() {
     })
     .await;
 }
+
+/// `kubectl olm ARGS` in namespace `ns`, which must succeed: its output.
+async fn kubectl_olm(client: &Client, ns: &str, args: &[&str]) -> String {
+    let argv: Vec<&str> = ["kubectl-olm", "-n", ns].iter().chain(args).copied().collect();
+    let cli = kubectl_olm::Cli::parse_from_args(argv).expect("valid arguments");
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let result = cli.run(client.clone(), &mut out, &mut err, false).await;
+    let out = String::from_utf8(out).expect("utf-8");
+    assert!(result.is_ok(), "kubectl olm {args:?} failed: {result:?} {out}");
+    out
+}
+
+fn replicas(deployment: &Deployment) -> Option<i32> {
+    deployment.spec.as_ref().and_then(|s| s.replicas)
+}
+
+#[tokio::test]
+async fn scaling_an_operator_in_pods_sets_its_deployments_replicas_through_its_subscription() {
+    with_namespace("scalepods", |client: Client, ns: String| async move {
+        install_crds(&client).await;
+        let stack = DemoStack::start(&client, &ns).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        apply_json(&subs, subscription(&ns, None)).await;
+        wait_installed(&client, &ns, &DEMO_APP_INSTALL, STEP).await;
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+        let declared = replicas(&deployments.get("demo-app").await.expect("demo-app"));
+        let db_declared = replicas(&deployments.get("demo-db").await.expect("demo-db"));
+
+        // The dry run prints the Subscription it would write, and writes nothing.
+        let dry = kubectl_olm(
+            &client,
+            &ns,
+            &["scale", "demo-app", "3", "--dry-run", "-o", "yaml"],
+        )
+        .await;
+        assert!(
+            dry.contains("kind: Subscription") && dry.contains("olm-rs.dev/replicas: \"3\""),
+            "{dry}"
+        );
+        let sub = subs.get("demo-app").await.expect("the Subscription");
+        assert!(
+            !sub.metadata
+                .annotations
+                .unwrap_or_default()
+                .contains_key("olm-rs.dev/replicas")
+        );
+
+        let out = kubectl_olm(&client, &ns, &["scale", "demo-app", "3"]).await;
+        assert!(
+            out.contains("demo-app scaled to 3 replica(s) through Subscription demo-app"),
+            "{out}"
+        );
+        wait_for_deployment(&deployments, "demo-app", "demo-app at 3 replicas", |d| {
+            replicas(d) == Some(3)
+        })
+        .await;
+        let db = deployments.get("demo-db").await.expect("demo-db");
+        assert_eq!(
+            replicas(&db),
+            db_declared,
+            "another Subscription's operator keeps its count"
+        );
+
+        // A count no one can read is told on the Subscription, and the
+        // Deployment goes back to what its CSV declares.
+        let bad = json!({"metadata": {"annotations": {"olm-rs.dev/replicas": "many"}}});
+        subs.patch(
+            "demo-app",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&bad),
+        )
+        .await
+        .expect("annotate the Subscription");
+        wait_for_deployment(
+            &deployments,
+            "demo-app",
+            "demo-app back at its CSV's replicas",
+            |d| replicas(d) == declared,
+        )
+        .await;
+        let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &ns);
+        olm_testkit::eventually("an InvalidReplicas Warning on the Subscription", || async {
+            events.list(&Default::default()).await.is_ok_and(|list| {
+                list.items.iter().any(|e| {
+                    e.reason.as_deref() == Some("InvalidReplicas")
+                        && e.type_.as_deref() == Some("Warning")
+                        && e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Subscription")
+                        && e.note.as_deref().is_some_and(|n| n.contains("\"many\""))
+                })
+            })
+        })
+        .await;
+        wait_installed(&client, &ns, &DEMO_APP_INSTALL, STEP).await;
+        stack.stop().await;
+    })
+    .await;
+}

@@ -10,7 +10,7 @@
 //! - [`commands`]: the commands that change things.
 //! - [`show`]: what catalogs offer.
 //! - [`relate`]: Relations between installed operators (`model.olm-rs.dev`).
-//! - [`scale`]: how many units an application on machines runs.
+//! - [`scale`]: how many units (machines) or replicas (pods) an application runs.
 //! - [`actions`]: running an operator's actions (`model.olm-rs.dev` Actions).
 //! - [`rollback`]: rolling an operator back to a recorded revision, and the
 //!   revisions (`model.olm-rs.dev` OperatorRevisions).
@@ -278,8 +278,10 @@ pub enum Command {
         #[command(flatten)]
         dry_run: DryRunArgs,
     },
-    /// Run N units of an application on machines: sets `spec.units.<APP>` of the
-    /// MachinePool its CSV names (an application not scaled runs on every machine).
+    /// Run N units of an application: on machines, sets `spec.units.<APP>` of the
+    /// MachinePool its CSV names (an application not scaled runs on every machine);
+    /// in pods, sets its Subscription's annotation `olm-rs.dev/replicas`, which
+    /// olm-operator applies to each Deployment of its CSV.
     Scale {
         /// The application (an installed operator's package).
         application: String,

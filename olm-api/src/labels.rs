@@ -16,6 +16,11 @@ pub const PROVIDED_APIS: &str = "olm.providedAPIs";
 /// followed by the OperatorGroup's UID.
 pub const OPERATOR_GROUP_UID_PREFIX: &str = "olm.operatorgroup.uid/";
 
+/// Subscription annotation (olm-rs's own): how many replicas each
+/// Deployment of the installed CSV runs, in place of the CSV's own count
+/// (read by [`crate::replicas::replicas`]). OLM ignores it.
+pub const REPLICAS: &str = "olm-rs.dev/replicas";
+
 /// Label on objects a CSV owns: the owner's name.
 pub const OWNER: &str = "olm.owner";
 /// Label on objects a CSV owns: the owner's kind.

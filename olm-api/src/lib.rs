@@ -26,6 +26,7 @@ pub mod labels;
 pub mod manifest;
 pub mod model;
 pub mod packages;
+pub mod replicas;
 pub mod schema;
 pub mod substrate;
 pub mod v1;

@@ -420,13 +420,17 @@ impl PoolStores {
     }
 }
 
-/// Keeps of a Subscription only what olm-operator reads: its name, namespace and
-/// `spec` (the `config` its CSV's Deployments take) and the CSVs its status names
+/// Keeps of a Subscription only what olm-operator reads: its name, namespace,
+/// `spec` (the `config` its CSV's Deployments take), its annotation
+/// `olm-rs.dev/replicas`, and the CSVs its status names
 /// (`installedCSV`, `currentCSV`). The rest of the status (conditions, catalog
 /// health, plan references) changes often and is for the catalog-operator.
 pub fn trim_subscription(subscription: &mut Subscription) {
     let meta = &mut subscription.metadata;
-    meta.annotations = None;
+    // The one annotation the CSV reconcile reads: the replicas asked.
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.retain(|key, _| key == olm_api::labels::REPLICAS);
+    }
     meta.labels = None;
     meta.owner_references = None;
     subscription.status = subscription.status.take().map(|status| SubscriptionStatus {
@@ -538,7 +542,8 @@ mod tests {
         let mut subscription: Subscription = serde_json::from_value(serde_json::json!({
             "apiVersion": "operators.coreos.com/v1alpha1",
             "kind": "Subscription",
-            "metadata": {"name": "etcd", "namespace": "ops", "annotations": {"a": "b"}},
+            "metadata": {"name": "etcd", "namespace": "ops",
+                         "annotations": {"a": "b", "olm-rs.dev/replicas": "2"}},
             "spec": {"name": "etcd", "source": "community", "sourceNamespace": "olm",
                      "config": {"env": [{"name": "A", "value": "1"}]}},
             "status": {"installedCSV": "etcd.v1", "currentCSV": "etcd.v2", "state": "UpgradePending",
@@ -548,7 +553,11 @@ mod tests {
         let config = subscription.spec.config.clone();
         trim_subscription(&mut subscription);
         assert_eq!(subscription.spec.config, config);
-        assert!(subscription.metadata.annotations.is_none());
+        assert_eq!(
+            subscription.metadata.annotations,
+            Some([("olm-rs.dev/replicas".to_owned(), "2".to_owned())].into()),
+            "only the replicas asked are kept"
+        );
         let status = subscription.status.expect("a status");
         assert_eq!(status.installed_csv.as_deref(), Some("etcd.v1"));
         assert_eq!(status.current_csv.as_deref(), Some("etcd.v2"));

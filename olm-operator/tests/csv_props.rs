@@ -247,7 +247,7 @@ fn check(object: Value) -> bool {
             return false;
         }
     };
-    overrides::apply(&mut children.deployments, None);
+    overrides::apply(&mut children.deployments, None, &overrides::Replicas::Declared);
     assert_eq!(children.deployments.len(), strategy.deployments.len());
     true
 }

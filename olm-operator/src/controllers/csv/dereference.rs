@@ -65,6 +65,9 @@ pub struct Dereferenced {
     /// The `spec.config` of the Subscription that installed this CSV
     /// ([`super::overrides::config_for`]).
     pub subscription_config: Option<SubscriptionConfig>,
+    /// The replicas that Subscription asks of the Deployments
+    /// ([`super::overrides::Replicas`]).
+    pub replicas: super::overrides::Replicas,
     /// Why the CSV this one replaces may not be upgraded now, from its
     /// OperatorCondition ([`super::operator_condition::upgrade_hold`]).
     pub upgrade_hold: Option<String>,
@@ -130,8 +133,10 @@ pub async fn dereference(
         super::operator_condition::upgrade_hold(condition.as_deref())
     });
     let subscriptions = in_namespace(&stores.subscriptions.store, &namespace);
-    let subscription_config =
-        super::overrides::config_for(subscriptions.iter().map(AsRef::as_ref), &csv.name_any());
+    let subscription =
+        super::overrides::subscription_for(subscriptions.iter().map(AsRef::as_ref), &csv.name_any());
+    let subscription_config = subscription.and_then(|sub| sub.spec.config.clone());
+    let replicas = super::overrides::Replicas::of(subscription);
 
     // The live reads are independent: all of them at once, one round trip.
     // A Deployment or ServiceAccount labelled for a CSV is in the stores; one
@@ -178,6 +183,7 @@ pub async fn dereference(
 
     Ok(Dereferenced {
         subscription_config,
+        replicas,
         upgrade_hold,
         served_kinds,
         crd_owner_conflicts,

@@ -486,7 +486,20 @@ async fn install_deployments(
     }
     let mut children = build::build(csv, membership, strategy).map_err(Error::Build)?;
     // OLM's order: the Subscription's config first, then the serving certificates.
-    overrides::apply(&mut children.deployments, found.subscription_config.as_ref());
+    overrides::apply(
+        &mut children.deployments,
+        found.subscription_config.as_ref(),
+        &found.replicas,
+    );
+    if let overrides::Replicas::Invalid {
+        subscription,
+        invalid,
+    } = &found.replicas
+    {
+        applier
+            .ctx
+            .publish(subscription.as_ref(), overrides::invalid_replicas_event(invalid));
+    }
     let (outcome, served) = apply_install(applier, csv, membership, children, found, now).await?;
     let timeout = applier.ctx.settings.install_timeout;
     let after = phase::after_install(status, &outcome, now, timeout);

@@ -17,6 +17,10 @@
 //! | `affinity` | replaces each of node, pod and pod anti-affinity it sets; an empty one (`{}`) removes it, and `affinity: {}` removes all |
 //! | `annotations` | added to the Deployment and its pod template; annotations already there win |
 //!
+//! Beside the config, the Subscription's annotation `olm-rs.dev/replicas`
+//! (olm-rs's own: OLM's config has no replicas) sets `spec.replicas` of
+//! every Deployment of the CSV ([`Replicas`]).
+//!
 //! `selector` is not used: OLM applies the config to every Deployment of the
 //! CSV. Only the containers get env, mounts and resources, not the init
 //! containers, as in OLM.
@@ -33,25 +37,81 @@ use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::{Affinity, EnvFromSource, EnvVar, PodSpec, Toleration, Volume, VolumeMount},
 };
-use kube::ResourceExt;
+use kube::{
+    ResourceExt,
+    runtime::events::{Event, EventType},
+};
 use olm_api::{
     labels,
+    replicas::{InvalidReplicas, replicas},
     v1alpha1::{Subscription, SubscriptionConfig},
 };
 
 use super::naming::spec_hash;
 
+/// The Subscription among `subscriptions` that installed the CSV named
+/// `csv`: the one whose `status.installedCSV` names it, as OLM finds it.
+pub fn subscription_for<'a>(
+    subscriptions: impl IntoIterator<Item = &'a Subscription>,
+    csv: &str,
+) -> Option<&'a Subscription> {
+    subscriptions
+        .into_iter()
+        .find(|sub| sub.status.as_ref().and_then(|s| s.installed_csv.as_deref()) == Some(csv))
+}
+
 /// The config of the Subscription among `subscriptions` that installed the
-/// CSV named `csv`: the one whose `status.installedCSV` names it, as OLM finds
-/// it. None when no Subscription names it or it has no config.
+/// CSV named `csv` ([`subscription_for`]). None when no Subscription names it
+/// or it has no config.
 pub fn config_for<'a>(
     subscriptions: impl IntoIterator<Item = &'a Subscription>,
     csv: &str,
 ) -> Option<SubscriptionConfig> {
-    subscriptions
-        .into_iter()
-        .find(|sub| sub.status.as_ref().and_then(|s| s.installed_csv.as_deref()) == Some(csv))
-        .and_then(|sub| sub.spec.config.clone())
+    subscription_for(subscriptions, csv).and_then(|sub| sub.spec.config.clone())
+}
+
+/// The replicas the Subscription that installed a CSV asks of its
+/// Deployments.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum Replicas {
+    /// No Subscription asks: each Deployment runs the replicas its CSV declares.
+    #[default]
+    Declared,
+    /// Every Deployment runs this many.
+    Asked(i32),
+    /// The Subscription's annotation cannot be read: the Deployments run the
+    /// replicas their CSV declares, and the Subscription is told why.
+    Invalid {
+        /// The Subscription, to be told.
+        subscription: Box<Subscription>,
+        /// What is wrong.
+        invalid: InvalidReplicas,
+    },
+}
+
+impl Replicas {
+    /// What `subscription` (the one that installed the CSV, if any) asks.
+    pub fn of(subscription: Option<&Subscription>) -> Replicas {
+        let Some(subscription) = subscription else {
+            return Replicas::Declared;
+        };
+        match replicas(subscription.annotations()) {
+            Ok(None) => Replicas::Declared,
+            Ok(Some(n)) => Replicas::Asked(n),
+            Err(invalid) => Replicas::Invalid {
+                subscription: Box::new(subscription.clone()),
+                invalid,
+            },
+        }
+    }
+
+    /// The count every Deployment runs, when one is asked.
+    pub fn asked(&self) -> Option<i32> {
+        match self {
+            Replicas::Asked(n) => Some(*n),
+            Replicas::Declared | Replicas::Invalid { .. } => None,
+        }
+    }
 }
 
 /// The CSV whose Deployments a change of `subscription` may change: the one
@@ -64,14 +124,31 @@ pub fn installed_csv(
     Some(kube::runtime::reflector::ObjectRef::new(csv).within(&namespace))
 }
 
-/// Merges `config` into each of `deployments` and stamps their spec hash
-/// again. Without a config, nothing changes.
-pub fn apply(deployments: &mut [Deployment], config: Option<&SubscriptionConfig>) {
-    let Some(config) = config else {
+/// The Warning Event that tells a Subscription its replicas annotation
+/// cannot be read.
+pub fn invalid_replicas_event(invalid: &InvalidReplicas) -> Event {
+    Event {
+        type_: EventType::Warning,
+        reason: "InvalidReplicas".to_owned(),
+        note: Some(invalid.to_string()),
+        action: "Scale".to_owned(),
+        secondary: None,
+    }
+}
+
+/// Merges `config` into each of `deployments`, sets the `replicas` asked,
+/// and stamps their spec hash again. Without either, nothing changes.
+pub fn apply(deployments: &mut [Deployment], config: Option<&SubscriptionConfig>, replicas: &Replicas) {
+    if config.is_none() && replicas.asked().is_none() {
         return;
-    };
+    }
     for deployment in deployments {
-        merge(deployment, config);
+        if let Some(config) = config {
+            merge(deployment, config);
+        }
+        if let (Some(n), Some(spec)) = (replicas.asked(), deployment.spec.as_mut()) {
+            spec.replicas = Some(n);
+        }
         if let Some(spec) = deployment.spec.as_ref() {
             let hash = spec_hash(spec);
             deployment
@@ -654,7 +731,7 @@ mod tests {
         assert_eq!(untouched, original);
 
         let mut deployments = vec![original.clone()];
-        apply(&mut deployments, None);
+        apply(&mut deployments, None, &Replicas::Declared);
         assert_eq!(
             deployments[0], original,
             "no config: not even the hash is stamped again"
@@ -664,7 +741,11 @@ mod tests {
     #[test]
     fn a_config_changes_the_spec_hash() {
         let mut plain = vec![deployment(two_containers())];
-        apply(&mut plain, Some(&SubscriptionConfig::default()));
+        apply(
+            &mut plain,
+            Some(&SubscriptionConfig::default()),
+            &Replicas::Declared,
+        );
         let mut configured = vec![deployment(two_containers())];
         apply(
             &mut configured,
@@ -672,6 +753,7 @@ mod tests {
                 env: Some(vec![var("LOG", "debug")]),
                 ..SubscriptionConfig::default()
             }),
+            &Replicas::Declared,
         );
         let hash = |d: &Deployment| d.labels().get(labels::DEPLOYMENT_SPEC_HASH).cloned();
         assert_eq!(
@@ -680,6 +762,53 @@ mod tests {
             "the hash is the spec's"
         );
         assert_ne!(hash(&plain[0]), hash(&configured[0]));
+    }
+
+    #[test]
+    fn the_subscription_s_replicas_reach_every_deployment_and_a_bad_value_is_kept_for_it() {
+        let subscription = |value: Option<&str>| -> Subscription {
+            let mut sub: Subscription = serde_json::from_value(serde_json::json!({
+                "apiVersion": "operators.coreos.com/v1alpha1", "kind": "Subscription",
+                "metadata": {"name": "app", "namespace": "ns"},
+                "spec": {"name": "app", "source": "c", "sourceNamespace": "olm"},
+            }))
+            .expect("a Subscription");
+            if let Some(value) = value {
+                sub.annotations_mut()
+                    .insert(labels::REPLICAS.to_owned(), value.to_owned());
+            }
+            sub
+        };
+        assert_eq!(Replicas::of(None), Replicas::Declared);
+        assert_eq!(Replicas::of(Some(&subscription(None))), Replicas::Declared);
+        let three = Replicas::of(Some(&subscription(Some("3"))));
+        assert_eq!(three, Replicas::Asked(3));
+        let bad = Replicas::of(Some(&subscription(Some("many"))));
+        let Replicas::Invalid {
+            subscription: told,
+            invalid,
+        } = &bad
+        else {
+            panic!("{bad:?}");
+        };
+        assert_eq!(
+            (told.name_any().as_str(), invalid.value.as_str()),
+            ("app", "many")
+        );
+
+        let replicas = |d: &Deployment| d.spec.as_ref().and_then(|s| s.replicas);
+        let mut scaled = vec![deployment(two_containers()), deployment(two_containers())];
+        apply(&mut scaled, None, &three);
+        assert!(scaled.iter().all(|d| replicas(d) == Some(3)));
+        let mut kept = vec![deployment(two_containers())];
+        apply(&mut kept, None, &bad);
+        assert_eq!(
+            kept[0],
+            deployment(two_containers()),
+            "a bad value changes nothing"
+        );
+        let hash = |d: &Deployment| d.labels().get(labels::DEPLOYMENT_SPEC_HASH).cloned();
+        assert_ne!(hash(&scaled[0]), hash(&kept[0]), "a new count is a new spec");
     }
 
     #[test]

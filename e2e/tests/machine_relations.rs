@@ -52,6 +52,7 @@ fn db_hooks() -> BTreeMap<String, String> {
     let created = format!(
         "#!/bin/sh\nset -e\n{LOG}\n\
          machine-agent hook relation-set host=\"$OLM_RS_MACHINE\" port=5432\n\
+         echo \"own port $(machine-agent hook relation-get port db/$OLM_RS_MACHINE)\" >> hooks.log\n\
          if [ \"$(machine-agent hook is-leader)\" = True ]; then machine-agent hook relation-set --app database=main; fi\n"
     );
     let changed = format!(
@@ -406,6 +407,12 @@ async fn related_units_run_relation_hooks_in_order_and_exchange_data() {
             assert_eq!(web.count(&format!("database-relation-joined {db_unit}")), 1);
         }
         assert_eq!(db.count("db-relation-created -"), 1, "{:?}", db.log());
+        assert_eq!(
+            db.count("own port 5432"),
+            1,
+            "relation-get reads the unit's own write at once: {:?}",
+            db.log()
+        );
         status_shows_the_relation(&client, &ns, &db, &webs).await;
 
         // An agent restarted after the remote data changed while it was down

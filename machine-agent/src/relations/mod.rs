@@ -60,6 +60,9 @@ pub struct Relations {
     /// When each unit's failed relation hook is retried (in memory: after a
     /// restart it is retried at once).
     retries: Arc<Mutex<BTreeMap<String, Instant>>>,
+    /// What this machine's units last wrote to each of their bags, by bag
+    /// name, until the watch shows it ([`tools::Written`]).
+    written: Arc<Mutex<BTreeMap<String, tools::Written>>>,
 }
 
 impl Relations {
@@ -89,6 +92,7 @@ impl Relations {
             machine: machine.to_owned(),
             changes: watch::Sender::new(0),
             retries: Arc::default(),
+            written: Arc::default(),
         };
         let mut events = futures::stream::select_all([
             relations.subscribe().map(|_| ()).boxed(),
@@ -144,6 +148,7 @@ impl Relations {
             machine: machine.to_owned(),
             changes: watch::Sender::new(0),
             retries: Arc::default(),
+            written: Arc::default(),
         }
     }
 

@@ -14,11 +14,14 @@
 //! in from the hook's environment). Writes go to the Databags at once, by
 //! merge patch of their status (keys set or removed, not the whole data), and
 //! the API server refuses a write to a bag that is not the unit's to write.
+//! A unit reads its own writes at once: `relation-get` of its own bag right
+//! after `relation-set` gives the new value, before the watch brings it
+//! ([`Written`]).
 
 use std::collections::BTreeMap;
 
 use kube::api::{Patch, PatchParams};
-use olm_api::model::{application_bag, unit_bag, unit_name};
+use olm_api::model::{Databag, application_bag, unit_bag, unit_name};
 use serde::{Deserialize, Serialize};
 
 use super::{Relations, view::RelationView};
@@ -254,13 +257,20 @@ impl Relations {
         }
     }
 
-    /// The data of Databag `bag` as the watch holds it (none when it holds no such bag).
+    /// The data of Databag `bag`: what this machine's units last wrote to it,
+    /// else what the watch holds (none when it holds no such bag).
     fn data(&self, bag: &str) -> BTreeMap<String, String> {
         let key = kube::runtime::reflector::ObjectRef::new(bag).within(&self.namespace);
-        self.bags
-            .get(&key)
-            .and_then(|b| b.status.as_ref().map(|s| s.data.clone()))
-            .unwrap_or_default()
+        let seen = self.bags.get(&key);
+        let mut written = self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (data, keep) = freshest(seen.as_deref(), written.get(bag));
+        if !keep {
+            written.remove(bag);
+        }
+        data
     }
 
     /// Sets `settings` in the unit's (or with `app` the application's) bag of relation `name`.
@@ -293,11 +303,50 @@ impl Relations {
             field_manager: Some(olm_api::substrate::AGENT_FIELD_MANAGER.to_owned()),
             ..PatchParams::default()
         };
-        self.api
+        let stored = self
+            .api
             .patch_status(&bag, &params, &Patch::Merge(&patch))
             .await
-            .map(|_| ())
-            .map_err(|error| format!("cannot write Databag {bag}: {error}"))
+            .map_err(|error| format!("cannot write Databag {bag}: {error}"))?;
+        let written = Written {
+            uid: stored.metadata.uid.clone().unwrap_or_default(),
+            data: stored.status.map(|s| s.data).unwrap_or_default(),
+        };
+        self.written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(bag, written);
+        Ok(())
+    }
+}
+
+/// What a unit last wrote to one of its bags: the data the API server
+/// answered the write with, and the bag's uid. Only the unit (or, for the
+/// application bag, its leader on this machine) writes that data, so it is
+/// the newest until the watch shows the same.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Written {
+    /// The bag's uid: a bag removed and made again is another bag.
+    pub uid: String,
+    /// Its data after the write.
+    pub data: BTreeMap<String, String>,
+}
+
+/// The data of a bag the watch holds as `seen`, given what this machine last
+/// `written` to it, and whether that write is still to be kept. Pure. The
+/// write wins until the watch shows its data; a bag gone, or made again
+/// (another uid), drops it.
+pub fn freshest(seen: Option<&Databag>, written: Option<&Written>) -> (BTreeMap<String, String>, bool) {
+    let seen_data = seen
+        .and_then(|b| b.status.as_ref().map(|s| s.data.clone()))
+        .unwrap_or_default();
+    match (seen, written) {
+        (Some(bag), Some(written))
+            if bag.metadata.uid.as_deref() == Some(written.uid.as_str()) && seen_data != written.data =>
+        {
+            (written.data.clone(), true)
+        }
+        _ => (seen_data, false),
     }
 }
 
@@ -399,6 +448,43 @@ mod tests {
         let mut other = view.clone();
         other.endpoint = "cache".into();
         BTreeMap::from([("r".to_owned(), view), ("s".to_owned(), other)])
+    }
+
+    #[test]
+    fn a_unit_reads_its_own_write_until_the_watch_shows_it() {
+        let bag = |uid: &str, data: &[(&str, &str)]| -> Databag {
+            let mut bag = super::super::view::tests::bag("r", "web", Some("m"), data);
+            bag.metadata.uid = Some(uid.to_owned());
+            bag
+        };
+        let data = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect()
+        };
+        let written = Written {
+            uid: "u1".into(),
+            data: data(&[("host", "new")]),
+        };
+        // The watch still holds the old value: the write wins, and is kept.
+        let old = bag("u1", &[("host", "old")]);
+        assert_eq!(
+            freshest(Some(&old), Some(&written)),
+            (data(&[("host", "new")]), true)
+        );
+        // The watch caught up: its data, and the write is dropped.
+        let caught_up = bag("u1", &[("host", "new")]);
+        assert_eq!(
+            freshest(Some(&caught_up), Some(&written)),
+            (data(&[("host", "new")]), false)
+        );
+        // The bag was made again, or is gone: the write is of another bag.
+        let again = bag("u2", &[]);
+        assert_eq!(freshest(Some(&again), Some(&written)), (BTreeMap::new(), false));
+        assert_eq!(freshest(None, Some(&written)), (BTreeMap::new(), false));
+        // Nothing written: what the watch holds.
+        assert_eq!(freshest(Some(&old), None), (data(&[("host", "old")]), false));
     }
 
     #[test]

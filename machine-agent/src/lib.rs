@@ -29,4 +29,5 @@ pub mod machine;
 pub mod relations;
 pub mod run_args;
 pub mod state;
+pub mod tool_format;
 pub mod units;

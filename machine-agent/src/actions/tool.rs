@@ -57,15 +57,7 @@ pub enum ActionCommand {
     },
 }
 
-/// How `action-get` prints.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Format {
-    /// JSON.
-    Json,
-    /// YAML.
-    Yaml,
-}
+pub use crate::tool_format::Format;
 
 /// What an action's run set through the tools, read once it ends.
 #[derive(Clone, Debug, Default, PartialEq)]

@@ -2,9 +2,10 @@
 //!
 //! - `relation-ids [endpoint]`: the ids (`<endpoint>:<relation>`) of the unit's relations;
 //! - `relation-list [-r id]`: the remote units of a relation;
-//! - `relation-get [-r id] [--app] [key|-] [unit|app]`: a value (or, for `-`
-//!   or no key, every value as a JSON object) of a remote unit's or
-//!   application's data, or of the unit's own side;
+//! - `relation-get [-r id] [--app] [--format json|yaml] [key|-] [unit|app]`:
+//!   a value (or, for `-` or no key, every value, as YAML unless `--format
+//!   json`) of a remote unit's or application's data, or of the unit's own
+//!   side;
 //! - `relation-set [-r id] [--app] key=value...`: sets the unit's own data,
 //!   or with `--app` its application's (its leader only); an empty value
 //!   removes the key.
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Relations, view::RelationView};
 use crate::leadership::Leadership;
+use crate::tool_format::{Format, print_map, print_value};
 
 /// The most one side's data in a relation holds, in bytes of keys and values: every agent of
 /// the namespace keeps every bag in memory, so a hook that sets more and more must be stopped
@@ -62,6 +64,9 @@ pub enum RelationTool {
         /// Read an application's data.
         #[serde(default)]
         app: bool,
+        /// How to print (default: a value as it is, all data as YAML).
+        #[serde(default)]
+        format: Option<Format>,
     },
     /// Sets the unit's (or its application's) data.
     RelationSet {
@@ -91,7 +96,7 @@ pub enum RelationCommand {
         relation: Option<String>,
     },
     /// Print KEY of a unit's (or with --app an application's) data in a
-    /// relation; `-` or no KEY: all of it, as a JSON object.
+    /// relation; `-` or no KEY: all of it, as YAML (or as --format asks).
     RelationGet {
         /// The relation's id (default: the relation hook's own).
         #[arg(short = 'r', long = "relation")]
@@ -104,6 +109,9 @@ pub enum RelationCommand {
         /// The unit (`app/machine`; default: the relation hook's remote unit),
         /// or with --app the application.
         target: Option<String>,
+        /// Print as JSON or YAML (default: a value as it is, all data as YAML).
+        #[arg(long, value_enum)]
+        format: Option<Format>,
     },
     /// Set the unit's own data in a relation (with --app, its application's:
     /// the leader only); `key=` removes the key.
@@ -143,11 +151,13 @@ impl RelationCommand {
                 app,
                 key,
                 target,
+                format,
             } => RelationTool::RelationGet {
                 relation: relation(r),
                 target: target.or_else(|| if app { None } else { env(super::REMOTE_UNIT_ENV) }),
                 key,
                 app,
+                format,
             },
             RelationCommand::RelationSet {
                 relation: r,
@@ -198,10 +208,11 @@ impl Relations {
                 key,
                 target,
                 app,
+                format,
             } => {
                 let (name, view) = find(&views, relation.as_deref())?;
                 let data = self.data_of(&caller, name, view, target.as_deref(), app)?;
-                Ok(Some(get(&data, key.as_deref())))
+                get(&data, key.as_deref(), format).map(Some)
             }
             RelationTool::RelationSet {
                 relation,
@@ -414,10 +425,12 @@ fn find<'a>(
 }
 
 /// `key`'s value (empty when unset), or every value as a JSON object.
-fn get(data: &BTreeMap<String, String>, key: Option<&str>) -> String {
+/// `relation-get`: the value of `key` (empty when unset, as Juju), or with
+/// no key or `-` all of `data`, printed as `format` asks.
+fn get(data: &BTreeMap<String, String>, key: Option<&str>, format: Option<Format>) -> Result<String, String> {
     match key {
-        None | Some("-") => serde_json::to_string(data).unwrap_or_default(),
-        Some(key) => data.get(key).cloned().unwrap_or_default(),
+        None | Some("-") => print_map(data, format),
+        Some(key) => print_value(data.get(key).map_or("", String::as_str), format),
     }
 }
 
@@ -510,10 +523,13 @@ mod tests {
     #[test]
     fn a_key_reads_its_value_and_no_key_reads_all() {
         let data = BTreeMap::from([("host".to_owned(), "10.0.0.1".to_owned())]);
-        assert_eq!(get(&data, Some("host")), "10.0.0.1");
-        assert_eq!(get(&data, Some("port")), "");
-        assert_eq!(get(&data, Some("-")), r#"{"host":"10.0.0.1"}"#);
-        assert_eq!(get(&data, None), r#"{"host":"10.0.0.1"}"#);
+        let get = |key: Option<&str>, format: Option<Format>| get(&data, key, format).unwrap();
+        assert_eq!(get(Some("host"), None), "10.0.0.1");
+        assert_eq!(get(Some("port"), None), "");
+        assert_eq!(get(Some("host"), Some(Format::Json)), r#""10.0.0.1""#);
+        assert_eq!(get(Some("-"), None), "host: \"10.0.0.1\"");
+        assert_eq!(get(None, Some(Format::Yaml)), "host: \"10.0.0.1\"");
+        assert_eq!(get(None, Some(Format::Json)), r#"{"host":"10.0.0.1"}"#);
     }
 
     /// A client whose every request fails: no API server.
@@ -547,6 +563,7 @@ mod tests {
             key: Some(key.into()),
             target: (!target.is_empty()).then(|| target.to_owned()),
             app,
+            format: None,
         };
         let ids = RelationTool::RelationIds { endpoint: None };
         assert_eq!(ask(ids).await, Ok(Some("database:r".into())));

@@ -21,7 +21,11 @@ use super::{
     tools::{MAX_DATA_BYTES, RelationTool},
     view::tests::{bag, relation},
 };
-use crate::{hook_tool::MAX_REQUEST_BYTES, leadership::Leadership};
+use crate::{
+    hook_tool::MAX_REQUEST_BYTES,
+    leadership::Leadership,
+    tool_format::{Format, print_map},
+};
 
 /// The requests the API server was sent: method, path and body.
 type Sent = Arc<Mutex<Vec<(String, String, Vec<u8>)>>>;
@@ -127,6 +131,10 @@ fn settings() -> impl Strategy<Value = BTreeMap<String, String>> {
     prop::collection::btree_map(prop_oneof![3 => "[a-z-]{1,8}", 1 => odd_text()], value, 0..4)
 }
 
+fn format() -> impl Strategy<Value = Option<Format>> {
+    prop::sample::select(vec![None, Some(Format::Json), Some(Format::Yaml)])
+}
+
 fn tool() -> impl Strategy<Value = RelationTool> {
     let key = prop_oneof![
         Just(None),
@@ -137,14 +145,17 @@ fn tool() -> impl Strategy<Value = RelationTool> {
         prop::option::of(prop_oneof![Just("database".to_owned()), odd_text()])
             .prop_map(|endpoint| RelationTool::RelationIds { endpoint }),
         relation_id().prop_map(|relation| RelationTool::RelationList { relation }),
-        (relation_id(), key, target(), any::<bool>()).prop_map(|(relation, key, target, app)| {
-            RelationTool::RelationGet {
-                relation,
-                key,
-                target,
-                app,
+        (relation_id(), key, target(), any::<bool>(), format()).prop_map(
+            |(relation, key, target, app, format)| {
+                RelationTool::RelationGet {
+                    relation,
+                    key,
+                    target,
+                    app,
+                    format,
+                }
             }
-        }),
+        ),
         (relation_id(), any::<bool>(), settings()).prop_map(|(relation, app, settings)| {
             RelationTool::RelationSet {
                 relation,
@@ -247,13 +258,18 @@ proptest! {
                 let body: Value = serde_json::from_slice(body).unwrap();
                 prop_assert_eq!(body, json!({"status": {"data": data}}));
             }
-            (Ok(output), RelationTool::RelationGet { key, .. }) => {
+            (Ok(output), RelationTool::RelationGet { key, format, .. }) => {
                 prop_assert!(sent.is_empty());
                 let output = output.as_deref().expect("relation-get prints");
                 if matches!(key.as_deref(), None | Some("-")) {
-                    let read: BTreeMap<String, String> = serde_json::from_str(output)
-                        .unwrap_or_else(|e| panic!("{output:?} is not the data as JSON: {e}"));
-                    prop_assert_eq!(serde_json::to_string(&read).unwrap(), output);
+                    let read: BTreeMap<String, String> = if *format == Some(Format::Json) {
+                        serde_json::from_str(output)
+                            .unwrap_or_else(|e| panic!("{output:?} is not the data as JSON: {e}"))
+                    } else {
+                        serde_saphyr::from_str(output)
+                            .unwrap_or_else(|e| panic!("{output:?} is not the data as YAML: {e}"))
+                    };
+                    prop_assert_eq!(print_map(&read, *format).unwrap(), output);
                 }
             }
             (Ok(_), _) => prop_assert!(sent.is_empty()),

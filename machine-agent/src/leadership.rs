@@ -169,6 +169,24 @@ pub fn lease(
     }
 }
 
+/// `lease` given up by machine `me`, when it holds it: no holder, so that
+/// another candidate takes it at its next look instead of waiting for it
+/// to expire. Pure.
+pub fn released(lease: &Lease, me: &str) -> Option<Lease> {
+    let spec = lease.spec.as_ref()?;
+    if spec.holder_identity.as_deref() != Some(me) {
+        return None;
+    }
+    let mut released = lease.clone();
+    released.metadata.managed_fields = None;
+    if let Some(spec) = released.spec.as_mut() {
+        spec.holder_identity = None;
+        spec.renew_time = None;
+        spec.acquire_time = None;
+    }
+    Some(released)
+}
+
 /// How often an agent looks at each Lease: an eighth of its duration, so that a
 /// lost leader is replaced soon after its Lease expires (at least every 10 s).
 pub fn tick(duration: Duration) -> Duration {
@@ -180,6 +198,18 @@ pub async fn run(leases: Api<Lease>, leadership: Leadership, me: String, pool: S
     let mut candidates = leadership.candidates.subscribe();
     loop {
         let applications: BTreeSet<String> = candidates.borrow_and_update().values().cloned().collect();
+        // An application this machine led and no longer runs a unit of
+        // (scaled away, removed): its Lease is given up at once.
+        let dropped: Vec<String> = leadership
+            .leading
+            .borrow()
+            .keys()
+            .filter(|a| !applications.contains(*a))
+            .cloned()
+            .collect();
+        for application in &dropped {
+            release(&leases, application, &me).await;
+        }
         let mut leading = Leading::new();
         for application in &applications {
             let started = Instant::now();
@@ -211,6 +241,32 @@ pub async fn run(leases: Api<Lease>, leadership: Leadership, me: String, pool: S
             () = tokio::time::sleep(tick(leadership.duration)) => {}
             changed = candidates.changed() => if changed.is_err() { return },
             () = shutdown.signaled() => return,
+        }
+    }
+}
+
+/// Gives up `application`'s Lease when machine `me` holds it. A failure is
+/// only logged: the Lease then lapses by itself.
+async fn release(api: &Api<Lease>, application: &str, me: &str) {
+    let name = leader_lease(application);
+    let released = match api.get_opt(&name).await {
+        Ok(lease) => lease.as_ref().and_then(|l| released(l, me)),
+        Err(error) => {
+            tracing::warn!(application, %error, "cannot read the leader Lease to give it up; it lapses by itself");
+            return;
+        }
+    };
+    let Some(released) = released else {
+        return;
+    };
+    match api.replace(&name, &PostParams::default(), &released).await {
+        Ok(_) => tracing::info!(
+            application,
+            machine = me,
+            "this machine gave up leading the application"
+        ),
+        Err(error) => {
+            tracing::warn!(application, %error, "cannot give up the leader Lease; it lapses by itself");
         }
     }
 }
@@ -257,6 +313,24 @@ mod tests {
         let mut lease = lease("db", "edge", holder, Duration::from_secs(10), at(renewed), None);
         lease.metadata.resource_version = Some("7".into());
         lease
+    }
+
+    #[test]
+    fn a_lease_is_given_up_only_by_its_holder_and_then_taken_over() {
+        let lease = held("edge-a", 10);
+        let given_up = released(&lease, "edge-a").expect("edge-a holds it");
+        let spec = given_up.spec.as_ref().unwrap();
+        assert_eq!(
+            (spec.holder_identity.as_ref(), spec.renew_time.as_ref()),
+            (None, None)
+        );
+        assert_eq!(
+            given_up.metadata.resource_version,
+            lease.metadata.resource_version
+        );
+        assert_eq!(released(&lease, "edge-b"), None, "only the holder gives it up");
+        // Another candidate takes it at its next look, long before it would expire.
+        assert_eq!(step(Some(&given_up), "edge-b", at(11)), Step::TakeOver);
     }
 
     #[test]

@@ -186,6 +186,20 @@ impl Agent {
     }
 }
 
+impl Agent {
+    /// Gives up the leader Lease of `application` as the agents do: no holder.
+    async fn release(&self, ns: &str, application: &str) -> Result<Lease, kube::Error> {
+        let leases = Api::<Lease>::namespaced(self.client.clone(), ns);
+        let name = format!("{application}.leader");
+        let mut lease = leases.get(&name).await?;
+        if let Some(spec) = lease.spec.as_mut() {
+            spec.holder_identity = None;
+            spec.renew_time = None;
+        }
+        leases.replace(&name, &Default::default(), &lease).await
+    }
+}
+
 fn refused(result: Result<impl std::fmt::Debug, kube::Error>, what: &str) -> String {
     match result {
         Err(kube::Error::Api(status)) if status.code == 403 || status.code == 422 => status.message,
@@ -376,6 +390,9 @@ async fn each_bag_is_written_by_its_writer_alone_and_goes_with_its_relation() {
             web_a.set(&ns, &app_bag, "url", "stale").await,
             "the former leader writing",
         );
+        // Only the holder gives the Lease up (a leader whose unit goes does).
+        refused(web_a.release(&ns, "web").await, "web/A giving up web/B's Lease");
+        web_b.release(&ns, "web").await.expect("web/B gives its Lease up");
 
         // The relation goes: its bags go with it.
         relations

@@ -99,13 +99,9 @@ pub fn demo_index(tools: bool) -> Arc<RegistryIndex> {
     Arc::new(RegistryIndex::new(demo_catalog(tools)))
 }
 
-/// A free port on loopback.
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
+/// A free port on loopback, never handed out twice in one process
+/// ([`olm_testkit::process::free_port`]).
+pub use olm_testkit::process::free_port;
 
 /// Settings for serving the PackageManifest API from this process on a free
 /// loopback port, with the Service `packageserver` of `namespace` that the

@@ -65,12 +65,25 @@ pub fn binary(name: &str) -> PathBuf {
     path
 }
 
-/// A port nothing listens on right now.
+/// A port nothing listens on right now, and that this process has not
+/// handed out before. The port is free only until someone binds it: a test
+/// that asks for two ports before starting what listens on them would
+/// otherwise get the same one twice (the kernel may offer a port again once
+/// its probe socket is closed).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|listener| listener.local_addr())
-        .map(|addr| addr.port())
-        .expect("a free local port")
+    static HANDED_OUT: Mutex<std::collections::BTreeSet<u16>> = Mutex::new(std::collections::BTreeSet::new());
+    let mut handed_out = HANDED_OUT
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|addr| addr.port())
+            .expect("a free local port");
+        if handed_out.insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A running olm-rs binary, killed when dropped (also when a test fails).
@@ -502,6 +515,13 @@ pub fn restart_apiserver(command: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_ports_are_never_handed_out_twice() {
+        let ports: Vec<u16> = (0..200).map(|_| free_port()).collect();
+        let distinct: std::collections::BTreeSet<&u16> = ports.iter().collect();
+        assert_eq!(distinct.len(), ports.len());
+    }
 
     #[test]
     fn a_tests_own_package_server_replaces_the_local_one() {

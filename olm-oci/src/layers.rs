@@ -505,4 +505,152 @@ mod tests {
             "{message}"
         );
     }
+
+    // Security: a bundle or catalog image cannot write outside the directory it is extracted
+    // to. Each test extracts into `<tmp>/root` beside `<tmp>/outside`, which holds one file.
+
+    /// A temporary directory with `outside/secret` in it, and where to extract.
+    fn sandbox() -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("outside")).unwrap();
+        std::fs::write(dir.path().join("outside/secret"), b"kept").unwrap();
+        let root = dir.path().join("root");
+        (dir, root)
+    }
+
+    /// Every path below `dir` (depth first), as `symlink_metadata` sees it.
+    fn walk(dir: &Path, out: &mut Vec<(PathBuf, std::fs::FileType)>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let entry = entry.unwrap();
+            let kind = entry.file_type().unwrap();
+            out.push((entry.path(), kind));
+            if kind.is_dir() {
+                walk(&entry.path(), out);
+            }
+        }
+    }
+
+    /// Writes `files` into the sandbox and checks that only `root` changed, that it holds no
+    /// link, and that the file outside is untouched. The paths written, relative to `root`.
+    fn write_confined(files: &Files, dir: &Path, root: &Path) -> Vec<PathBuf> {
+        files.write_to(root, &[]).unwrap();
+        let mut all = Vec::new();
+        walk(dir, &mut all);
+        let mut written = Vec::new();
+        for (path, kind) in all {
+            assert!(!kind.is_symlink(), "a link was made: {}", path.display());
+            if let Ok(inside) = path.strip_prefix(root) {
+                if kind.is_file() {
+                    written.push(inside.to_path_buf());
+                }
+            } else {
+                let allowed = [
+                    dir.join("outside"),
+                    dir.join("outside/secret"),
+                    root.to_path_buf(),
+                ];
+                assert!(
+                    allowed.contains(&path),
+                    "written outside the root: {}",
+                    path.display()
+                );
+            }
+        }
+        assert_eq!(std::fs::read(dir.join("outside/secret")).unwrap(), b"kept");
+        written.sort();
+        written
+    }
+
+    #[test]
+    fn parent_directory_paths_are_not_extracted() {
+        let (dir, root) = sandbox();
+        let mut files = Files::default();
+        let layer = tar_of(
+            &[
+                ("../outside/secret", b"overwritten"),
+                ("manifests/../../outside/secret", b"overwritten"),
+                ("./../outside/new", b"created"),
+                ("manifests/../../../../../../tmp/escaped", b"created"),
+                ("manifests/ok.yaml", b"kind: A"),
+            ],
+            false,
+        );
+        files.add_layer(&layer, &Limits::default()).unwrap();
+        assert_eq!(files.len(), 1, "only the file inside is kept");
+        let written = write_confined(&files, dir.path(), &root);
+        assert_eq!(written, vec![PathBuf::from("manifests/ok.yaml")]);
+    }
+
+    #[test]
+    fn absolute_paths_are_extracted_below_the_root() {
+        let (dir, root) = sandbox();
+        let secret = dir.path().join("outside/secret");
+        let absolute = secret.to_str().unwrap().to_owned();
+        let mut files = Files::default();
+        let layer = tar_of(
+            &[(&absolute, b"overwritten"), ("/manifests/a.yaml", b"kind: A")],
+            true,
+        );
+        files.add_layer(&layer, &Limits::default()).unwrap();
+        let written = write_confined(&files, dir.path(), &root);
+        let relative = PathBuf::from(absolute.trim_start_matches('/'));
+        let mut wanted = vec![PathBuf::from("manifests/a.yaml"), relative];
+        wanted.sort();
+        assert_eq!(written, wanted, "both land below the root");
+    }
+
+    #[test]
+    fn a_symlink_is_never_made_nor_written_through() {
+        let (dir, root) = sandbox();
+        let outside = dir.path().join("outside");
+        for target in [outside.to_str().unwrap(), "../outside", "../../../../../../"] {
+            let mut tar = Vec::new();
+            let mut link = raw_entry(tar::EntryType::Symlink, "manifests", b"");
+            // The link's target, in the header's linkname field (offset 157).
+            link[157..157 + target.len()].copy_from_slice(target.as_bytes());
+            let mut header = tar::Header::from_byte_slice(&link[..512]).clone();
+            header.set_cksum();
+            tar.extend_from_slice(header.as_bytes());
+            // Then a file written through the link, in the same layer and in the next one.
+            tar.extend(raw_entry(
+                tar::EntryType::Regular,
+                "manifests/secret",
+                b"overwritten",
+            ));
+            tar.extend([0; 1024]);
+            let mut files = Files::default();
+            files.add_layer(&tar, &Limits::default()).unwrap();
+            files
+                .add_layer(
+                    &tar_of(&[("manifests/new", b"created")], false),
+                    &Limits::default(),
+                )
+                .unwrap();
+            let written = write_confined(&files, dir.path(), &root);
+            assert_eq!(
+                written,
+                vec![PathBuf::from("manifests/new"), PathBuf::from("manifests/secret")],
+                "link to {target}: the files land in a real directory below the root"
+            );
+            std::fs::remove_dir_all(&root).unwrap();
+        }
+    }
+
+    #[test]
+    fn a_hard_link_is_never_made_nor_followed() {
+        let (dir, root) = sandbox();
+        let secret = dir.path().join("outside/secret");
+        for target in [secret.to_str().unwrap(), "../outside/secret", "/etc/passwd"] {
+            let mut link = raw_entry(tar::EntryType::Link, "manifests/secret", b"");
+            link[157..157 + target.len()].copy_from_slice(target.as_bytes());
+            let mut header = tar::Header::from_byte_slice(&link[..512]).clone();
+            header.set_cksum();
+            let mut tar = header.as_bytes().to_vec();
+            tar.extend([0; 1024]);
+            let mut files = Files::default();
+            files.add_layer(&tar, &Limits::default()).unwrap();
+            assert!(files.is_empty(), "link to {target}: not kept");
+            assert!(write_confined(&files, dir.path(), &root).is_empty());
+        }
+    }
 }

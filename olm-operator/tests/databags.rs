@@ -29,7 +29,7 @@ use kube::{
     config::AuthInfo,
 };
 use olm_api::{
-    model::{Databag, Relation},
+    model::{Action, Databag, Relation, TaskState},
     substrate::{Machine, MachinePool},
     v1::OperatorGroup,
     v1alpha1::{ClusterServiceVersion, CsvPhase},
@@ -207,6 +207,110 @@ fn refused(result: Result<impl std::fmt::Debug, kube::Error>, what: &str) -> Str
     }
 }
 
+/// Changes the task of `unit` on Action `name` to Running, as `agent`'s agent
+/// does (read, change the task, replace the status), trying again on conflicts
+/// with olm-operator's own writes.
+async fn start_task(agent: &Agent, ns: &str, name: &str, unit: &str) -> Result<Action, kube::Error> {
+    let actions = Api::<Action>::namespaced(agent.client.clone(), ns);
+    let mut attempts = 0;
+    loop {
+        let mut action = actions.get(name).await?;
+        let status = action.status.as_mut().expect("a status");
+        let task = status
+            .tasks
+            .iter_mut()
+            .find(|t| t.unit == unit)
+            .expect("the unit's task");
+        task.state = TaskState::Running;
+        match actions
+            .replace_status(name, &PostParams::default(), &action)
+            .await
+        {
+            Err(kube::Error::Api(status)) if status.code == 409 && attempts < 20 => attempts += 1,
+            other => return other,
+        }
+    }
+}
+
+/// An agent of pool `webs` (`web`) neither registers a Machine of pool `dbs`,
+/// nor changes the task of `db`'s unit on an Action, nor reads anything in
+/// another namespace; `db`'s own agent does change its task.
+async fn other_pools_are_out_of_reach(admin: &Client, ns: &str, web: &Agent, db: &Agent) {
+    let machine = json!({"apiVersion": "substrate.olm-rs.dev/v1alpha1", "kind": "Machine",
+        "metadata": {"name": db.machine}, "spec": {"pool": db.pool, "nodeName": db.node}});
+    let message = refused(
+        Api::<Machine>::namespaced(web.client.clone(), ns)
+            .patch(
+                &db.machine,
+                &PatchParams::apply(AGENT_MANAGER).force(),
+                &Patch::Apply(&machine),
+            )
+            .await,
+        "web's agent writing db's Machine",
+    );
+    assert!(
+        message.contains(&format!("may write only {}", web.machine)),
+        "{message}"
+    );
+
+    let actions = Api::<Action>::namespaced(admin.clone(), ns);
+    common::apply(
+        &actions,
+        &from::<Action>(
+            json!({"apiVersion": "model.olm-rs.dev/v1alpha1", "kind": "Action",
+            "metadata": {"name": "pause"}, "spec": {"operator": "db", "action": "pause"}}),
+        ),
+    )
+    .await;
+    let unit = db.machine.clone();
+    wait_for(&actions, "pause", "a task on db's unit", |a: Option<&Action>| {
+        a.and_then(|a| a.status.as_ref())
+            .is_some_and(|s| s.tasks.iter().any(|t| t.unit == unit))
+    })
+    .await;
+    let message = refused(
+        start_task(web, ns, "pause", &db.machine).await,
+        "web's agent changing db's task",
+    );
+    assert!(
+        message.contains("may write only the task of its own unit"),
+        "{message}"
+    );
+    start_task(db, ns, "pause", &db.machine)
+        .await
+        .expect("db's agent changes its own task");
+
+    // Nothing of another namespace, read or written.
+    for (what, result) in [
+        (
+            "Databags",
+            Api::<Databag>::namespaced(web.client.clone(), "default")
+                .list(&ListParams::default())
+                .await
+                .map(|_| ()),
+        ),
+        (
+            "Machines",
+            Api::<Machine>::namespaced(web.client.clone(), "default")
+                .list(&ListParams::default())
+                .await
+                .map(|_| ()),
+        ),
+        (
+            "Actions",
+            Api::<Action>::namespaced(web.client.clone(), "default")
+                .list(&ListParams::default())
+                .await
+                .map(|_| ()),
+        ),
+    ] {
+        refused(
+            result,
+            &format!("web's agent listing the {what} of namespace default"),
+        );
+    }
+}
+
 #[tokio::test]
 #[ignore = "needs a cluster"]
 async fn each_bag_is_written_by_its_writer_alone_and_goes_with_its_relation() {
@@ -240,11 +344,12 @@ async fn each_bag_is_written_by_its_writer_alone_and_goes_with_its_relation() {
             .await;
         }
         let csvs = Api::<ClusterServiceVersion>::namespaced(admin.clone(), &ns);
-        common::apply(
-            &csvs,
-            &machine_csv("db", &ns, "dbs", "provides: {db: {interface: pg}}"),
-        )
-        .await;
+        let mut db_csv = machine_csv("db", &ns, "dbs", "provides: {db: {interface: pg}}");
+        db_csv.annotations_mut().insert(
+            olm_api::labels::ACTIONS.to_owned(),
+            "pause: {description: Stop writes.}".to_owned(),
+        );
+        common::apply(&csvs, &db_csv).await;
         common::apply(
             &csvs,
             &machine_csv("web", &ns, "webs", "requires: {database: {interface: pg}}"),
@@ -393,6 +498,9 @@ async fn each_bag_is_written_by_its_writer_alone_and_goes_with_its_relation() {
         // Only the holder gives the Lease up (a leader whose unit goes does).
         refused(web_a.release(&ns, "web").await, "web/A giving up web/B's Lease");
         web_b.release(&ns, "web").await.expect("web/B gives its Lease up");
+
+        // Security: an agent of one pool cannot reach the other pool's data.
+        other_pools_are_out_of_reach(&admin, &ns, &web_a, &db_a).await;
 
         // The relation goes: its bags go with it.
         relations

@@ -11,10 +11,10 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::{
     apps::v1::Deployment,
     core::v1::ServiceAccount,
-    rbac::v1::{Role, RoleBinding},
+    rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
 };
 use kube::{
-    Api, ResourceExt,
+    Api, Client, ResourceExt,
     api::{DeleteParams, Patch, PatchParams, PostParams},
 };
 use olm_api::{
@@ -335,6 +335,122 @@ async fn a_scoped_install_is_bounded_by_the_operator_groups_service_account() {
         let installed = wait_for_csv(&api, "scoped.v1.0.0", CsvPhase::Succeeded).await;
         let deployment = Api::<Deployment>::namespaced(client.clone(), &ns).get("scoped").await.expect("the Deployment");
         assert!(controlled_by(&deployment.metadata, &installed));
+    })
+    .await;
+}
+
+/// Grants ServiceAccount `installer` of `ns` the `rules`, through Role and RoleBinding `name`.
+async fn grant_installer(client: &Client, ns: &str, name: &str, rules: serde_json::Value) {
+    let role: Role = serde_json::from_value(serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+        "metadata": {"name": name}, "rules": rules,
+    }))
+    .expect("a Role");
+    let binding: RoleBinding = serde_json::from_value(serde_json::json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": name},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+        "subjects": [{"kind": "ServiceAccount", "name": "installer", "namespace": ns}],
+    }))
+    .expect("a RoleBinding");
+    apply(&Api::<Role>::namespaced(client.clone(), ns), &role).await;
+    apply(&Api::<RoleBinding>::namespaced(client.clone(), ns), &binding).await;
+}
+
+/// `csv` with `rules` added to its first `permissions` entry, or as
+/// `clusterPermissions` of its service account when `cluster`.
+fn asking(csv: ClusterServiceVersion, rules: serde_json::Value, cluster: bool) -> ClusterServiceVersion {
+    let mut value = serde_json::to_value(csv).expect("a CSV");
+    let strategy = &mut value["spec"]["install"]["spec"];
+    if cluster {
+        strategy["clusterPermissions"] =
+            serde_json::json!([{"serviceAccountName": "demo-operator", "rules": rules}]);
+    } else {
+        let held = strategy["permissions"][0]["rules"].as_array_mut().expect("rules");
+        held.extend(rules.as_array().expect("a list of rules").iter().cloned());
+    }
+    serde_json::from_value(value).expect("a CSV")
+}
+
+/// The objects of kind `K` in `ns` (all namespaces when cluster-scoped) labelled as `csv`'s.
+async fn owned_by<K>(api: &Api<K>, csv: &str) -> Vec<String>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&kube::api::ListParams::default().labels(&format!("{}={csv}", labels::OWNER)))
+        .await
+        .expect("list")
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect()
+}
+
+/// Security: a scoped install never creates RBAC beyond what the
+/// OperatorGroup's service account could grant itself. Here it may manage
+/// RBAC and Deployments, and holds what the operator asks for, except reading
+/// Secrets (in the namespace) and listing Namespaces (cluster-wide): the API
+/// server's escalation check refuses the Role and the ClusterRole (asked in a
+/// dry run before anything is written), the CSV fails with
+/// `InstallComponentFailed` naming the account, and nothing of the CSV exists:
+/// no ServiceAccount, RBAC or Deployment, not even the rules it does hold.
+#[tokio::test]
+#[ignore = "needs a cluster"]
+async fn a_scoped_install_never_grants_more_than_its_service_account_holds() {
+    with_namespace("escalate", |client, ns| async move {
+        let accounts = Api::<ServiceAccount>::namespaced(client.clone(), &ns);
+        let installer: ServiceAccount = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "installer"},
+        }))
+        .expect("a service account");
+        accounts.create(&PostParams::default(), &installer).await.expect("create the installer");
+        let verbs = ["get", "list", "watch", "create", "update", "patch", "delete"];
+        grant_installer(
+            &client,
+            &ns,
+            "installer-base",
+            serde_json::json!([
+                {"apiGroups": [""], "resources": ["serviceaccounts", "configmaps"], "verbs": verbs},
+                {"apiGroups": ["apps"], "resources": ["deployments"], "verbs": verbs},
+                {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": verbs},
+            ]),
+        )
+        .await;
+        let mut spec = own_namespace_group(&ns);
+        spec.service_account_name = Some("installer".to_owned());
+        operator_group(&client, &ns, spec).await;
+
+        let secrets = serde_json::json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get", "list"]}]);
+        let namespaced = demo_csv("escalate.v1.0.0", "1.0.0", None, &["escalate"], OWN_NAMESPACE, None);
+        create_csv(&client, &ns, asking(namespaced, secrets.clone(), false)).await;
+        let namespaces = serde_json::json!([{"apiGroups": [""], "resources": ["namespaces"], "verbs": ["list"]}]);
+        let cluster = demo_csv("escalate-cluster.v1.0.0", "1.0.0", None, &["escalate-cluster"], OWN_NAMESPACE, None);
+        create_csv(&client, &ns, asking(cluster, namespaces, true)).await;
+
+        let api = Api::<ClusterServiceVersion>::namespaced(client.clone(), &ns);
+        let roles = Api::<Role>::namespaced(client.clone(), &ns);
+        let bindings = Api::<RoleBinding>::namespaced(client.clone(), &ns);
+        let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+        let cluster_roles = Api::<ClusterRole>::all(client.clone());
+        let cluster_bindings = Api::<ClusterRoleBinding>::all(client.clone());
+        for csv in ["escalate.v1.0.0", "escalate-cluster.v1.0.0"] {
+            let failed = wait_for_csv_reason(&api, csv, CsvPhase::Failed, CsvReason::ComponentFailed).await;
+            let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+            assert!(
+                message.contains("system:serviceaccount:") && message.contains(":installer") && message.contains("forbidden"),
+                "{csv}: the message names the account and the refusal: {message}"
+            );
+            assert_eq!(owned_by(&accounts, csv).await, Vec::<String>::new(), "{csv}: no ServiceAccount");
+            assert_eq!(owned_by(&roles, csv).await, Vec::<String>::new(), "{csv}: no Role");
+            assert_eq!(owned_by(&bindings, csv).await, Vec::<String>::new(), "{csv}: no RoleBinding");
+            assert_eq!(owned_by(&cluster_roles, csv).await, Vec::<String>::new(), "{csv}: no ClusterRole");
+            assert_eq!(owned_by(&cluster_bindings, csv).await, Vec::<String>::new(), "{csv}: no ClusterRoleBinding");
+            assert_eq!(owned_by(&deployments, csv).await, Vec::<String>::new(), "{csv}: no Deployment");
+        }
+        let failed = api.get("escalate.v1.0.0").await.expect("the CSV");
+        let message = failed.status.and_then(|s| s.message).unwrap_or_default();
+        assert!(message.contains("secrets"), "the message names the rule not held: {message}");
+
     })
     .await;
 }

@@ -343,6 +343,30 @@ mod tests {
     }
 
     #[test]
+    fn labels_naming_directories_outside_the_image_write_nothing_outside() {
+        // Security: the labels choose which directories of the image are the bundle; the
+        // image's paths are relative and normal, so no label leads a write out of `root`.
+        let sandbox = tempfile::tempdir().unwrap();
+        let root = sandbox.path().join("bundle");
+        for label in ["../", "../../outside/", "/../..", "manifests/../../"] {
+            let image = image_with(
+                &[
+                    ("manifests/csv.yaml", "kind: ClusterServiceVersion"),
+                    ("metadata/annotations.yaml", "annotations: {}"),
+                ],
+                &[(MANIFESTS_LABEL, label), (METADATA_LABEL, label)],
+            );
+            let error = bundle_from_image(&image, "reg/x@sha256:0", &root).unwrap_err();
+            assert!(
+                error.to_string().contains("has no files under"),
+                "{label}: {error}"
+            );
+            let entries: Vec<_> = std::fs::read_dir(sandbox.path()).unwrap().collect();
+            assert!(entries.is_empty(), "{label}: nothing written: {entries:?}");
+        }
+    }
+
+    #[test]
     fn an_image_without_manifests_is_not_a_bundle() {
         let image = image_with(&[("etc/hosts", "x")], &[]);
         let dir = tempfile::tempdir().unwrap();

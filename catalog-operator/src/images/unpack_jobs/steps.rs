@@ -172,11 +172,19 @@ fn find_annotations(from: &Path) -> Option<PathBuf> {
     None
 }
 
-/// The directory the bundle annotation `key` names, below `from`.
+/// The directory the bundle annotation `key` names, below `from`; none when
+/// the annotation would lead out of `from` (`..`), so that a bundle cannot make
+/// the Job copy files of the node or the Pod that are not in its image.
 fn named_dir(annotations: &str, key: &str, from: &Path) -> Option<PathBuf> {
     let value: serde_json::Value = serde_saphyr::from_str(annotations).ok()?;
-    let dir = value.get("annotations")?.get(key)?.as_str()?;
-    Some(from.join(dir.trim_matches('/')))
+    let dir = Path::new(value.get("annotations")?.get(key)?.as_str()?);
+    let inside = dir.components().all(|c| {
+        matches!(
+            c,
+            std::path::Component::Normal(_) | std::path::Component::CurDir | std::path::Component::RootDir
+        )
+    });
+    inside.then(|| from.join(dir.strip_prefix("/").unwrap_or(dir)))
 }
 
 /// Copies the regular files of `from` to the directory `to`.
@@ -265,5 +273,37 @@ mod tests {
         let out = tempfile::tempdir().unwrap();
         let error = copy_bundle(empty.path(), out.path()).unwrap_err();
         assert!(error.to_string().contains("annotations.yaml"), "{error}");
+    }
+
+    #[test]
+    fn an_annotation_naming_a_directory_outside_the_image_is_not_followed() {
+        // Security: `from` is the image's file system; a bundle whose annotation names
+        // `../outside/` must not make the Job copy what lies beside it.
+        let sandbox = tempfile::tempdir().unwrap();
+        let outside = sandbox.path().join("outside");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(outside.join("token.yaml"), "kind: Secret").unwrap();
+        let image = sandbox.path().join("image");
+        std::fs::create_dir_all(image.join("metadata")).unwrap();
+        std::fs::create_dir_all(image.join("manifests")).unwrap();
+        std::fs::write(image.join("manifests/csv.yaml"), "kind: ClusterServiceVersion").unwrap();
+        for named in ["../outside/", "manifests/../../outside", "/../outside"] {
+            std::fs::write(
+                image.join("metadata/annotations.yaml"),
+                format!("annotations:\n  {}: {named}\n", bundle_keys::MANIFESTS),
+            )
+            .unwrap();
+            let out = tempfile::tempdir().unwrap();
+            copy_bundle(&image, out.path()).unwrap();
+            let copied: Vec<_> = std::fs::read_dir(out.path().join("manifests"))
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(
+                copied,
+                vec!["csv.yaml"],
+                "{named}: only the image's own manifests"
+            );
+        }
     }
 }

@@ -258,6 +258,70 @@ fn every_refusal_names_its_cause_and_queues_nothing() {
     }
 }
 
+/// `object` moved to namespace `namespace`.
+fn moved<K: kube::Resource>(mut object: K, namespace: &str) -> K {
+    object.meta_mut().namespace = Some(namespace.to_owned());
+    object
+}
+
+/// Security: an Action reaches only the operators and units of its own
+/// namespace. An operator installed in another namespace, named plainly or
+/// as `namespace/name`, is not installed as far as the Action is concerned;
+/// and a Machine of another namespace reporting a unit of a same-named CSV
+/// gets no task.
+#[test]
+fn an_action_never_reaches_an_operator_or_unit_of_another_namespace() {
+    let path = serde_json::json!({"path": "/srv"});
+    let elsewhere = World {
+        csvs: vec![moved(csv("db", "Succeeded", true, DB_ACTIONS), "other")],
+        machines: vec![moved(machine("edge-a", "db.v1.0.0", false), "other")],
+    };
+    for operator in ["db", "db.v1.0.0", "other/db"] {
+        let status = written(&elsewhere.decide(
+            &action("a", operator, "backup", path.clone(), &[]),
+            &[],
+            Retention::default(),
+        ));
+        let (s, reason, message) = accepted(&status);
+        assert_eq!(
+            (s.as_str(), reason.as_str()),
+            ("False", "NotInstalled"),
+            "{operator}: {message}"
+        );
+        assert!(
+            message.contains("not installed in namespace ns"),
+            "{operator}: {message}"
+        );
+        assert!(status.tasks.is_empty(), "{operator}: nothing runs: {status:?}");
+    }
+
+    // The operator is installed here too: only this namespace's unit runs it,
+    // and a unit of the other namespace cannot be named.
+    let mut both = World::new();
+    both.machines
+        .push(moved(machine("edge-z", "db.v1.0.0", false), "other"));
+    let status = written(&both.decide(
+        &action("a", "db", "backup", path.clone(), &[]),
+        &[],
+        Retention::default(),
+    ));
+    assert_eq!(
+        states(&status),
+        vec![
+            ("edge-a".to_owned(), TaskState::Pending),
+            ("edge-b".to_owned(), TaskState::Pending)
+        ]
+    );
+    let status = written(&both.decide(
+        &action("a", "db", "backup", path, &["edge-z"]),
+        &[],
+        Retention::default(),
+    ));
+    let (_, reason, message) = accepted(&status);
+    assert_eq!(reason, "UnknownUnit", "{message}");
+    assert!(status.tasks.is_empty());
+}
+
 #[test]
 fn a_valid_action_is_queued_on_its_units_and_then_left_alone() {
     let world = World::new();

@@ -29,7 +29,7 @@ use k8s_openapi::{
 };
 use kube::{
     Api, Client, Resource, ResourceExt,
-    api::{ApiResource, DynamicObject},
+    api::{ApiResource, DynamicObject, Patch, PatchParams},
 };
 use olm_api::v1alpha1::ClusterServiceVersion;
 
@@ -40,7 +40,7 @@ use super::{
     validate::Membership,
 };
 use crate::{
-    context::{Context, ScopedClientError},
+    context::{Context, FIELD_MANAGER, ScopedClientError},
     fields::{Key, LiveCopies},
 };
 use olm_runtime::{
@@ -313,6 +313,9 @@ pub async fn apply(
     writes: &InstallWrites,
 ) -> Result<Applied, Error> {
     let writer = writer(ctx, &csv.namespace().unwrap_or_default(), membership).await?;
+    if membership.service_account.is_some() {
+        preflight(&writer, &writes.objects).await?;
+    }
     let outcomes = ctx
         .writer
         .write_objects(&writer, &writes.objects, &())
@@ -377,6 +380,43 @@ pub fn shown(objects: &[Desired], error: &WriteError) -> String {
         Some(namespace) => format!("{namespace}/{name}"),
         None => name.to_owned(),
     }
+}
+
+/// Asks the API server, in a dry run as the OperatorGroup's service account,
+/// whether that account may write every object of a scoped install, before
+/// any is written: a rule the account does not hold itself is refused by the
+/// API server's RBAC escalation check, a kind it may not write by RBAC, and a
+/// refused install leaves nothing behind (no service account, no RBAC it could
+/// grant, no Deployment). Only refusals (forbidden, invalid) stop the install
+/// here; any other failure is met again, and reported, by the write itself.
+async fn preflight(client: &Client, objects: &[Desired]) -> Result<(), Error> {
+    let checks = objects.iter().map(|desired| async move {
+        let api: Api<DynamicObject> = match desired.namespace() {
+            Some(namespace) => Api::namespaced_with(client.clone(), namespace, &desired.resource),
+            None => Api::all_with(client.clone(), &desired.resource),
+        };
+        let mut params = PatchParams::apply(FIELD_MANAGER).force();
+        params.dry_run = true;
+        match api
+            .patch(desired.name(), &params, &Patch::Apply(&desired.object))
+            .await
+        {
+            Err(source) if refused(olm_runtime::classify(&source)) => {
+                let source = WriteError::Apply {
+                    kind: desired.resource.kind.clone(),
+                    name: desired.name().to_owned(),
+                    source,
+                };
+                Err(Error::Apply {
+                    name: shown(objects, &source),
+                    kind: desired.resource.kind.clone(),
+                    source: Box::new(source),
+                })
+            }
+            _ => Ok(()),
+        }
+    });
+    futures::future::try_join_all(checks).await.map(|_| ())
 }
 
 /// Whether applying `children` gives an existing Deployment a new spec: its

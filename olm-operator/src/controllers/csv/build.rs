@@ -641,4 +641,70 @@ mod tests {
         let error = build(&csv, &fixtures::membership(Targets::All), &strategy).unwrap_err();
         assert_eq!(error.to_string(), "the ClusterServiceVersion has no uid");
     }
+
+    /// Security: whatever a CSV says of namespaces, its install writes only in
+    /// its own namespace and the targets of its OperatorGroup (as `membership`
+    /// has them). Here the CSV claims other targets and another operator
+    /// namespace in OLM's annotations and puts its pod template in another
+    /// namespace: none of it leads a child elsewhere.
+    #[test]
+    fn a_csv_cannot_place_its_children_outside_its_targets() {
+        let csv = fixtures::small_csv(&modes(&["MultiNamespace", "OwnNamespace"]), "");
+        let mut value = serde_json::to_value(&csv).expect("a CSV");
+        value["metadata"]["annotations"] = serde_json::json!({
+            labels::TARGET_NAMESPACES: "victim,kube-system",
+            labels::OPERATOR_NAMESPACE: "victim",
+            labels::OPERATOR_GROUP: "theirs",
+        });
+        value["spec"]["install"]["spec"]["deployments"][0]["spec"]["template"]["metadata"]["namespace"] =
+            "victim".into();
+        let csv: ClusterServiceVersion = serde_json::from_value(value).expect("a CSV");
+        for targets in [
+            vec![NAMESPACE.to_owned()],
+            vec!["apps".to_owned(), NAMESPACE.to_owned()],
+        ] {
+            let children = build_for(&csv, Targets::Namespaces(targets.clone()));
+            let namespaces: Vec<Option<String>> = (children.service_accounts.iter().map(|o| &o.metadata))
+                .chain(children.roles.iter().map(|o| &o.metadata))
+                .chain(children.role_bindings.iter().map(|o| &o.metadata))
+                .chain(children.deployments.iter().map(|o| &o.metadata))
+                .map(|meta| meta.namespace.clone())
+                .collect();
+            assert!(!namespaces.is_empty());
+            for namespace in &namespaces {
+                let namespace = namespace.as_deref().expect("namespaced");
+                assert!(
+                    targets.iter().any(|t| t == namespace),
+                    "{namespace} is not a target of {targets:?}"
+                );
+            }
+            let subjects = children
+                .role_bindings
+                .iter()
+                .flat_map(|b| b.subjects.iter().flatten());
+            assert!(
+                subjects
+                    .into_iter()
+                    .all(|s| s.namespace.as_deref() == Some(NAMESPACE))
+            );
+            assert!(children.cluster_roles.is_empty() && children.cluster_role_bindings.is_empty());
+            let pod = children.deployments[0]
+                .spec
+                .as_ref()
+                .and_then(|s| s.template.metadata.as_ref());
+            let annotations = pod.and_then(|m| m.annotations.clone()).expect("annotations");
+            assert_eq!(
+                annotations.get(labels::TARGET_NAMESPACES),
+                Some(&targets.join(","))
+            );
+            assert_eq!(
+                annotations.get(labels::OPERATOR_NAMESPACE).map(String::as_str),
+                Some(NAMESPACE)
+            );
+            assert_eq!(
+                annotations.get(labels::OPERATOR_GROUP).map(String::as_str),
+                Some("og")
+            );
+        }
+    }
 }

@@ -236,13 +236,26 @@ fn read_namespace(ctx: &SubscriptionContext, namespace: &str) -> Option<Namespac
         [group] => Some(&group.metadata),
         _ => None,
     });
+    let olm_config = shared
+        .stores
+        .olm_configs
+        .get(&kube::runtime::reflector::ObjectRef::new(
+            olm_api::v1::OLM_CONFIG_NAME,
+        ));
     let fingerprint = fingerprint(
         shared.catalogs.generation(),
         &subscriptions,
         &csvs,
         &plans,
         &unpack_policy,
-    );
+    ) ^ olm_config
+        .as_ref()
+        .and_then(|c| c.resource_version())
+        .map_or(0, |version| {
+            let mut hasher = DefaultHasher::new();
+            version.hash(&mut hasher);
+            hasher.finish()
+        });
 
     shared.forget_deleted_catalogs();
     let named: Vec<CatalogId> = subscriptions.iter().map(|s| catalog_of(s)).collect();
@@ -264,6 +277,7 @@ fn read_namespace(ctx: &SubscriptionContext, namespace: &str) -> Option<Namespac
         catalogs,
         catalog_uids,
         unpack_policy,
+        olm_config,
         fingerprint,
     })
 }
@@ -451,6 +465,7 @@ mod tests {
             plans: Vec::new(),
             catalog_uids: HashMap::new(),
             unpack_policy: crate::images::unpack::policy_of(None),
+            olm_config: None,
             fingerprint: 0,
         }
     }

@@ -248,14 +248,7 @@ fn read_namespace(ctx: &SubscriptionContext, namespace: &str) -> Option<Namespac
         &csvs,
         &plans,
         &unpack_policy,
-    ) ^ olm_config
-        .as_ref()
-        .and_then(|c| c.resource_version())
-        .map_or(0, |version| {
-            let mut hasher = DefaultHasher::new();
-            version.hash(&mut hasher);
-            hasher.finish()
-        });
+    ) ^ config_fingerprint(olm_config.as_deref());
 
     shared.forget_deleted_catalogs();
     let named: Vec<CatalogId> = subscriptions.iter().map(|s| catalog_of(s)).collect();
@@ -279,6 +272,16 @@ fn read_namespace(ctx: &SubscriptionContext, namespace: &str) -> Option<Namespac
         unpack_policy,
         olm_config,
         fingerprint,
+    })
+}
+
+/// OLMConfig `cluster`'s part of a namespace's fingerprint (its automatic
+/// rollback settings show in the Subscriptions' status).
+fn config_fingerprint(config: Option<&olm_api::v1::OLMConfig>) -> u64 {
+    config.and_then(|c| c.resource_version()).map_or(0, |version| {
+        let mut hasher = DefaultHasher::new();
+        version.hash(&mut hasher);
+        hasher.finish()
     })
 }
 

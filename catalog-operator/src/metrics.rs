@@ -8,6 +8,9 @@
 //! - `olm_resolution_duration_seconds{outcome}`: how long resolving a namespace
 //!   took. OLM exports a summary; the Rust client has no summaries, so this is a
 //!   histogram of the same name (its `_count` and `_sum` match the summary's).
+//! - `olm_rs_rollbacks_total{cause}` (olm-rs's own): rollbacks started, by
+//!   cause: `manual` (asked for), `failed` (an upgrade's CSV went Failed) or
+//!   `deadline` (it was not Succeeded in time).
 
 use olm_runtime::metrics::register;
 use prometheus::{HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry};
@@ -29,6 +32,8 @@ pub struct CatalogMetrics {
     pub subscription_sync_total: IntCounterVec,
     /// `olm_resolution_duration_seconds{outcome}`.
     pub resolution_duration: HistogramVec,
+    /// `olm_rs_rollbacks_total{cause}`.
+    pub rollbacks_total: IntCounterVec,
 }
 
 impl CatalogMetrics {
@@ -75,6 +80,13 @@ impl CatalogMetrics {
                     &["outcome"],
                 )?,
             )?,
+            rollbacks_total: register(
+                registry,
+                IntCounterVec::new(
+                    Opts::new("olm_rs_rollbacks_total", "Rollbacks started, by cause"),
+                    &["cause"],
+                )?,
+            )?,
         })
     }
 
@@ -83,6 +95,11 @@ impl CatalogMetrics {
         self.catalogsource_ready
             .with_label_values(&[namespace, name])
             .set(i64::from(ready));
+    }
+
+    /// Counts a rollback started for `cause` (`manual`, `failed` or `deadline`).
+    pub fn count_rollback(&self, cause: &str) {
+        self.rollbacks_total.with_label_values(&[cause]).inc();
     }
 
     /// Drops the series of a deleted catalog.
@@ -111,12 +128,17 @@ mod tests {
             .resolution_duration
             .with_label_values(&["succeeded"])
             .observe(0.01);
+        metrics.count_rollback("manual");
+        metrics.count_rollback("deadline");
+        metrics.count_rollback("deadline");
         let text = TextEncoder::new().encode_to_string(&registry.gather()).unwrap();
         for wanted in [
             "catalog_source_count 1",
             "catalogsource_ready{name=\"demo\",namespace=\"olm\"} 1",
             "subscription_sync_total{approval=\"Automatic\",channel=\"stable\",installed=\"app.v1\",name=\"app\",package=\"app\"} 1",
             "olm_resolution_duration_seconds_count{outcome=\"succeeded\"} 1",
+            "olm_rs_rollbacks_total{cause=\"manual\"} 1",
+            "olm_rs_rollbacks_total{cause=\"deadline\"} 2",
             "install_plan_count 0",
             "subscription_count 0",
         ] {

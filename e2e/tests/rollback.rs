@@ -16,6 +16,7 @@ use e2e::{
     inprocess::{Registry, demo_catalog},
     rollbacks::{plans_for, rolled_back},
 };
+use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::{
     Api, Client, ResourceExt,
@@ -25,9 +26,9 @@ use olm_api::{
     model::OperatorRevision,
     v1alpha1::{Approval, ClusterServiceVersion, ConditionStatus, InstallPlan, Subscription},
 };
-use olm_catalog::ChannelEntry;
+use olm_catalog::{Catalog, ChannelEntry, Property, property::PackageRequired};
 use olm_registry::server::RegistryIndex;
-use olm_testkit::{objects::subscription_at, wait_for, wait_gone, with_namespace};
+use olm_testkit::{eventually, objects::subscription_at, wait_for, wait_gone, with_namespace};
 use serde_json::json;
 
 use common::*;
@@ -100,6 +101,26 @@ async fn restore_crd(client: &Client) {
         .expect("the demo CRD is put back");
 }
 
+/// The demo catalog with demo-db 1.2.0 (replacing 1.1.0) in channel stable.
+fn catalog_with_db_1_2() -> Catalog {
+    let mut catalog = demo_catalog(false);
+    let stable = catalog
+        .channels
+        .iter_mut()
+        .find(|c| c.package == "demo-db" && c.name == "stable")
+        .expect("demo-db has a stable channel");
+    stable.entries.push(ChannelEntry {
+        name: "demo-db.v1.2.0".to_owned(),
+        replaces: Some("demo-db.v1.1.0".to_owned()),
+        skips: Vec::new(),
+        skip_range: None,
+    });
+    catalog
+}
+
+/// Both tests change or depend on the cluster-wide demo CRD: one at a time.
+static DEMO_CRD: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Installs demo-db 1.1.0, then 1.2.0 once the catalog offers it, each
 /// marked Succeeded and recorded as a revision; 1.1.0's CSV is then removed,
 /// as olm-operator removes a replaced CSV.
@@ -110,19 +131,9 @@ async fn install_then_upgrade(client: &Client, ns: &str, registry: &Registry) {
     create(&subs, &subscription("db", ns, "demo-db", Approval::Automatic)).await;
     for (csv, number) in [("demo-db.v1.1.0", 1), ("demo-db.v1.2.0", 2)] {
         if number == 2 {
-            let mut catalog = demo_catalog(false);
-            let stable = catalog
-                .channels
-                .iter_mut()
-                .find(|c| c.package == "demo-db" && c.name == "stable")
-                .expect("demo-db has a stable channel");
-            stable.entries.push(ChannelEntry {
-                name: "demo-db.v1.2.0".to_owned(),
-                replaces: Some("demo-db.v1.1.0".to_owned()),
-                skips: Vec::new(),
-                skip_range: None,
-            });
-            registry.service.replace(Arc::new(RegistryIndex::new(catalog)));
+            registry
+                .service
+                .replace(Arc::new(RegistryIndex::new(catalog_with_db_1_2())));
         }
         wait_for(
             &subs,
@@ -151,6 +162,7 @@ async fn install_then_upgrade(client: &Client, ns: &str, registry: &Registry) {
 
 #[tokio::test]
 async fn kubectl_olm_rollback_returns_to_the_revision_before_and_holds_there() {
+    let _crd = DEMO_CRD.lock().await;
     with_namespace("rollback", |client, ns| async move {
         restore_crd(&client).await;
         let (registry, operator) = setup_polling(&client, &ns, false, Some("1s")).await;
@@ -213,6 +225,31 @@ async fn kubectl_olm_rollback_returns_to_the_revision_before_and_holds_there() {
             message.contains("revision 1 (demo-db.v1.1.0, version 1.1.0)"),
             "{message}"
         );
+        // Said on the Subscription, counted, and shown by `status`.
+        eventually("Events mark the rollback's start and end", || async {
+            let said = events_of(&client, &ns, "db").await;
+            said.iter().any(|e| e.starts_with("RollbackStarted: "))
+                && said.iter().any(|e| e.starts_with("RolledBack: "))
+        })
+        .await;
+        let metrics = operator.metrics_text();
+        assert!(
+            metrics.contains("olm_rs_rollbacks_total{cause=\"manual\"} 1"),
+            "{metrics}"
+        );
+        let shown = olm(&client, &ns, &["status"]).await.expect("status");
+        let hold = shown.lines().skip_while(|l| !l.starts_with("HELD")).nth(1);
+        assert!(
+            hold.is_some_and(|l| l.starts_with("db ")
+                && l.contains("demo-db.v1.1.0")
+                && l.contains("user")
+                && l.contains("held")),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("REVISION") && shown.contains("demo-db.v1.2.0"),
+            "{shown}"
+        );
 
         // Held: a sync of the namespace after the rollback (it resolves another Subscription)
         // makes no plan to upgrade db again, though the catalog still offers 1.2.0.
@@ -247,6 +284,13 @@ async fn kubectl_olm_rollback_returns_to_the_revision_before_and_holds_there() {
         olm(&client, &ns, &["rollback", "db", "--lift"])
             .await
             .expect("the hold is lifted");
+        wait_for(
+            &subs,
+            "db",
+            "the RolledBack condition goes with the hold",
+            |s: Option<&Subscription>| s.is_some() && rolled_back(s).is_none(),
+        )
+        .await;
         wait_for(
             &subs,
             "db",
@@ -301,6 +345,97 @@ async fn kubectl_olm_rollback_returns_to_the_revision_before_and_holds_there() {
             .await
             .expect("the Database goes");
         restore_crd(&client).await;
+        operator.stop().await;
+        registry.stop().await;
+    })
+    .await;
+}
+
+/// The Events of `ns` about Subscription `name`, as `reason: note`.
+async fn events_of(client: &Client, ns: &str, name: &str) -> Vec<String> {
+    let events: Api<Event> = Api::namespaced(client.clone(), ns);
+    events
+        .list(&Default::default())
+        .await
+        .expect("Events can be listed")
+        .items
+        .into_iter()
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(name))
+        .map(|e| format!("{}: {}", e.reason.unwrap_or_default(), e.note.unwrap_or_default()))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_rollback_refused_because_of_a_dependent_operator_explains_which_one() {
+    let _crd = DEMO_CRD.lock().await;
+    with_namespace("rollback-deps", |client, ns| async move {
+        restore_crd(&client).await;
+        let (registry, operator) = setup_polling(&client, &ns, false, Some("1s")).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        install_then_upgrade(&client, &ns, &registry).await;
+
+        // demo-app 0.2.0, made here to need demo-db 1.2.0 or later, is installed beside it.
+        let mut catalog = catalog_with_db_1_2();
+        for bundle in catalog.bundles.iter_mut().filter(|b| b.name == "demo-app.v0.2.0") {
+            bundle
+                .properties
+                .retain(|p| !matches!(p, Property::PackageRequired(r) if r.package_name == "demo-db"));
+            bundle.properties.push(Property::PackageRequired(PackageRequired {
+                package_name: "demo-db".to_owned(),
+                version_range: ">=1.2.0".to_owned(),
+            }));
+        }
+        registry.service.replace(Arc::new(RegistryIndex::new(catalog)));
+        create(&subs, &subscription("app", &ns, "demo-app", Approval::Automatic)).await;
+        wait_for(
+            &subs,
+            "app",
+            "Subscription app is at demo-app.v0.2.0",
+            subscription_at("demo-app.v0.2.0"),
+        )
+        .await;
+        succeed(&csvs, "demo-app.v0.2.0").await;
+
+        // Rolling demo-db back to 1.1.0 would leave demo-app without what it needs: refused.
+        olm(&client, &ns, &["rollback", "db"])
+            .await
+            .expect("a rollback asked for");
+        let sub = wait_for(
+            &subs,
+            "db",
+            "the rollback is refused for demo-app",
+            |s: Option<&Subscription>| {
+                rolled_back(s).is_some_and(|(_, reason, _)| reason == "RollbackBreaksDependents")
+            },
+        )
+        .await
+        .unwrap();
+        let (status, _, message) = rolled_back(Some(&sub)).unwrap();
+        assert_eq!(status, ConditionStatus::False);
+        assert!(
+            message.contains("installed operator demo-app.v0.2.0")
+                && message.contains("requires package demo-db in range >=1.2.0"),
+            "{message}"
+        );
+        assert_eq!(
+            sub.status.as_ref().unwrap().installed_csv.as_deref(),
+            Some("demo-db.v1.2.0")
+        );
+        let csv = csvs.get("demo-db.v1.2.0").await.expect("1.2.0 keeps running");
+        assert!(csv.metadata.deletion_timestamp.is_none());
+        assert!(
+            csvs.get_opt("demo-db.v1.1.0").await.unwrap().is_none(),
+            "1.1.0 is not installed again"
+        );
+        eventually("an Event says the rollback was refused", || async {
+            events_of(&client, &ns, "db")
+                .await
+                .iter()
+                .any(|e| e.starts_with("RollbackRefused: ") && e.contains("demo-app.v0.2.0"))
+        })
+        .await;
+
         operator.stop().await;
         registry.stop().await;
     })

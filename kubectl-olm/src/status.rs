@@ -3,12 +3,13 @@
 //! Gathering reads the cluster; [`report`] and [`render`] are pure.
 
 pub mod relations;
+pub mod revisions;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::{Api, Client, ResourceExt, api::ListParams};
 use olm_api::{
     labels,
-    model::{Databag, Relation},
+    model::{Databag, OperatorRevision, Relation},
     substrate::Machine,
     v1alpha1::{
         CatalogSource, ClusterServiceVersion, ConditionStatus, ConnectivityState, CsvPhase, InstallPlan,
@@ -43,6 +44,8 @@ pub struct Inputs {
     pub relations: Vec<Relation>,
     /// Their Databags (the units of each side).
     pub databags: Vec<Databag>,
+    /// The revisions recorded for the Subscriptions.
+    pub revisions: Vec<OperatorRevision>,
 }
 
 /// The head of a channel in a catalog.
@@ -146,6 +149,12 @@ pub struct Report {
     pub catalogs: Vec<CatalogRow>,
     /// Pending approvals.
     pub approvals: Vec<ApprovalRow>,
+    /// Recorded revisions.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub revisions: Vec<revisions::RevisionRow>,
+    /// Subscriptions held by a rollback.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub holds: Vec<revisions::HoldRow>,
 }
 
 fn ns_of(object: &impl ResourceExt) -> String {
@@ -179,6 +188,12 @@ pub fn report(inputs: &Inputs) -> Report {
         relations: relations::rows(&inputs.relations, &inputs.databags, &inputs.machines),
         catalogs: inputs.catalogs.iter().map(catalog_row).collect(),
         approvals: inputs.plans.iter().filter_map(approval_row).collect(),
+        revisions: revisions::revision_rows(&inputs.revisions, &inputs.subscriptions),
+        holds: inputs
+            .subscriptions
+            .iter()
+            .filter_map(revisions::hold_row)
+            .collect(),
     };
     report
         .workloads
@@ -381,6 +396,8 @@ pub fn render(report: &Report, colour: bool, namespaces: bool) -> String {
         (!report.relations.is_empty()).then(|| relations::table(&report.relations, namespaces)),
         (!report.catalogs.is_empty()).then(|| catalogs_table(&report.catalogs, columns)),
         (!report.approvals.is_empty()).then(|| approvals_table(&report.approvals, columns)),
+        (!report.revisions.is_empty()).then(|| revisions::revisions_table(&report.revisions, namespaces)),
+        (!report.holds.is_empty()).then(|| revisions::holds_table(&report.holds, namespaces)),
     ];
     for table in others.into_iter().flatten() {
         out.push('\n');
@@ -547,6 +564,13 @@ pub async fn gather(
     let relations: Vec<Relation> =
         list(api(client, namespace), &in_namespace("Relations"), true, &all).await?;
     let databags: Vec<Databag> = list(api(client, namespace), &in_namespace("Databags"), true, &all).await?;
+    let revisions: Vec<OperatorRevision> = list(
+        api(client, namespace),
+        &in_namespace("OperatorRevisions"),
+        true,
+        &all,
+    )
+    .await?;
     let csv_names: Vec<String> = csvs.iter().map(ResourceExt::name_any).collect();
     Ok(Inputs {
         subscriptions,
@@ -558,6 +582,7 @@ pub async fn gather(
         heads: Vec::new(),
         relations,
         databags,
+        revisions,
     })
 }
 
@@ -691,6 +716,7 @@ mod tests {
             }],
             relations: Vec::new(),
             databags: Vec::new(),
+            revisions: Vec::new(),
         }
     }
 
@@ -744,5 +770,69 @@ install-abc       demo-db.v1.1.0  kubectl olm approve install-abc -n team
         assert_eq!(unit.message, "1.1.0 needs a config value");
         let text = render(&report, true, false);
         assert!(text.contains("\x1b[31mblocked\x1b[0m"), "{text}");
+    }
+
+    #[test]
+    fn revisions_and_holds_are_shown() {
+        let mut inputs = inputs();
+        let revision = |name: &str, number: i64, version: &str| -> OperatorRevision {
+            object(
+                json!({"apiVersion": "model.olm-rs.dev/v1alpha1", "kind": "OperatorRevision",
+                "metadata": {"name": name, "namespace": "team", "labels": {"olm-rs.dev/subscription": "demo-app"}},
+                "spec": {"package": "demo-app", "subscription": "demo-app", "revision": number, "version": version,
+                    "clusterServiceVersion": name, "installPlan": "install-1", "objects": []}}),
+            )
+        };
+        inputs.revisions = vec![
+            revision("demo-app.v0.2.0", 2, "0.2.0"),
+            revision("demo-app.v0.1.0", 1, "0.1.0"),
+        ];
+        let app = &mut inputs.subscriptions[0];
+        app.metadata.annotations = Some(
+            [
+                ("olm-rs.dev/rollback-to".to_owned(), "demo-app.v0.1.0".to_owned()),
+                (
+                    "olm-rs.dev/failed-upgrade".to_owned(),
+                    "demo-app.v0.2.0".to_owned(),
+                ),
+            ]
+            .into(),
+        );
+        app.status.as_mut().unwrap().conditions = Some(vec![object(json!({"type": "RolledBack",
+            "status": "True", "reason": "RolledBack", "message": "rolled back to revision 1"}))]);
+        inputs.subscriptions[1].metadata.annotations =
+            Some([("olm-rs.dev/rollback-to".to_owned(), "3".to_owned())].into());
+        let report = report(&inputs);
+        let text = render(&report, false, false);
+        assert!(
+            text.contains(
+                "\
+SUBSCRIPTION  REVISION  VERSION  CSV              INSTALLED
+demo-app      1         0.1.0    demo-app.v0.1.0  *
+demo-app      2         0.2.0    demo-app.v0.2.0
+"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "\
+HELD      AT               BY                                 STATE  REASON      MESSAGE
+demo-app  demo-app.v0.1.0  failed upgrade to demo-app.v0.2.0  held   RolledBack  rolled back to revision 1
+demo-db   3                user                               asked
+"
+            ),
+            "{text}"
+        );
+        let json = serde_json::to_value(&report).expect("json");
+        assert_eq!(json["holds"][0]["state"], "held");
+        assert_eq!(json["revisions"][0]["installed"], true);
+        assert!(
+            serde_json::to_value(super::report(&super::tests::inputs()))
+                .unwrap()
+                .get("holds")
+                .is_none(),
+            "no holds, no key"
+        );
     }
 }

@@ -167,6 +167,8 @@ pub struct Context {
     pub reconciles: ReconcileMetrics,
     /// What the API server serves, kept between InstallPlan reconciles.
     pub discovered: installplan::discovery::Discovered,
+    /// Events, published in the background.
+    events: olm_runtime::events::Outbox,
 }
 
 impl Context {
@@ -180,7 +182,15 @@ impl Context {
         metrics: CatalogMetrics,
         reconciles: ReconcileMetrics,
     ) -> Self {
+        let reporter = kube::runtime::events::Reporter {
+            controller: olm_runtime::apply::FIELD_MANAGER_CATALOG.to_owned(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
         Context {
+            events: olm_runtime::events::Outbox::new(kube::runtime::events::Recorder::new(
+                client.clone(),
+                reporter,
+            )),
             client,
             writer,
             catalogs,
@@ -189,6 +199,19 @@ impl Context {
             metrics,
             reconciles,
             discovered: installplan::discovery::Discovered::default(),
+        }
+    }
+
+    /// Publishes a Kubernetes Event about `object` when this replica leads,
+    /// in the background: the reconcile does not wait for it, and a failure
+    /// is logged, never returned.
+    pub fn publish<K: kube::Resource<DynamicType = ()>>(
+        &self,
+        object: &K,
+        event: kube::runtime::events::Event,
+    ) {
+        if self.writer.leadership().is_leader() {
+            self.events.send(event, object.object_ref(&()));
         }
     }
 

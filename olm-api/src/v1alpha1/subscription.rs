@@ -162,6 +162,12 @@ pub enum SubscriptionConditionType {
     /// there until the annotation is removed), False while it is on its way
     /// or when it is refused (the reason says why, the message what to do).
     RolledBack,
+    /// olm-rs's own: present (True) while automatic rollback is on for the
+    /// Subscription and its deadline (annotation
+    /// `olm-rs.dev/auto-rollback-deadline`, or OLMConfig's
+    /// `spec.features.autoRollbackDeadline`) cannot be read: the message names
+    /// where it is written and why, and the default deadline applies.
+    AutoRollbackInvalid,
 }
 
 /// Why a Subscription condition has its status: OLM's reason strings, plus ours
@@ -218,13 +224,18 @@ pub enum SubscriptionConditionReason {
     StoredVersionsDropped,
     /// Refused while an InstallPlan of the Subscription is still applying.
     UpgradeInFlight,
+    /// Refused: an installed operator of the namespace needs the current version
+    /// (a package range, an API or an `olm.constraint`) that the revision does not meet.
+    RollbackBreaksDependents,
+    /// The automatic rollback's deadline cannot be read (on AutoRollbackInvalid).
+    DeadlineUnreadable,
     /// A reason written by someone else, kept as it is.
     Other(String),
 }
 
 impl SubscriptionConditionReason {
     /// Every reason olm-rs writes.
-    pub const KNOWN: [SubscriptionConditionReason; 21] = [
+    pub const KNOWN: [SubscriptionConditionReason; 23] = [
         Self::AllCatalogSourcesHealthy,
         Self::UnhealthyCatalogSourceFound,
         Self::ConstraintsNotSatisfiable,
@@ -246,6 +257,8 @@ impl SubscriptionConditionReason {
         Self::RevisionCorrupt,
         Self::StoredVersionsDropped,
         Self::UpgradeInFlight,
+        Self::RollbackBreaksDependents,
+        Self::DeadlineUnreadable,
     ];
 
     /// The reason as written in the condition.
@@ -272,6 +285,8 @@ impl SubscriptionConditionReason {
             Self::RevisionCorrupt => "RevisionCorrupt",
             Self::StoredVersionsDropped => "StoredVersionsDropped",
             Self::UpgradeInFlight => "UpgradeInFlight",
+            Self::RollbackBreaksDependents => "RollbackBreaksDependents",
+            Self::DeadlineUnreadable => "DeadlineUnreadable",
             Self::Other(reason) => reason,
         }
     }

@@ -130,7 +130,7 @@ impl fmt::Display for Cause {
                 message,
             } => write!(
                 f,
-                "its CSV was not Succeeded within {}s (phase {phase}): {message}",
+                "{DEADLINE_WORDS} {}s (phase {phase}): {message}",
                 deadline.as_secs()
             ),
         }
@@ -288,6 +288,32 @@ pub fn failure_cause(subscription: &Subscription) -> Option<&str> {
         .annotations()
         .get(keys::FAILED_UPGRADE_CAUSE)
         .map(String::as_str)
+}
+
+/// How a [`Cause::Deadline`] begins in words, as annotation
+/// `olm-rs.dev/failed-upgrade-cause` keeps it ([`failed_kind`] reads it back).
+const DEADLINE_WORDS: &str = "its CSV was not Succeeded within";
+
+/// Which kind of failure an automatic rollback answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FailedKind {
+    /// The new CSV went Failed.
+    Failed,
+    /// The new CSV was not Succeeded within the deadline.
+    Deadline,
+}
+
+/// The kind of failure whose rollback holds `subscription`, when an
+/// automatic rollback put the hold there (read from the cause in words
+/// that [`request`] wrote).
+pub fn failed_kind(subscription: &Subscription) -> Option<FailedKind> {
+    failed_upgrade(subscription)?;
+    let deadline = failure_cause(subscription).is_some_and(|cause| cause.contains(DEADLINE_WORDS));
+    Some(if deadline {
+        FailedKind::Deadline
+    } else {
+        FailedKind::Failed
+    })
 }
 
 /// Whether the hold an automatic rollback put on `subscription` ends: the

@@ -28,9 +28,11 @@
 //! and no store holds CRDs); [`rollback::decide`] decides (pure), and the
 //! applier performs it, the Subscription's status included.
 
+pub mod announce;
 pub mod auto;
 pub mod content;
 pub mod decide;
+pub mod dependents;
 pub mod rollback;
 pub mod safety;
 #[cfg(test)]
@@ -339,6 +341,7 @@ async fn roll_back(
     read.crds = &crds;
     let decision = rollback::decide(&read);
     perform(ctx, namespace, &name, &decision.effects).await?;
+    announce(ctx, subscription, &decision);
     if !decision.effects.is_empty() {
         tracing::info!(%namespace, subscription = %name, %request, stage = ?decision.stage, "rollback");
     }
@@ -347,6 +350,29 @@ async fn roll_back(
         rollback::Stage::Refused(_) | rollback::Stage::Done => Action::requeue(ctx.options.resync_interval),
         _ => Action::requeue(ROLLBACK_RECHECK),
     })
+}
+
+/// Publishes the Event of a rollback's start, refusal or end, and counts a
+/// start by its cause ([`announce::announce`]).
+fn announce(ctx: &Context, subscription: &Subscription, decision: &rollback::Decision) {
+    let Some(write) = &decision.effects.status else {
+        return;
+    };
+    let message = write
+        .status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == olm_api::v1alpha1::SubscriptionConditionType::RolledBack)
+        .and_then(|c| c.message.clone())
+        .unwrap_or_default();
+    let Some(announced) = announce::announce(subscription, &decision.stage, &message) else {
+        return;
+    };
+    if announced.moment == announce::Moment::Started {
+        ctx.metrics.count_rollback(announced.cause.as_str());
+    }
+    ctx.publish(subscription, announced.event());
 }
 
 /// The OperatorRevision `name`, whole; `None` when it is gone.

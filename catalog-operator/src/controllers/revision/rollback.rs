@@ -13,7 +13,9 @@
 //! 1. refused ([`Refusal`]), before anything is touched: no such revision, an
 //!    InstallPlan still applying, a revision that lacks objects or cannot be
 //!    read back, or a CRD of the revision that does not declare a version
-//!    objects are stored in ([`safety::dropped`]). The current version keeps
+//!    objects are stored in ([`safety::dropped`]), or a revision that an
+//!    installed operator's needs rule out ([`dependents::broken`], the
+//!    resolver's answer). The current version keeps
 //!    running; the Subscription says why and what to do, and stays so until
 //!    something changes;
 //! 2. [`Stage::Removing`]: the current CSV is deleted (olm-operator would
@@ -45,6 +47,7 @@ use serde_json::Value;
 
 use super::{
     content::{self, Corrupt},
+    dependents,
     safety::{self, DroppedVersions},
 };
 use crate::controllers::conditions::{remove_subscription_condition, set_subscription_condition};
@@ -161,6 +164,16 @@ pub enum Refusal {
         /// Each CRD and the versions.
         dropped: Vec<DroppedVersions>,
     },
+    /// Installed operators need the current version, and the revision does
+    /// not meet their needs (or the revision needs what is not installed).
+    BreaksDependents {
+        /// The revision.
+        revision: String,
+        /// The installed CSVs that need the current version.
+        dependents: Vec<String>,
+        /// The resolver's explanation.
+        explanation: String,
+    },
 }
 
 impl Refusal {
@@ -172,6 +185,7 @@ impl Refusal {
             Refusal::Incomplete { .. } => Reason::RevisionIncomplete,
             Refusal::Corrupt { .. } => Reason::RevisionCorrupt,
             Refusal::DropsStoredVersions { .. } => Reason::StoredVersionsDropped,
+            Refusal::BreaksDependents { .. } => Reason::RollbackBreaksDependents,
         }
     }
 
@@ -223,6 +237,33 @@ impl fmt::Display for Refusal {
                     .collect::<Vec<_>>()
                     .join("; ")
             ),
+            Refusal::BreaksDependents {
+                revision,
+                dependents,
+                explanation,
+            } => {
+                write!(
+                    f,
+                    "rollback to revision {revision} refused, the current version keeps running: "
+                )?;
+                match dependents.as_slice() {
+                    [] => f.write_str("the revision cannot be installed beside what the namespace holds")?,
+                    [one] => write!(
+                        f,
+                        "installed operator {one} needs what only the current version gives"
+                    )?,
+                    many => write!(
+                        f,
+                        "installed operators {} need what only the current version gives",
+                        many.join(", ")
+                    )?,
+                }
+                write!(
+                    f,
+                    ". {explanation}\nRemove or upgrade those operators first, roll back to another \
+                     revision, {LIFT}"
+                )
+            }
         }
     }
 }
@@ -349,6 +390,38 @@ fn check(revision: &OperatorRevision, crds: &[(String, Value)]) -> Result<(), Re
     Ok(())
 }
 
+/// Whether the installed operators of the namespace can do with the revision
+/// in place of the current version ([`dependents::broken`]).
+fn needed(read: &Read<'_>, revision: &OperatorRevision) -> Result<(), Refusal> {
+    let Some(current) = current_name(read.subscription) else {
+        return Ok(());
+    };
+    let Some(csv) = recorded_csv(revision) else {
+        return Ok(());
+    };
+    let broken = dependents::broken(&dependents::Read {
+        subscription: read.subscription,
+        current: &current,
+        revision: &csv,
+        csvs: read.csvs,
+    });
+    match broken {
+        Some(broken) => Err(Refusal::BreaksDependents {
+            revision: revision.name_any(),
+            dependents: broken.dependents,
+            explanation: broken.explanation,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The CSV a revision holds, typed; `None` when it cannot be read (the
+/// revision is then refused as corrupt by [`check`]).
+fn recorded_csv(revision: &OperatorRevision) -> Option<ClusterServiceVersion> {
+    let object = revision.spec.objects.iter().find(|o| is_csv(&o.key))?;
+    serde_json::from_value(content::manifest(object).ok()?).ok()
+}
+
 /// Where the rollback of `read` stands.
 pub fn stage(read: &Read<'_>) -> Stage {
     let Some(target) = target(read) else {
@@ -384,7 +457,7 @@ pub fn stage(read: &Read<'_>) -> Stage {
             known: Vec::new(),
         });
     };
-    if let Err(refusal) = check(whole, read.crds) {
+    if let Err(refusal) = check(whole, read.crds).and_then(|()| needed(read, whole)) {
         return Stage::Refused(refusal);
     }
     match other {

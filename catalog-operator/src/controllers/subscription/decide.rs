@@ -462,6 +462,7 @@ mod tests {
             catalogs: Vec::new(),
             catalog_uids: HashMap::new(),
             unpack_policy: crate::images::unpack::policy_of(None),
+            olm_config: None,
             fingerprint: 0,
         }
     }

@@ -2,7 +2,10 @@
 
 use std::{collections::HashMap, sync::Arc};
 
-use olm_api::v1alpha1::{ClusterServiceVersion, InstallPlan, Subscription};
+use olm_api::{
+    v1::OLMConfig,
+    v1alpha1::{ClusterServiceVersion, InstallPlan, Subscription},
+};
 use olm_resolver::model::CatalogId;
 
 use crate::{catalogs::CatalogState, images::unpack::UnpackPolicy};
@@ -25,6 +28,8 @@ pub struct NamespaceInputs {
     /// How its bundle images are unpacked: set by the annotations of its one
     /// OperatorGroup.
     pub unpack_policy: UnpackPolicy,
+    /// OLMConfig `cluster`, when there is one: the default of automatic rollback.
+    pub olm_config: Option<Arc<OLMConfig>>,
     /// Changes whenever any of the above (or any catalog) changes.
     pub fingerprint: u64,
 }

@@ -236,13 +236,19 @@ fn read_namespace(ctx: &SubscriptionContext, namespace: &str) -> Option<Namespac
         [group] => Some(&group.metadata),
         _ => None,
     });
+    let olm_config = shared
+        .stores
+        .olm_configs
+        .get(&kube::runtime::reflector::ObjectRef::new(
+            olm_api::v1::OLM_CONFIG_NAME,
+        ));
     let fingerprint = fingerprint(
         shared.catalogs.generation(),
         &subscriptions,
         &csvs,
         &plans,
         &unpack_policy,
-    );
+    ) ^ config_fingerprint(olm_config.as_deref());
 
     shared.forget_deleted_catalogs();
     let named: Vec<CatalogId> = subscriptions.iter().map(|s| catalog_of(s)).collect();
@@ -264,7 +270,18 @@ fn read_namespace(ctx: &SubscriptionContext, namespace: &str) -> Option<Namespac
         catalogs,
         catalog_uids,
         unpack_policy,
+        olm_config,
         fingerprint,
+    })
+}
+
+/// OLMConfig `cluster`'s part of a namespace's fingerprint (its automatic
+/// rollback settings show in the Subscriptions' status).
+fn config_fingerprint(config: Option<&olm_api::v1::OLMConfig>) -> u64 {
+    config.and_then(|c| c.resource_version()).map_or(0, |version| {
+        let mut hasher = DefaultHasher::new();
+        version.hash(&mut hasher);
+        hasher.finish()
     })
 }
 
@@ -451,6 +468,7 @@ mod tests {
             plans: Vec::new(),
             catalog_uids: HashMap::new(),
             unpack_policy: crate::images::unpack::policy_of(None),
+            olm_config: None,
             fingerprint: 0,
         }
     }

@@ -85,6 +85,22 @@ fn asking(to: &str, plan: Option<&str>) -> Subscription {
     sub
 }
 
+/// CSV app.v1, installed, needing package db in `range`.
+fn dependent(range: &str) -> ClusterServiceVersion {
+    let properties = json!({"properties": [
+        {"type": "olm.package", "value": {"packageName": "app", "version": "1.0.0"}},
+        {"type": "olm.package.required", "value": {"packageName": "db", "versionRange": range}}]});
+    serde_json::from_value(json!({
+        "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
+        "metadata": {"name": "app.v1", "namespace": "team", "uid": "uid-app",
+                     "annotations": {"operatorframework.io/properties": properties.to_string()}},
+        "spec": {"displayName": "app", "version": "1.0.0",
+                 "install": {"strategy": "deployment", "spec": {"deployments": []}}},
+        "status": {"phase": "Succeeded"},
+    }))
+    .expect("a CSV")
+}
+
 struct World {
     subscription: Subscription,
     revisions: Vec<OperatorRevision>,
@@ -274,6 +290,24 @@ fn each_stage_and_refusal_follows_from_what_the_stores_show() {
             (ConditionStatus::False, Reason::RollingBack),
         ),
         (
+            "an installed operator needs the current version",
+            "db.v1",
+            Box::new(|w: &mut World| w.csvs.push(dependent(">=2.0.0"))),
+            "Refused",
+            &[],
+            &[],
+            (ConditionStatus::False, Reason::RollbackBreaksDependents),
+        ),
+        (
+            "an installed operator the revision suits",
+            "db.v1",
+            Box::new(|w: &mut World| w.csvs.push(dependent(">=1.0.0"))),
+            "Removing",
+            &[],
+            &["db.v2"],
+            (ConditionStatus::False, Reason::RollingBack),
+        ),
+        (
             "an InstallPlan applying",
             "db.v1",
             {
@@ -351,6 +385,24 @@ fn a_refusal_names_the_crd_the_versions_and_what_to_do() {
     let status = world.decide().effects.status.expect("a status").status;
     let (_, _, message) = condition(&status, Type::RolledBack).unwrap();
     assert!(message.contains("1 (db.v1), 2 (db.v2)"), "{message}");
+}
+
+#[test]
+fn a_refusal_for_a_dependent_names_it_and_what_it_needs() {
+    let mut world = World::new("db.v1");
+    world.csvs.push(dependent(">=2.0.0 <3.0.0"));
+    let decision = world.decide();
+    assert!(decision.effects.removals.is_empty(), "nothing is touched");
+    let status = decision.effects.status.expect("a status").status;
+    let (_, reason, message) = condition(&status, Type::RolledBack).unwrap();
+    assert_eq!(reason, Reason::RollbackBreaksDependents);
+    assert!(message.contains("installed operator app.v1 needs"), "{message}");
+    assert!(
+        message.contains("app.v1 requires package db in range >=2.0.0 <3.0.0"),
+        "{message}"
+    );
+    assert!(message.contains("version 1.0.0 is outside"), "{message}");
+    assert!(message.contains("olm-rs.dev/rollback-to"), "{message}");
 }
 
 #[test]

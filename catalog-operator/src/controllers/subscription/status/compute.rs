@@ -3,7 +3,7 @@
 use kube::ResourceExt;
 use olm_api::v1alpha1::SubscriptionStatus;
 
-use crate::controllers::conditions::remove_subscription_condition;
+use crate::controllers::conditions::{remove_subscription_condition, set_subscription_condition};
 
 use super::{
     catalog_health::{catalog_health, set_catalogs_unhealthy},
@@ -46,6 +46,7 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
     status.catalog_health = Some(health);
     set_catalogs_unhealthy(&mut conditions, &unhealthy, now);
     set_deprecations(&mut conditions, input, &name, now);
+    set_auto_rollback_invalid(&mut conditions, input);
     set_kstatus(&mut conditions, status.state, now);
     status.conditions = Some(conditions);
 
@@ -55,4 +56,30 @@ pub fn compute(input: &StatusInput<'_>) -> SubscriptionStatus {
         status.last_updated = Some(now.clone());
     }
     status
+}
+
+/// AutoRollbackInvalid: True while automatic rollback is on for the
+/// Subscription and its deadline cannot be read (the default applies).
+fn set_auto_rollback_invalid(conditions: &mut super::input::Conditions, input: &StatusInput<'_>) {
+    use olm_api::v1alpha1::{SubscriptionConditionReason as Reason, SubscriptionConditionType as Type};
+    let policy = crate::controllers::revision::auto::policy(input.subscription, input.olm_config);
+    match policy.unreadable.filter(|_| policy.enabled) {
+        Some(unreadable) => {
+            set_subscription_condition(
+                conditions,
+                Type::AutoRollbackInvalid,
+                true,
+                Reason::DeadlineUnreadable,
+                &format!(
+                    "the automatic rollback deadline cannot be read ({unreadable}); the default of {}s \
+                 applies. Write a duration such as 10m",
+                    policy.deadline.as_secs()
+                ),
+                input.now,
+            );
+        }
+        None => {
+            remove_subscription_condition(conditions, Type::AutoRollbackInvalid);
+        }
+    }
 }

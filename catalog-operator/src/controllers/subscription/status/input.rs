@@ -23,6 +23,8 @@ pub struct StatusInput<'a> {
     pub catalogs: &'a [(CatalogId, CatalogState)],
     /// UIDs of the CatalogSources, for references.
     pub catalog_uids: &'a HashMap<CatalogId, String>,
+    /// OLMConfig `cluster`, when there is one.
+    pub olm_config: Option<&'a olm_api::v1::OLMConfig>,
     /// Now.
     pub now: &'a Time,
 }

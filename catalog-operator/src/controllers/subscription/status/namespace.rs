@@ -60,6 +60,7 @@ pub fn statuses(
                 csv_exists: &csv_exists,
                 catalogs: &inputs.catalogs,
                 catalog_uids: &inputs.catalog_uids,
+                olm_config: inputs.olm_config.as_deref(),
                 now,
             });
             set_unpack_conditions(&mut status, written.unpack.get(i).cloned().flatten(), now);

@@ -146,6 +146,7 @@ fn compute_with(
         csv_exists: &exists,
         catalogs: &catalogs,
         catalog_uids: &HashMap::new(),
+        olm_config: None,
         now: &at(now),
     })
 }
@@ -175,6 +176,7 @@ fn a_namespace_gets_one_status_per_subscription_referring_to_its_plan() {
         catalogs: catalogs(true),
         catalog_uids: HashMap::new(),
         unpack_policy: crate::images::unpack::policy_of(None),
+        olm_config: None,
         fingerprint: 0,
     };
     let decisions = [group(Decision::Install(vec![step()]), Change::Install)];
@@ -466,4 +468,61 @@ fn the_same_inputs_give_the_same_status() {
         9,
     );
     assert_eq!(second, first, "nothing changed, nothing to write");
+}
+
+/// An unreadable automatic rollback deadline is a named condition, and goes
+/// once it is fixed; a lifted hold leaves no RolledBack behind (table).
+#[test]
+fn an_unreadable_deadline_is_named_and_a_lifted_hold_leaves_no_rolled_back() {
+    let group = group(Decision::UpToDate, Change::Stay);
+    let cases = [
+        ("unreadable, on", Some(("true", "soon")), true),
+        ("a deadline of 0, on", Some(("true", "0s")), true),
+        ("unreadable, off", Some(("false", "soon")), false),
+        ("readable, on", Some(("true", "5m")), false),
+        ("nothing set", None, false),
+    ];
+    for (case, annotations, named) in cases {
+        let mut sub = sub();
+        if let Some((on, deadline)) = annotations {
+            sub.metadata.annotations = Some(
+                [
+                    ("olm-rs.dev/auto-rollback".to_owned(), on.to_owned()),
+                    (
+                        "olm-rs.dev/auto-rollback-deadline".to_owned(),
+                        deadline.to_owned(),
+                    ),
+                ]
+                .into(),
+            );
+        }
+        // It was rolled back and held; the hold is lifted (no annotation rollback-to).
+        sub.status.get_or_insert_default().conditions = Some(vec![
+            serde_json::from_value(serde_json::json!({"type": "RolledBack", "status": "True",
+                "reason": "RolledBack", "message": "held"}))
+            .unwrap(),
+        ]);
+        let status = compute_with(&sub, &group, None, true, true, 10);
+        let condition = status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == Type::AutoRollbackInvalid);
+        assert_eq!(condition.is_some(), named, "{case}: {condition:?}");
+        if let Some(condition) = condition {
+            assert_eq!(condition.status, ConditionStatus::True, "{case}");
+            assert_eq!(
+                condition.reason,
+                Some(olm_api::v1alpha1::SubscriptionConditionReason::DeadlineUnreadable),
+                "{case}"
+            );
+            let message = condition.message.clone().unwrap_or_default();
+            assert!(
+                message.contains("olm-rs.dev/auto-rollback-deadline"),
+                "{case}: {message}"
+            );
+            assert!(message.contains("600s"), "{case}: {message}");
+        }
+        assert_eq!(find(&status, Type::RolledBack), None, "{case}");
+    }
 }

@@ -79,7 +79,7 @@ pub enum ActionCommand {
         #[arg(short = 'o', long, value_enum, default_value_t = Output::Table)]
         output: Output,
     },
-    /// Show one Action: each unit's state, results, log, output and exit code.
+    /// Show one Action: each unit's state, Job, results, log, output and exit code.
     ShowAction {
         /// The Action.
         name: String,
@@ -517,6 +517,9 @@ pub fn details(action: &Action) -> String {
 
 fn task_details(out: &mut String, task: &UnitTask) {
     let _ = writeln!(out, "  {}: {}", task.unit, task.state.as_str());
+    if let Some(job) = &task.job {
+        let _ = writeln!(out, "    job: {job}");
+    }
     if let Some(code) = task.exit_code {
         let _ = writeln!(out, "    exit code: {code}");
     }

@@ -136,6 +136,7 @@ fn finished_action() -> Action {
     failed.state = TaskState::Failed;
     failed.exit_code = Some(1);
     failed.message = Some("disk full".into());
+    failed.job = Some("b1".into());
     action.status = Some(olm_api::model::ActionStatus {
         phase: Some(TaskState::Failed),
         message: Some("completed on edge-n1; failed on edge-n2: disk full".into()),
@@ -152,7 +153,7 @@ fn show_action_prints_each_units_results_log_and_output() {
         "Action b1: db backup (failed)",
         "  completed on edge-n1; failed on edge-n2: disk full",
         "  edge-n1: completed\n    exit code: 0\n    results:\n      path: /srv/b1.tar\n    log:\n      2027-01-15T08:00:00Z dumping\n    stdout: |\n      42 rows\n",
-        "  edge-n2: failed\n    exit code: 1\n    message: disk full\n",
+        "  edge-n2: failed\n    job: b1\n    exit code: 1\n    message: disk full\n",
     ] {
         assert!(text.contains(part), "{part:?} in:\n{text}");
     }

@@ -48,7 +48,13 @@ fn accepted(action: &Action) -> bool {
 
 /// The task of `machine` on `action`, if it has one.
 pub fn task_of<'a>(action: &'a Action, machine: &str) -> Option<&'a UnitTask> {
-    action.status.as_ref()?.tasks.iter().find(|t| t.unit == machine)
+    // A task with a Job runs in a Pod, never on a machine.
+    action
+        .status
+        .as_ref()?
+        .tasks
+        .iter()
+        .find(|t| t.unit == machine && t.job.is_none())
 }
 
 /// The accepted, not cancelled Actions with a pending task on `machine`,

@@ -27,6 +27,17 @@
 //! `true`): a misspelt parameter is refused rather than ignored. Juju's
 //! `parallel` and `execution-group` are not supported yet and are refused.
 //!
+//! An operator installed as Deployments runs an action as a Job: its
+//! declaration names the command (`job`, see [`JobSpec`]), and the Job takes
+//! the image, ServiceAccount and environment of one of the CSV's Deployments:
+//!
+//! ```yaml
+//! olm-rs.dev/actions: |
+//!   backup:
+//!     description: Write a backup of the database.
+//!     job: {command: [/manager, backup], deployment: db-operator, container: manager}
+//! ```
+//!
 //! OLM ignores the annotation. A catalog render carries it on as the bundle
 //! property [`PROPERTY`] (`olm-rs.actions`), whose value is the declaration as
 //! JSON; OLM ignores property types it does not know.
@@ -70,6 +81,26 @@ pub struct Action {
     pub required: Vec<String>,
     /// Whether a run may give parameters `params` does not name.
     pub additional_properties: bool,
+    /// How the action runs as a Job, for an operator installed as
+    /// Deployments; `None` when it declares no command.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobSpec>,
+}
+
+/// How an action of an operator installed as Deployments runs as a Job: the
+/// command, and which Deployment of the CSV's install strategy and which of
+/// its containers give the image, ServiceAccount and environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// The command the Job's container runs (its entrypoint and arguments).
+    pub command: Vec<String>,
+    /// The Deployment, by name; none: the first of the install strategy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment: Option<String>,
+    /// The container of that Deployment, by name; none: its first.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
 }
 
 impl Action {
@@ -223,7 +254,7 @@ pub enum ActionsCause {
     Syntax(String),
     /// A field does not fit the declaration's shape.
     #[error(
-        "at `{field}`: {message}; each action has description, params (a map from parameter name to its JSON Schema), required and additionalProperties"
+        "at `{field}`: {message}; each action has description, params (a map from parameter name to its JSON Schema), required, additionalProperties and job ({{command, deployment, container}})"
     )]
     Shape {
         /// The path of the field, e.g. `backup.required`.
@@ -262,6 +293,8 @@ struct WireAction {
     required: Vec<String>,
     #[serde(default, rename = "additionalProperties")]
     additional_properties: Option<bool>,
+    #[serde(default)]
+    job: Option<JobSpec>,
 }
 
 /// One action checked.
@@ -283,6 +316,12 @@ fn action(name: String, wire: WireAction) -> Result<Action, ActionsCause> {
     for (param, schema) in &wire.params {
         schema::check(&format!("params.{param}"), schema).map_err(|(at, p)| schema_error(at, p))?;
     }
+    if wire.job.as_ref().is_some_and(|job| job.command.is_empty()) {
+        return Err(ActionsCause::Shape {
+            field: format!("{name}.job.command"),
+            message: "the command is empty".to_owned(),
+        });
+    }
     if let Some(missing) = wire.required.iter().find(|r| !wire.params.contains_key(*r)) {
         return Err(schema_error(
             "required".into(),
@@ -295,6 +334,7 @@ fn action(name: String, wire: WireAction) -> Result<Action, ActionsCause> {
         params: wire.params,
         required: wire.required,
         additional_properties: wire.additional_properties.unwrap_or(false),
+        job: wire.job,
     })
 }
 

@@ -348,3 +348,29 @@ fn parameters_that_do_not_fit_are_named() {
         assert!(err.contains(want), "{what}: {err}");
     }
 }
+
+#[test]
+fn an_action_names_the_command_of_its_job_and_an_empty_one_is_refused() {
+    let text = "backup: {job: {command: [/manager, backup], deployment: db, container: manager}}\npause: {}";
+    let actions = Actions::parse("demo.v1.0.0", text).unwrap();
+    assert_eq!(
+        actions.get("backup").unwrap().job,
+        Some(JobSpec {
+            command: vec!["/manager".into(), "backup".into()],
+            deployment: Some("db".into()),
+            container: Some("manager".into()),
+        })
+    );
+    assert_eq!(actions.get("pause").unwrap().job, None);
+    let defaults = Actions::parse("demo.v1.0.0", "backup: {job: {command: [run]}}").unwrap();
+    let job = defaults.get("backup").unwrap().job.clone().unwrap();
+    assert_eq!((job.deployment, job.container), (None, None));
+
+    let empty = Actions::parse("demo.v1.0.0", "backup: {job: {command: []}}").unwrap_err();
+    assert!(
+        empty.to_string().contains("backup.job.command") && empty.to_string().contains("empty"),
+        "{empty}"
+    );
+    let unknown = Actions::parse("demo.v1.0.0", "backup: {job: {command: [run], image: x}}").unwrap_err();
+    assert!(unknown.to_string().contains("image"), "{unknown}");
+}

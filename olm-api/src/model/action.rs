@@ -68,7 +68,8 @@ pub struct ActionSpec {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub leader: bool,
     /// How long each unit's task may run before it is killed and failed, in
-    /// seconds. Unset: the operator's hook timeout.
+    /// seconds. Unset: the operator's hook timeout on machines, 600 for a
+    /// Job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub timeout_seconds: Option<i64>,
@@ -143,6 +144,10 @@ pub struct UnitTask {
     /// When it ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completed_at: Option<Time>,
+    /// The Job that runs the task, for an operator installed as Deployments
+    /// (whose unit is named after its Deployment).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
 }
 
 impl UnitTask {
@@ -159,6 +164,7 @@ impl UnitTask {
             message: None,
             started_at: None,
             completed_at: None,
+            job: None,
         }
     }
 }
@@ -254,9 +260,15 @@ pub enum ActionReason {
     InvalidParams,
     /// A unit the spec names is not a unit of the operator.
     UnknownUnit,
-    /// The operator has no unit to run on (no machine runs it yet, or it is
-    /// installed as a Deployment, whose actions do not run yet).
+    /// The operator has no unit to run on: no machine runs it yet.
     NoUnits,
+    /// The operator is installed as Deployments and the action declares no
+    /// command to run in a Job (`job.command`).
+    NoCommand,
+    /// The action's `job` names a Deployment that the CSV's install strategy
+    /// does not have, or a container that Deployment does not have, or the
+    /// Deployment's spec cannot be read.
+    UnknownDeployment,
     /// The spec asks for the leader and names units as well.
     ConflictingTargets,
     /// The spec asks for the leader, and no unit of the operator leads.
@@ -265,7 +277,7 @@ pub enum ActionReason {
 
 impl ActionReason {
     /// Every reason.
-    pub const ALL: [ActionReason; 9] = [
+    pub const ALL: [ActionReason; 11] = [
         Self::Queued,
         Self::NotInstalled,
         Self::InvalidDeclaration,
@@ -273,6 +285,8 @@ impl ActionReason {
         Self::InvalidParams,
         Self::UnknownUnit,
         Self::NoUnits,
+        Self::NoCommand,
+        Self::UnknownDeployment,
         Self::ConflictingTargets,
         Self::NoLeader,
     ];
@@ -287,6 +301,8 @@ impl ActionReason {
             Self::InvalidParams => "InvalidParams",
             Self::UnknownUnit => "UnknownUnit",
             Self::NoUnits => "NoUnits",
+            Self::NoCommand => "NoCommand",
+            Self::UnknownDeployment => "UnknownDeployment",
             Self::ConflictingTargets => "ConflictingTargets",
             Self::NoLeader => "NoLeader",
         }

@@ -22,6 +22,7 @@
 //! | OLMConfigs | store | - | - |
 //! | Relations | store: the Relation controller reads it | - | - |
 //! | Actions | store: the Action controller reads it | - | - |
+//! | Jobs and Pods labelled `olm-rs.dev/action` (Pods without their spec) | store: the Action controller reads them | - | - |
 //!
 //! The copied-CSV controller ([`copiedcsv`]) reconciles the originals from the
 //! same store of CSVs as the CSV controller, and reads the stores of copies,
@@ -49,7 +50,9 @@
 //! deleted ones included, for the Actions that have not finished
 //! ([`action::unfinished_in_namespace`]), and by another Action of the
 //! namespace that finished, for all of them ([`action::in_namespace`]: it may
-//! push older ones past the retention count).
+//! push older ones past the retention count); and by the Jobs that run
+//! actions and their Pods, for the Action they are labelled with
+//! ([`action::of_labelled`]).
 //!
 //! The MachinePool controller has its own watches ([`machinepool_controller`]):
 //! MachinePools (a shared watch, whose store the CSV reconcile reads); Machines
@@ -450,7 +453,8 @@ fn relation_controller(
 
 /// The Action controller and its watches: the Actions; the CSVs and
 /// Machines of their namespace, deletions included, for the unfinished ones;
-/// and the other Actions of the namespace once one finishes, for all of them.
+/// the other Actions of the namespace once one finishes, for all of them;
+/// and the Jobs that run actions, and their Pods, for their Action.
 fn action_controller(
     ctx: Arc<Context>,
     parts: &Parts,
@@ -460,6 +464,8 @@ fn action_controller(
         csvs: cache(&shared.csvs),
         machines: cache(&shared.machines),
         actions: cache(&shared.actions),
+        jobs: cache(&shared.action_jobs),
+        pods: cache(&shared.action_pods),
     };
     let store = shared.actions.store();
     let (by_csv, by_machine, by_action) = (store.clone(), store.clone(), store.clone());
@@ -471,6 +477,12 @@ fn action_controller(
         })
         .watches_shared_stream(shared.machines.subscribe(), move |machine| {
             action::unfinished_in_namespace(&by_machine, &machine.namespace().unwrap_or_default())
+        })
+        .watches_shared_stream(shared.action_jobs.subscribe(), |job| {
+            action::of_labelled(job.as_ref())
+        })
+        .watches_shared_stream(shared.action_pods.subscribe(), |pod| {
+            action::of_labelled(pod.as_ref())
         })
         .watches_shared_stream(shared.actions.subscribe(), move |other| {
             let finished = other

@@ -6,7 +6,8 @@ use k8s_openapi::{
     api::{
         admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
         apps::v1::{DaemonSet, Deployment},
-        core::v1::{Namespace, Node, Secret, Service, ServiceAccount},
+        batch::v1::Job,
+        core::v1::{Namespace, Node, Pod, Secret, Service, ServiceAccount},
         discovery::v1::EndpointSlice,
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
@@ -26,7 +27,7 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     controllers::{
-        copiedcsv,
+        action, copiedcsv,
         csv::{self, build::OWNER_KIND, crd_summary::CrdSummary},
         machinepool,
     },
@@ -55,6 +56,8 @@ pub(super) struct Shared {
     pub(super) relations: Reflector<Relation>,
     pub(super) databags: Reflector<Databag>,
     pub(super) actions: Reflector<Action>,
+    pub(super) action_jobs: Reflector<Job>,
+    pub(super) action_pods: Reflector<Pod>,
     pub(super) pool_objects: PoolObjects,
     pub(super) install_objects: InstallObjects,
 }
@@ -300,6 +303,12 @@ impl Shared {
         let relations = parts.reflector::<Relation>(Api::all(client.clone()), all());
         let databags = parts.reflector::<Databag>(Api::all(client.clone()), all());
         let actions = parts.reflector::<Action>(Api::all(client.clone()), all());
+        // Only the Jobs that run actions, and their Pods: by their label.
+        let action_jobs =
+            parts.reflector::<Job>(Api::all(client.clone()), all().labels(action::job::ACTION_LABEL));
+        let action_pods = parts
+            .reflector::<Pod>(Api::all(client.clone()), all().labels(action::job::ACTION_LABEL))
+            .modify(|pod| pod.spec = None);
         Self {
             csvs,
             groups,
@@ -311,6 +320,8 @@ impl Shared {
             relations,
             databags,
             actions,
+            action_jobs,
+            action_pods,
             pool_objects: PoolObjects::new(parts),
             install_objects: InstallObjects::new(parts),
         }
@@ -372,7 +383,7 @@ impl Shared {
                 self.install_objects.run(),
                 self.relations.run(),
                 self.databags.run(),
-                self.actions.run(),
+                futures::future::join3(self.actions.run(), self.action_jobs.run(), self.action_pods.run()),
             ),
         )
         .await;

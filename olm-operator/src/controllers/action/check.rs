@@ -1,12 +1,14 @@
 //! Whether an Action may run, checked once before anything runs (pure): its
 //! operator is installed, declares the action, the parameters fit the
-//! action's schema, and the units it names are units of the operator.
+//! action's schema, and the units it names are units of the operator. An
+//! operator installed as Deployments has one unit, named after the
+//! Deployment its actions' Jobs are made from ([`super::job::target`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::ResourceExt;
 use olm_api::{
-    actions::{Actions, validate_params},
+    actions::{Action as Declared, Actions, validate_params},
     model::{Action, ActionReason},
     substrate::Machine,
     v1alpha1::{ClusterServiceVersion, CsvPhase},
@@ -36,6 +38,9 @@ pub struct Accepted {
     pub csv: String,
     /// The units, sorted.
     pub units: Vec<String>,
+    /// The Job that runs the action, for an operator installed as
+    /// Deployments.
+    pub job: Option<String>,
 }
 
 /// Checks `action` against the CSVs and Machines of its namespace.
@@ -73,8 +78,59 @@ pub fn check(
     let params = serde_json::Value::Object(action.spec.params.clone().unwrap_or_default());
     validate_params(declaration, &params)
         .map_err(|e| Refusal::new(ActionReason::InvalidParams, format!("operator {operator}: {e}")))?;
+    if action.spec.leader && !action.spec.units.is_empty() {
+        return Err(Refusal::new(
+            ActionReason::ConflictingTargets,
+            format!(
+                "the action asks for operator {operator}'s leader and names units ({}) as well; ask for one or the other",
+                action.spec.units.join(", ")
+            ),
+        ));
+    }
+    if csv.spec.install.deployment().is_some() {
+        let unit = job_unit(action, csv, declaration)?;
+        return Ok(Accepted {
+            csv: name,
+            units: vec![unit],
+            job: Some(super::job::job_name(&action.name_any())),
+        });
+    }
     let units = units(action, csv, csvs, machines)?;
-    Ok(Accepted { csv: name, units })
+    Ok(Accepted {
+        csv: name,
+        units,
+        job: None,
+    })
+}
+
+/// The one unit of `csv`, installed as Deployments, that runs `declared` in
+/// a Job: named after the Deployment the Job is made from.
+fn job_unit(action: &Action, csv: &ClusterServiceVersion, declared: &Declared) -> Result<String, Refusal> {
+    let operator = &action.spec.operator;
+    let Some(job) = &declared.job else {
+        return Err(Refusal::new(
+            ActionReason::NoCommand,
+            format!(
+                "operator {operator} (CSV {}) is installed as Deployments, and its action {} declares no command to run in a Job; its CSV must declare one (job.command in annotation olm-rs.dev/actions)",
+                csv.name_any(),
+                declared.name
+            ),
+        ));
+    };
+    let target = super::job::target(csv, job).map_err(|e| {
+        Refusal::new(
+            ActionReason::UnknownDeployment,
+            format!("operator {operator}: {e}"),
+        )
+    })?;
+    let unit = target.deployment;
+    if let Some(unknown) = action.spec.units.iter().find(|u| **u != unit) {
+        return Err(Refusal::new(
+            ActionReason::UnknownUnit,
+            format!("{unknown} is not a unit of operator {operator}; its one unit is: {unit}"),
+        ));
+    }
+    Ok(unit)
 }
 
 /// The installed CSV of `operator` (a package or a CSV name) in `namespace`:
@@ -126,20 +182,11 @@ fn units(
     machines: &[&Machine],
 ) -> Result<Vec<String>, Refusal> {
     let operator = &action.spec.operator;
-    if action.spec.leader && !action.spec.units.is_empty() {
-        return Err(Refusal::new(
-            ActionReason::ConflictingTargets,
-            format!(
-                "the action asks for operator {operator}'s leader and names units ({}) as well; ask for one or the other",
-                action.spec.units.join(", ")
-            ),
-        ));
-    }
     let Some(strategy) = csv.spec.install.machine() else {
         return Err(Refusal::new(
             ActionReason::NoUnits,
             format!(
-                "operator {operator} (CSV {}) is installed as a Deployment; running its actions in a Job is not supported yet",
+                "operator {operator} (CSV {}) has neither a machine nor a deployment install strategy",
                 csv.name_any()
             ),
         ));

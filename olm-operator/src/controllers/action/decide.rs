@@ -1,7 +1,10 @@
 //! What reconciling an Action changes (pure): its status (accepted with one
 //! pending task per unit, or refused with the reason; pending tasks
 //! cancelled; tasks of lost units aborted; the phase from the tasks), and
-//! which finished Actions of its namespace are past their retention.
+//! which finished Actions of its namespace are past their retention. For an
+//! operator installed as Deployments: the Job that runs the task, created
+//! once the actions before it on the unit have ended, and the task moved on
+//! as the Job goes ([`super::job_end`]).
 //!
 //! The status is shared with the agents, which write their units' tasks: it
 //! is written only onto the copy it was decided from (its resource version),
@@ -9,7 +12,11 @@
 
 use std::time::Duration;
 
-use k8s_openapi::{apimachinery::pkg::apis::meta::v1::Time, jiff::SignedDuration};
+use k8s_openapi::{
+    api::{batch::v1::Job, core::v1::Pod},
+    apimachinery::pkg::apis::meta::v1::Time,
+    jiff::SignedDuration,
+};
 use kube::{Resource, ResourceExt};
 use olm_api::{
     model::{Action, ActionConditionType, ActionReason, ActionStatus, TaskState, UnitTask},
@@ -18,10 +25,10 @@ use olm_api::{
 };
 use olm_runtime::{
     conditions::{ConditionReason, ConditionType, Status, set_condition},
-    effects::{Effects, Removal, StatusOf},
+    effects::{Desired, Effects, Removal, StatusOf},
 };
 
-use super::check::check;
+use super::{check::check, job, job_end};
 
 /// How long, and how many, finished Actions are kept in a namespace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +57,10 @@ pub struct Inputs<'a> {
     pub machines: &'a [&'a Machine],
     /// The Actions, this one included or not.
     pub actions: &'a [&'a Action],
+    /// The Jobs of actions (labelled [`job::ACTION_LABEL`]).
+    pub jobs: &'a [&'a Job],
+    /// The Pods of those Jobs.
+    pub pods: &'a [&'a Pod],
     /// How long finished Actions are kept.
     pub retention: Retention,
 }
@@ -84,7 +95,10 @@ pub fn decide(
         .removals
         .iter()
         .any(|r| r.uid.is_some() && r.uid == action.metadata.uid);
-    let next = status(action, inputs, now);
+    let mut next = status(action, inputs, now);
+    if !gone {
+        effects.objects = start_jobs(action, &mut next, inputs, now)?;
+    }
     if !gone && action.status.as_ref() != Some(&next) {
         let mut write = StatusOf::of::<Action, _>(action.namespace().as_deref(), &action.name_any(), &next)?;
         if let Some(uid) = &action.metadata.uid {
@@ -161,7 +175,7 @@ fn status(action: &Action, inputs: &Inputs<'_>, now: &Time) -> ActionStatus {
         .map(|c| c.status == "True");
     match accepted {
         Some(false) => {}
-        Some(true) => progress(action, &mut status, inputs.machines, now),
+        Some(true) => progress(action, &mut status, inputs, now),
         None => match check(action, inputs.csvs, inputs.machines) {
             Err(refusal) => {
                 let message = format!("refused before anything ran: {}", refusal.message);
@@ -190,8 +204,15 @@ fn status(action: &Action, inputs: &Inputs<'_>, now: &Time) -> ActionStatus {
                     now,
                 );
                 status.csv = Some(queued.csv);
-                status.tasks = queued.units.iter().map(|u| UnitTask::pending(u)).collect();
-                progress(action, &mut status, inputs.machines, now);
+                status.tasks = queued
+                    .units
+                    .iter()
+                    .map(|u| UnitTask {
+                        job: queued.job.clone(),
+                        ..UnitTask::pending(u)
+                    })
+                    .collect();
+                progress(action, &mut status, inputs, now);
             }
         },
     }
@@ -201,12 +222,18 @@ fn status(action: &Action, inputs: &Inputs<'_>, now: &Time) -> ActionStatus {
 
 /// The tasks of an accepted action moved on (cancelled, aborted), and the
 /// phase and times they give.
-fn progress(action: &Action, status: &mut ActionStatus, machines: &[&Machine], now: &Time) {
+fn progress(action: &Action, status: &mut ActionStatus, inputs: &Inputs<'_>, now: &Time) {
     for task in &mut status.tasks {
         let end = if task.state == TaskState::Pending && action.spec.cancel {
             Some((TaskState::Cancelled, "cancelled before it ran".to_owned()))
+        } else if let Some(name) = task.job.clone() {
+            if !task.state.is_finished() {
+                let job = job_of(action, &name, inputs.jobs);
+                job_end::advance(task, job, inputs.pods, job::timeout_seconds(action), now);
+            }
+            None
         } else if !task.state.is_finished() {
-            lost(&task.unit, action, machines).map(|why| (TaskState::Aborted, why))
+            lost(&task.unit, action, inputs.machines).map(|why| (TaskState::Aborted, why))
         } else {
             None
         };
@@ -230,6 +257,95 @@ fn progress(action: &Action, status: &mut ActionStatus, machines: &[&Machine], n
             status.completed_at = Some(now.clone());
         }
     }
+}
+
+/// Job `name` of `action`: in its namespace, and owned by it.
+fn job_of<'j>(action: &Action, name: &str, jobs: &[&'j Job]) -> Option<&'j Job> {
+    let uid = action.metadata.uid.as_deref()?;
+    jobs.iter().copied().find(|job| {
+        job.name_any() == name
+            && job.namespace() == action.namespace()
+            && job.owner_references().iter().any(|o| o.uid == uid)
+    })
+}
+
+/// The Jobs to create for `action`'s pending tasks that have none yet, once
+/// no earlier action waits or runs on their unit; a task whose Job cannot be
+/// made any more (its CSV or declaration changed) fails, in `status`.
+fn start_jobs(
+    action: &Action,
+    status: &mut ActionStatus,
+    inputs: &Inputs<'_>,
+    now: &Time,
+) -> Result<Vec<Desired>, serde_json::Error> {
+    let mut objects = Vec::new();
+    let mut failed = false;
+    let csv = status.csv.clone().unwrap_or_default();
+    for task in &mut status.tasks {
+        let Some(name) = task.job.clone() else { continue };
+        if task.state != TaskState::Pending
+            || job_of(action, &name, inputs.jobs).is_some()
+            || queued_behind(action, &task.unit, inputs.actions)
+        {
+            continue;
+        }
+        match job_for(action, &csv, inputs.csvs) {
+            Ok(job) => objects.push(Desired::owned(&job)?.create_only()),
+            Err(why) => {
+                task.state = TaskState::Failed;
+                task.message = Some(why);
+                task.completed_at = Some(now.clone());
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        let phase = phase(&status.tasks);
+        status.phase = Some(phase);
+        if phase.is_finished() {
+            status.message = Some(summary(&status.tasks));
+            status.completed_at.get_or_insert_with(|| now.clone());
+        }
+    }
+    Ok(objects)
+}
+
+/// The Job of `action` from CSV `csv`, or why it cannot be made.
+fn job_for(action: &Action, csv: &str, csvs: &[&ClusterServiceVersion]) -> Result<Job, String> {
+    let found = csvs
+        .iter()
+        .find(|c| c.name_any() == csv && c.namespace() == action.namespace())
+        .ok_or_else(|| format!("CSV {csv} is gone; its Job was not created"))?;
+    let declared = olm_api::actions::Actions::of_annotations(csv, found.annotations())
+        .map_err(|e| e.to_string())?
+        .unwrap_or_default();
+    let spec = declared
+        .get(&action.spec.action)
+        .and_then(|a| a.job.clone())
+        .ok_or_else(|| {
+            format!(
+                "CSV {csv} no longer declares a Job for action {}",
+                action.spec.action
+            )
+        })?;
+    let target = job::target(found, &spec).map_err(|e| e.to_string())?;
+    job::build(action, &target, &spec).ok_or_else(|| "the Action has no UID to own its Job".to_owned())
+}
+
+/// Whether an action created before `action` has an unfinished task with a
+/// Job on `unit`: actions on one unit run one at a time, in order.
+fn queued_behind(action: &Action, unit: &str, actions: &[&Action]) -> bool {
+    let key = |a: &Action| (a.metadata.creation_timestamp.as_ref().map(|t| t.0), a.name_any());
+    actions.iter().any(|other| {
+        other.metadata.uid != action.metadata.uid
+            && other.namespace() == action.namespace()
+            && key(other) < key(action)
+            && other
+                .status
+                .iter()
+                .flat_map(|s| s.tasks.iter())
+                .any(|t| t.unit == unit && t.job.is_some() && !t.state.is_finished())
+    })
 }
 
 /// Why unit `unit` is lost, if it is: its Machine is gone, or its agent

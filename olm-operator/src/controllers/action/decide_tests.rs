@@ -81,6 +81,23 @@ fn action(name: &str, operator: &str, act: &str, params: serde_json::Value, unit
 struct World {
     csvs: Vec<ClusterServiceVersion>,
     machines: Vec<Machine>,
+    jobs: Vec<Job>,
+    pods: Vec<Pod>,
+}
+
+const SHOP_ACTIONS: &str = "backup:\n  params: {path: {type: string}}\n  required: [path]\n  job: {command: [/shop, backup]}\nmisplaced:\n  job: {command: [/shop], deployment: nope}";
+
+/// A CSV of package `shop` installed as Deployment `shop-operator`, whose
+/// actions run in Jobs.
+fn shop() -> ClusterServiceVersion {
+    let mut csv = csv("shop", "Succeeded", false, SHOP_ACTIONS);
+    csv.spec.install = from(
+        serde_json::json!({"strategy": "deployment", "spec": {"deployments": [
+        {"name": "shop-operator", "spec": {"selector": {"matchLabels": {"app": "shop"}}, "template": {
+            "metadata": {"labels": {"app": "shop"}},
+            "spec": {"serviceAccountName": "shop", "containers": [{"name": "m", "image": "shop:1"}]}}}}]}}),
+    );
+    csv
 }
 
 impl World {
@@ -93,22 +110,29 @@ impl World {
                 csv("bare", "Succeeded", true, ""),
                 csv("bad", "Succeeded", true, "backup: ["),
                 csv("empty", "Succeeded", true, DB_ACTIONS),
+                shop(),
             ],
             machines: vec![
                 machine("edge-a", "db.v1.0.0", false),
                 machine("edge-b", "db.v1.0.0", false),
                 machine("edge-c", "bare.v1.0.0", false),
             ],
+            jobs: Vec::new(),
+            pods: Vec::new(),
         }
     }
 
     fn decide(&self, action: &Action, others: &[&Action], retention: Retention) -> Effects<ActionStatus> {
         let csvs: Vec<&ClusterServiceVersion> = self.csvs.iter().collect();
         let machines: Vec<&Machine> = self.machines.iter().collect();
+        let jobs: Vec<&Job> = self.jobs.iter().collect();
+        let pods: Vec<&Pod> = self.pods.iter().collect();
         let inputs = Inputs {
             csvs: &csvs,
             machines: &machines,
             actions: others,
+            jobs: &jobs,
+            pods: &pods,
             retention,
         };
         decide(action, &inputs, &now()).expect("a decision")
@@ -226,8 +250,24 @@ fn every_refusal_names_its_cause_and_queues_nothing() {
             "backup",
             path.clone(),
             &[],
-            "NoUnits",
-            "installed as a Deployment",
+            "NoCommand",
+            "operator web (CSV web.v1.0.0) is installed as Deployments, and its action backup declares no command to run in a Job",
+        ),
+        (
+            "shop",
+            "misplaced",
+            serde_json::json!({}),
+            &[],
+            "UnknownDeployment",
+            "CSV shop.v1.0.0 installs no Deployment nope (its Deployments: shop-operator)",
+        ),
+        (
+            "shop",
+            "backup",
+            path.clone(),
+            &["edge-a"],
+            "UnknownUnit",
+            "edge-a is not a unit of operator shop; its one unit is: shop-operator",
         ),
         (
             "empty",
@@ -448,6 +488,114 @@ fn cancel_stops_pending_tasks_only_and_the_phase_follows_the_tasks() {
     let status = written(&world.decide(&early, &[], Retention::default()));
     assert_eq!(accepted(&status).1, "Queued");
     assert_eq!(status.phase, Some(TaskState::Cancelled));
+}
+
+/// The Job the decision creates, as its object.
+fn created_job(effects: &Effects<ActionStatus>) -> Job {
+    assert_eq!(effects.objects.len(), 1, "one Job: {effects:?}");
+    assert!(effects.objects[0].creates(), "created, never merged into another");
+    from(serde_json::to_value(&effects.objects[0].object).expect("JSON"))
+}
+
+/// Job `name` of the action of UID `uid`, with its conditions.
+fn job(name: &str, uid: &str, conditions: serde_json::Value) -> Job {
+    from(serde_json::json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": name, "namespace": "ns", "uid": format!("job-{name}"),
+            "ownerReferences": [{"apiVersion": "model.olm-rs.dev/v1alpha1", "kind": "Action",
+                                 "name": name, "uid": uid, "controller": true}]},
+        "status": {"startTime": "2027-01-15T08:00:00Z", "conditions": conditions},
+    }))
+}
+
+#[test]
+fn an_action_of_an_operator_installed_as_deployments_runs_in_a_job_and_reads_its_results() {
+    let mut world = World::new();
+    let params = serde_json::json!({"path": "/srv"});
+    let fresh = action("a", "shop", "backup", params.clone(), &[]);
+    let effects = world.decide(&fresh, &[], Retention::default());
+    let status = written(&effects);
+    assert_eq!(accepted(&status).1, "Queued", "{status:?}");
+    assert_eq!(
+        states(&status),
+        vec![("shop-operator".to_owned(), TaskState::Pending)]
+    );
+    assert_eq!(status.tasks[0].job.as_deref(), Some("a"));
+    let created = created_job(&effects);
+    assert_eq!(created.metadata.name.as_deref(), Some("a"));
+    let container = &created
+        .spec
+        .as_ref()
+        .unwrap()
+        .template
+        .spec
+        .as_ref()
+        .unwrap()
+        .containers[0];
+    assert_eq!(container.image.as_deref(), Some("shop:1"));
+
+    // The Job is there: the task runs, and nothing more is created.
+    let mut queued = fresh.clone();
+    queued.status = Some(status);
+    world.jobs = vec![job("a", "uid-a", serde_json::json!([]))];
+    let effects = world.decide(&queued, &[], Retention::default());
+    assert!(effects.objects.is_empty(), "{effects:?}");
+    let running = written(&effects);
+    assert_eq!(running.phase, Some(TaskState::Running));
+    assert!(running.started_at.is_some());
+
+    // Complete, its Pod's termination message holding the results.
+    queued.status = Some(running);
+    world.jobs = vec![job(
+        "a",
+        "uid-a",
+        serde_json::json!([{"type": "Complete", "status": "True", "lastTransitionTime": "2027-01-15T08:00:01Z"}]),
+    )];
+    world.pods = vec![from(serde_json::json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "a-x", "namespace": "ns",
+            "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "a", "uid": "job-a"}]},
+        "status": {"phase": "Succeeded", "containerStatuses": [{"name": "action", "image": "shop:1",
+            "imageID": "", "ready": false, "restartCount": 0,
+            "state": {"terminated": {"exitCode": 0, "message": "file=/srv/b.tgz\nsize=42"}}}]},
+    }))];
+    let done = written(&world.decide(&queued, &[], Retention::default()));
+    assert_eq!(done.phase, Some(TaskState::Completed), "{done:?}");
+    assert_eq!(done.tasks[0].results["file"], "/srv/b.tgz");
+    assert_eq!(done.tasks[0].results["size"], "42");
+    assert_eq!(done.tasks[0].exit_code, Some(0));
+    assert_eq!(done.completed_at, Some(now()));
+
+    // A Job of the name that another Action owns is not this one's.
+    world.jobs = vec![job("a", "uid-other", serde_json::json!([]))];
+    let effects = world.decide(&fresh, &[], Retention::default());
+    assert_eq!(created_job(&effects).metadata.name.as_deref(), Some("a"));
+}
+
+#[test]
+fn a_cancelled_or_queued_behind_action_creates_no_job() {
+    let world = World::new();
+    let params = serde_json::json!({"path": "/srv"});
+    let mut cancelled = action("a", "shop", "backup", params.clone(), &[]);
+    cancelled.spec.cancel = true;
+    let effects = world.decide(&cancelled, &[], Retention::default());
+    assert!(effects.objects.is_empty(), "{effects:?}");
+    assert_eq!(written(&effects).phase, Some(TaskState::Cancelled));
+
+    // An earlier action runs on the unit: this one waits its turn.
+    let mut earlier = world.settled(action("e", "shop", "backup", params.clone(), &[]));
+    earlier.metadata.creation_timestamp = Some(at(1));
+    let mut later = action("l", "shop", "backup", params, &[]);
+    later.metadata.creation_timestamp = Some(at(2));
+    let effects = world.decide(&later, &[&earlier], Retention::default());
+    assert!(effects.objects.is_empty(), "{effects:?}");
+    assert_eq!(written(&effects).phase, Some(TaskState::Pending));
+    // Once it ended, this one's Job is created.
+    if let Some(status) = earlier.status.as_mut() {
+        status.tasks[0].state = TaskState::Completed;
+    }
+    let effects = world.decide(&later, &[&earlier], Retention::default());
+    assert_eq!(created_job(&effects).metadata.name.as_deref(), Some("l"));
 }
 
 #[test]

@@ -4,24 +4,31 @@
 //! needs no agent: cancelling pending tasks when the user sets
 //! `spec.cancel`, aborting the tasks of lost units, the phase from the tasks;
 //! and removes finished Actions past their retention ([`decide::Retention`]).
-//! The agents of the units run the tasks and write their results. The write
+//! The agents of the units run the tasks and write their results; for an
+//! operator installed as Deployments, the controller runs each task as a Job
+//! ([`job`]) and reads its end back ([`job_end`]). The write
 //! that marks an Action's start or end ([`milestone`]) also gives an Event on
 //! it and, for its end, the `olm_rs_actions_total` and
 //! `olm_rs_action_duration_seconds` metrics.
 //!
-//! A reconcile reads the shared stores (CSVs, Machines, Actions), decides
+//! A reconcile reads the shared stores (CSVs, Machines, Actions, the Jobs of
+//! actions and their Pods), decides
 //! with [`decide::decide`] (pure), and has the runtime's applier write the
-//! status and remove expired Actions. It is triggered by the Action, and by
-//! any CSV, Machine or other Action of its namespace.
+//! status, create Jobs and remove expired Actions. It is triggered by the
+//! Action, by any CSV, Machine or other Action of its namespace, and by its
+//! Job and that Job's Pods ([`of_labelled`]).
 
 pub mod check;
 pub mod decide;
+pub mod job;
+pub mod job_end;
 pub mod milestone;
 #[cfg(test)]
 mod tests;
 
 use std::{sync::Arc, time::Duration};
 
+use k8s_openapi::api::{batch::v1::Job, core::v1::Pod};
 use kube::runtime::events::{Event, EventType};
 use kube::{
     Api, Resource, ResourceExt,
@@ -54,6 +61,21 @@ pub struct Sources {
     pub machines: Cache<Machine>,
     /// Every Action.
     pub actions: Cache<Action>,
+    /// The Jobs of actions (labelled [`job::ACTION_LABEL`]).
+    pub jobs: Cache<Job>,
+    /// The Pods of those Jobs (labelled alike).
+    pub pods: Cache<Pod>,
+}
+
+impl Sources {
+    /// Whether every store holds a complete list.
+    fn synced(&self) -> bool {
+        self.csvs.synced.get()
+            && self.machines.synced.get()
+            && self.actions.synced.get()
+            && self.jobs.synced.get()
+            && self.pods.synced.get()
+    }
 }
 
 /// Why a reconcile failed.
@@ -71,8 +93,8 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
-    /// Writing the status or removing expired Actions failed.
-    #[error("failed to write Action {namespace}/{name} or remove expired Actions")]
+    /// Writing the status, creating a Job or removing expired Actions failed.
+    #[error("failed to write Action {namespace}/{name}, create its Job or remove expired Actions")]
     Write {
         /// The Action's namespace.
         namespace: String,
@@ -107,7 +129,7 @@ pub async fn reconcile(action: Arc<Action>, ctx: Arc<Context>, sources: Sources)
     if !ctx.is_leader() {
         return Ok(Next::await_change());
     }
-    if !(sources.csvs.synced.get() && sources.machines.synced.get() && sources.actions.synced.get()) {
+    if !sources.synced() {
         // An unsynced store would read as "not installed" or "no unit".
         return Ok(Next::requeue(UNTIL_SYNCED));
     }
@@ -123,11 +145,17 @@ pub async fn reconcile(action: Arc<Action>, ctx: Arc<Context>, sources: Sources)
     let csvs: Vec<&ClusterServiceVersion> = csvs.iter().map(AsRef::as_ref).collect();
     let machines: Vec<&Machine> = machines.iter().map(AsRef::as_ref).collect();
     let actions: Vec<&Action> = actions.iter().map(AsRef::as_ref).collect();
+    let jobs = crate::stores::in_namespace(&sources.jobs.store, &namespace);
+    let pods = crate::stores::in_namespace(&sources.pods.store, &namespace);
+    let jobs: Vec<&Job> = jobs.iter().map(AsRef::as_ref).collect();
+    let pods: Vec<&Pod> = pods.iter().map(AsRef::as_ref).collect();
     let retention = ctx.settings.action_retention;
     let inputs = decide::Inputs {
         csvs: &csvs,
         machines: &machines,
         actions: &actions,
+        jobs: &jobs,
+        pods: &pods,
         retention,
     };
 
@@ -222,6 +250,14 @@ pub fn error_policy(action: Arc<Action>, error: &Error, ctx: Arc<Context>) -> Ne
         error,
         &ctx.metrics.runtime().reconcile,
     )
+}
+
+/// The Action that `object` (an action's Job or Pod) is labelled with
+/// ([`job::ACTION_LABEL`]).
+pub fn of_labelled(object: &impl Resource) -> Option<ObjectRef<Action>> {
+    let meta = object.meta();
+    let name = meta.labels.as_ref()?.get(job::ACTION_LABEL)?;
+    Some(ObjectRef::new(name).within(meta.namespace.as_deref()?))
 }
 
 /// The Actions of `namespace` (for another Action there: a finished one may

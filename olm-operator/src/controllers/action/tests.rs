@@ -55,6 +55,8 @@ fn sources(action: &Action) -> Sources {
         csvs: Cache::listed([csv()]),
         machines: Cache::listed([machine()]),
         actions: Cache::listed([action.clone()]),
+        jobs: Cache::listed([]),
+        pods: Cache::listed([]),
     }
 }
 

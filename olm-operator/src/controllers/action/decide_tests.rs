@@ -315,6 +315,8 @@ fn an_action_never_reaches_an_operator_or_unit_of_another_namespace() {
     let elsewhere = World {
         csvs: vec![moved(csv("db", "Succeeded", true, DB_ACTIONS), "other")],
         machines: vec![moved(machine("edge-a", "db.v1.0.0", false), "other")],
+        jobs: Vec::new(),
+        pods: Vec::new(),
     };
     for operator in ["db", "db.v1.0.0", "other/db"] {
         let status = written(&elsewhere.decide(

@@ -25,12 +25,15 @@ fn with_condition(was: Option<(ConditionStatus, Reason)>) -> Subscription {
     sub
 }
 
+/// The `RolledBack` condition before, as (status, reason).
+type Before = Option<(ConditionStatus, Reason)>;
+
 /// Each stage from each condition before: the moment announced, if any (table).
 #[test]
 fn each_moment_is_announced_once() {
     let refused = Stage::Refused(Refusal::InFlight { plan: "p".into() });
     let rolling = Some((ConditionStatus::False, Reason::RollingBack));
-    let cases: Vec<(&str, Option<(ConditionStatus, Reason)>, Stage, Option<Moment>)> = vec![
+    let cases: Vec<(&str, Before, Stage, Option<Moment>)> = vec![
         (
             "a first removal starts it",
             None,

@@ -311,10 +311,20 @@ async fn kubectl_olm_rollback_returns_to_the_revision_before_and_holds_there() {
             "apiVersion": "demo.olm-rs.dev/v2", "kind": "Database",
             "metadata": {"name": "stored-in-v2"}, "spec": {"size": 1}}))
         .unwrap();
-        databases
-            .create(&Default::default(), &database)
-            .await
-            .expect("a Database in v2");
+        // The API server serves a version added to a CRD a moment after the
+        // CRD says so: until then, the version's path answers 404.
+        let deadline = std::time::Instant::now() + olm_testkit::TIMEOUT;
+        loop {
+            match databases.create(&Default::default(), &database).await {
+                Ok(_) => break,
+                Err(kube::Error::Api(status))
+                    if status.code == 404 && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Err(error) => panic!("a Database in v2: {error:?}"),
+            }
+        }
         olm(&client, &ns, &["rollback", "db", "--to", "1.1.0"])
             .await
             .expect("a rollback asked for");

@@ -227,20 +227,6 @@ fn dns_label(text: &str) -> String {
     label.trim_end_matches('-').to_owned()
 }
 
-/// Prints `object` as `output` asks (YAML without an output format).
-fn print_object<T: serde::Serialize>(
-    env: &mut Env<'_>,
-    object: &T,
-    output: Option<Output>,
-) -> Result<(), Error> {
-    if output == Some(Output::Json) {
-        let text = serde_json::to_string_pretty(object).map_err(|e| Error::Render(e.to_string()))?;
-        return Ok(writeln!(env.out, "{text}")?);
-    }
-    let text = serde_saphyr::to_string(object).map_err(|e| Error::Render(e.to_string()))?;
-    Ok(env.out.write_all(text.as_bytes())?)
-}
-
 /// `run`: creates `action` (or prints it), and with `wait` follows it to its end.
 async fn run(
     env: &mut Env<'_>,
@@ -256,7 +242,7 @@ async fn run(
                 "Action {} {} would be created (dry run)",
                 action.spec.operator, action.spec.action
             )?),
-            output => print_object(env, &action, output),
+            output => env.print_object(&action, output),
         };
     }
     let api: Api<Action> = Api::namespaced(env.client.clone(), &namespace);
@@ -355,7 +341,7 @@ async fn offered(env: &mut Env<'_>, operator: &str, output: Output) -> Result<()
             let text = offered_table(operator, &csv.name_any(), &declared);
             Ok(env.out.write_all(text.as_bytes())?)
         }
-        output => print_object(env, &declared, Some(output)),
+        output => env.print_object(&declared, Some(output)),
     }
 }
 
@@ -436,7 +422,7 @@ async fn operations(env: &mut Env<'_>, operator: Option<&str>, output: Output) -
             let text = operations_table(&actions).render(env.colour);
             Ok(env.out.write_all(text.as_bytes())?)
         }
-        output => print_object(env, &actions, Some(output)),
+        output => env.print_object(&actions, Some(output)),
     }
 }
 
@@ -490,7 +476,7 @@ async fn show_action(env: &mut Env<'_>, name: &str, output: Output) -> Result<()
         .map_err(Error::kube(format!("read Action {name} in {namespace}")))?;
     match output {
         Output::Table => Ok(env.out.write_all(details(&action).as_bytes())?),
-        output => print_object(env, &action, Some(output)),
+        output => env.print_object(&action, Some(output)),
     }
 }
 
@@ -561,7 +547,7 @@ async fn cancel(env: &mut Env<'_>, name: &str, dry_run: &DryRunArgs) -> Result<(
         action.metadata.managed_fields = None;
         return match dry_run.output {
             None => Ok(writeln!(env.out, "Action {name} would be cancelled (dry run)")?),
-            output => print_object(env, &action, output),
+            output => env.print_object(&action, output),
         };
     }
     let patch = serde_json::json!({"spec": {"cancel": true}});

@@ -337,6 +337,22 @@ pub struct Env<'a> {
     pub colour: bool,
 }
 
+impl Env<'_> {
+    /// Prints `object` as `output` asks: JSON for JSON, else YAML.
+    pub fn print_object<T: serde::Serialize>(
+        &mut self,
+        object: &T,
+        output: Option<Output>,
+    ) -> Result<(), Error> {
+        if output == Some(Output::Json) {
+            let text = serde_json::to_string_pretty(object).map_err(|e| Error::Render(e.to_string()))?;
+            return Ok(writeln!(self.out, "{text}")?);
+        }
+        let text = serde_saphyr::to_string(object).map_err(|e| Error::Render(e.to_string()))?;
+        Ok(self.out.write_all(text.as_bytes())?)
+    }
+}
+
 impl Cli {
     /// Parses `args` (the first is the program name).
     pub fn parse_from_args<I, T>(args: I) -> Result<Cli, clap::Error>

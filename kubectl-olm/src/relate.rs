@@ -8,7 +8,7 @@ use kube::{
 };
 use olm_api::model::{ApplicationEndpoint, Relation, RelationSpec};
 
-use crate::{DryRunArgs, Env, FIELD_MANAGER, Output, error::Error};
+use crate::{DryRunArgs, Env, FIELD_MANAGER, error::Error};
 
 /// The longest object name `relate` makes: a DNS label.
 const MAX_NAME: usize = 63;
@@ -84,15 +84,7 @@ pub async fn relate(env: &mut Env<'_>, a: &str, b: &str, dry_run: &DryRunArgs) -
     let namespace = env.namespace.clone();
     if dry_run.is_dry_run() {
         return match dry_run.output {
-            Some(Output::Json) => {
-                let text =
-                    serde_json::to_string_pretty(&relation).map_err(|e| Error::Render(e.to_string()))?;
-                Ok(writeln!(env.out, "{text}")?)
-            }
-            Some(_) => {
-                let text = serde_saphyr::to_string(&relation).map_err(|e| Error::Render(e.to_string()))?;
-                Ok(env.out.write_all(text.as_bytes())?)
-            }
+            Some(output) => env.print_object(&relation, Some(output)),
             None => Ok(writeln!(env.out, "Relation {name} would be created (dry run)")?),
         };
     }

@@ -22,10 +22,9 @@ use olm_api::{
     substrate::MachinePool,
     v1alpha1::{ClusterServiceVersion, Subscription},
 };
-use serde::Serialize;
 
 use crate::{
-    DryRunArgs, Env, FIELD_MANAGER, Output,
+    DryRunArgs, Env, FIELD_MANAGER,
     commands::{Named, find_subscription},
     error::Error,
 };
@@ -108,23 +107,6 @@ pub async fn scale(
     }
 }
 
-/// Writes `object` as the dry run's output asks; false when it asks for words.
-fn print_dry_run<T: Serialize>(env: &mut Env<'_>, object: &T, dry_run: &DryRunArgs) -> Result<bool, Error> {
-    match dry_run.output {
-        Some(Output::Json) => {
-            let text = serde_json::to_string_pretty(object).map_err(|e| Error::Render(e.to_string()))?;
-            writeln!(env.out, "{text}")?;
-            Ok(true)
-        }
-        Some(_) => {
-            let text = serde_saphyr::to_string(object).map_err(|e| Error::Render(e.to_string()))?;
-            env.out.write_all(text.as_bytes())?;
-            Ok(true)
-        }
-        None => Ok(false),
-    }
-}
-
 /// Scales an application in pods: its Subscription's replicas annotation.
 async fn scale_replicas(
     env: &mut Env<'_>,
@@ -137,13 +119,13 @@ async fn scale_replicas(
     let name = subscription.name_any();
     let scaled = with_replicas(subscription, replicas)?;
     if dry_run.is_dry_run() {
-        if !print_dry_run(env, &scaled, dry_run)? {
-            writeln!(
+        return match dry_run.output {
+            Some(output) => env.print_object(&scaled, Some(output)),
+            None => Ok(writeln!(
                 env.out,
                 "Subscription {name} would ask {replicas} replica(s) of each Deployment of {application} (dry run)"
-            )?;
-        }
-        return Ok(());
+            )?),
+        };
     }
     let patch = serde_json::json!({"metadata": {"annotations": {REPLICAS: replicas.to_string()}}});
     Api::<Subscription>::namespaced(env.client.clone(), &namespace)
@@ -173,13 +155,13 @@ async fn scale_units(
         "read MachinePool {pool_name} in {namespace}"
     )))?;
     if dry_run.is_dry_run() {
-        if !print_dry_run(env, &scaled(pool, application, units), dry_run)? {
-            writeln!(
+        return match dry_run.output {
+            Some(output) => env.print_object(&scaled(pool, application, units), Some(output)),
+            None => Ok(writeln!(
                 env.out,
                 "MachinePool {pool_name} would run {units} unit(s) of {application} (dry run)"
-            )?;
-        }
-        return Ok(());
+            )?),
+        };
     }
     let patch = serde_json::json!({"spec": {"units": {application: units}}});
     pools

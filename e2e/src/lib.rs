@@ -11,5 +11,6 @@ pub mod bench;
 pub mod bundle_catalogs;
 pub mod images;
 pub mod inprocess;
+pub mod kubectl;
 pub mod milestones;
 pub mod rollbacks;

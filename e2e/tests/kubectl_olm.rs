@@ -7,7 +7,10 @@
 //! The two scenarios run one after the other (each in its own namespace),
 //! since each starts an olm-operator that watches every namespace.
 
-use e2e::inprocess::DemoStack;
+use e2e::{
+    inprocess::DemoStack,
+    kubectl::{Run, kubectl_olm},
+};
 use kube::{Api, Client, api::DeleteParams};
 use olm_api::{
     v1::OperatorGroup,
@@ -19,38 +22,11 @@ use olm_testkit::{
     wait_for_within, with_namespace,
 };
 
-/// What one run printed on stdout and stderr, and its error.
-struct Run {
-    out: String,
-    err: String,
-    error: Option<kubectl_olm::Error>,
-}
-
-impl Run {
-    fn ok(self) -> String {
-        if let Some(error) = &self.error {
-            panic!(
-                "kubectl olm failed: {error}\nstdout:\n{}\nstderr:\n{}",
-                self.out, self.err
-            );
-        }
-        self.out
-    }
-}
-
 /// Runs `kubectl olm <args> -n <ns>`, the namespace also standing for the global catalog namespace.
 async fn olm(client: &Client, ns: &str, args: &[&str]) -> Run {
-    let mut argv = vec!["kubectl-olm"];
-    argv.extend_from_slice(args);
+    let mut argv = args.to_vec();
     argv.extend_from_slice(&["-n", ns, "--global-catalog-namespace", ns]);
-    let cli = kubectl_olm::Cli::parse_from_args(argv).expect("valid arguments");
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let error = cli.run(client.clone(), &mut out, &mut err, false).await.err();
-    Run {
-        out: String::from_utf8(out).expect("utf-8"),
-        err: String::from_utf8(err).expect("utf-8"),
-        error,
-    }
+    kubectl_olm(client, &argv).await
 }
 
 async fn wait_csv(client: &Client, ns: &str, name: &str) {

@@ -246,13 +246,8 @@ fn db_placement(pool: &MachinePool) -> Option<ApplicationPlacement> {
 
 /// Runs `kubectl olm` with `args` in `ns`; returns what it printed.
 async fn kubectl_olm(client: &Client, ns: &str, args: &[&str]) -> String {
-    let argv: Vec<&str> = ["kubectl-olm", "-n", ns].iter().chain(args).copied().collect();
-    let cli = kubectl_olm::Cli::parse_from_args(argv).expect("valid arguments");
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let result = cli.run(client.clone(), &mut out, &mut err, false).await;
-    let out = String::from_utf8(out).expect("utf-8");
-    assert!(result.is_ok(), "kubectl olm {args:?} failed: {result:?} {out}");
-    out
+    let argv: Vec<&str> = ["-n", ns].iter().chain(args).copied().collect();
+    e2e::kubectl::kubectl_olm(client, &argv).await.ok()
 }
 
 #[tokio::test]

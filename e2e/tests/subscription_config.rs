@@ -176,13 +176,8 @@ async fn a_subscription_config_reaches_the_deployments_and_follows_changes() {
 
 /// `kubectl olm ARGS` in namespace `ns`, which must succeed: its output.
 async fn kubectl_olm(client: &Client, ns: &str, args: &[&str]) -> String {
-    let argv: Vec<&str> = ["kubectl-olm", "-n", ns].iter().chain(args).copied().collect();
-    let cli = kubectl_olm::Cli::parse_from_args(argv).expect("valid arguments");
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let result = cli.run(client.clone(), &mut out, &mut err, false).await;
-    let out = String::from_utf8(out).expect("utf-8");
-    assert!(result.is_ok(), "kubectl olm {args:?} failed: {result:?} {out}");
-    out
+    let argv: Vec<&str> = ["-n", ns].iter().chain(args).copied().collect();
+    e2e::kubectl::kubectl_olm(client, &argv).await.ok()
 }
 
 fn replicas(deployment: &Deployment) -> Option<i32> {

@@ -162,8 +162,8 @@ fn csv_controller(
             metrics
                 .csv_count
                 .set(i64::try_from(store.state().len()).unwrap_or(i64::MAX));
-            if let Ok((object, _)) = result {
-                tracing::debug!(%object, "reconciled");
+            if let Ok((object, action)) = &result {
+                tracing::debug!(%object, ?action, "reconciled");
             }
             futures::future::ready(())
         })

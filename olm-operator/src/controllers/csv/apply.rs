@@ -187,7 +187,8 @@ fn api_message(error: &kube::Error) -> String {
 #[derive(Clone, Debug, PartialEq)]
 pub struct InstallWrites {
     /// The objects whose live copy is not as built, stamped with their hash:
-    /// the service accounts and RBAC at once, then each Deployment.
+    /// the service accounts and roles at once, then the bindings at once,
+    /// then each Deployment.
     pub objects: Vec<Desired>,
     /// The objects labelled for the CSV that the install no longer has.
     pub removals: Vec<Removal>,
@@ -213,24 +214,33 @@ pub fn plan(
         let existing = found.deployments.get(&deployment.name_any());
         check_adoptable(csv, found, "Deployment", existing.map(|d| &d.metadata))?;
     }
-    let mut first_wave = Vec::new();
+    let mut accounts_and_roles = Vec::new();
     stale(
-        &mut first_wave,
+        &mut accounts_and_roles,
         &children.service_accounts,
         "ServiceAccount",
         live,
     )?;
-    stale(&mut first_wave, &children.roles, "Role", live)?;
-    stale(&mut first_wave, &children.role_bindings, "RoleBinding", live)?;
-    stale(&mut first_wave, &children.cluster_roles, "ClusterRole", live)?;
+    stale(&mut accounts_and_roles, &children.roles, "Role", live)?;
     stale(
-        &mut first_wave,
+        &mut accounts_and_roles,
+        &children.cluster_roles,
+        "ClusterRole",
+        live,
+    )?;
+    let mut bindings = Vec::new();
+    stale(&mut bindings, &children.role_bindings, "RoleBinding", live)?;
+    stale(
+        &mut bindings,
         &children.cluster_role_bindings,
         "ClusterRoleBinding",
         live,
     )?;
-    // Service accounts and RBAC do not depend on one another: one wave.
-    let mut objects = at_once(first_wave);
+    // Accounts and roles at once, then the bindings at once: an account that
+    // may not `bind` can bind only a role that exists (the API server checks
+    // that it holds the role's rules, and answers 404 for a missing role).
+    let mut objects = at_once(accounts_and_roles);
+    objects.extend(at_once(bindings));
     // Then the Deployments that run as them, one after another.
     for deployment in &children.deployments {
         let (desired, current) = stamp::desired(deployment, "Deployment", live).map_err(Error::Encode)?;
@@ -649,7 +659,7 @@ mod tests {
         let everything = vec![
             object("ServiceAccount", "demo", false),
             object("Role", &role, true),
-            object("RoleBinding", &binding, true),
+            object("RoleBinding", &binding, false),
             object("Deployment", "demo", false),
         ];
         // case, the stores, what the read found, objects written, removals

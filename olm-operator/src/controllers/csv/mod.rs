@@ -539,6 +539,7 @@ async fn record(
         // reached the store): the watch brings the newer one, and with it
         // the pass that decides from it.
         Err(update_status::Error::Status { source, .. }) if source.class() == ErrorClass::Conflict => {
+            tracing::debug!(csv = %csv.name_any(), rv = ?csv.metadata.resource_version, %source, "status write conflicted");
             Ok(Action::await_change())
         }
         Err(error) => Err(Error::UpdateStatus(error)),

@@ -175,8 +175,9 @@ fn hook_lines(log: &[String]) -> Vec<String> {
 }
 
 /// Checks Juju's order of the peer relation's hooks in `log`: `-created`
-/// once, after `start`; each peer `-joined` once, then at once its
-/// `-changed`; `-changed` and `-departed` only of joined peers; `-broken`
+/// once (in setup, before `start`, on a unit that comes up with the relation
+/// in place; after it on the first unit, which the relation waits for); each
+/// peer `-joined` once, after `start`, then at once its `-changed`; `-changed` and `-departed` only of joined peers; `-broken`
 /// once every peer departed, then `stop` and `remove` only after it.
 fn check_order(who: &str, log: &[String]) {
     let (mut started, mut created, mut broken) = (false, false, false);
@@ -196,8 +197,8 @@ fn check_order(who: &str, log: &[String]) {
         };
         let ok = match event {
             _ if expect_changed.is_some() => event == "changed" && Some(unit) == expect_changed.as_deref(),
-            "created" => started && !created,
-            "joined" => created && joined.insert(unit.to_owned()),
+            "created" => !created,
+            "joined" => started && created && joined.insert(unit.to_owned()),
             "changed" => created && (unit == "-" || joined.contains(unit)),
             "departed" => joined.remove(unit),
             "broken" => created && joined.is_empty(),
@@ -341,6 +342,16 @@ async fn scaling_one_three_one_installs_and_removes_units_with_peer_hooks_in_ord
             let log = log(&logs, machine);
             check_order(machine, &log);
             assert_eq!(log.iter().filter(|l| *l == "install -").count(), 1, "{log:#?}");
+            if *machine != one {
+                // Juju's setup order on a unit that joins an existing relation.
+                let at = |hook: &str| log.iter().position(|l| l == hook).expect(hook);
+                assert!(
+                    at("install -") < at("ring-relation-created -")
+                        && at("ring-relation-created -") < at("config-changed -")
+                        && at("config-changed -") < at("start -"),
+                    "{machine}: setup out of Juju's order in {log:#?}"
+                );
+            }
             assert_eq!(
                 log.iter().filter(|l| *l == "ring-relation-created -").count(),
                 1,

@@ -51,6 +51,9 @@ pub struct Leadership {
     pub candidates: watch::Sender<BTreeMap<String, String>>,
     /// The applications this machine leads, and until when.
     pub leading: watch::Sender<Leading>,
+    /// The applications whose leader this machine knows: its last look at
+    /// their Lease succeeded (it leads, or another machine does).
+    pub decided: watch::Sender<BTreeSet<String>>,
     /// How long a Lease lasts without renewal.
     pub duration: Duration,
 }
@@ -61,6 +64,7 @@ impl Leadership {
         Leadership {
             candidates: watch::Sender::new(BTreeMap::new()),
             leading: watch::Sender::new(Leading::new()),
+            decided: watch::Sender::new(BTreeSet::new()),
             duration,
         }
     }
@@ -71,6 +75,11 @@ impl Leadership {
             .borrow()
             .get(application)
             .is_some_and(|until| *until > Instant::now())
+    }
+
+    /// Whether this machine knows who leads `application` (itself or another).
+    pub fn decided(&self, application: &str) -> bool {
+        self.decided.borrow().contains(application)
     }
 
     /// Whether this machine leads `application` for at least half the Lease's
@@ -211,14 +220,21 @@ pub async fn run(leases: Api<Lease>, leadership: Leadership, me: String, pool: S
             release(&leases, application, &me).await;
         }
         let mut leading = Leading::new();
+        let mut decided = BTreeSet::new();
         for application in &applications {
             let started = Instant::now();
             match elect(&leases, application, &pool, &me, leadership.duration).await {
                 Ok(true) => {
                     leading.insert(application.clone(), started + leadership.duration);
+                    decided.insert(application.clone());
                 }
-                Ok(false) => {}
+                Ok(false) => {
+                    decided.insert(application.clone());
+                }
                 Err(error) => {
+                    if leadership.decided(application) {
+                        decided.insert(application.clone());
+                    }
                     tracing::warn!(application, %error, class = %classify(&error), "cannot renew or read the leader Lease");
                     // Keep what was held: it lapses by itself.
                     if let Some(until) = leadership.leading.borrow().get(application) {
@@ -235,6 +251,11 @@ pub async fn run(leases: Api<Lease>, leadership: Leadership, me: String, pool: S
                 tracing::info!(application, machine = me, "this machine leads the application");
             }
             *held = leading;
+            changed
+        });
+        leadership.decided.send_if_modified(|known| {
+            let changed = *known != decided;
+            *known = decided;
             changed
         });
         tokio::select! {

@@ -181,6 +181,19 @@ impl Relations {
         Some(view::views(application, &self.machine, &relations, &bags))
     }
 
+    /// The Ready relations of `application` where this machine's unit has
+    /// no bag yet ([`view::awaited`]); `None` until the watches have synced.
+    pub fn awaited(&self, application: &str) -> Option<Vec<String>> {
+        if !self.synced() {
+            return None;
+        }
+        let relations = self.relations.state();
+        let bags = self.bags.state();
+        let relations: Vec<&Relation> = relations.iter().map(AsRef::as_ref).collect();
+        let bags: Vec<&Databag> = bags.iter().map(AsRef::as_ref).collect();
+        Some(view::awaited(application, &self.machine, &relations, &bags))
+    }
+
     /// When the failed relation hook of `unit` is retried, if it waits.
     pub fn retry_at(&self, unit: &str) -> Option<Instant> {
         self.lock_retries().get(unit).copied()

@@ -135,6 +135,29 @@ pub fn relation_id(endpoint: &str, relation: &str) -> String {
     format!("{endpoint}:{relation}")
 }
 
+/// The next `-relation-created` hook: of the first relation in view not yet
+/// recorded. What a unit in setup runs, before it starts.
+pub fn next_created(
+    record: &RelationsRecord,
+    views: &BTreeMap<String, RelationView>,
+) -> Option<RelationHook> {
+    views
+        .iter()
+        .find(|(name, _)| !record.relations.contains_key(*name))
+        .map(|(name, view)| created(name, view))
+}
+
+/// `-relation-created` of relation `name`, seen as `view`.
+fn created(name: &str, view: &RelationView) -> RelationHook {
+    let recorded = RelationRecord {
+        uid: view.uid.clone(),
+        endpoint: view.endpoint.clone(),
+        remote_app: view.remote_app.clone(),
+        ..RelationRecord::default()
+    };
+    hook(name, &recorded, (Event::Created, None), Data::new())
+}
+
 /// The next relation hook, or `None` when every relation is where the unit sees it.
 pub fn next(record: &RelationsRecord, views: &BTreeMap<String, RelationView>) -> Option<RelationHook> {
     for (name, recorded) in &record.relations {
@@ -150,13 +173,7 @@ pub fn next(record: &RelationsRecord, views: &BTreeMap<String, RelationView>) ->
     }
     for (name, view) in views {
         let Some(recorded) = record.relations.get(name) else {
-            let recorded = RelationRecord {
-                uid: view.uid.clone(),
-                endpoint: view.endpoint.clone(),
-                remote_app: view.remote_app.clone(),
-                ..RelationRecord::default()
-            };
-            return Some(hook(name, &recorded, (Event::Created, None), Data::new()));
+            return Some(created(name, view));
         };
         if let Some(unit) = recorded
             .units
@@ -336,6 +353,30 @@ mod tests {
             ]
         );
         assert_eq!(next(&record, &views), None);
+    }
+
+    #[test]
+    fn setup_creates_every_relation_before_anything_joins() {
+        let mut record = RelationsRecord::default();
+        let mut second = view(&[("web/a", data(&[]))], data(&[]));
+        second.uid = "uid-s".into();
+        second.endpoint = "website".into();
+        let views = BTreeMap::from([
+            ("r".to_owned(), view(&[("db/a", data(&[]))], data(&[]))),
+            ("s".to_owned(), second),
+        ]);
+        let mut created = Vec::new();
+        while let Some(hook) = next_created(&record, &views) {
+            assert_eq!(hook.event, Event::Created, "{hook:?}");
+            record.succeeded(&hook);
+            created.push(hook.name());
+            assert!(created.len() < 5, "created never ends: {created:?}");
+        }
+        assert_eq!(created, ["database-relation-created", "website-relation-created"]);
+        // What is left, once started, is joining and changing.
+        let rest = settle(&mut record, &views);
+        assert!(rest.iter().all(|hook| !hook.contains("-created")), "{rest:?}");
+        assert_eq!(rest.len(), 4, "{rest:?}");
     }
 
     #[test]

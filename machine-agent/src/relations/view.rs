@@ -100,6 +100,31 @@ pub fn views(
         .collect()
 }
 
+/// The Ready relations of `application` in which the unit on Machine
+/// `machine` has no bag yet: olm-operator makes it once the Machine reports
+/// the unit. A unit in setup waits for them, so that each relation gets its
+/// `-relation-created` before `start`, as in Juju's setup phase.
+pub fn awaited(application: &str, machine: &str, relations: &[&Relation], bags: &[&Databag]) -> Vec<String> {
+    relations
+        .iter()
+        .filter(|r| r.metadata.deletion_timestamp.is_none() && is_ready(r))
+        .filter(|r| {
+            r.status
+                .iter()
+                .flat_map(|s| s.endpoints.iter())
+                .any(|side| side.application == application)
+        })
+        .map(|r| r.name_any())
+        .filter(|name| {
+            !bags.iter().any(|b| {
+                b.spec.relation == *name
+                    && b.spec.application == application
+                    && b.spec.unit.as_deref() == Some(machine)
+            })
+        })
+        .collect()
+}
+
 /// Whether the Relation relates an application to itself (its resolved
 /// endpoints are one application's one `peers` endpoint).
 fn is_peer(relation: &Relation) -> bool {
@@ -156,6 +181,38 @@ pub(crate) mod tests {
             "status": {"data": data},
         }))
         .expect("a Databag")
+    }
+
+    #[test]
+    fn a_unit_awaits_its_bag_in_each_ready_relation_of_its_application() {
+        let with_sides = |name: &str, ready: bool| {
+            let mut r = relation(name, ready);
+            let side = |application: &str| {
+                serde_json::from_value(serde_json::json!({
+                    "application": application, "namespace": "ns", "csv": format!("{application}.v1"),
+                    "endpoint": "e", "role": "provides", "interface": "i",
+                }))
+                .expect("an endpoint")
+            };
+            r.status.as_mut().expect("a status").endpoints = vec![side("web"), side("db")];
+            r
+        };
+        let (r, q, not_ready) = (
+            with_sides("r", true),
+            with_sides("q", true),
+            with_sides("p", false),
+        );
+        let bags = [
+            bag("r", "web", Some("edge-a"), &[]),
+            bag("q", "web", Some("edge-b"), &[]),
+        ];
+        let bags: Vec<&Databag> = bags.iter().collect();
+        let relations = [&r, &q, &not_ready];
+        assert_eq!(awaited("web", "edge-a", &relations, &bags), ["q"]);
+        assert_eq!(awaited("web", "edge-b", &relations, &bags), ["r"]);
+        assert!(awaited("cache", "edge-a", &relations, &bags).is_empty());
+        // The fixture's Relation without resolved endpoints awaits nothing.
+        assert!(awaited("web", "edge-c", &[&relation("s", true)], &bags).is_empty());
     }
 
     #[test]

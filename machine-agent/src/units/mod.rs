@@ -33,7 +33,7 @@ use tokio::sync::watch;
 
 use self::{
     hooks::{HookContext, HookError, run_hook_as},
-    sequence::{Config, Problem, UnitRecord, Want, next_hook, retry_delay, unit_state},
+    sequence::{Config, Problem, UnitRecord, Want, next_hook, retry_delay, unit_state, waits_for_election},
 };
 use crate::{
     hook_tool::Runs,
@@ -95,26 +95,21 @@ pub async fn run_unit(
     mut input: watch::Receiver<UnitInput>,
     shutdown: Shutdown,
 ) {
-    let mut record = match state::read_json::<UnitRecord>(&units.state.unit_file(&name)) {
-        Ok(Some(record)) => record,
-        Ok(None) => UnitRecord::new(&name),
-        Err(error) => {
-            tracing::error!(unit = name, %error, "cannot read the unit's record: starting it afresh");
-            UnitRecord::new(&name)
-        }
-    };
+    let mut record = read_record(&units.state, &name);
     let mut leading = units.leadership.leading.subscribe();
+    let mut decided = units.leadership.decided.subscribe();
     let mut related = units.relations.subscribe();
     let mut retry_at: Option<Instant> = None;
     let mut status_due = Instant::now();
     loop {
         let current = input.borrow_and_update().clone();
         leading.mark_unchanged();
+        decided.mark_unchanged();
         related.mark_unchanged();
         if let Some(hooks) = &current.hooks {
             save_hooks(&units.state, &name, hooks);
         }
-        let leader = lead(&units, &name, &mut record, &current);
+        let (leader, electing) = lead(&units, &name, &mut record, &current);
         publish(&units, &name, &record, &current, leader);
         let next = match (&current.problem, &current.want) {
             (Some(_), Want::Run { .. }) => None,
@@ -127,6 +122,9 @@ pub async fn run_unit(
             continue;
         }
         let wait_for = match next {
+            _ if relation == relation_hooks::Step::Waiting => None,
+            // Setup: leader-elected (or not) before config-changed and start.
+            _ if waits_for_election(&record, next, electing) => None,
             None if current.want == Want::Remove => {
                 if let Err(error) = units.state.remove_unit(&name) {
                     tracing::warn!(unit = name, %error, "cannot forget the removed unit");
@@ -136,7 +134,7 @@ pub async fn run_unit(
                 tracing::info!(unit = name, "unit removed");
                 return;
             }
-            None if current.problem.is_some() || relation == relation_hooks::Step::Waiting => None,
+            None if current.problem.is_some() => None,
             None => {
                 // Settled: update-status is due periodically (or, after it failed, on retry).
                 let due = match &record.failure {
@@ -155,7 +153,13 @@ pub async fn run_unit(
                 None => Some((hook, Instant::now())),
             },
         };
-        let hook = match wait(&mut input, &mut leading, &mut related, &shutdown, wait_for).await {
+        let watches = Watches {
+            input: &mut input,
+            leading: &mut leading,
+            decided: &mut decided,
+            relations: &mut related,
+        };
+        let hook = match wait(watches, &shutdown, wait_for).await {
             Woke::Stop => return,
             Woke::Changed => continue,
             Woke::Due(hook) => hook,
@@ -175,22 +179,38 @@ fn save_record(state: &StateDir, name: &str, record: &UnitRecord) {
     }
 }
 
-/// Whether unit `name` leads its application now. A unit installed and not
-/// being removed is a candidate; a unit that stopped leading forgets its
-/// `leader-elected`, so that the next leadership runs it again.
-fn lead(units: &Units, name: &str, record: &mut UnitRecord, input: &UnitInput) -> bool {
+/// The record of unit `name` kept in `state`; a new one when there is none,
+/// or when it cannot be read (said in the log).
+fn read_record(state: &StateDir, name: &str) -> UnitRecord {
+    match state::read_json::<UnitRecord>(&state.unit_file(name)) {
+        Ok(Some(record)) => record,
+        Ok(None) => UnitRecord::new(name),
+        Err(error) => {
+            tracing::error!(unit = name, %error, "cannot read the unit's record: starting it afresh");
+            UnitRecord::new(name)
+        }
+    }
+}
+
+/// Whether unit `name` leads its application now, and whether it waits for
+/// its application's election (a candidate whose machine does not yet know
+/// who leads). A unit installed and not being removed is a candidate; a unit
+/// that stopped leading forgets its `leader-elected`, so that the next
+/// leadership runs it again.
+fn lead(units: &Units, name: &str, record: &mut UnitRecord, input: &UnitInput) -> (bool, bool) {
     let application = input.application.as_deref();
     let candidate = record.installed && matches!(input.want, Want::Run { .. });
     units
         .leadership
         .set_candidate(name, application.filter(|_| candidate));
     let leader = candidate && application.is_some_and(|a| units.leadership.leads(a));
+    let electing = candidate && !application.is_some_and(|a| units.leadership.decided(a));
     if record.leader && !leader {
         tracing::info!(unit = name, "the unit no longer leads its application");
         record.leader = false;
         save_record(&units.state, name, record);
     }
-    leader
+    (leader, electing)
 }
 
 /// Why a unit task woke up.
@@ -203,15 +223,23 @@ enum Woke {
     Stop,
 }
 
+/// What a unit task watches between hooks.
+struct Watches<'a> {
+    input: &'a mut watch::Receiver<UnitInput>,
+    leading: &'a mut watch::Receiver<crate::leadership::Leading>,
+    decided: &'a mut watch::Receiver<std::collections::BTreeSet<String>>,
+    relations: &'a mut watch::Receiver<u64>,
+}
+
 /// Waits for `due` (a hook and when it is due; `None`: nothing is), a change
 /// of the unit's input, leadership or relations, or shutdown.
-async fn wait(
-    input: &mut watch::Receiver<UnitInput>,
-    leading: &mut watch::Receiver<crate::leadership::Leading>,
-    relations: &mut watch::Receiver<u64>,
-    shutdown: &Shutdown,
-    due: Option<(Hook, Instant)>,
-) -> Woke {
+async fn wait(watches: Watches<'_>, shutdown: &Shutdown, due: Option<(Hook, Instant)>) -> Woke {
+    let Watches {
+        input,
+        leading,
+        decided,
+        relations,
+    } = watches;
     let (hook, at) = match due {
         Some((hook, at)) if at <= Instant::now() => return Woke::Due(hook),
         Some((hook, at)) => (Some(hook), at),
@@ -220,6 +248,7 @@ async fn wait(
     tokio::select! {
         changed = input.changed() => if changed.is_err() { Woke::Stop } else { Woke::Changed },
         changed = leading.changed() => if changed.is_err() { Woke::Stop } else { Woke::Changed },
+        changed = decided.changed() => if changed.is_err() { Woke::Stop } else { Woke::Changed },
         changed = relations.changed() => if changed.is_err() { Woke::Stop } else { Woke::Changed },
         () = shutdown.signaled() => Woke::Stop,
         () = tokio::time::sleep_until(at.into()) => hook.map_or(Woke::Changed, Woke::Due),

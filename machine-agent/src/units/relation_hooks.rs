@@ -1,7 +1,9 @@
 //! Running a unit's relation hooks, in its task, one at a time with its other
-//! hooks: a unit runs them once it is settled (installed, started, nothing of
-//! its own life left to do), before `update-status`; a unit being removed
-//! leaves its relations (`-departed`, `-broken`) before `stop`.
+//! hooks: a unit in setup (installed, not started) runs `-relation-created`
+//! for each relation that exists, before `leader-elected`, `config-changed`
+//! and `start`, as in Juju's setup phase; a settled unit (started, nothing of
+//! its own life left to do) runs the rest, before `update-status`; a unit
+//! being removed leaves its relations (`-departed`, `-broken`) before `stop`.
 //!
 //! A relation hook that fails is recorded as the unit's failure (the unit
 //! shows `error` with its message) and is retried after the same backoff as
@@ -38,11 +40,24 @@ pub enum Step {
     Idle,
 }
 
+/// Which relation hooks a unit may run now.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// In setup: only `-relation-created`.
+    Setup,
+    /// Settled: any.
+    Settled,
+    /// Being removed: leaving every relation.
+    Leaving,
+}
+
 /// Runs the next relation hook of unit `name`, when one is due: a unit that
-/// runs its CSV without a problem runs them once settled (`next`, its next
-/// hook of its own life, is `None`); a unit being removed leaves its
-/// relations (every remote unit departs, every relation breaks) before it
-/// stops, best effort: a failure there is logged, and the unit goes on.
+/// runs its CSV without a problem runs `-relation-created` in setup
+/// ([`sequence::in_setup`](super::sequence::in_setup)) and the others once
+/// settled (`next`, its next hook of its own life, is `None`); a unit being
+/// removed leaves its relations (every remote unit departs, every relation
+/// breaks) before it stops, best effort: a failure there is logged, and the
+/// unit goes on.
 pub async fn settled_step(
     units: &Units,
     name: &str,
@@ -50,8 +65,20 @@ pub async fn settled_step(
     input: &UnitInput,
     next: Option<Hook>,
 ) -> Step {
-    let (views, leaving) = match (&input.want, next) {
-        (Want::Run { .. }, None) if input.problem.is_none() => {
+    let phase = match (&input.want, next) {
+        (Want::Run { .. }, None) if input.problem.is_none() => Phase::Settled,
+        (Want::Run { .. }, _) if input.problem.is_none() && super::sequence::in_setup(record, next) => {
+            Phase::Setup
+        }
+        (Want::Remove, Some(Hook::Stop)) => Phase::Leaving,
+        _ => return Step::Idle,
+    };
+    if phase == Phase::Setup && setup_awaits_bags(units, input) {
+        return Step::Waiting;
+    }
+    let views = match phase {
+        Phase::Leaving => BTreeMap::new(),
+        Phase::Setup | Phase::Settled => {
             let views = input
                 .application
                 .as_deref()
@@ -59,30 +86,47 @@ pub async fn settled_step(
             let Some(views) = views else {
                 return Step::Idle;
             };
-            (views, false)
+            views
         }
-        (Want::Remove, Some(Hook::Stop)) => (BTreeMap::new(), true),
-        _ => return Step::Idle,
     };
-    step(units, name, record, input, &views, leaving).await
+    step(units, name, record, input, &views, phase).await
 }
 
-/// Runs the next relation hook of unit `name` for `views`, if one is due.
+/// Whether a unit in setup waits for its bag in a Ready relation of its
+/// application before it goes on. Not while the relation watches have not
+/// synced: a unit never waits on a watch that may not sync (an API server
+/// without the Relation kind).
+fn setup_awaits_bags(units: &Units, input: &UnitInput) -> bool {
+    let Some(application) = input.application.as_deref() else {
+        return false;
+    };
+    units
+        .relations
+        .awaited(application)
+        .is_some_and(|awaited| !awaited.is_empty())
+}
+
+/// Runs the next relation hook of unit `name` for `views` in `phase`, if one is due.
 async fn step(
     units: &Units,
     name: &str,
     record: &mut UnitRecord,
     input: &UnitInput,
     views: &BTreeMap<String, RelationView>,
-    leaving: bool,
+    phase: Phase,
 ) -> Step {
+    let leaving = phase == Phase::Leaving;
     let mut relations = relations::read_record(&units.state, name);
     let failing = record
         .failure
         .as_ref()
         .filter(|f| sequence::is_relation_hook(&f.hook))
         .map(|f| (f.hook.clone(), f.attempts));
-    let Some(hook) = sequence::next(&relations, views) else {
+    let due = match phase {
+        Phase::Setup => sequence::next_created(&relations, views),
+        Phase::Settled | Phase::Leaving => sequence::next(&relations, views),
+    };
+    let Some(hook) = due else {
         if failing.is_some() {
             // What failed is no longer to run (its relation changed): the unit is fine.
             record.failure = None;

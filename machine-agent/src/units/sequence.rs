@@ -4,10 +4,13 @@
 //! A unit's [`UnitRecord`] says what its hooks have done so far; what the cluster
 //! wants of it is a [`Want`]. [`next_hook`] compares the two:
 //!
-//! - new unit: `install` → `config-changed` → `start`;
-//! - the unit has become its application's leader: `leader-elected`, first of
-//!   what is left once it is installed (a unit is a candidate only once
-//!   installed, so on a new unit it runs when the election settles);
+//! - new unit, in Juju's setup order: `install` → each existing relation's
+//!   `-relation-created` (run by the relation hooks) → `leader-elected` if it
+//!   leads → `config-changed` → `start`. A unit is a candidate to lead only
+//!   once installed, so a new unit waits for its application's election to
+//!   settle before `config-changed` ([`waits_for_election`]);
+//! - the unit has become its application's leader later: `leader-elected`,
+//!   first of what is left;
 //! - the CSV's version changed (a CSV that replaces the unit's): `upgrade`, then
 //!   `config-changed` if the config differs from the one last applied;
 //! - the config changed: `config-changed`;
@@ -171,6 +174,27 @@ pub fn next_hook(record: &UnitRecord, want: &Want, leader: bool) -> Option<Hook>
     }
 }
 
+/// Whether a unit in setup (installed, not started) holds its `next` hook
+/// back until its application's election settles (`electing`: it is a
+/// candidate and nobody is known to lead yet), so that `leader-elected` comes
+/// before `config-changed` and `start`, as in Juju's setup phase.
+pub fn waits_for_election(record: &UnitRecord, next: Option<Hook>, electing: bool) -> bool {
+    electing && record.installed && !record.started && matches!(next, Some(Hook::ConfigChanged | Hook::Start))
+}
+
+/// Whether a unit is in setup, before `next` (its next hook of its own
+/// life): installed and not yet started, with `leader-elected`,
+/// `config-changed` or `start` still to run. Relations that exist then get
+/// their `-relation-created` first.
+pub fn in_setup(record: &UnitRecord, next: Option<Hook>) -> bool {
+    record.installed
+        && !record.started
+        && matches!(
+            next,
+            Some(Hook::LeaderElected | Hook::ConfigChanged | Hook::Start)
+        )
+}
+
 /// The pause before retry `attempts` + 1 of a failed hook: 5 s doubling up to 5 min.
 pub fn retry_delay(attempts: u32) -> Duration {
     let exponent = attempts.saturating_sub(1).min(6);
@@ -243,6 +267,44 @@ mod tests {
             [Hook::Install, Hook::ConfigChanged, Hook::Start]
         );
         assert_eq!(unit_state(&record, None), (WorkloadState::Active, None));
+    }
+
+    #[test]
+    fn a_new_unit_sets_up_in_jujus_order_when_it_leads() {
+        let mut record = UnitRecord::new("demo.v1.0.0");
+        let want = run("1.0.0", "8080");
+        assert_eq!(next_hook(&record, &want, false), Some(Hook::Install));
+        record.succeeded(Hook::Install, &want);
+        // Installed: relations are created first, then the election is awaited.
+        assert!(in_setup(&record, next_hook(&record, &want, false)));
+        assert!(waits_for_election(
+            &record,
+            next_hook(&record, &want, false),
+            true
+        ));
+        // It leads: leader-elected, still in setup, then config-changed and start.
+        let mut ran = Vec::new();
+        while let Some(hook) = next_hook(&record, &want, true) {
+            assert!(!waits_for_election(&record, Some(hook), false));
+            assert!(in_setup(&record, Some(hook)), "{hook:?} is part of setup");
+            record.succeeded(hook, &want);
+            ran.push(hook);
+            assert!(ran.len() < 10, "hooks never settle: {ran:?}");
+        }
+        assert_eq!(ran, [Hook::LeaderElected, Hook::ConfigChanged, Hook::Start]);
+        assert!(!in_setup(&record, None));
+    }
+
+    #[test]
+    fn a_started_unit_never_waits_for_an_election() {
+        let mut record = UnitRecord::new("demo.v1.0.0");
+        let want = run("1.0.0", "8080");
+        settle(&mut record, &want);
+        let changed = run("1.0.0", "9090");
+        let next = next_hook(&record, &changed, false);
+        assert_eq!(next, Some(Hook::ConfigChanged));
+        assert!(!waits_for_election(&record, next, true));
+        assert!(!in_setup(&record, next));
     }
 
     #[test]

@@ -231,7 +231,9 @@ async fn one_unit_leads_and_a_lost_leader_is_replaced_within_a_lease_duration() 
             if *name == first {
                 assert_eq!(elected, 1, "{name}: {log:?}");
                 let at = |hook: &str| log.iter().position(|l| l == hook).expect(hook);
+                // Juju's setup order: leader-elected before config-changed.
                 assert!(at("install") < at("leader-elected"), "{log:?}");
+                assert!(at("leader-elected") < at("config-changed"), "{log:?}");
             } else {
                 assert_eq!(elected, 0, "{name} does not lead: {log:?}");
                 assert!(!log.iter().any(|l| l == "is-leader True"), "{name}: {log:?}");

@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use e2e::kubectl::{Run, kubectl_olm};
 use kube::{
     Api, Client, ResourceExt,
     api::{Patch, PatchParams},
@@ -12,38 +13,11 @@ use kube::{
 use olm_api::model::Action;
 use olm_testkit::{install_crds, wait_for, with_namespace};
 
-/// What one run printed on stdout and stderr, and its error.
-struct Run {
-    out: String,
-    err: String,
-    error: Option<kubectl_olm::Error>,
-}
-
-impl Run {
-    fn ok(self) -> (String, String) {
-        if let Some(error) = &self.error {
-            panic!(
-                "kubectl olm failed: {error}\nstdout:\n{}\nstderr:\n{}",
-                self.out, self.err
-            );
-        }
-        (self.out, self.err)
-    }
-}
-
 /// Runs `kubectl olm <args> -n <ns>`.
 async fn olm(client: Client, ns: String, args: Vec<String>) -> Run {
-    let mut argv = vec!["kubectl-olm".to_owned()];
-    argv.extend(args);
-    argv.extend(["-n".to_owned(), ns]);
-    let cli = kubectl_olm::Cli::parse_from_args(argv).expect("valid arguments");
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    let error = cli.run(client, &mut out, &mut err, false).await.err();
-    Run {
-        out: String::from_utf8(out).expect("utf-8"),
-        err: String::from_utf8(err).expect("utf-8"),
-        error,
-    }
+    let mut argv: Vec<&str> = args.iter().map(String::as_str).collect();
+    argv.extend(["-n", &ns]);
+    kubectl_olm(&client, &argv).await
 }
 
 fn words(text: &str) -> Vec<String> {
@@ -65,7 +39,7 @@ async fn run_waits_for_the_results_and_the_other_commands_read_them() {
         let api: Api<Action> = Api::namespaced(client.clone(), &ns);
 
         // --dry-run -o yaml prints the object and writes nothing.
-        let (yaml, _) = olm(
+        let yaml = olm(
             client.clone(),
             ns.clone(),
             words("run db/edge-n1 backup path=/srv level=3 --dry-run -o yaml"),
@@ -121,7 +95,8 @@ async fn run_waits_for_the_results_and_the_other_commands_read_them() {
             .await
             .expect("run --wait ends")
             .expect("the task");
-        let (out, err) = run.ok();
+        let err = run.err.clone();
+        let out = run.ok();
         assert!(err.contains("Action b1 created"), "{err}");
         for part in [
             "Action b1: db backup (completed)",
@@ -158,17 +133,17 @@ async fn run_waits_for_the_results_and_the_other_commands_read_them() {
         );
 
         // operations, show-action, cancel.
-        let (table, _) = olm(client.clone(), ns.clone(), words("operations")).await.ok();
+        let table = olm(client.clone(), ns.clone(), words("operations")).await.ok();
         assert!(table.contains("b1") && table.contains("completed"), "{table}");
         assert!(table.contains("p1") && table.contains("failed"), "{table}");
-        let (shown, _) = olm(client.clone(), ns.clone(), words("show-action b1"))
+        let shown = olm(client.clone(), ns.clone(), words("show-action b1"))
             .await
             .ok();
         assert!(shown.contains("path: /srv/b1.tar"), "{shown}");
         olm(client.clone(), ns.clone(), words("run db pause --name c1"))
             .await
             .ok();
-        let (dry, _) = olm(client.clone(), ns.clone(), words("cancel c1 --dry-run -o yaml"))
+        let dry = olm(client.clone(), ns.clone(), words("cancel c1 --dry-run -o yaml"))
             .await
             .ok();
         assert!(dry.contains("cancel: true"), "{dry}");

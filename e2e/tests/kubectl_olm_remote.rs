@@ -43,13 +43,13 @@ const UNREACHABLE: &str = "unreachable.invalid";
 /// Runs `kubectl olm <args> -n <ns>` (the namespace is also the global catalog
 /// namespace) in this process as `client`'s user: stdout, or the error.
 async fn try_olm(client: &Client, ns: &str, args: &[&str]) -> Result<String, kubectl_olm::Error> {
-    let mut argv = vec!["kubectl-olm"];
-    argv.extend_from_slice(args);
+    let mut argv = args.to_vec();
     argv.extend_from_slice(&["-n", ns, "--global-catalog-namespace", ns]);
-    let cli = kubectl_olm::Cli::parse_from_args(argv).expect("valid arguments");
-    let (mut out, mut err) = (Vec::new(), Vec::new());
-    cli.run(client.clone(), &mut out, &mut err, false).await?;
-    Ok(String::from_utf8(out).expect("utf-8"))
+    let run = e2e::kubectl::kubectl_olm(client, &argv).await;
+    match run.error {
+        Some(error) => Err(error),
+        None => Ok(run.out),
+    }
 }
 
 /// [`try_olm`], panicking on an error.

@@ -187,11 +187,36 @@ fn api_message(error: &kube::Error) -> String {
 #[derive(Clone, Debug, PartialEq)]
 pub struct InstallWrites {
     /// The objects whose live copy is not as built, stamped with their hash:
-    /// the service accounts and roles at once, then the bindings at once,
-    /// then each Deployment.
+    /// the service accounts and RBAC at once (the bindings in a wave of their
+    /// own after the roles, for [`Bindings::AfterRoles`]), then each
+    /// Deployment.
     pub objects: Vec<Desired>,
     /// The objects labelled for the CSV that the install no longer has.
     pub removals: Vec<Removal>,
+}
+
+/// When an install's bindings are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bindings {
+    /// With the accounts and roles, at once: olm-operator writes them, and
+    /// it holds `bind`.
+    WithRoles,
+    /// In a wave after the roles: the OperatorGroup's service account writes
+    /// them, and one that may not `bind` can bind only a role that exists
+    /// (the API server checks that it holds the role's rules, and answers
+    /// 404 for a missing role).
+    AfterRoles,
+}
+
+impl Bindings {
+    /// The order for an install in `membership`.
+    pub fn of(membership: &Membership) -> Self {
+        if membership.service_account.is_some() {
+            Bindings::AfterRoles
+        } else {
+            Bindings::WithRoles
+        }
+    }
 }
 
 /// Decides what installing `children` for `csv` writes: refuses objects
@@ -205,6 +230,7 @@ pub fn plan(
     children: &Children,
     found: &Dereferenced,
     live: &dyn LiveCopies,
+    bindings_order: Bindings,
 ) -> Result<InstallWrites, Error> {
     for account in &children.service_accounts {
         let existing = found.service_accounts.get(&account.name_any());
@@ -236,11 +262,15 @@ pub fn plan(
         "ClusterRoleBinding",
         live,
     )?;
-    // Accounts and roles at once, then the bindings at once: an account that
-    // may not `bind` can bind only a role that exists (the API server checks
-    // that it holds the role's rules, and answers 404 for a missing role).
-    let mut objects = at_once(accounts_and_roles);
-    objects.extend(at_once(bindings));
+    // Accounts, roles and bindings at once, or the bindings in a wave after.
+    let mut objects = match bindings_order {
+        Bindings::WithRoles => at_once(accounts_and_roles.into_iter().chain(bindings)),
+        Bindings::AfterRoles => {
+            let mut objects = at_once(accounts_and_roles);
+            objects.extend(at_once(bindings));
+            objects
+        }
+    };
     // Then the Deployments that run as them, one after another.
     for deployment in &children.deployments {
         let (desired, current) = stamp::desired(deployment, "Deployment", live).map_err(Error::Encode)?;
@@ -659,7 +689,7 @@ mod tests {
         let everything = vec![
             object("ServiceAccount", "demo", false),
             object("Role", &role, true),
-            object("RoleBinding", &binding, false),
+            object("RoleBinding", &binding, true),
             object("Deployment", "demo", false),
         ];
         // case, the stores, what the read found, objects written, removals
@@ -689,11 +719,34 @@ mod tests {
             ),
         ];
         for (case, stored, found, objects, removals) in cases {
-            let writes = plan(&csv, &children, found, &stored).expect(case);
+            let writes = plan(&csv, &children, found, &stored, Bindings::WithRoles).expect(case);
             assert_eq!(written(&writes), objects, "{case}");
             let removed: Vec<&str> = writes.removals.iter().map(|r| r.name.as_str()).collect();
             assert_eq!(removed, removals, "{case}");
         }
+    }
+
+    #[test]
+    fn a_scoped_install_writes_its_bindings_after_its_roles() {
+        let csv = fixtures::small_csv(&modes(&["OwnNamespace"]), "");
+        let strategy = validate::strategy(&csv).expect("valid");
+        let mut membership = fixtures::membership(Targets::Namespaces(vec![NAMESPACE.to_owned()]));
+        assert_eq!(Bindings::of(&membership), Bindings::WithRoles);
+        membership.service_account = Some("installer".to_owned());
+        assert_eq!(Bindings::of(&membership), Bindings::AfterRoles);
+        let children = build::build(&csv, &membership, &strategy).expect("builds");
+        let (role, binding) = (children.roles[0].name_any(), children.role_bindings[0].name_any());
+        let read = fixtures::found(vec![], vec![], &[NAMESPACE]);
+        let writes = plan(&csv, &children, &read, &Copies::default(), Bindings::AfterRoles).expect("plans");
+        assert_eq!(
+            written(&writes),
+            [
+                object("ServiceAccount", "demo", false),
+                object("Role", &role, true),
+                object("RoleBinding", &binding, false),
+                object("Deployment", "demo", false),
+            ]
+        );
     }
 
     #[test]
@@ -707,7 +760,7 @@ mod tests {
         let mut theirs = children.deployments[0].clone();
         theirs.metadata = controlled_by(OWNER_KIND, "other.v1.0.0", "other");
         found.deployments.insert("demo".to_owned(), theirs);
-        let error = plan(&csv, &children, &found, &Copies::default()).unwrap_err();
+        let error = plan(&csv, &children, &found, &Copies::default(), Bindings::WithRoles).unwrap_err();
         assert!(
             matches!(error, Error::Conflict { ref owner, .. } if owner == "other.v1.0.0"),
             "{error}"

@@ -588,7 +588,8 @@ async fn apply_install(
     // The certificates are written: the status says so even if what follows is refused.
     let serving = certified.map(|c| c.serving);
     let updated = apply::spec_changed(&children, found);
-    let applied = match apply::plan(csv, &children, found, applier.live) {
+    let bindings = apply::Bindings::of(membership);
+    let applied = match apply::plan(csv, &children, found, applier.live, bindings) {
         Ok(writes) => apply::apply(ctx, csv, membership, &children, found, &writes).await,
         Err(refusal) => Err(refusal),
     };

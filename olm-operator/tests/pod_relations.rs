@@ -284,7 +284,6 @@ async fn related_data_reaches_a_deployment_as_env_or_as_a_mount() {
         let core = ("", "configmaps", None);
         let bag_status = ("model.olm-rs.dev", "databags", Some("status"));
         assert!(may(&client, &ns, account, "get", core, "shop-pg.shop.remote").await);
-        assert!(!may(&client, &ns, account, "get", core, "web-pg.web.remote").await);
         assert!(may(&client, &ns, account, "patch", bag_status, "shop-pg.shop").await);
         assert!(!may(&client, &ns, account, "patch", bag_status, "shop-pg.pg").await);
         let shop_client = as_account(&ns, account).await;

@@ -10,6 +10,7 @@
 //! - [`packages`]: the PackageManifest aggregated API (not a CRD).
 //! - [`actions`]: the actions (day-2 operations) a CSV declares, with their parameter schemas.
 //! - [`endpoints`]: the relation endpoints a CSV declares (`provides`, `requires`, `peers`).
+//! - [`relation_data`]: how an operator in pods asks for its relations' remote data (env or mount).
 //! - [`labels`]: well-known labels and annotations.
 //! - [`crds`]: every CustomResourceDefinition, as the generator writes them to `crds/`.
 //! - [`manifest`]: reading these objects from YAML or JSON files with errors that name the file and field.
@@ -26,6 +27,7 @@ pub mod labels;
 pub mod manifest;
 pub mod model;
 pub mod packages;
+pub mod relation_data;
 pub mod replicas;
 pub mod schema;
 pub mod substrate;

@@ -15,7 +15,7 @@ use k8s_openapi::{
     api::{
         admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
         apps::v1::{DaemonSet, Deployment},
-        core::v1::{Namespace, Node, Secret, Service, ServiceAccount},
+        core::v1::{ConfigMap, Namespace, Node, Secret, Service, ServiceAccount},
         discovery::v1::EndpointSlice,
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
@@ -75,6 +75,9 @@ pub struct Stores {
     pub copies: Cache<ClusterServiceVersion>,
     /// What CSV installs write, as the applier needs it ([`InstallStores`]).
     pub installs: InstallStores,
+    /// The ConfigMaps of relations' remote data (labelled with their
+    /// Relation), as metadata: delivered into the Deployments of CSVs.
+    pub relation_data: Cache<PartialObjectMeta<ConfigMap>>,
 }
 
 impl Stores {
@@ -85,6 +88,7 @@ impl Stores {
             && self.namespaces.synced.get()
             && self.subscriptions.synced.get()
             && self.machines.synced.get()
+            && self.relation_data.synced.get()
     }
 
     /// The CSVs of `namespace`.
@@ -211,6 +215,7 @@ impl Stores {
             machines: Cache::listed([]),
             copies: Cache::listed([]),
             installs,
+            relation_data: Cache::listed([]),
         }
     }
 }

@@ -21,6 +21,7 @@
 //! | Copied CSVs (`olm.copiedFrom`), listed 50 at a time | store: trimmed to metadata and status ([`copiedcsv::trim`]); the finalizer reads it | - | - |
 //! | OLMConfigs | store | - | - |
 //! | Relations | store: the Relation controller reads it | - | - |
+//! | ConfigMaps of relations' remote data (labelled `model.olm-rs.dev/relation`), metadata only | store: the Relation controller's live copies; the CSV reconcile reads their hashes ([`csv::relation_data::related`]) | [`csv::in_namespace`] | - |
 //! | Actions | store: the Action controller reads it | - | - |
 //! | Jobs and Pods labelled `olm-rs.dev/action` (Pods without their spec) | store: the Action controller reads them | - | - |
 //!
@@ -43,7 +44,8 @@
 //!
 //! The Relation controller ([`relation`]) reconciles the Relations from their
 //! store, and is triggered by the CSVs and the other Relations of their
-//! namespace, deleted ones included ([`relation::in_namespace`]).
+//! namespace, deleted ones included ([`relation::in_namespace`]), and by
+//! the ConfigMaps of remote data it keeps ([`relation::of_labelled`]).
 //!
 //! The Action controller ([`action`]) reconciles the Actions from their
 //! store, and is triggered by the CSVs and Machines of their namespace,
@@ -151,6 +153,10 @@ fn csv_controller(
     let controller = watch_csv_children(controller, &shared.install_objects);
     let controller = watch_csv_requirements(controller, &store, shared);
     let controller = watch_csv_neighbours(controller, &store, shared);
+    let by_relation_data = store.clone();
+    let controller = controller.watches_shared_stream(shared.relation_data.subscribe(), move |configmap| {
+        csv::in_namespace(&by_relation_data, &configmap.namespace().unwrap_or_default())
+    });
     let metrics = ctx.metrics.clone();
     controller
         .run(
@@ -396,6 +402,7 @@ fn relation_controller(
         relations: cache(&shared.relations),
         machines: cache(&shared.machines),
         databags: cache(&shared.databags),
+        configmaps: cache(&shared.relation_data),
     };
     let store = shared.relations.store();
     let in_namespace_of = move |object: &dyn ResourceLike| {
@@ -419,6 +426,9 @@ fn relation_controller(
             by_machine(machine.as_ref())
         })
         .watches_shared_stream(shared.databags.subscribe(), |bag| relation::of_bag(&bag))
+        .watches_shared_stream(shared.relation_data.subscribe(), |configmap| {
+            relation::of_labelled(configmap.as_ref())
+        })
         .reconcile_on(
             shared
                 .csvs

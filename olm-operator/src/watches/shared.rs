@@ -7,7 +7,7 @@ use k8s_openapi::{
         admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration},
         apps::v1::{DaemonSet, Deployment},
         batch::v1::Job,
-        core::v1::{Namespace, Node, Pod, Secret, Service, ServiceAccount},
+        core::v1::{ConfigMap, Namespace, Node, Pod, Secret, Service, ServiceAccount},
         discovery::v1::EndpointSlice,
         rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding},
     },
@@ -55,6 +55,7 @@ pub(super) struct Shared {
     pub(super) machines: Reflector<Machine>,
     pub(super) relations: Reflector<Relation>,
     pub(super) databags: Reflector<Databag>,
+    pub(super) relation_data: Reflector<PartialObjectMeta<ConfigMap>>,
     pub(super) actions: Reflector<Action>,
     pub(super) action_jobs: Reflector<Job>,
     pub(super) action_pods: Reflector<Pod>,
@@ -302,6 +303,11 @@ impl Shared {
         let machines = parts.reflector::<Machine>(Api::all(client.clone()), all());
         let relations = parts.reflector::<Relation>(Api::all(client.clone()), all());
         let databags = parts.reflector::<Databag>(Api::all(client.clone()), all());
+        // The ConfigMaps of remote data of relations' sides in pods, by their label.
+        let relation_data = parts.reflector::<PartialObjectMeta<ConfigMap>>(
+            Api::all(client.clone()),
+            all().labels(olm_api::model::RELATION_LABEL),
+        );
         let actions = parts.reflector::<Action>(Api::all(client.clone()), all());
         // Only the Jobs that run actions, and their Pods: by their label.
         let action_jobs =
@@ -319,6 +325,7 @@ impl Shared {
             machines,
             relations,
             databags,
+            relation_data,
             actions,
             action_jobs,
             action_pods,
@@ -337,6 +344,7 @@ impl Shared {
             machines: cache(&self.machines),
             copies: cache(&self.copies),
             installs: self.install_objects.stores(),
+            relation_data: cache(&self.relation_data),
         }
     }
 
@@ -382,7 +390,7 @@ impl Shared {
                 self.pool_objects.run(),
                 self.install_objects.run(),
                 self.relations.run(),
-                self.databags.run(),
+                futures::future::join(self.databags.run(), self.relation_data.run()),
                 futures::future::join3(self.actions.run(), self.action_jobs.run(), self.action_pods.run()),
             ),
         )

@@ -74,6 +74,9 @@ pub struct Dereferenced {
     /// What serving needs: certificate Secrets and APIService holders
     /// ([`super::serving::read::read`]).
     pub serving: super::serving::read::Found,
+    /// The remote data of the application's relations, as the Relation
+    /// controller keeps it ([`super::relation_data::related`]).
+    pub related: Vec<super::relation_data::Related>,
 }
 
 /// Why dereferencing failed; every case is a failed API call, worth a retry.
@@ -137,6 +140,7 @@ pub async fn dereference(
         super::overrides::subscription_for(subscriptions.iter().map(AsRef::as_ref), &csv.name_any());
     let subscription_config = subscription.and_then(|sub| sub.spec.config.clone());
     let replicas = super::overrides::Replicas::of(subscription);
+    let related = super::relation_data::read(csv, &stores.relation_data.store);
 
     // The live reads are independent: all of them at once, one round trip.
     // A Deployment or ServiceAccount labelled for a CSV is in the stores; one
@@ -182,6 +186,7 @@ pub async fn dereference(
     )?;
 
     Ok(Dereferenced {
+        related,
         subscription_config,
         replicas,
         upgrade_hold,

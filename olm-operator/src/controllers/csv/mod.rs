@@ -82,6 +82,7 @@ pub mod naming;
 pub mod operator_condition;
 pub mod overrides;
 pub mod phase;
+pub mod relation_data;
 pub mod serving;
 pub mod stamp;
 pub mod update_status;
@@ -499,6 +500,10 @@ async fn install_deployments(
         applier
             .ctx
             .publish(subscription.as_ref(), overrides::invalid_replicas_event(invalid));
+    }
+    match relation_data::deliveries(csv) {
+        Ok(asked) => relation_data::apply(&mut children.deployments, &asked, &found.related),
+        Err(invalid) => applier.ctx.publish(csv, relation_data::invalid_event(&invalid)),
     }
     let (outcome, served) = apply_install(applier, csv, membership, children, found, now).await?;
     let timeout = applier.ctx.settings.install_timeout;

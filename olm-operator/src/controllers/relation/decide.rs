@@ -2,10 +2,12 @@
 //! differs from what the Relation holds, and its Databags ([`super::bags`]):
 //! those of a Ready relation's sides and units made, the others removed,
 //! each only when it differs from the live one, so that an unchanged
-//! relation decides no write at all.
+//! relation decides no write at all. A side installed as Deployments also
+//! gets the other side's data in a ConfigMap, with the RBAC to read it and
+//! to write its own bag ([`super::pods`]).
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::ResourceExt;
+use k8s_openapi::{api::core::v1::ConfigMap, apimachinery::pkg::apis::meta::v1::Time};
+use kube::{ResourceExt, core::PartialObjectMeta};
 use olm_api::{
     model::{Databag, Relation, RelationConditionType, RelationReason, RelationStatus},
     substrate::Machine,
@@ -16,7 +18,7 @@ use olm_runtime::{
     effects::{Effects, StatusWrite},
 };
 
-use super::{bags, resolve::resolve};
+use super::{bags, pods, resolve::resolve};
 
 /// What a decision about one Relation reads of its namespace.
 pub struct Seen<'a> {
@@ -28,6 +30,9 @@ pub struct Seen<'a> {
     pub machines: &'a [&'a Machine],
     /// The relation's own Databags (labelled with its name).
     pub bags: &'a [&'a Databag],
+    /// The relation's own ConfigMaps of remote data (labelled with its
+    /// name), as metadata.
+    pub configmaps: &'a [&'a PartialObjectMeta<ConfigMap>],
 }
 
 /// The `Ready` condition type, for olm-runtime's typed conditions.
@@ -56,7 +61,11 @@ pub fn decide(relation: &Relation, seen: &Seen<'_>, now: &Time) -> Effects<Relat
     // A peer relation's two sides are one application: one set of bags.
     sides.dedup();
     let wanted = bags::desired(relation, &sides);
-    let (objects, removals) = bags::changes(&wanted, seen.bags);
+    let (mut objects, mut removals) = bags::changes(&wanted, seen.bags);
+    let in_pods = pods::desired(relation, &next.endpoints, &sides, seen.csvs, seen.bags);
+    let (pod_objects, pod_removals) = pods::changes(&in_pods, seen.configmaps);
+    objects.extend(pod_objects);
+    removals.extend(pod_removals);
     let mut effects = Effects {
         objects,
         removals,
@@ -133,6 +142,7 @@ mod tests {
             relations,
             machines: &[],
             bags: &[],
+            configmaps: &[],
         };
         super::decide(relation, &seen, now)
     }
@@ -403,26 +413,149 @@ mod tests {
             relations: &[],
             machines: &machines,
             bags: &[],
+            configmaps: &[],
         };
         let effects = super::decide(&related, &seen, &now());
         let names: Vec<&str> = effects.objects.iter().map(|d| d.name()).collect();
-        assert_eq!(names, ["r.app", "r.db", "r.db.edge-a"]);
+        // Both CSVs are in pods: each side also gets its remote data, with RBAC.
+        assert_eq!(
+            names,
+            [
+                "r.app",
+                "r.db",
+                "r.db.edge-a",
+                "r.app.remote",
+                "r.app.remote",
+                "r.app.remote",
+                "r.db.remote",
+                "r.db.remote",
+                "r.db.remote"
+            ]
+        );
         assert!(effects.status.is_none() && effects.removals.is_empty());
         // As applied: nothing to do.
-        let live: Vec<Databag> = effects
-            .objects
-            .iter()
-            .map(|d| serde_json::from_value(serde_json::to_value(&d.object).unwrap()).unwrap())
-            .collect();
+        let (live, configmaps) = applied(&effects);
         let live: Vec<&Databag> = live.iter().collect();
+        let configmaps: Vec<&PartialObjectMeta<ConfigMap>> = configmaps.iter().collect();
         seen.bags = &live;
+        seen.configmaps = &configmaps;
         assert!(super::decide(&related, &seen, &now()).is_empty());
-        // One side uninstalled: not Ready, every bag goes.
+        // One side uninstalled: not Ready, every bag goes, and each side's
+        // ConfigMap, Role and RoleBinding.
         let one = [&app];
         seen.csvs = &one;
         let effects = super::decide(&related, &seen, &now());
         assert!(effects.objects.is_empty());
-        assert_eq!(effects.removals.len(), 3);
+        assert_eq!(effects.removals.len(), 3 + 2 * 3);
+    }
+
+    /// The Databags and ConfigMaps among the objects `effects` apply, as the
+    /// stores would hold them once applied.
+    fn applied(effects: &Effects<RelationStatus>) -> (Vec<Databag>, Vec<PartialObjectMeta<ConfigMap>>) {
+        let of = |kind: &str| {
+            effects
+                .objects
+                .iter()
+                .filter(|d| d.resource.kind == kind)
+                .map(|d| serde_json::to_value(&d.object).unwrap())
+                .collect::<Vec<_>>()
+        };
+        let bags = of("Databag")
+            .into_iter()
+            .map(|v| serde_json::from_value(v).unwrap());
+        let maps = of("ConfigMap")
+            .into_iter()
+            .map(|v| serde_json::from_value(v).unwrap());
+        (bags.collect(), maps.collect())
+    }
+
+    #[test]
+    fn a_side_in_pods_gets_the_remote_data_and_the_rbac_to_read_it() {
+        let (app, mut db) = (csv("app", "Succeeded", APP), csv("db", "Succeeded", DB));
+        // db runs on machines: it gets no ConfigMap; app, in pods, gets db's data.
+        db.spec.install = serde_json::from_value(serde_json::json!({
+            "strategy": "machine", "spec": {"pool": "edge", "hooks": {"configMap": "hooks"}}}))
+        .unwrap();
+        let related = settled(relation("r", 10, &["app", "db"]), &[&app, &db]);
+        let bag = |name: &str, application: &str, unit: Option<&str>, data: serde_json::Value| -> Databag {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "model.olm-rs.dev/v1alpha1", "kind": "Databag",
+                "metadata": {"name": name, "namespace": "ns", "labels": {"model.olm-rs.dev/relation": "r"}},
+                "spec": {"relation": "r", "application": application, "endpoint": "db", "unit": unit},
+                "status": {"data": data},
+            }))
+            .unwrap()
+        };
+        let bags = [
+            bag("r.db", "db", None, serde_json::json!({"host": "db.local"})),
+            bag(
+                "r.db.edge-a",
+                "db",
+                Some("edge-a"),
+                serde_json::json!({"port": "5432"}),
+            ),
+            bag("r.app", "app", None, serde_json::json!({"user": "shop"})),
+        ];
+        let bags: Vec<&Databag> = bags.iter().collect();
+        let csvs = [&app, &db];
+        let seen = Seen {
+            csvs: &csvs,
+            relations: &[],
+            machines: &[],
+            bags: &bags,
+            configmaps: &[],
+        };
+        let effects = super::decide(&related, &seen, &now());
+        let (_, configmaps) = applied(&effects);
+        assert_eq!(configmaps.len(), 1);
+        let configmap = effects
+            .objects
+            .iter()
+            .find(|d| d.resource.kind == "ConfigMap")
+            .unwrap();
+        let data = &configmap.object.data["data"];
+        assert_eq!(
+            *data,
+            serde_json::json!({"host": "db.local", "edge-a.port": "5432"})
+        );
+        let role = effects
+            .objects
+            .iter()
+            .find(|d| d.resource.kind == "Role")
+            .unwrap();
+        let rules = &role.object.data["rules"];
+        assert_eq!(rules[0]["resourceNames"], serde_json::json!(["r.app.remote"]));
+        assert_eq!(rules[2]["resources"], serde_json::json!(["databags/status"]));
+        assert_eq!(rules[2]["resourceNames"], serde_json::json!(["r.app"]));
+        let binding = effects
+            .objects
+            .iter()
+            .find(|d| d.resource.kind == "RoleBinding")
+            .unwrap();
+        assert_eq!(binding.object.data["roleRef"]["name"], "r.app.remote");
+        // A change of the remote data rewrites the ConfigMap (with a new hash).
+        let configmaps: Vec<&PartialObjectMeta<ConfigMap>> = configmaps.iter().collect();
+        let changed = bag("r.db", "db", None, serde_json::json!({"host": "db2.local"}));
+        let bags = [&changed, bags[1], bags[2]];
+        let seen = Seen {
+            configmaps: &configmaps,
+            bags: &bags,
+            ..seen
+        };
+        let effects = super::decide(&related, &seen, &now());
+        let kinds: Vec<&str> = effects
+            .objects
+            .iter()
+            .map(|d| d.resource.kind.as_str())
+            .filter(|kind| *kind != "Databag")
+            .collect();
+        assert_eq!(kinds, ["Role", "RoleBinding", "ConfigMap"]);
+        let configmap = effects
+            .objects
+            .iter()
+            .find(|d| d.resource.kind == "ConfigMap")
+            .unwrap();
+        assert_eq!(configmap.object.data["data"]["host"], "db2.local");
     }
 
     #[test]
@@ -480,21 +613,25 @@ mod tests {
             relations: &[],
             machines: &machines,
             bags: &[],
+            configmaps: &[],
         };
         let effects = super::decide(&peers, &seen, &now());
-        let names: Vec<&str> = effects.objects.iter().map(|d| d.name()).collect();
-        assert_eq!(names, ["p.app", "p.app.edge-a", "p.app.edge-b"]);
-        // A unit gone (scaled down): its bag goes, the others stay.
-        let live: Vec<Databag> = effects
+        let names: Vec<&str> = effects
             .objects
             .iter()
-            .map(|d| serde_json::from_value(serde_json::to_value(&d.object).unwrap()).unwrap())
+            .filter(|d| d.resource.kind == "Databag")
+            .map(|d| d.name())
             .collect();
+        assert_eq!(names, ["p.app", "p.app.edge-a", "p.app.edge-b"]);
+        // A unit gone (scaled down): its bag goes, the others stay.
+        let (live, configmaps) = applied(&effects);
         let live: Vec<&Databag> = live.iter().collect();
+        let configmaps: Vec<&PartialObjectMeta<ConfigMap>> = configmaps.iter().collect();
         let one = [&a];
         let seen = Seen {
             machines: &one,
             bags: &live,
+            configmaps: &configmaps,
             ..seen
         };
         let effects = super::decide(&peers, &seen, &now());

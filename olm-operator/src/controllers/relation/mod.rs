@@ -8,6 +8,8 @@
 //! A side in another namespace is refused (`NeedsOffer`): offers are not
 //! made yet. A Ready relation gets its Databags ([`bags`]): each side's
 //! application bag and one per unit its Machines report; the others go.
+//! A side installed as Deployments also gets the other side's data in a
+//! ConfigMap, and the RBAC to read it and write its own bag ([`pods`]).
 //!
 //! A reconcile reads the shared stores (CSVs, Relations, Machines, Databags),
 //! decides with [`decide::decide`] (pure), and has the runtime's applier
@@ -17,14 +19,17 @@
 
 pub mod bags;
 pub mod decide;
+pub mod pods;
 pub mod resolve;
 #[cfg(test)]
 mod tests;
 
 use std::{sync::Arc, time::Duration};
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::{
     Api, Resource, ResourceExt,
+    core::PartialObjectMeta,
     runtime::{
         controller::Action,
         reflector::{ObjectRef, Store},
@@ -56,6 +61,9 @@ pub struct Sources {
     pub machines: Cache<Machine>,
     /// Every Databag.
     pub databags: Cache<Databag>,
+    /// The ConfigMaps of remote data of sides in pods (labelled with their
+    /// Relation), as metadata.
+    pub configmaps: Cache<PartialObjectMeta<ConfigMap>>,
 }
 
 /// Why a reconcile failed.
@@ -106,7 +114,8 @@ pub async fn reconcile(
     if !(sources.csvs.synced.get()
         && sources.relations.synced.get()
         && sources.machines.synced.get()
-        && sources.databags.synced.get())
+        && sources.databags.synced.get()
+        && sources.configmaps.synced.get())
     {
         // An unsynced store would read as "nothing installed".
         return Ok(Action::requeue(UNTIL_SYNCED));
@@ -121,6 +130,7 @@ pub async fn reconcile(
     let relations = crate::stores::in_namespace(&sources.relations.store, &namespace);
     let machines = crate::stores::in_namespace(&sources.machines.store, &namespace);
     let bags = crate::stores::in_namespace(&sources.databags.store, &namespace);
+    let configmaps = crate::stores::in_namespace(&sources.configmaps.store, &namespace);
     let csvs: Vec<&ClusterServiceVersion> = csvs.iter().map(AsRef::as_ref).collect();
     let relations: Vec<&Relation> = relations
         .iter()
@@ -133,6 +143,11 @@ pub async fn reconcile(
         .map(AsRef::as_ref)
         .filter(|bag| bag.labels().get(RELATION_LABEL) == Some(&name))
         .collect();
+    let configmaps: Vec<&PartialObjectMeta<ConfigMap>> = configmaps
+        .iter()
+        .map(AsRef::as_ref)
+        .filter(|configmap| configmap.labels().get(RELATION_LABEL) == Some(&name))
+        .collect();
 
     // Decide, then apply.
     let seen = decide::Seen {
@@ -140,6 +155,7 @@ pub async fn reconcile(
         relations: &relations,
         machines: &machines,
         bags: &bags,
+        configmaps: &configmaps,
     };
     let effects = decide::decide(&relation, &seen, &olm_runtime::conditions::now());
     let api: Api<Relation> = Api::namespaced(ctx.client.clone(), &namespace);
@@ -172,6 +188,13 @@ pub fn error_policy(relation: Arc<Relation>, error: &Error, ctx: Arc<Context>) -
 pub fn of_bag(bag: &Databag) -> Option<ObjectRef<Relation>> {
     let relation = bag.labels().get(RELATION_LABEL)?;
     Some(ObjectRef::new(relation).within(&bag.namespace()?))
+}
+
+/// The Relation an object labelled with one belongs to (a ConfigMap of
+/// remote data).
+pub fn of_labelled<K: Resource>(object: &K) -> Option<ObjectRef<Relation>> {
+    let relation = object.meta().labels.as_ref()?.get(RELATION_LABEL)?;
+    Some(ObjectRef::new(relation).within(object.meta().namespace.as_deref()?))
 }
 
 /// The Relations of `namespace` (for a CSV or another Relation there).

@@ -107,6 +107,15 @@ pub enum Error {
     },
 }
 
+/// Why the CSV `replaced` (the one this CSV replaces) holds its upgrade back,
+/// from its OperatorCondition in the stores, if it does.
+fn upgrade_hold(stores: &Stores, namespace: &str, replaced: Option<&Peer>) -> Option<String> {
+    let peer = replaced?;
+    let key = ObjectRef::<OperatorCondition>::new(&peer.name).within(namespace);
+    let condition = stores.installs.operator_conditions.store.get(&key);
+    super::operator_condition::upgrade_hold(condition.as_deref())
+}
+
 /// Reads what `csv` refers to: the OperatorGroups, CSVs and Subscriptions of
 /// its namespace, and its Deployments and ServiceAccounts labelled for a CSV,
 /// from the shared `stores` (synced), the rest from the API server.
@@ -130,11 +139,7 @@ pub async fn dereference(
         .collect();
     let (replacement, replaced) = neighbours(csv, &csvs);
     let crd_owner_conflicts = crd_owner_conflicts(csv, &csvs);
-    let upgrade_hold = replaced.as_ref().and_then(|peer| {
-        let key = ObjectRef::<OperatorCondition>::new(&peer.name).within(&namespace);
-        let condition = stores.installs.operator_conditions.store.get(&key);
-        super::operator_condition::upgrade_hold(condition.as_deref())
-    });
+    let upgrade_hold = upgrade_hold(stores, &namespace, replaced.as_ref());
     let subscriptions = in_namespace(&stores.subscriptions.store, &namespace);
     let subscription =
         super::overrides::subscription_for(subscriptions.iter().map(AsRef::as_ref), &csv.name_any());

@@ -13,12 +13,12 @@
 //! `cargo test -p olm-operator --test quiet_leader -- --ignored`.
 
 use k8s_openapi::{
-    api::{coordination::v1::Lease, rbac::v1::Role},
+    api::{coordination::v1::Lease, core::v1::Namespace, rbac::v1::Role},
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
 };
 use kube::{
     Api,
-    api::{DeleteParams, ObjectMeta, PostParams},
+    api::{DeleteParams, ListParams, ObjectMeta, PostParams},
 };
 use olm_api::{
     v1::{OperatorGroup, OperatorGroupSpec},
@@ -42,6 +42,32 @@ fn writes_ok(metrics: &str) -> u64 {
             value.parse::<u64>().unwrap_or_else(|_| panic!("a count: {line}"))
         })
         .sum()
+}
+
+/// Whether every other active namespace holds a `quiet.v1.0.0`: a copy of the
+/// one in `ns`, or (in a namespace a failed run kept) one of its own, where no
+/// copy goes.
+async fn copied_everywhere(client: &kube::Client, ns: &str) -> bool {
+    let namespaces = Api::<Namespace>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .expect("list the namespaces");
+    let copies = Api::<ClusterServiceVersion>::all(client.clone())
+        .list(&ListParams::default().fields("metadata.name=quiet.v1.0.0"))
+        .await
+        .expect("list the copies");
+    namespaces
+        .items
+        .iter()
+        .filter(|n| n.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Active"))
+        .filter_map(|n| n.metadata.name.as_deref())
+        .filter(|name| *name != ns)
+        .all(|name| {
+            copies
+                .items
+                .iter()
+                .any(|c| c.metadata.namespace.as_deref() == Some(name))
+        })
 }
 
 /// How many CSV reconciles a replica's metrics say have finished.
@@ -141,6 +167,12 @@ async fn a_new_leader_writes_nothing_for_an_install_that_is_right() {
             .await
             .expect("create the CSV");
         wait_for_csv(&csvs, "quiet.v1.0.0", CsvPhase::Succeeded).await;
+        // The install is right once its copies are made too (the copied-CSV
+        // controller follows the original's phase): in every other namespace.
+        eventually("the CSV is copied to every other namespace", || {
+            copied_everywhere(&client, &ns)
+        })
+        .await;
         // Kill the leader, then start a new process: it takes the Lease over once it
         // expires, and reconciles every CSV as a new leader does.
         first.kill();

@@ -59,9 +59,12 @@ fn an_installed_namespace_has_no_violation() {
     );
 }
 
+/// What breaks an invariant in an installed namespace.
+type Breaker = Box<dyn Fn(&mut Snapshot)>;
+
 #[test]
 fn each_broken_invariant_is_named() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut Snapshot)>, &str)> = vec![
+    let cases: Vec<(&str, Breaker, &str)> = vec![
         (
             "two CSVs of one package",
             Box::new(|s| s.csvs.push(csv("a", "demo-app.v0.1.0", "Succeeded"))),

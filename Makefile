@@ -2,7 +2,7 @@
 .DEFAULT_GOAL := help
 CARGO ?= cargo
 
-.PHONY: help demo demo-down deploy-check corpus test unit e2e bench bench-scale bench-copies crds fmt lint cluster-up cluster-down
+.PHONY: help demo demo-down deploy-check corpus test unit e2e chaos chaos-short bench bench-scale bench-copies crds fmt lint cluster-up cluster-down
 
 help: ## List the tasks
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-13s %s\n", $$1, $$2}'
@@ -27,6 +27,12 @@ unit: ## Unit and corpus tests only (no cluster)
 
 e2e: ## e2e tests against the cluster in KUBECONFIG
 	$(CARGO) test -p e2e
+
+chaos: ## Chaos campaign: 100 faults at random moments (seeded; --seed replays), invariants, convergence times
+	hack/chaos.sh $(CHAOS_ARGS)
+
+chaos-short: ## A short chaos campaign with a fixed seed (CI): fails on any invariant violation
+	hack/chaos.sh --short
 
 bench: ## HA and delivery figures: RSS, Subscription->Succeeded, failover (operators as they ship)
 	hack/bench.sh

@@ -9,6 +9,7 @@
 pub mod api_service;
 pub mod bench;
 pub mod bundle_catalogs;
+pub mod chaos;
 pub mod images;
 pub mod inprocess;
 pub mod kubectl;

@@ -369,6 +369,15 @@ impl Process {
         self.user = None;
     }
 
+    /// The lines of its log in which the API server refused it a request so far, after which
+    /// they are no longer checked: for a campaign that counts refusals (an API server restart
+    /// makes some) rather than failing on the first.
+    pub fn take_refusals(&mut self) -> Vec<String> {
+        let lines = self.forbidden_lines();
+        self.user = None;
+        lines
+    }
+
     /// Panics when its log carries terminal escape codes: a log written to a file (as
     /// `kubectl logs` shows it) must be plain text.
     pub fn assert_plain_log(&self) {

@@ -44,6 +44,38 @@ fn writes_ok(metrics: &str) -> u64 {
         .sum()
 }
 
+/// Whether every Operator (`<package>.<namespace>`) names a namespace that exists.
+async fn no_stale_operator(client: &kube::Client) -> bool {
+    let namespaces: Vec<String> = Api::<Namespace>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .expect("list the namespaces")
+        .items
+        .into_iter()
+        .filter(|n| n.metadata.deletion_timestamp.is_none())
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    Api::<olm_api::v1::Operator>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .expect("list the Operators")
+        .items
+        .iter()
+        .filter_map(|o| o.metadata.name.as_deref()?.rsplit_once('.'))
+        .all(|(_, namespace)| namespaces.iter().any(|n| n == namespace))
+}
+
+/// Whether no namespace of the cluster is being deleted.
+async fn no_namespace_terminating(client: &kube::Client) -> bool {
+    Api::<Namespace>::all(client.clone())
+        .list(&Default::default())
+        .await
+        .expect("list the namespaces")
+        .items
+        .iter()
+        .all(|n| n.metadata.deletion_timestamp.is_none())
+}
+
 /// Whether the copies the cluster asks for are made: none when the OLMConfig
 /// switches copies off (as the in-process tests of other binaries leave it);
 /// otherwise every other active namespace holds a `quiet.v1.0.0`, a copy of
@@ -99,6 +131,13 @@ const QUIET_CRD: &str = "widgets.quiet.olm-rs.dev";
 async fn a_new_leader_writes_nothing_for_an_install_that_is_right() {
     with_namespace("olm-ha-quiet", |client, ns| async move {
         install_crds(&client).await;
+        // The writes counted are cluster-wide: first let the namespaces of
+        // earlier tests go, so that the Operators of their packages are gone
+        // (by the first leader) before the new leader is counted.
+        eventually("no namespace is being deleted", || {
+            no_namespace_terminating(&client)
+        })
+        .await;
         let lease_name = format!("olm-operator-{ns}");
         let mut first = Process::olm_operator("replica-a", &lease_name, &ns);
         let group = OperatorGroup {
@@ -180,6 +219,11 @@ async fn a_new_leader_writes_nothing_for_an_install_that_is_right() {
         // controller follows the original's phase), where copies are on.
         eventually("the CSV is copied to every other namespace", || {
             copied_everywhere(&client, &ns)
+        })
+        .await;
+        // The Operators of earlier tests' namespaces are the first leader's to remove.
+        eventually("no Operator of a deleted namespace is left", || {
+            no_stale_operator(&client)
         })
         .await;
         // Kill the leader, then start a new process: it takes the Lease over once it

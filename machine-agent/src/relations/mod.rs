@@ -171,19 +171,18 @@ impl Relations {
     /// until the watches have synced (an unsynced store would read as every
     /// relation gone).
     pub fn views(&self, application: &str) -> Option<BTreeMap<String, RelationView>> {
-        if !self.synced() {
-            return None;
-        }
-        let relations = self.relations.state();
-        let bags = self.bags.state();
-        let relations: Vec<&Relation> = relations.iter().map(AsRef::as_ref).collect();
-        let bags: Vec<&Databag> = bags.iter().map(AsRef::as_ref).collect();
-        Some(view::views(application, &self.machine, &relations, &bags))
+        self.read(|relations, bags| view::views(application, &self.machine, relations, bags))
     }
 
     /// The Ready relations of `application` where this machine's unit has
     /// no bag yet ([`view::awaited`]); `None` until the watches have synced.
     pub fn awaited(&self, application: &str) -> Option<Vec<String>> {
+        self.read(|relations, bags| view::awaited(application, &self.machine, relations, bags))
+    }
+
+    /// `read` of the Relations and Databags in the stores; `None` until the
+    /// watches have synced.
+    fn read<T>(&self, read: impl FnOnce(&[&Relation], &[&Databag]) -> T) -> Option<T> {
         if !self.synced() {
             return None;
         }
@@ -191,7 +190,7 @@ impl Relations {
         let bags = self.bags.state();
         let relations: Vec<&Relation> = relations.iter().map(AsRef::as_ref).collect();
         let bags: Vec<&Databag> = bags.iter().map(AsRef::as_ref).collect();
-        Some(view::awaited(application, &self.machine, &relations, &bags))
+        Some(read(&relations, &bags))
     }
 
     /// When the failed relation hook of `unit` is retried, if it waits.

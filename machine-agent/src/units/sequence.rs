@@ -179,7 +179,7 @@ pub fn next_hook(record: &UnitRecord, want: &Want, leader: bool) -> Option<Hook>
 /// candidate and nobody is known to lead yet), so that `leader-elected` comes
 /// before `config-changed` and `start`, as in Juju's setup phase.
 pub fn waits_for_election(record: &UnitRecord, next: Option<Hook>, electing: bool) -> bool {
-    electing && record.installed && !record.started && matches!(next, Some(Hook::ConfigChanged | Hook::Start))
+    electing && in_setup(record, next) && next != Some(Hook::LeaderElected)
 }
 
 /// Whether a unit is in setup, before `next` (its next hook of its own

@@ -35,6 +35,10 @@ use olm_api::{
     v1alpha1::{ClusterServiceVersion, CsvPhase},
 };
 use serde_json::json;
+use std::{
+    future::Future,
+    time::{Duration, Instant},
+};
 
 const AGENT_MANAGER: &str = "machine-agent";
 
@@ -202,8 +206,56 @@ impl Agent {
 
 fn refused(result: Result<impl std::fmt::Debug, kube::Error>, what: &str) -> String {
     match result {
-        Err(kube::Error::Api(status)) if status.code == 403 || status.code == 422 => status.message,
+        Err(kube::Error::Api(status)) if is_refusal(&status) => status.message,
         other => panic!("{what}: expected the API server to refuse, got {other:?}"),
+    }
+}
+
+/// Whether the API server refused a request on policy or permission grounds.
+fn is_refusal(status: &kube::core::Status) -> bool {
+    status.code == 403 || status.code == 422
+}
+
+/// How long the API server's cache of leader Leases may lag a change of holder.
+const LEASE_CACHE_LAG: Duration = Duration::from_secs(30);
+
+/// Sends `write` until the API server refuses it, for up to [`LEASE_CACHE_LAG`],
+/// and returns the refusal's message. The leader rule of application bags
+/// reads the Leases from the API server's cache (the policy's params), which
+/// can lag a Lease's change by a moment.
+async fn refused_once_seen<T, F, Fut>(what: &str, mut write: F) -> String
+where
+    T: std::fmt::Debug,
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let deadline = Instant::now() + LEASE_CACHE_LAG;
+    loop {
+        match write().await {
+            Err(kube::Error::Api(status)) if is_refusal(&status) => return status.message,
+            Ok(_) if Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+            other => panic!("{what}: expected the API server to refuse, got {other:?}"),
+        }
+    }
+}
+
+/// Sends `write` until the API server accepts it, for up to
+/// [`LEASE_CACHE_LAG`]: the counterpart of [`refused_once_seen`] for the
+/// writes a new leader may make.
+async fn accepted_once_seen<T, F, Fut>(what: &str, mut write: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    let deadline = Instant::now() + LEASE_CACHE_LAG;
+    loop {
+        match write().await {
+            Ok(done) => return done,
+            Err(kube::Error::Api(status)) if is_refusal(&status) && Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("{what}: {e}"),
+        }
     }
 }
 
@@ -459,14 +511,14 @@ async fn each_bag_is_written_by_its_writer_alone_and_goes_with_its_relation() {
             .lead(&ns, "web", &web_a.machine)
             .await
             .expect("web/A takes web's leader Lease");
-        web_a
-            .set(&ns, &app_bag, "url", "http://web")
-            .await
-            .expect("the leader writes its application's bag");
-        let message = refused(
-            web_b.set(&ns, &app_bag, "url", "forged").await,
-            "web/B writing web's bag",
-        );
+        accepted_once_seen("the leader writes its application's bag", || {
+            web_a.set(&ns, &app_bag, "url", "http://web")
+        })
+        .await;
+        let message = refused_once_seen("web/B writing web's bag", || {
+            web_b.set(&ns, &app_bag, "url", "forged")
+        })
+        .await;
         assert!(
             message.contains(&format!(
                 "{} does not hold its leader Lease web.leader",
@@ -487,14 +539,14 @@ async fn each_bag_is_written_by_its_writer_alone_and_goes_with_its_relation() {
             .lead(&ns, "web", &web_b.machine)
             .await
             .expect("web/B takes the Lease over");
-        web_b
-            .set(&ns, &app_bag, "url", "http://web-b")
-            .await
-            .expect("the new leader writes");
-        refused(
-            web_a.set(&ns, &app_bag, "url", "stale").await,
-            "the former leader writing",
-        );
+        accepted_once_seen("the new leader writes", || {
+            web_b.set(&ns, &app_bag, "url", "http://web-b")
+        })
+        .await;
+        refused_once_seen("the former leader writing", || {
+            web_a.set(&ns, &app_bag, "url", "stale")
+        })
+        .await;
         // Only the holder gives the Lease up (a leader whose unit goes does).
         refused(web_a.release(&ns, "web").await, "web/A giving up web/B's Lease");
         web_b.release(&ns, "web").await.expect("web/B gives its Lease up");

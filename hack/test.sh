@@ -63,6 +63,17 @@ print_build_errors() {
 	echo "$errors" >&2
 	echo "test.sh: disk: $(df -h . | tail -n 1)" >&2
 }
+# Each panic of a failed test, with the two lines after it (its message), last of all: a failure
+# report can be long (a failed cluster test dumps its namespace), which pushes the panic it
+# began with out of the 200 lines above.
+print_panics() {
+	local panics
+	panics=$(grep -E -A2 "panicked at|^test failed in namespace " "$log" | grep -v -E '^note: |^stack backtrace:' |
+		cut -c1-300 | tail -n 60)
+	[ -n "$panics" ] || return 0
+	echo "test.sh: the panics of the failed tests (each with two lines after it, cut to 300 characters):" >&2
+	echo "$panics" >&2
+}
 cleanup() {
 	local status=$?
 	trap - EXIT INT TERM
@@ -70,7 +81,7 @@ cleanup() {
 		kill -TERM -- "-$child" 2>/dev/null || true
 		wait "$child" 2>/dev/null || true
 	fi
-	[ "$status" = 0 ] || { print_failures; print_build_errors; }
+	[ "$status" = 0 ] || { print_failures; print_build_errors; print_panics; }
 	rm -f "$log"
 	if [ -n "$cluster_dir" ]; then
 		OLM_RS_CLUSTER_DIR=$cluster_dir "$repo/hack/cluster.sh" down || status=1

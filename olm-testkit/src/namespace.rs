@@ -111,11 +111,25 @@ where
             eprintln!("test failed: keeping namespace {name}; the objects in it:");
             dump_namespace(&client, &name).await;
             match e.try_into_panic() {
-                Ok(panic) => std::panic::resume_unwind(panic),
+                Ok(panic) => {
+                    // Said again after the dump, which can push the panic's own report out
+                    // of a log's tail.
+                    eprintln!("test failed in namespace {name}: {}", panic_message(&*panic));
+                    std::panic::resume_unwind(panic)
+                }
                 Err(e) => panic!("the test in namespace {name} did not finish: {e}"),
             }
         }
     }
+}
+
+/// The message a panic was raised with, when it is text.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("(a panic without a message)")
 }
 
 /// Writes every object of every listable namespaced resource in `namespace` to stderr, without

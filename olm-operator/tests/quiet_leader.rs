@@ -6,10 +6,10 @@
 //!
 //! The counter holds every write of the new leader, of every controller: a
 //! test binary of its own, so that no other operator (in-process or replica
-//! of another test) changes the cluster meanwhile, and the cluster must hold
-//! nothing else an olm-operator controller would write to (what failed tests
-//! keep, such as a MachinePool whose machines go lost, gets its status
-//! written). Run with
+//! of another test) changes the cluster meanwhile. The cluster must hold
+//! nothing else an olm-operator controller would write to, so the namespaces
+//! that failed tests kept (a MachinePool whose machines go lost gets its status
+//! written) are deleted first. Run with
 //! `cargo test -p olm-operator --test quiet_leader -- --ignored`.
 
 use k8s_openapi::{
@@ -25,7 +25,7 @@ use olm_api::{
     v1alpha1::{ClusterServiceVersion, CsvPhase},
 };
 use olm_testkit::{
-    apply, eventually, install_crd, install_crds,
+    NAMESPACE_LABEL, apply, eventually, install_crd, install_crds,
     objects::{lease_holder, wait_for_csv},
     process::Process,
     wait_for, wait_gone, with_namespace,
@@ -63,6 +63,28 @@ async fn no_stale_operator(client: &kube::Client) -> bool {
         .iter()
         .filter_map(|o| o.metadata.name.as_deref()?.rsplit_once('.'))
         .all(|(_, namespace)| namespaces.iter().any(|n| n == namespace))
+}
+
+/// Deletes the namespaces that earlier tests which failed kept (their objects
+/// were printed when they failed): what they hold, such as a MachinePool
+/// whose machines go lost, gets written by any leader, and would be counted
+/// here as a second failure. No other test runs meanwhile: this test is a
+/// binary of its own.
+async fn remove_kept_namespaces(client: &kube::Client, own: &str) {
+    let namespaces = Api::<Namespace>::all(client.clone());
+    let kept = namespaces
+        .list(&ListParams::default().labels(NAMESPACE_LABEL))
+        .await
+        .expect("list the test namespaces");
+    for name in kept.items.iter().filter_map(|n| n.metadata.name.as_deref()) {
+        if name != own {
+            eprintln!("quiet_leader: deleting namespace {name}, kept by a test that failed");
+            namespaces
+                .delete(name, &DeleteParams::default())
+                .await
+                .expect("delete a kept namespace");
+        }
+    }
 }
 
 /// Whether no namespace of the cluster is being deleted.
@@ -131,15 +153,17 @@ const QUIET_CRD: &str = "widgets.quiet.olm-rs.dev";
 async fn a_new_leader_writes_nothing_for_an_install_that_is_right() {
     with_namespace("olm-ha-quiet", |client, ns| async move {
         install_crds(&client).await;
+        remove_kept_namespaces(&client, &ns).await;
+        let lease_name = format!("olm-operator-{ns}");
+        let mut first = Process::olm_operator("replica-a", &lease_name, &ns);
         // The writes counted are cluster-wide: first let the namespaces of
         // earlier tests go, so that the Operators of their packages are gone
-        // (by the first leader) before the new leader is counted.
+        // (by the first leader, which also ends their CSVs) before the new
+        // leader is counted.
         eventually("no namespace is being deleted", || {
             no_namespace_terminating(&client)
         })
         .await;
-        let lease_name = format!("olm-operator-{ns}");
-        let mut first = Process::olm_operator("replica-a", &lease_name, &ns);
         let group = OperatorGroup {
             metadata: ObjectMeta {
                 name: Some("operators".to_owned()),

@@ -330,6 +330,10 @@ pub struct MachineView {
 }
 
 /// How the install of `csv` (at `version`) is doing on `machines`. Pure.
+///
+/// A unit at the version that is `active`, or `blocked` (it waits for its
+/// user: a relation to make, a setting to give, as Juju's units do), is
+/// installed; one still in `maintenance` or `waiting` is not yet.
 pub fn health(version: &str, machines: &[MachineView]) -> Health {
     let lost: Vec<&str> = machines
         .iter()
@@ -341,7 +345,7 @@ pub fn health(version: &str, machines: &[MachineView]) -> Health {
     let mut pending = Vec::new();
     for machine in ready.iter().filter(|m| !m.moved_on) {
         match &machine.unit {
-            Some((v, WorkloadState::Active, _)) if v == version => {}
+            Some((v, WorkloadState::Active | WorkloadState::Blocked, _)) if v == version => {}
             Some((_, WorkloadState::Error, message)) => errors.push(format!("{} ({message})", machine.name)),
             Some((v, state, message)) => pending.push(format!(
                 "{} ({} at {v}{}{message})",
@@ -700,6 +704,26 @@ mod tests {
             "{}",
             explained.message
         );
+    }
+
+    #[test]
+    fn a_unit_blocked_on_its_user_is_installed_and_one_still_working_is_not() {
+        let blocked = view(
+            "edge-a",
+            false,
+            true,
+            Some(("1.0.0", WorkloadState::Blocked, "needs a database")),
+        );
+        assert_eq!(health("1.0.0", std::slice::from_ref(&blocked)), Health::Ready);
+        // Blocked at an older version: not upgraded yet.
+        assert!(matches!(health("1.1.0", &[blocked]), Health::Waiting(_)));
+        for state in [WorkloadState::Maintenance, WorkloadState::Waiting] {
+            let working = view("edge-a", false, true, Some(("1.0.0", state, "installing")));
+            assert!(
+                matches!(health("1.0.0", &[working]), Health::Waiting(m) if m.contains("edge-a (")),
+                "{state:?}"
+            );
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@ set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 namespace=${OLM_RS_DEMO_NAMESPACE:-demo}
 hold=${1:-60}
-csvs=(demo-db.v1.1.0 demo-app.v0.2.0 demo-machine.v1.1.0)
+csvs=(demo-db.v1.1.0 demo-app.v0.2.0 demo-machine.v1.1.0 demo-store.v1.0.0 demo-shop.v1.0.0)
 say() { echo "demo-check: $*" >&2; }
 
 if [ -z "${KUBECONFIG:-}" ]; then

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The demo (`make demo`): olm-rs installs an operator with a dependency from
 # the demo catalog, on a real control plane; then an operator with the machine
-# strategy on a MachinePool of two machines (hack/demo-machines.sh).
+# strategy on a MachinePool of two machines (hack/demo-machines.sh); then two
+# machine operators related to each other (hack/demo-relations.sh).
 #
 #   hack/demo.sh        start everything and walk through the install
 #   hack/demo.sh down   stop the operators, the registry server, and the
@@ -76,6 +77,10 @@ if ! hack/demo-machines.sh "$state" "$bin" "$namespace"; then
 	echo "demo: the machine part failed; the logs in $state say more. Stop everything with: hack/demo.sh down" >&2
 	exit 1
 fi
+if ! hack/demo-relations.sh "$bin" "$namespace"; then
+	echo "demo: the relation part failed; the logs in $state say more. Stop everything with: hack/demo.sh down" >&2
+	exit 1
+fi
 
 cat <<EOT
 
@@ -83,7 +88,8 @@ Look around (the operators keep running):
   export KUBECONFIG=$KUBECONFIG
   kubectl get catalogsources,subscriptions,installplans,clusterserviceversions -n $namespace
   kubectl get deployments -n $namespace
-  kubectl get machinepools,machines -n $namespace -o wide
+  kubectl get machinepools,machines,relations,databags -n $namespace -o wide
+  $bin/kubectl-olm status -n $namespace
   kubectl describe subscription demo-app -n $namespace
   curl -s 127.0.0.1:18080/metrics | grep csv_
 Try a dependency that cannot be met:

@@ -320,8 +320,19 @@ pub fn controllers(
     // Deleted CatalogSources are forgotten (their content, clients and metrics).
     let deleted_sources = watches.catalog_sources.deleted();
     // A deleted InstallPlan changes the status of the Subscriptions that refer to
-    // it (InstallPlanMissing).
-    let deleted_plans = watches.install_plans.deleted();
+    // it (InstallPlanMissing), and a deleted CSV what is installed in its
+    // namespace (a Subscription whose CSV is gone is resolved again). Shared
+    // streams carry no deletions: these are heard apart.
+    let deletions = stream::select(
+        watches
+            .install_plans
+            .deleted()
+            .filter_map(|plan| std::future::ready(plan.namespace())),
+        watches
+            .csvs
+            .deleted()
+            .filter_map(|csv| std::future::ready(csv.namespace())),
+    );
     let ctx = Arc::new(Context::new(
         parts.client.clone(),
         parts.writer.clone(),
@@ -334,7 +345,7 @@ pub fn controllers(
     let catalog_ctx = Arc::new(catalogsource::CatalogSourceContext::new(ctx.clone()));
     let forget_deleted = forget_deleted_sources(deleted_sources, catalog_ctx.clone());
     let catalog_controller = catalog_source_controller(parts, &watches, catalog_ctx);
-    let subscription_controller = subscription_controller(parts, &watches, &ctx, deleted_plans);
+    let subscription_controller = subscription_controller(parts, &watches, &ctx, deletions);
     let revision_controller = revision_controller(parts, &watches, ctx.clone());
     let install_plan_controller = install_plan_controller(parts, &watches, ctx);
 
@@ -409,16 +420,17 @@ fn unpack_waiters<K: Resource>(
 }
 
 /// The Subscription controller: one reconcile syncs a namespace, woken by its
-/// Subscriptions, InstallPlans and CSVs, by catalog changes, by deleted plans,
-/// and by the unpack Jobs and ConfigMaps of the catalogs it may use.
+/// Subscriptions, InstallPlans and CSVs, by catalog changes, by plans and CSVs
+/// deleted (`deletions`: their namespaces), and by the unpack Jobs and
+/// ConfigMaps of the catalogs it may use.
 fn subscription_controller<S>(
     parts: &Parts,
     watches: &Watches,
     ctx: &Arc<Context>,
-    deleted_plans: S,
+    deletions: S,
 ) -> impl Future<Output = ()> + Send + 'static + use<S>
 where
-    S: futures::Stream<Item = Arc<InstallPlan>> + Send + 'static,
+    S: futures::Stream<Item = String> + Send + 'static,
 {
     let subscription_store = watches.subscriptions.store();
     let namespace = ctx.options.namespace.clone();
@@ -431,11 +443,9 @@ where
         })
         .flat_map(move |()| stream::iter(one_per_namespace(&subscriptions, namespace.as_deref())))
     };
-    let plan_deletions = {
+    let deletions = {
         let subscriptions = subscription_store.clone();
-        deleted_plans
-            .filter_map(|plan| std::future::ready(plan.namespace()))
-            .flat_map(move |namespace| stream::iter(one_per_namespace(&subscriptions, Some(&namespace))))
+        deletions.flat_map(move |namespace| stream::iter(one_per_namespace(&subscriptions, Some(&namespace))))
     };
     let csv_mapper = {
         let subscriptions = subscription_store.clone();
@@ -456,7 +466,7 @@ where
         .watches_shared_stream(watches.csvs.subscribe(), csv_mapper)
         .watches_shared_stream(watches.unpack_jobs.subscribe(), job_waiters)
         .watches_shared_stream(watches.unpack_config_maps.subscribe(), config_map_waiters)
-        .reconcile_on(stream::select(catalog_changes, plan_deletions))
+        .reconcile_on(stream::select(catalog_changes, deletions))
         .run(
             subscription::reconcile,
             subscription::error_policy,

@@ -356,6 +356,41 @@ async fn an_unsatisfiable_subscription_explains_itself_while_another_installs() 
     .await;
 }
 
+/// The CSV of a Subscription at its latest goes (deleted by hand, or the
+/// last of an uninstall while the package is subscribed again): the
+/// Subscription is resolved again and its CSV installed anew, without waiting
+/// for anything else to wake it.
+#[tokio::test]
+async fn a_subscription_whose_csv_is_deleted_installs_it_again() {
+    with_namespace("catcsvgone", |client, ns| async move {
+        let (registry, operator) = setup(&client, &ns, false).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        create(&subs, &subscription("db", &ns, "demo-db", Approval::Automatic)).await;
+        wait_for(
+            &subs,
+            "db",
+            "Subscription db is AtLatestKnown",
+            subscription_at("demo-db.v1.1.0"),
+        )
+        .await;
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        let first = csvs.get("demo-db.v1.1.0").await.expect("the CSV").uid();
+        csvs.delete("demo-db.v1.1.0", &DeleteParams::default())
+            .await
+            .expect("delete the CSV");
+        wait_for(
+            &csvs,
+            "demo-db.v1.1.0",
+            "the CSV is created again by a new InstallPlan",
+            |csv: Option<&ClusterServiceVersion>| csv.is_some_and(|c| c.uid() != first),
+        )
+        .await;
+        operator.stop().await;
+        registry.stop().await;
+    })
+    .await;
+}
+
 #[tokio::test]
 async fn a_starting_csv_installs_first_and_then_upgrades() {
     with_namespace("catstart", |client, ns| async move {

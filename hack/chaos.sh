@@ -5,6 +5,8 @@
 # the time to converge after each fault. Exits non-zero on any invariant violation.
 #
 #   hack/chaos.sh [--seed N] [--faults N] [--namespaces N]   (defaults: the clock, 100, 4)
+#   hack/chaos.sh --only KIND [...]                           (faults of one kind: apiserver-429s,
+#                                                              sigkill-replica, catalog-down, ...)
 #   hack/chaos.sh --short                                     (CI: seed 1, 4 faults, 3 namespaces)
 #
 # Against the cluster in KUBECONFIG (API server restarts only when OLM_RS_RESTART_APISERVER names

@@ -7,5 +7,6 @@ pub mod faults;
 pub mod figures;
 pub mod fleet;
 pub mod invariants;
+pub mod pressure;
 pub mod rng;
 pub mod work;

@@ -1,7 +1,8 @@
 //! The chaos campaign (`make chaos`, `make chaos-short`): on the cluster in `KUBECONFIG`, two
 //! replicas of each operator (leader-elected, as processes), a registry serving
 //! `catalogs/demo-bundles`, and a steady stream of work across several namespaces (installs,
-//! upgrades from a starting CSV, manual approvals, uninstalls). Each round does some work, then
+//! upgrades from a starting CSV, manual approvals, uninstalls), its requests counted by the API
+//! server's flow control (`e2e::chaos::pressure`). Each round does some work, then
 //! injects one fault at a random moment from a seeded random source, then reads the cluster
 //! until every invariant holds (`e2e::chaos::invariants`) or a deadline passes.
 //!
@@ -9,7 +10,8 @@
 //! violations, and the time to converge after each fault (p50, p99, max). Exits non-zero when
 //! any invariant was still violated at a round's deadline.
 //!
-//! `--faults N` (default 100), `--namespaces N` (default 4), `--seed N` (default: the clock).
+//! `--faults N` (default 100), `--namespaces N` (default 4), `--seed N` (default: the clock),
+//! `--only KIND` (faults of one kind only, e.g. `apiserver-429s` for a pressure run).
 
 use std::{
     collections::BTreeMap,
@@ -21,6 +23,7 @@ use e2e::chaos::{
     figures::{Tally, summary},
     fleet::Fleet,
     invariants::{self, Expect},
+    pressure::{self, Level},
     rng::Rng,
     work,
 };
@@ -35,6 +38,8 @@ struct Args {
     seed: u64,
     faults: usize,
     namespaces: usize,
+    /// Only faults of this kind (`--only KIND`), e.g. a pressure run.
+    only: Option<String>,
 }
 
 fn args() -> Args {
@@ -55,6 +60,11 @@ fn args() -> Args {
         seed: value("--seed").unwrap_or(clock),
         faults: value("--faults").unwrap_or(100) as usize,
         namespaces: value("--namespaces").unwrap_or(4) as usize,
+        only: args
+            .iter()
+            .position(|a| a == "--only")
+            .and_then(|i| args.get(i + 1))
+            .cloned(),
     }
 }
 
@@ -68,6 +78,9 @@ async fn main() {
     faults::print_not_implemented();
     let client = client().await;
     install_crds(&client).await;
+    // The operators' requests go through a priority level of the campaign's (the pressure
+    // fault squeezes it), whose counters give their request rate.
+    pressure::set(&client, Level::Normal).await;
     let run = format!("chaos-{:x}", std::process::id());
     create_namespace(&client, &run, &[(NAMESPACE_LABEL, "chaos")]).await;
     let mut fleet = Fleet::start(&run).await;
@@ -75,6 +88,7 @@ async fn main() {
     let mut work = work::Work::new(&client, &run, args.namespaces).await;
     let mut rng = Rng::new(args.seed);
     let mut tally = Tally::default();
+    fleet.pressure.read(&client, Level::Normal).await;
     for round in 1..=args.faults {
         campaign_round(
             &client,
@@ -82,12 +96,15 @@ async fn main() {
             &mut work,
             &mut rng,
             &mut tally,
-            (round, args.faults),
+            (round, args.faults, args.only.as_deref()),
         )
         .await;
     }
+    fleet.pressure.read(&client, Level::Normal).await;
+    let rates = fleet.pressure.summary();
     let refusals = fleet.stop();
-    report(&args, &tally, refusals);
+    pressure::remove(&client).await;
+    report(&args, &tally, refusals, &rates);
     work.delete(&client, &run).await;
     if !tally.violations.is_empty() {
         std::process::exit(1);
@@ -102,14 +119,14 @@ async fn campaign_round(
     work: &mut work::Work,
     rng: &mut Rng,
     tally: &mut Tally,
-    (round, rounds): (usize, usize),
+    (round, rounds, only): (usize, usize, Option<&str>),
 ) {
     let mut done = Vec::new();
     for _ in 0..=rng.below(2) {
         done.push(work.step(client, rng).await);
     }
     tokio::time::sleep(Duration::from_millis(rng.below(3000))).await;
-    let fault = faults::pick(rng, fleet);
+    let fault = faults::pick_only(rng, fleet, only);
     let injected = Instant::now();
     let what = faults::inject(client, fleet, fault, rng).await;
     let (took, violations) = converge(client, &work.expected, injected).await;
@@ -163,7 +180,7 @@ async fn converge(
 }
 
 /// Prints the campaign's figures.
-fn report(args: &Args, tally: &Tally, refusals: usize) {
+fn report(args: &Args, tally: &Tally, refusals: usize, rates: &str) {
     println!("== olm-rs chaos: seed {}", args.seed);
     println!("  rounds: {}, faults injected: {}", args.faults, tally.faults());
     for (kind, times) in &tally.converged {
@@ -179,4 +196,5 @@ fn report(args: &Args, tally: &Tally, refusals: usize) {
         println!("    round {round}: {violation}");
     }
     println!("  requests the API server refused the operators (log lines): {refusals}");
+    println!("  {rates}");
 }

@@ -7,6 +7,7 @@ use olm_testkit::process::{apiserver_restart_command, restart_apiserver};
 
 use super::{
     fleet::{Fleet, MAX_DOWN},
+    pressure::{self, Level},
     rng::Rng,
 };
 
@@ -24,6 +25,9 @@ pub enum Fault {
     /// The registry dies and comes back on its port a few seconds later: the catalog is
     /// unhealthy meanwhile.
     CatalogDown,
+    /// The API server squeezes the operators' requests to a few seats and answers the rest
+    /// with 429 for several seconds ([`pressure`]).
+    Pressure,
 }
 
 impl Fault {
@@ -35,6 +39,7 @@ impl Fault {
             Fault::ApiServerRestart => "apiserver-restart",
             Fault::RegistryStall => "registry-stall",
             Fault::CatalogDown => "catalog-down",
+            Fault::Pressure => "apiserver-429s",
         }
     }
 }
@@ -43,7 +48,7 @@ impl Fault {
 pub const NOT_INJECTED: [&str; 4] = [
     "machine agent kills: the campaign runs no machine agents yet",
     "node NotReady: the fake nodes' status is not driven by the campaign yet",
-    "API server under pressure (429s, closed watches): not part of the campaign yet",
+    "watches closed every few seconds, a slow API server: not part of the campaign yet",
     "catalog updates (a new bundle version served mid-run): not part of the campaign yet",
 ];
 
@@ -57,18 +62,45 @@ pub fn print_not_implemented() {
     }
 }
 
-/// A fault drawn from `rng`: replicas are hurt most often (half the time), the API server and
-/// the registry otherwise.
+/// A fault drawn from `rng`: replicas are hurt most often (5 in 12), the API server and the
+/// registry otherwise.
 pub fn pick(rng: &mut Rng, fleet: &Fleet) -> Fault {
     let replica = rng.below(fleet.replicas.len() as u64) as usize;
     let api = apiserver_restart_command().is_some();
-    match rng.below(10) {
+    match rng.below(12) {
         0..=2 => Fault::Kill(replica),
         3..=4 => Fault::Term(replica),
         5..=6 if api => Fault::ApiServerRestart,
         5..=7 => Fault::RegistryStall,
+        8..=9 => Fault::Pressure,
         _ => Fault::CatalogDown,
     }
+}
+
+/// The kinds of fault, as the figures name them.
+pub const KINDS: [&str; 6] = [
+    "sigkill-replica",
+    "sigterm-replica",
+    "apiserver-restart",
+    "registry-stall",
+    "catalog-down",
+    "apiserver-429s",
+];
+
+/// A fault drawn from `rng` as [`pick`] draws it, of kind `only` when given (draws are
+/// repeated until one is of that kind). Panics, naming the kinds, when `only` is never drawn.
+pub fn pick_only(rng: &mut Rng, fleet: &Fleet, only: Option<&str>) -> Fault {
+    for _ in 0..1000 {
+        let fault = pick(rng, fleet);
+        if only.is_none_or(|kind| kind == fault.kind()) {
+            return fault;
+        }
+    }
+    panic!(
+        "--only {}: that fault is never drawn here (the kinds: {}; apiserver-restart needs OLM_RS_RESTART_APISERVER)",
+        only.unwrap_or_default(),
+        KINDS.join(", ")
+    )
 }
 
 /// Injects `fault` and undoes it (a replica started again, the registry back); returns what was
@@ -111,6 +143,15 @@ pub async fn inject(client: &Client, fleet: &mut Fleet, fault: Fault, rng: &mut 
                 signal("-CONT", pid);
             }
             format!("{} for {down:.1?}", fault.kind())
+        }
+        Fault::Pressure => {
+            let hold = Duration::from_secs(5) + down * 3;
+            fleet.pressure.read(client, Level::Normal).await;
+            pressure::set(client, Level::Squeezed).await;
+            tokio::time::sleep(hold).await;
+            fleet.pressure.read(client, Level::Squeezed).await;
+            pressure::set(client, Level::Normal).await;
+            format!("{} for {hold:.1?}", fault.kind())
         }
         Fault::CatalogDown => {
             let down = down * 3;

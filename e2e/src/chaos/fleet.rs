@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use super::pressure::Meter;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::{Api, Client};
 use olm_testkit::{
@@ -56,6 +57,8 @@ pub struct Fleet {
     registry_port: u16,
     /// Log lines of requests the API server refused the replicas that were stopped.
     refusals: usize,
+    /// The replicas' requests, as the API server's flow control counts them.
+    pub pressure: Meter,
 }
 
 impl Fleet {
@@ -67,6 +70,7 @@ impl Fleet {
             registry: None,
             registry_port: free_port(),
             refusals: 0,
+            pressure: Meter::default(),
         };
         fleet.start_registry();
         for operator in [Operator::Catalog, Operator::Olm] {

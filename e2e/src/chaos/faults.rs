@@ -25,9 +25,9 @@ pub enum Fault {
     /// The registry dies and comes back on its port a few seconds later: the catalog is
     /// unhealthy meanwhile.
     CatalogDown,
-    /// The API server squeezes the operators' requests to a few seats and answers the rest
-    /// with 429 for several seconds ([`pressure`]).
-    Pressure,
+    /// For several seconds the API server squeezes the operators' requests to a few seats, or
+    /// starves them of any share, and answers what does not fit with 429 ([`pressure`]).
+    Pressure(Level),
 }
 
 impl Fault {
@@ -39,7 +39,8 @@ impl Fault {
             Fault::ApiServerRestart => "apiserver-restart",
             Fault::RegistryStall => "registry-stall",
             Fault::CatalogDown => "catalog-down",
-            Fault::Pressure => "apiserver-429s",
+            Fault::Pressure(Level::Starved) => "apiserver-starved",
+            Fault::Pressure(_) => "apiserver-429s",
         }
     }
 }
@@ -72,19 +73,21 @@ pub fn pick(rng: &mut Rng, fleet: &Fleet) -> Fault {
         3..=4 => Fault::Term(replica),
         5..=6 if api => Fault::ApiServerRestart,
         5..=7 => Fault::RegistryStall,
-        8..=9 => Fault::Pressure,
+        8 => Fault::Pressure(Level::Squeezed),
+        9 => Fault::Pressure(Level::Starved),
         _ => Fault::CatalogDown,
     }
 }
 
 /// The kinds of fault, as the figures name them.
-pub const KINDS: [&str; 6] = [
+pub const KINDS: [&str; 7] = [
     "sigkill-replica",
     "sigterm-replica",
     "apiserver-restart",
     "registry-stall",
     "catalog-down",
     "apiserver-429s",
+    "apiserver-starved",
 ];
 
 /// A fault drawn from `rng` as [`pick`] draws it, of kind `only` when given (draws are
@@ -144,12 +147,12 @@ pub async fn inject(client: &Client, fleet: &mut Fleet, fault: Fault, rng: &mut 
             }
             format!("{} for {down:.1?}", fault.kind())
         }
-        Fault::Pressure => {
+        Fault::Pressure(level) => {
             let hold = Duration::from_secs(5) + down * 3;
             fleet.pressure.read(client, Level::Normal).await;
-            pressure::set(client, Level::Squeezed).await;
+            pressure::set(client, level).await;
             tokio::time::sleep(hold).await;
-            fleet.pressure.read(client, Level::Squeezed).await;
+            fleet.pressure.read(client, level).await;
             pressure::set(client, Level::Normal).await;
             format!("{} for {hold:.1?}", fault.kind())
         }

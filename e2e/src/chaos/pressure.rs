@@ -1,7 +1,8 @@
 //! The API server under pressure, through API Priority and Fairness: every request of both
 //! operators' ServiceAccounts goes, by a FlowSchema of the campaign, to a priority level of its
-//! own. That level is generous while the campaign runs, and squeezed during a pressure fault to
-//! the fewest seats a level gets, rejecting (HTTP 429) what does not fit at once. The API
+//! own. That level is generous while the campaign runs; during a pressure fault it is squeezed to
+//! the fewest seats a level with a share gets, or starved with no share at all, rejecting (HTTP
+//! 429) what does not fit at once. The API
 //! server's flow-control counters of the FlowSchema give the operators' request rate, in normal
 //! times and under 429s: an operator that hot-loops on 429s shows a rate far above the normal.
 
@@ -24,6 +25,9 @@ pub enum Level {
     Normal,
     /// One share (a few seats), nothing borrowed, and a 429 for what does not fit.
     Squeezed,
+    /// No share at all, nothing borrowed: the API server still serves about one request of
+    /// theirs at a time, and answers the rest with 429.
+    Starved,
 }
 
 /// The PriorityLevelConfiguration `level` describes.
@@ -35,6 +39,10 @@ pub fn priority_level(level: Level) -> Value {
         }),
         Level::Squeezed => json!({
             "nominalConcurrencyShares": 1, "lendablePercent": 0, "borrowingLimitPercent": 0,
+            "limitResponse": {"type": "Reject"},
+        }),
+        Level::Starved => json!({
+            "nominalConcurrencyShares": 0, "lendablePercent": 0, "borrowingLimitPercent": 0,
             "limitResponse": {"type": "Reject"},
         }),
     };
@@ -169,8 +177,10 @@ pub struct Meter {
     last: Option<(Instant, u64, u64)>,
     /// Outside pressure faults.
     pub normal: Span,
-    /// During pressure faults.
+    /// While squeezed to a few seats.
     pub squeezed: Span,
+    /// While starved of seats.
+    pub starved: Span,
 }
 
 impl Meter {
@@ -183,6 +193,7 @@ impl Meter {
             let span = match level {
                 Level::Normal => &mut self.normal,
                 Level::Squeezed => &mut self.squeezed,
+                Level::Starved => &mut self.starved,
             };
             let rejected_now = delta(rejected, last_rejected);
             span.requests += delta(dispatched, last_dispatched) + rejected_now;
@@ -203,17 +214,24 @@ impl Meter {
         }
     }
 
-    /// The figures' line: the requests rate under 429s against the normal one.
+    /// The figures' lines: the operators' request rate squeezed and starved, against the
+    /// normal one.
     pub fn summary(&self) -> String {
-        format!(
-            "operators' requests under 429s: {:.1}/s ({} of {} rejected over {:.1?}); otherwise {:.1}/s over {:.1?}",
-            self.squeezed.rate(),
-            self.squeezed.rejected,
-            self.squeezed.requests,
-            self.squeezed.time,
-            self.normal.rate(),
-            self.normal.time,
-        )
+        let line = |what: &str, span: &Span| {
+            format!(
+                "operators' requests {what}: {:.1}/s ({} of {} rejected with 429 over {:.1?})",
+                span.rate(),
+                span.rejected,
+                span.requests,
+                span.time
+            )
+        };
+        [
+            line("squeezed to a few seats", &self.squeezed),
+            line("starved of seats", &self.starved),
+            line("otherwise", &self.normal),
+        ]
+        .join("\n  ")
     }
 }
 

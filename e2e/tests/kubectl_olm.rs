@@ -124,11 +124,17 @@ async fn manual_install_approve_upgrade(client: Client, ns: String) {
     .ok();
     assert!(upgrade.contains("demo-db.v1.1.0"), "{upgrade}");
     wait_csv(&client, &ns, "demo-db.v1.1.0").await;
-    let sub = subs.get("demo-db").await.expect("the Subscription");
-    assert_eq!(
-        sub.status.and_then(|s| s.installed_csv).as_deref(),
-        Some("demo-db.v1.1.0")
-    );
+    // catalog-operator records the installed CSV once it sees it Succeeded, a moment later.
+    wait_for_within(
+        STEP,
+        &subs,
+        "demo-db",
+        "the Subscription's installedCSV is demo-db.v1.1.0",
+        |sub: Option<&Subscription>| {
+            sub.and_then(|s| s.status.as_ref()?.installed_csv.as_deref()) == Some("demo-db.v1.1.0")
+        },
+    )
+    .await;
     // status reads what the controllers wrote last: the old CSV may still be on its way out.
     let mut status = String::new();
     for _ in 0..60 {

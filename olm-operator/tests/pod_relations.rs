@@ -279,6 +279,24 @@ async fn related_data_reaches_a_deployment_as_env_or_as_a_mount() {
         );
         assert_eq!(after.metadata.generation, web.metadata.generation);
 
+        // A deleted data ConfigMap is made again at once, not at a later resync.
+        let admin_configmaps = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+        admin_configmaps
+            .delete("web-pg.web.remote", &Default::default())
+            .await
+            .expect("delete web's ConfigMap");
+        olm_testkit::wait_for_within(
+            std::time::Duration::from_secs(20),
+            &admin_configmaps,
+            "web-pg.web.remote",
+            "web's ConfigMap is back with pg's data",
+            |cm: Option<&ConfigMap>| {
+                cm.and_then(|cm| cm.data.as_ref()?.get("host"))
+                    .is_some_and(|h| h == "pg-2.local")
+            },
+        )
+        .await;
+
         // shop's ServiceAccount reads its ConfigMap and writes its own bag, not pg's.
         let account = "shop-operator";
         let core = ("", "configmaps", None);

@@ -453,6 +453,13 @@ fn relation_controller(
                 .deleted()
                 .flat_map(|bag| stream::iter(relation::of_bag(&bag))),
         )
+        // A deleted remote-data ConfigMap of a pod operator is made again at once.
+        .reconcile_on(
+            shared
+                .relation_data
+                .deleted()
+                .flat_map(|configmap| stream::iter(relation::of_labelled(configmap.as_ref()))),
+        )
         .run(
             move |relation, ctx| relation::reconcile(relation, ctx, sources.clone()),
             relation::error_policy,

@@ -326,18 +326,24 @@ async fn roll_back(
         csvs: &csvs,
         plans: &plans,
         content: None,
+        undecodable: None,
         crds: &[],
         now: &now,
     };
-    let whole = match rollback::content_needed(&read) {
-        Some(revision) => read_revision(ctx, namespace, &revision).await?,
-        None => None,
+    let (whole, undecodable) = match rollback::content_needed(&read) {
+        Some(revision) => match read_revision(ctx, namespace, &revision).await? {
+            Some(Ok(whole)) => (Some(whole), None),
+            Some(Err(cause)) => (None, Some(cause)),
+            None => (None, None),
+        },
+        None => (None, None),
     };
     let crds = match &whole {
         Some(whole) => read_crds(ctx, whole).await?,
         None => Vec::new(),
     };
     read.content = whole.as_ref();
+    read.undecodable = undecodable.as_deref();
     read.crds = &crds;
     let decision = rollback::decide(&read);
     perform(ctx, namespace, &name, &decision.effects).await?;
@@ -375,18 +381,23 @@ fn announce(ctx: &Context, subscription: &Subscription, decision: &rollback::Dec
     ctx.publish(subscription, announced.event());
 }
 
-/// The OperatorRevision `name`, whole; `None` when it is gone.
+/// The OperatorRevision `name`, whole, or why it cannot be decoded (the
+/// rollback is then refused as corrupt, not failed); `None` when it is
+/// gone. Read untyped, so that an object this version cannot decode (one
+/// written under another schema) is told apart from a failed request.
 async fn read_revision(
     ctx: &Context,
     namespace: &str,
     name: &str,
-) -> Result<Option<OperatorRevision>, Error> {
-    let api: Api<OperatorRevision> = Api::namespaced(ctx.client.clone(), namespace);
-    api.get_opt(name).await.map_err(|source| Error::ReadRevision {
+) -> Result<Option<Result<OperatorRevision, String>>, Error> {
+    let resource = kube::api::ApiResource::erase::<OperatorRevision>(&());
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
+    let found = api.get_opt(name).await.map_err(|source| Error::ReadRevision {
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         source,
-    })
+    })?;
+    Ok(found.map(|object| rollback::decode(&object)))
 }
 
 /// The live CRDs that `revision` holds, by name, as JSON (those the

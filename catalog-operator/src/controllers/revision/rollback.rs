@@ -13,7 +13,9 @@
 //! 1. refused ([`Refusal`]), before anything is touched: no such revision, an
 //!    InstallPlan still applying, a revision that lacks objects or cannot be
 //!    read back, or a CRD of the revision that does not declare a version
-//!    objects are stored in ([`safety::dropped`]), or a revision that an
+//!    objects are stored in ([`safety::dropped`]), or under whose schemas
+//!    existing custom resources would not validate ([`schemas::invalid`]),
+//!    or a revision that an
 //!    installed operator's needs rule out ([`dependents::broken`], the
 //!    resolver's answer). The current version keeps
 //!    running; the Subscription says why and what to do, and stays so until
@@ -61,6 +63,7 @@ use super::{
     content::{self, Corrupt},
     dependents,
     safety::{self, DroppedVersions},
+    schemas::{self, InvalidObjects, Listed},
 };
 use crate::controllers::conditions::{remove_subscription_condition, set_subscription_condition};
 
@@ -139,6 +142,9 @@ pub struct Read<'a> {
     pub undecodable: Option<&'a str>,
     /// The live CRDs the revision holds, by name, as the API server has them.
     pub crds: &'a [(String, Value)],
+    /// The custom resources of the CRD versions the revision changes
+    /// ([`schemas::to_check`]), as the API server lists them.
+    pub objects: &'a [Listed],
     /// Now.
     pub now: &'a Time,
 }
@@ -179,6 +185,14 @@ pub enum Refusal {
         /// Each CRD and the versions.
         dropped: Vec<DroppedVersions>,
     },
+    /// Existing custom resources do not validate against the schemas of the
+    /// revision's CRDs.
+    InvalidObjects {
+        /// The revision.
+        revision: String,
+        /// Each CRD version and its objects.
+        invalid: Vec<InvalidObjects>,
+    },
     /// Installed operators need the current version, and the revision does
     /// not meet their needs (or the revision needs what is not installed).
     BreaksDependents {
@@ -200,6 +214,7 @@ impl Refusal {
             Refusal::Incomplete { .. } => Reason::RevisionIncomplete,
             Refusal::Corrupt { .. } => Reason::RevisionCorrupt,
             Refusal::DropsStoredVersions { .. } => Reason::StoredVersionsDropped,
+            Refusal::InvalidObjects { .. } => Reason::CustomResourcesInvalid,
             Refusal::BreaksDependents { .. } => Reason::RollbackBreaksDependents,
         }
     }
@@ -247,6 +262,16 @@ impl fmt::Display for Refusal {
                  Migrate those objects to a version the revision declares and remove the versions \
                  from the CRD's status.storedVersions first, {LIFT}",
                 dropped
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
+            Refusal::InvalidObjects { revision, invalid } => write!(
+                f,
+                "rollback to revision {revision} refused, the current version keeps running: {}. \
+                 Change or remove those objects so that the revision's schema accepts them first, {LIFT}",
+                invalid
                     .iter()
                     .map(ToString::to_string)
                     .collect::<Vec<_>>()
@@ -376,8 +401,9 @@ fn in_flight(read: &Read<'_>) -> Option<String> {
 }
 
 /// Whether the revision can be installed again: its objects whole and
-/// readable, and no stored CRD version dropped.
-fn check(revision: &OperatorRevision, crds: &[(String, Value)]) -> Result<(), Refusal> {
+/// readable, no stored CRD version dropped, and the existing custom
+/// resources valid under its CRDs' schemas.
+fn check(revision: &OperatorRevision, crds: &[(String, Value)], objects: &[Listed]) -> Result<(), Refusal> {
     let name = revision.name_any();
     if !revision.spec.omitted.is_empty() {
         return Err(Refusal::Incomplete {
@@ -410,6 +436,13 @@ fn check(revision: &OperatorRevision, crds: &[(String, Value)]) -> Result<(), Re
         return Err(Refusal::DropsStoredVersions {
             revision: name,
             dropped,
+        });
+    }
+    let invalid = schemas::invalid(revision, objects);
+    if !invalid.is_empty() {
+        return Err(Refusal::InvalidObjects {
+            revision: name,
+            invalid,
         });
     }
     Ok(())
@@ -484,7 +517,7 @@ pub fn stage(read: &Read<'_>) -> Stage {
             known: Vec::new(),
         });
     };
-    if let Err(refusal) = check(whole, read.crds).and_then(|()| needed(read, whole)) {
+    if let Err(refusal) = check(whole, read.crds, read.objects).and_then(|()| needed(read, whole)) {
         return Stage::Refused(refusal);
     }
     match other {

@@ -46,7 +46,9 @@ pub(crate) fn whole(versions: &[&str]) -> OperatorRevision {
     let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "dbs.demo.io"},
         "spec": {"group": "demo.io", "names": {"kind": "Db", "plural": "dbs"}, "scope": "Namespaced",
-                 "versions": versions.iter().map(|v| json!({"name": v, "served": true, "storage": true})).collect::<Vec<_>>()}});
+                 "versions": versions.iter().map(|v| json!({"name": v, "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object",
+                        "properties": {"size": {"type": "integer"}}}}}}})).collect::<Vec<_>>()}});
     let csv = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
         "metadata": {"name": "db.v1", "namespace": "elsewhere"},
         "spec": {"displayName": "db", "version": "1.0.0", "support": "dropped: not in the schema",
@@ -61,6 +63,16 @@ pub(crate) fn whole(versions: &[&str]) -> OperatorRevision {
         inline(key("ConfigMap", "", "db-config"), config),
     ];
     revision
+}
+
+/// Objects of dbs.demo.io v1 listed for the check, one with `size`.
+fn db_objects(size: Value) -> Listed {
+    Listed {
+        crd: "dbs.demo.io".into(),
+        version: "v1".into(),
+        objects: vec![json!({"apiVersion": "demo.io/v1", "kind": "Db",
+            "metadata": {"name": "main", "namespace": "team"}, "spec": {"size": size}})],
+    }
 }
 
 /// The live CRD dbs.demo.io with objects stored in `stored`.
@@ -109,6 +121,7 @@ struct World {
     content: Option<OperatorRevision>,
     undecodable: Option<String>,
     crds: Vec<(String, Value)>,
+    objects: Vec<Listed>,
 }
 
 impl World {
@@ -121,6 +134,7 @@ impl World {
             content: Some(whole(&["v1"])),
             undecodable: None,
             crds: vec![live_crd(&["v1"])],
+            objects: Vec::new(),
         }
     }
 
@@ -139,6 +153,7 @@ impl World {
             content: self.content.as_ref(),
             undecodable: self.undecodable.as_deref(),
             crds: &self.crds,
+            objects: &self.objects,
             now: &now,
         };
         decide(&read)
@@ -282,6 +297,24 @@ fn each_stage_and_refusal_follows_from_what_the_stores_show() {
             &[],
             &[],
             (ConditionStatus::False, Reason::StoredVersionsDropped),
+        ),
+        (
+            "existing objects the revision's schema rejects",
+            "db.v1",
+            Box::new(|w: &mut World| w.objects = vec![db_objects(json!("large"))]),
+            "Refused",
+            &[],
+            &[],
+            (ConditionStatus::False, Reason::CustomResourcesInvalid),
+        ),
+        (
+            "existing objects the revision's schema accepts",
+            "db.v1",
+            Box::new(|w: &mut World| w.objects = vec![db_objects(json!(3))]),
+            "Removing",
+            &[],
+            &["db.v2"],
+            (ConditionStatus::False, Reason::RollingBack),
         ),
         (
             "the revision's CSV still there, the current one too: checked first",

@@ -3,7 +3,10 @@
 //! reconfigured, broken and fixed through the Subscription's config, upgraded by a
 //! catalog update, and removed, on two machines played by agent processes. Here
 //! olm-operator writes what the agents read (the effective config), unlike in
-//! `machine_agent.rs`, where the test plays that part.
+//! `machine_agent.rs`, where the test plays that part. A second test rolls
+//! the operator back from 1.1.0 to 1.0.0: every unit runs `upgrade` toward
+//! 1.0.0, a unit whose `upgrade` fails is named on the Subscription, and
+//! 1.0.0 succeeds only once every unit is active at it.
 
 use std::{
     path::{Path, PathBuf},
@@ -11,11 +14,18 @@ use std::{
     time::Duration,
 };
 
-use e2e::inprocess::{DemoStack, demo_catalog};
-use kube::{Api, Client, api::DeleteParams};
+use e2e::{
+    inprocess::{DemoStack, demo_catalog},
+    rollbacks::rolled_back,
+};
+use kube::{
+    Api, Client,
+    api::{DeleteParams, Patch, PatchParams},
+};
 use olm_api::{
+    model::OperatorRevision,
     substrate::{Machine, MachinePool, UnitStatus, WorkloadState},
-    v1alpha1::{ClusterServiceVersion, CsvPhase, Subscription},
+    v1alpha1::{ClusterServiceVersion, ConditionStatus, CsvPhase, Subscription},
 };
 use olm_catalog::Catalog;
 use olm_registry::server::RegistryIndex;
@@ -330,6 +340,156 @@ async fn a_machine_operator_lives_through_olm_on_two_machines() {
                     assert!(ran(&log, hook), "{hook} ran on {state:?}: {log}");
                 }
             }
+        }
+        for agent in &mut agents {
+            agent.terminate(Duration::from_secs(10));
+        }
+        stack.stop().await;
+    })
+    .await;
+}
+
+/// The pool `edge` with two machines played by agent processes: the agents,
+/// their state directories and the Machines' names, once both are ready.
+async fn two_machines(client: &Client, ns: &str) -> (Vec<Process>, Vec<PathBuf>, Vec<String>) {
+    let pools: Api<MachinePool> = Api::namespaced(client.clone(), ns);
+    apply_json(
+        &pools,
+        json!({"apiVersion": "substrate.olm-rs.dev/v1alpha1", "kind": "MachinePool",
+               "metadata": {"name": POOL, "namespace": ns},
+               "spec": {"agent": {"image": "olm-rs/machine-agent:dev", "version": "0.1.0"}}}),
+    )
+    .await;
+    let nodes = ["node-a", "node-b"];
+    let states: Vec<PathBuf> = nodes.iter().map(|n| state_dir(&format!("rb-{n}"))).collect();
+    let agents: Vec<Process> = nodes
+        .iter()
+        .zip(&states)
+        .map(|(node, state)| agent(ns, node, state))
+        .collect();
+    eventually("both machines are ready", || async {
+        pools
+            .get(POOL)
+            .await
+            .ok()
+            .and_then(|p| p.status)
+            .is_some_and(|s| s.ready_machines == Some(2))
+    })
+    .await;
+    let names = nodes.iter().map(|n| format!("{POOL}-{n}")).collect();
+    (agents, states, names)
+}
+
+#[tokio::test]
+async fn a_machine_operator_rolls_back_on_every_unit() {
+    let client = olm_testkit::client().await;
+    install_crds(&client).await;
+    with_namespace("machine-rollback", |client, ns| async move {
+        let stack =
+            DemoStack::start_with(&client, &ns, Arc::new(RegistryIndex::new(catalog_without(V2)))).await;
+        let (mut agents, states, names) = two_machines(&client, &ns).await;
+        let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        let revisions: Api<OperatorRevision> = Api::namespaced(client.clone(), &ns);
+
+        // 1.0.0 installed and recorded, then upgraded to 1.1.0 by the catalog.
+        subscribe(&client, &ns, "8080").await;
+        wait_for(&csvs, V1, "1.0.0 Succeeded", in_phase(CsvPhase::Succeeded)).await;
+        wait_for(
+            &revisions,
+            V1,
+            "the revision of 1.0.0",
+            |r: Option<&OperatorRevision>| r.is_some(),
+        )
+        .await;
+        stack.update_catalog(Arc::new(RegistryIndex::new(demo_catalog(false))));
+        wait_for(&csvs, V2, "1.1.0 Succeeded", in_phase(CsvPhase::Succeeded)).await;
+        wait_gone(&csvs, V1).await;
+        wait_units(
+            &machines,
+            &names,
+            V2,
+            WorkloadState::Active,
+            "serving on port 8080",
+        )
+        .await;
+
+        // node-b's hooks cannot write their log: its upgrade back fails.
+        let log_b = states[1].join("units").join(V1).join("sandbox").join("hooks.log");
+        let saved_b = log_b.with_extension("saved");
+        std::fs::rename(&log_b, &saved_b).expect("move node-b's hook log aside");
+        std::fs::create_dir(&log_b).expect("a directory in the way of node-b's hook log");
+
+        // The rollback, asked for as GitOps would: the Subscription's annotation.
+        let ask = json!({"metadata": {"annotations": {"olm-rs.dev/rollback-to": V1}}});
+        subs.patch("demo-machine", &PatchParams::default(), &Patch::Merge(&ask))
+            .await
+            .expect("ask for the rollback");
+
+        // node-a moves back with upgrade; node-b's failure is named, and 1.0.0
+        // does not succeed while a unit is not active at it.
+        wait_units(
+            &machines,
+            &names[..1],
+            V1,
+            WorkloadState::Active,
+            "serving on port 8080",
+        )
+        .await;
+        let named = wait_for(
+            &subs,
+            "demo-machine",
+            "the Subscription names node-b's failed upgrade",
+            |s: Option<&Subscription>| {
+                rolled_back(s).is_some_and(|(status, reason, message)| {
+                    status == ConditionStatus::False
+                        && reason == "RollingBack"
+                        && message.contains("edge-node-b")
+                        && message.contains("upgrade hook failed")
+                })
+            },
+        )
+        .await
+        .expect("the Subscription");
+        let csv = csvs.get(V1).await.expect("1.0.0 is back");
+        let phase = csv.status.as_ref().and_then(|s| s.phase);
+        assert_ne!(
+            phase,
+            Some(CsvPhase::Succeeded),
+            "{:?}",
+            rolled_back(Some(&named))
+        );
+
+        // node-b fixed: its upgrade is retried, 1.0.0 succeeds, 1.1.0 goes.
+        std::fs::remove_dir(&log_b).expect("clear node-b's hook log");
+        std::fs::rename(&saved_b, &log_b).expect("put node-b's hook log back");
+        wait_for(&csvs, V1, "1.0.0 Succeeded again", in_phase(CsvPhase::Succeeded)).await;
+        wait_gone(&csvs, V2).await;
+        wait_for(&subs, "demo-machine", "RolledBack", |s: Option<&Subscription>| {
+            rolled_back(s).is_some_and(|(status, _, _)| status == ConditionStatus::True)
+        })
+        .await;
+        for (name, state) in names.iter().zip(&states) {
+            let log = hook_log(state);
+            let up = log.iter().position(|l| l == "upgrade to 1.1.0");
+            let back = log.iter().rposition(|l| l == "upgrade to 1.0.0");
+            assert!(
+                matches!((up, back), (Some(up), Some(back)) if back > up),
+                "hooks on {name}: {log:?}"
+            );
+            assert!(
+                !log.iter().any(|l| l == "stop" || l == "remove"),
+                "no unit was removed on {name}: {log:?}"
+            );
+            let machine = machines.get(name).await.expect("the Machine");
+            let found = units(&machine);
+            assert_eq!(found.len(), 1, "one unit on {name}: {found:?}");
+            assert_eq!(
+                (found[0].csv.as_str(), found[0].version.as_str(), found[0].state),
+                (V1, "1.0.0", WorkloadState::Active),
+                "on {name}"
+            );
         }
         for agent in &mut agents {
             agent.terminate(Duration::from_secs(10));

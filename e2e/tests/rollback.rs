@@ -71,14 +71,41 @@ async fn add_stored_version(client: &Client) {
         .expect("v2 is added to the demo CRD");
 }
 
-/// The demo CRD as its bundles have it: v1 only, and only v1 stored. In
-/// three steps, as the API server wants them: v1 the storage version again,
-/// then only v1 stored, then v2 gone.
+/// The schema of the demo CRD's v1 as its bundles have it.
+fn bundle_schema() -> serde_json::Value {
+    json!({"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}})
+}
+
+/// The demo CRD's v1 with schema `schema`.
+async fn set_v1_schema(client: &Client, schema: serde_json::Value) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = crds.get(CRD).await.expect("the demo CRD is installed");
+    let mut versions = serde_json::to_value(&crd.spec.versions).unwrap();
+    for version in versions.as_array_mut().unwrap() {
+        if version["name"] == "v1" {
+            version["schema"] = schema.clone();
+        }
+    }
+    let patch = json!({"spec": {"versions": versions}});
+    crds.patch(CRD, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("the schema of the demo CRD's v1 is set");
+}
+
+/// The demo CRD as its bundles have it: v1 only, and only v1 stored, with
+/// the bundles' schema. In three steps, as the API server wants them: v1
+/// the storage version again, then only v1 stored, then v2 gone.
 async fn restore_crd(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let Some(crd) = crds.get_opt(CRD).await.expect("CRDs can be read") else {
         return;
     };
+    let v1 = crd.spec.versions.iter().find(|v| v.name == "v1");
+    if v1.is_some_and(|v| serde_json::to_value(&v.schema).ok() != Some(bundle_schema())) {
+        set_v1_schema(client, bundle_schema()).await;
+    }
     if crd.spec.versions.iter().all(|v| v.name == "v1") {
         return;
     }
@@ -352,6 +379,88 @@ async fn kubectl_olm_rollback_returns_to_the_revision_before_and_holds_there() {
 
         databases
             .delete("stored-in-v2", &Default::default())
+            .await
+            .expect("the Database goes");
+        restore_crd(&client).await;
+        operator.stop().await;
+        registry.stop().await;
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn a_rollback_refused_because_objects_do_not_fit_the_old_schema_names_them() {
+    let _crd = DEMO_CRD.lock().await;
+    with_namespace("rollback-schema", |client, ns| async move {
+        restore_crd(&client).await;
+        let (registry, operator) = setup_polling(&client, &ns, false, Some("1s")).await;
+        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
+        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
+        install_then_upgrade(&client, &ns, &registry).await;
+
+        // The CRD as a newer version could leave it: v1's spec a string
+        // (the revision of 1.1.0 wants an object), and a Database so.
+        set_v1_schema(
+            &client,
+            json!({"openAPIV3Schema": {"type": "object", "properties": {
+                "spec": {"type": "string"},
+                "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}),
+        )
+        .await;
+        let databases: Api<DynamicObject> = Api::namespaced_with(
+            client.clone(),
+            &ns,
+            &ApiResource::from_gvk(&GroupVersionKind::gvk("demo.olm-rs.dev", "v1", "Database")),
+        );
+        let database: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "demo.olm-rs.dev/v1", "kind": "Database",
+            "metadata": {"name": "spec-as-text"}, "spec": "large"}))
+        .unwrap();
+        // The API server validates with a CRD's new schema a moment after
+        // the CRD says so: until then, the Database is refused.
+        let deadline = std::time::Instant::now() + olm_testkit::TIMEOUT;
+        loop {
+            match databases.create(&Default::default(), &database).await {
+                Ok(_) => break,
+                Err(kube::Error::Api(status))
+                    if status.code == 422 && std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Err(error) => panic!("a Database with a text spec: {error:?}"),
+            }
+        }
+
+        olm(&client, &ns, &["rollback", "db", "--to", "1.1.0"])
+            .await
+            .expect("a rollback asked for");
+        let sub = wait_for(
+            &subs,
+            "db",
+            "the rollback is refused",
+            |s: Option<&Subscription>| {
+                rolled_back(s).is_some_and(|(_, reason, _)| reason == "CustomResourcesInvalid")
+            },
+        )
+        .await
+        .unwrap();
+        let (status, _, message) = rolled_back(Some(&sub)).unwrap();
+        assert_eq!(status, ConditionStatus::False);
+        assert!(
+            message.contains(CRD)
+                && message.contains("version v1")
+                && message.contains(&format!("{ns}/spec-as-text")),
+            "{message}"
+        );
+        assert_eq!(
+            sub.status.as_ref().unwrap().installed_csv.as_deref(),
+            Some("demo-db.v1.2.0")
+        );
+        let csv = csvs.get("demo-db.v1.2.0").await.expect("1.2.0 keeps running");
+        assert!(csv.metadata.deletion_timestamp.is_none());
+
+        databases
+            .delete("spec-as-text", &Default::default())
             .await
             .expect("the Database goes");
         restore_crd(&client).await;

@@ -57,6 +57,11 @@ pub struct PoolCsv {
     pub version: String,
     /// The CSVs it upgrades (`spec.replaces` and `spec.skips`).
     pub upgrades_from: Vec<String>,
+    /// The CSV a rollback brought it back from (annotation
+    /// `olm-rs.dev/rolled-back-from`): its units move to it with `upgrade`,
+    /// as to a successor, and that CSV no longer upgrades it
+    /// ([`crate::units::plan`]).
+    pub rolled_back_from: Option<String>,
     /// The strategy's details.
     pub strategy: StrategyDetailsMachine,
     /// olm-operator has admitted it: it wrote the CSV's effective-config
@@ -85,11 +90,17 @@ pub fn pool_csv(csv: &MachineCsv, pool: &str) -> Option<PoolCsv> {
     let name = csv.name_any();
     let application =
         olm_api::model::application_of(&name, &csv.namespace().unwrap_or_default(), csv.labels());
+    let rolled_back_from = csv
+        .annotations()
+        .get(olm_api::labels::revision::ROLLED_BACK_FROM)
+        .filter(|from| !from.is_empty() && **from != name)
+        .cloned();
     Some(PoolCsv {
         application,
         name,
         version: csv.spec.version.clone().unwrap_or_default(),
         upgrades_from,
+        rolled_back_from,
         strategy,
         admitted: false,
     })
@@ -119,9 +130,19 @@ mod tests {
         assert_eq!(read.version, "2.0.0");
         assert_eq!(read.application, "demo");
         assert_eq!(read.upgrades_from, ["demo.v1.0.0", "demo.v1.5.0"]);
+        assert_eq!(read.rolled_back_from, None);
         assert_eq!(read.strategy.hooks.config_map, "demo-hooks");
         assert_eq!(read.strategy.hook_timeout_seconds, Some(30));
         assert_eq!(pool_csv(&machine, "other"), None);
+
+        // Rolled back to: the CSV it came back from is named.
+        let mut rolled_back = machine.clone();
+        rolled_back.annotations_mut().insert(
+            olm_api::labels::revision::ROLLED_BACK_FROM.to_owned(),
+            "demo.v3.0.0".to_owned(),
+        );
+        let read = pool_csv(&rolled_back, "edge").unwrap();
+        assert_eq!(read.rolled_back_from.as_deref(), Some("demo.v3.0.0"));
 
         let deployment = csv(serde_json::json!({
             "apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",

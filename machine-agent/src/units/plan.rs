@@ -13,6 +13,10 @@
 //!   other order deadlocks: olm-operator installs the new CSV only after the old
 //!   one succeeded and stepped aside, and the old one cannot succeed once its
 //!   units have left it for a CSV whose config is not written yet.
+//! - A CSV a rollback brought back (annotation `olm-rs.dev/rolled-back-from`
+//!   naming the unit's CSV) is an upgrade of the unit too, toward the older
+//!   version, as Juju's `refresh --revision` runs `upgrade-charm`; the CSV it
+//!   came back from no longer upgrades it, though its `spec.replaces` says so.
 //! - The unit's CSV gone with no successor: the unit is removed.
 //! - A CSV that no unit runs or will run and that no other CSV of the pool
 //!   upgrades is a new unit. (An old CSV still present while its successor
@@ -138,7 +142,13 @@ pub fn plan(units: &BTreeMap<String, String>, csvs: &[PoolCsv]) -> Plan {
     }
     let superseded: BTreeSet<&str> = csvs
         .iter()
-        .flat_map(|c| c.upgrades_from.iter().map(String::as_str))
+        .flat_map(|c| {
+            c.upgrades_from
+                .iter()
+                .chain(&c.rolled_back_from)
+                .map(String::as_str)
+                .filter(move |from| upgrades(c, from, csvs))
+        })
         .filter(|name| by_name.contains_key(name))
         .collect();
     for csv in csvs {
@@ -158,10 +168,7 @@ fn successors(from: &str, csvs: &[PoolCsv]) -> Vec<String> {
     let mut seen = BTreeSet::from([from.to_owned()]);
     let mut at = from.to_owned();
     let mut chain = Vec::new();
-    while let Some(next) = csvs
-        .iter()
-        .find(|c| c.name != at && c.upgrades_from.contains(&at))
-    {
+    while let Some(next) = csvs.iter().find(|c| c.name != at && upgrades(c, &at, csvs)) {
         if !seen.insert(next.name.clone()) {
             break;
         }
@@ -169,6 +176,19 @@ fn successors(from: &str, csvs: &[PoolCsv]) -> Vec<String> {
         chain.push(at.clone());
     }
     chain
+}
+
+/// Whether `next` upgrades the units of CSV `from`: it was rolled back to
+/// from it, or it replaces or skips it and `from` was not rolled back to
+/// from it.
+fn upgrades(next: &PoolCsv, from: &str, csvs: &[PoolCsv]) -> bool {
+    if next.rolled_back_from.as_deref() == Some(from) {
+        return true;
+    }
+    next.upgrades_from.iter().any(|f| f == from)
+        && !csvs
+            .iter()
+            .any(|c| c.name == from && c.rolled_back_from.as_deref() == Some(next.name.as_str()))
 }
 
 #[cfg(test)]
@@ -182,6 +202,7 @@ mod tests {
             application: "demo".to_owned(),
             version: name.trim_start_matches("demo.v").to_owned(),
             upgrades_from: replaces.iter().map(|s| (*s).to_owned()).collect(),
+            rolled_back_from: None,
             strategy: StrategyDetailsMachine {
                 pool: "edge".into(),
                 hooks: MachineHooks {
@@ -237,6 +258,73 @@ mod tests {
         let plan = plan(&units(&[("demo.v1", "demo.v1")]), &csvs);
         assert_eq!(plan.units["demo.v1"], Target::Run("demo.v3".into()));
         assert!(plan.new_units.is_empty(), "{plan:?}");
+    }
+
+    fn rolled_back(name: &str, replaces: &[&str], from: &str) -> PoolCsv {
+        PoolCsv {
+            rolled_back_from: Some(from.to_owned()),
+            ..csv(name, replaces)
+        }
+    }
+
+    #[test]
+    fn a_rollback_upgrades_the_units_back_to_the_older_csv() {
+        /// (what, the units, the pool's CSVs, the plan)
+        type Case<'a> = (&'a str, &'a [(&'a str, &'a str)], Vec<PoolCsv>, Plan);
+        let run = |unit: &str, csv: &str| Plan {
+            units: BTreeMap::from([(unit.to_owned(), Target::Run(csv.to_owned()))]),
+            new_units: Vec::new(),
+        };
+        let cases: Vec<Case> = vec![
+            (
+                "the newer CSV still there: the unit moves back, no new unit",
+                &[("demo.v1", "demo.v2")],
+                vec![
+                    csv("demo.v2", &["demo.v1"]),
+                    rolled_back("demo.v1", &[], "demo.v2"),
+                ],
+                run("demo.v1", "demo.v1"),
+            ),
+            (
+                "the newer CSV gone: the unit stays on the older one",
+                &[("demo.v1", "demo.v1")],
+                vec![rolled_back("demo.v1", &[], "demo.v2")],
+                run("demo.v1", "demo.v1"),
+            ),
+            (
+                "not admitted yet: the unit stays where it is",
+                &[("demo.v1", "demo.v2")],
+                vec![
+                    csv("demo.v2", &["demo.v1"]),
+                    PoolCsv {
+                        admitted: false,
+                        ..rolled_back("demo.v1", &[], "demo.v2")
+                    },
+                ],
+                run("demo.v1", "demo.v2"),
+            ),
+            (
+                "back over two versions",
+                &[("demo.v1", "demo.v3")],
+                vec![
+                    csv("demo.v3", &["demo.v2"]),
+                    rolled_back("demo.v2", &["demo.v1"], "demo.v3"),
+                ],
+                run("demo.v1", "demo.v2"),
+            ),
+            (
+                "a unit not yet upgraded when the rollback came stays",
+                &[("demo.v1", "demo.v1")],
+                vec![
+                    csv("demo.v2", &["demo.v1"]),
+                    rolled_back("demo.v1", &[], "demo.v2"),
+                ],
+                run("demo.v1", "demo.v1"),
+            ),
+        ];
+        for (what, current, csvs, want) in cases {
+            assert_eq!(plan(&units(current), &csvs), want, "{what}");
+        }
     }
 
     #[test]

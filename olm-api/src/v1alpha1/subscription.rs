@@ -222,6 +222,9 @@ pub enum SubscriptionConditionReason {
     /// Refused: a CRD of the revision does not declare a version that objects are
     /// stored in (`status.storedVersions`).
     StoredVersionsDropped,
+    /// Refused: existing custom resources of a CRD the revision changes do not
+    /// validate against the revision's schema for their version.
+    CustomResourcesInvalid,
     /// Refused while an InstallPlan of the Subscription is still applying.
     UpgradeInFlight,
     /// Refused: an installed operator of the namespace needs the current version
@@ -235,7 +238,7 @@ pub enum SubscriptionConditionReason {
 
 impl SubscriptionConditionReason {
     /// Every reason olm-rs writes.
-    pub const KNOWN: [SubscriptionConditionReason; 23] = [
+    pub const KNOWN: [SubscriptionConditionReason; 24] = [
         Self::AllCatalogSourcesHealthy,
         Self::UnhealthyCatalogSourceFound,
         Self::ConstraintsNotSatisfiable,
@@ -256,6 +259,7 @@ impl SubscriptionConditionReason {
         Self::RevisionIncomplete,
         Self::RevisionCorrupt,
         Self::StoredVersionsDropped,
+        Self::CustomResourcesInvalid,
         Self::UpgradeInFlight,
         Self::RollbackBreaksDependents,
         Self::DeadlineUnreadable,
@@ -284,6 +288,7 @@ impl SubscriptionConditionReason {
             Self::RevisionIncomplete => "RevisionIncomplete",
             Self::RevisionCorrupt => "RevisionCorrupt",
             Self::StoredVersionsDropped => "StoredVersionsDropped",
+            Self::CustomResourcesInvalid => "CustomResourcesInvalid",
             Self::UpgradeInFlight => "UpgradeInFlight",
             Self::RollbackBreaksDependents => "RollbackBreaksDependents",
             Self::DeadlineUnreadable => "DeadlineUnreadable",

@@ -35,6 +35,7 @@ pub mod decide;
 pub mod dependents;
 pub mod rollback;
 pub mod safety;
+pub mod schemas;
 #[cfg(test)]
 mod tests;
 
@@ -109,6 +110,17 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// The custom resources of a CRD a rollback changes could not be listed.
+    #[error("failed to list the objects of CRD {crd} version {version} to check a rollback")]
+    ListObjects {
+        /// The CRD.
+        crd: String,
+        /// The version.
+        version: String,
+        /// The cause.
+        #[source]
+        source: kube::Error,
+    },
     /// Writing or removing revisions failed.
     #[error("failed to write the revisions of Subscription {namespace}/{name}")]
     Write {
@@ -129,6 +141,7 @@ impl ReconcileError for Error {
             Error::ReadPlan { .. }
             | Error::ReadRevision { .. }
             | Error::ReadCrd { .. }
+            | Error::ListObjects { .. }
             | Error::Write { .. } => "api",
         }
     }
@@ -138,7 +151,8 @@ impl ReconcileError for Error {
             Error::NoNamespace(_) | Error::Build { .. } => ErrorClass::Terminal,
             Error::ReadPlan { source, .. }
             | Error::ReadRevision { source, .. }
-            | Error::ReadCrd { source, .. } => olm_runtime::classify(source),
+            | Error::ReadCrd { source, .. }
+            | Error::ListObjects { source, .. } => olm_runtime::classify(source),
             Error::Write { source, .. } => source.class(),
         }
     }
@@ -326,19 +340,31 @@ async fn roll_back(
         csvs: &csvs,
         plans: &plans,
         content: None,
+        undecodable: None,
         crds: &[],
+        objects: &[],
         now: &now,
     };
-    let whole = match rollback::content_needed(&read) {
-        Some(revision) => read_revision(ctx, namespace, &revision).await?,
-        None => None,
+    let (whole, undecodable) = match rollback::content_needed(&read) {
+        Some(revision) => match read_revision(ctx, namespace, &revision).await? {
+            Some(Ok(whole)) => (Some(whole), None),
+            Some(Err(cause)) => (None, Some(cause)),
+            None => (None, None),
+        },
+        None => (None, None),
     };
     let crds = match &whole {
         Some(whole) => read_crds(ctx, whole).await?,
         None => Vec::new(),
     };
     read.content = whole.as_ref();
+    let objects = match &whole {
+        Some(whole) => list_objects(ctx, &schemas::to_check(whole, &crds)).await?,
+        None => Vec::new(),
+    };
+    read.undecodable = undecodable.as_deref();
     read.crds = &crds;
+    read.objects = &objects;
     let decision = rollback::decide(&read);
     perform(ctx, namespace, &name, &decision.effects).await?;
     announce(ctx, subscription, &decision);
@@ -375,18 +401,23 @@ fn announce(ctx: &Context, subscription: &Subscription, decision: &rollback::Dec
     ctx.publish(subscription, announced.event());
 }
 
-/// The OperatorRevision `name`, whole; `None` when it is gone.
+/// The OperatorRevision `name`, whole, or why it cannot be decoded (the
+/// rollback is then refused as corrupt, not failed); `None` when it is
+/// gone. Read untyped, so that an object this version cannot decode (one
+/// written under another schema) is told apart from a failed request.
 async fn read_revision(
     ctx: &Context,
     namespace: &str,
     name: &str,
-) -> Result<Option<OperatorRevision>, Error> {
-    let api: Api<OperatorRevision> = Api::namespaced(ctx.client.clone(), namespace);
-    api.get_opt(name).await.map_err(|source| Error::ReadRevision {
+) -> Result<Option<Result<OperatorRevision, String>>, Error> {
+    let resource = kube::api::ApiResource::erase::<OperatorRevision>(&());
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(ctx.client.clone(), namespace, &resource);
+    let found = api.get_opt(name).await.map_err(|source| Error::ReadRevision {
         namespace: namespace.to_owned(),
         name: name.to_owned(),
         source,
-    })
+    })?;
+    Ok(found.map(|object| rollback::decode(&object)))
 }
 
 /// The live CRDs that `revision` holds, by name, as JSON (those the
@@ -413,6 +444,37 @@ async fn read_crds(
         }
     }
     Ok(crds)
+}
+
+/// The custom resources of each CRD version of `checks`, in all namespaces
+/// (a version the API server no longer serves has none to check).
+async fn list_objects(ctx: &Context, checks: &[schemas::ToCheck]) -> Result<Vec<schemas::Listed>, Error> {
+    let mut listed = Vec::new();
+    for check in checks {
+        let gvk = kube::api::GroupVersionKind::gvk(&check.group, &check.version, &check.kind);
+        let resource = kube::api::ApiResource::from_gvk_with_plural(&gvk, &check.plural);
+        let api: Api<kube::api::DynamicObject> = Api::all_with(ctx.client.clone(), &resource);
+        let objects = match api.list(&kube::api::ListParams::default()).await {
+            Ok(list) => list.items,
+            Err(kube::Error::Api(status)) if status.code == 404 => Vec::new(),
+            Err(source) => {
+                return Err(Error::ListObjects {
+                    crd: check.crd.clone(),
+                    version: check.version.clone(),
+                    source,
+                });
+            }
+        };
+        listed.push(schemas::Listed {
+            crd: check.crd.clone(),
+            version: check.version.clone(),
+            objects: objects
+                .iter()
+                .filter_map(|o| serde_json::to_value(o).ok())
+                .collect(),
+        });
+    }
+    Ok(listed)
 }
 
 /// The InstallPlan `name`, whole; `None` when it is gone.

@@ -13,7 +13,9 @@
 //! 1. refused ([`Refusal`]), before anything is touched: no such revision, an
 //!    InstallPlan still applying, a revision that lacks objects or cannot be
 //!    read back, or a CRD of the revision that does not declare a version
-//!    objects are stored in ([`safety::dropped`]), or a revision that an
+//!    objects are stored in ([`safety::dropped`]), or under whose schemas
+//!    existing custom resources would not validate ([`schemas::invalid`]),
+//!    or a revision that an
 //!    installed operator's needs rule out ([`dependents::broken`], the
 //!    resolver's answer). The current version keeps
 //!    running; the Subscription says why and what to do, and stays so until
@@ -25,6 +27,18 @@
 //! 4. [`Stage::Waiting`]: the revision's other objects are applied, owned by
 //!    the CSV, until the CSV is Succeeded;
 //! 5. [`Stage::Done`]: held at the revision.
+//!
+//! A revision whose CSV has the `machine` strategy is installed beside the
+//! current CSV instead of after it: the units of the current CSV must move
+//! back to the revision's with `upgrade`, as Juju's `refresh --revision`
+//! does, and a unit whose CSV is gone is removed (`stop`, `remove`). Its CSV
+//! names the current one in annotation `olm-rs.dev/rolled-back-from`, so
+//! that the agents move every unit to it and olm-operator takes it as
+//! replacing the current one; once every unit is active at its version and
+//! it is Succeeded, the current CSV is removed ([`Stage::Removing`] after
+//! [`Stage::Waiting`]), and the rollback is done. While it waits, the
+//! Subscription's condition carries the CSV's message, which names the
+//! machines whose unit failed.
 
 use std::fmt;
 
@@ -49,6 +63,7 @@ use super::{
     content::{self, Corrupt},
     dependents,
     safety::{self, DroppedVersions},
+    schemas::{self, InvalidObjects, Listed},
 };
 use crate::controllers::conditions::{remove_subscription_condition, set_subscription_condition};
 
@@ -122,8 +137,14 @@ pub struct Read<'a> {
     /// The revision asked for, whole, when [`content_needed`] said so and it
     /// was found.
     pub content: Option<&'a OperatorRevision>,
+    /// Why the revision asked for, found, could not be decoded (then
+    /// `content` is `None`): it is refused as corrupt.
+    pub undecodable: Option<&'a str>,
     /// The live CRDs the revision holds, by name, as the API server has them.
     pub crds: &'a [(String, Value)],
+    /// The custom resources of the CRD versions the revision changes
+    /// ([`schemas::to_check`]), as the API server lists them.
+    pub objects: &'a [Listed],
     /// Now.
     pub now: &'a Time,
 }
@@ -164,6 +185,14 @@ pub enum Refusal {
         /// Each CRD and the versions.
         dropped: Vec<DroppedVersions>,
     },
+    /// Existing custom resources do not validate against the schemas of the
+    /// revision's CRDs.
+    InvalidObjects {
+        /// The revision.
+        revision: String,
+        /// Each CRD version and its objects.
+        invalid: Vec<InvalidObjects>,
+    },
     /// Installed operators need the current version, and the revision does
     /// not meet their needs (or the revision needs what is not installed).
     BreaksDependents {
@@ -185,6 +214,7 @@ impl Refusal {
             Refusal::Incomplete { .. } => Reason::RevisionIncomplete,
             Refusal::Corrupt { .. } => Reason::RevisionCorrupt,
             Refusal::DropsStoredVersions { .. } => Reason::StoredVersionsDropped,
+            Refusal::InvalidObjects { .. } => Reason::CustomResourcesInvalid,
             Refusal::BreaksDependents { .. } => Reason::RollbackBreaksDependents,
         }
     }
@@ -237,6 +267,16 @@ impl fmt::Display for Refusal {
                     .collect::<Vec<_>>()
                     .join("; ")
             ),
+            Refusal::InvalidObjects { revision, invalid } => write!(
+                f,
+                "rollback to revision {revision} refused, the current version keeps running: {}. \
+                 Change or remove those objects so that the revision's schema accepts them first, {LIFT}",
+                invalid
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ),
             Refusal::BreaksDependents {
                 revision,
                 dependents,
@@ -284,6 +324,9 @@ pub enum Stage {
     Waiting {
         /// Its phase.
         phase: Option<CsvPhase>,
+        /// Its status message (for a machine CSV, the machines whose unit
+        /// is not active at its version, and why).
+        message: Option<String>,
     },
     /// The revision is installed again, its CSV Succeeded: held there.
     Done,
@@ -295,6 +338,13 @@ pub struct Decision {
     pub effects: Effects<SubscriptionStatus>,
     /// Where the rollback stands.
     pub stage: Stage,
+}
+
+/// A revision read untyped, decoded; why not, when it cannot be.
+pub fn decode(object: &DynamicObject) -> Result<OperatorRevision, String> {
+    serde_json::to_value(object)
+        .and_then(serde_json::from_value)
+        .map_err(|e| e.to_string())
 }
 
 /// The revision asked for, among those of `read`.
@@ -351,8 +401,9 @@ fn in_flight(read: &Read<'_>) -> Option<String> {
 }
 
 /// Whether the revision can be installed again: its objects whole and
-/// readable, and no stored CRD version dropped.
-fn check(revision: &OperatorRevision, crds: &[(String, Value)]) -> Result<(), Refusal> {
+/// readable, no stored CRD version dropped, and the existing custom
+/// resources valid under its CRDs' schemas.
+fn check(revision: &OperatorRevision, crds: &[(String, Value)], objects: &[Listed]) -> Result<(), Refusal> {
     let name = revision.name_any();
     if !revision.spec.omitted.is_empty() {
         return Err(Refusal::Incomplete {
@@ -385,6 +436,13 @@ fn check(revision: &OperatorRevision, crds: &[(String, Value)]) -> Result<(), Re
         return Err(Refusal::DropsStoredVersions {
             revision: name,
             dropped,
+        });
+    }
+    let invalid = schemas::invalid(revision, objects);
+    if !invalid.is_empty() {
+        return Err(Refusal::InvalidObjects {
+            revision: name,
+            invalid,
         });
     }
     Ok(())
@@ -440,29 +498,61 @@ pub fn stage(read: &Read<'_>) -> Stage {
     if let Some(installed) = csv(read, name)
         && other.is_none()
     {
-        let phase = installed.status.as_ref().and_then(|s| s.phase);
-        return match phase {
-            Some(CsvPhase::Succeeded) => Stage::Done,
-            phase => Stage::Waiting { phase },
-        };
+        return installed_stage(read, installed);
     }
     // Something is still to be removed or installed: checked first.
     if let Some(plan) = in_flight(read) {
         return Stage::Refused(Refusal::InFlight { plan });
     }
     let Some(whole) = read.content else {
+        if let Some(cause) = read.undecodable {
+            return Stage::Refused(Refusal::Corrupt {
+                revision: target.name_any(),
+                cause: format!("the object cannot be decoded: {cause}"),
+            });
+        }
         // Listed, but gone when it was read.
         return Stage::Refused(Refusal::NotFound {
             asked: read.request.to_string(),
             known: Vec::new(),
         });
     };
-    if let Err(refusal) = check(whole, read.crds).and_then(|()| needed(read, whole)) {
+    if let Err(refusal) = check(whole, read.crds, read.objects).and_then(|()| needed(read, whole)) {
         return Stage::Refused(refusal);
     }
     match other {
-        Some(csv) => Stage::Removing { csv },
-        None => Stage::Installing,
+        Some(csv) if !is_machine(whole) => Stage::Removing { csv },
+        _ => Stage::Installing,
+    }
+}
+
+/// Whether the revision's CSV has the `machine` strategy: it installs beside
+/// the current CSV.
+fn is_machine(revision: &OperatorRevision) -> bool {
+    recorded_csv(revision).is_some_and(|csv| csv.spec.install.machine().is_some())
+}
+
+/// The stage once the revision's CSV is installed: waiting for it to
+/// succeed, then removing the CSV it came back from should that one still
+/// be there (a machine rollback installs beside it), then done.
+fn installed_stage(read: &Read<'_>, installed: &ClusterServiceVersion) -> Stage {
+    let status = installed.status.as_ref();
+    match status.and_then(|s| s.phase) {
+        Some(CsvPhase::Succeeded) => {
+            let from = installed
+                .annotations()
+                .get(labels::revision::ROLLED_BACK_FROM)
+                .filter(|from| **from != installed.name_any())
+                .and_then(|from| csv(read, from));
+            match from {
+                Some(from) => Stage::Removing { csv: from.name_any() },
+                None => Stage::Done,
+            }
+        }
+        phase => Stage::Waiting {
+            phase,
+            message: status.and_then(|s| s.message.clone()).filter(|m| !m.is_empty()),
+        },
     }
 }
 
@@ -708,6 +798,20 @@ impl Automatic {
     }
 }
 
+/// What a rollback under way is doing at `stage`, in words.
+fn under_way(stage: &Stage) -> String {
+    match stage {
+        Stage::Removing { csv } => format!("removing CSV {csv}"),
+        Stage::Installing => "installing its CRDs and CSV from the revision".to_owned(),
+        Stage::Waiting { phase, message } => format!(
+            "waiting for its CSV to succeed (phase {}){}",
+            phase.map_or("none yet".to_owned(), |p| format!("{p:?}")),
+            message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+        ),
+        _ => String::new(),
+    }
+}
+
 /// The conditions of `stage`; the state, and the revision to report as
 /// installed (once its CSV exists).
 fn set_conditions<'a>(
@@ -773,18 +877,10 @@ fn set_conditions<'a>(
             (Some(SubscriptionState::AtLatestKnown), Some(target))
         }
         (stage, target) => {
-            let what = match stage {
-                Stage::Removing { csv } => format!("removing CSV {csv} first"),
-                Stage::Installing => "installing its CRDs and CSV from the revision".to_owned(),
-                Stage::Waiting { phase } => format!(
-                    "waiting for its CSV to succeed (phase {})",
-                    phase.map_or("none yet".to_owned(), |p| format!("{p:?}"))
-                ),
-                _ => String::new(),
-            };
             let message = words(format!(
-                "rolling back to {}: {what}",
-                target.map(describe).unwrap_or_default()
+                "rolling back to {}: {}",
+                target.map(describe).unwrap_or_default(),
+                under_way(stage)
             ));
             let reason = Reason::RollingBack;
             set_subscription_condition(conditions, Type::RolledBack, false, reason.clone(), &message, now);

@@ -310,7 +310,35 @@ where
     })
 }
 
-/// The CSV of `csvs` that replaces `csv`, and the one `csv` replaces.
+/// The CSV a rollback brought `csv` back from (its annotation
+/// `olm-rs.dev/rolled-back-from`), if any.
+pub fn rolled_back_from(csv: &ClusterServiceVersion) -> Option<&str> {
+    csv.annotations()
+        .get(olm_api::labels::revision::ROLLED_BACK_FROM)
+        .map(String::as_str)
+        .filter(|from| !from.is_empty())
+}
+
+/// Whether `newer` replaces `older` in the upgrade chain: its `spec.replaces`
+/// names `older`, unless a rollback brought `older` back from `newer`; or a
+/// rollback brought `newer` back from `older` (the older version replaces the
+/// newer one, as an upgrade would, so that the newer one steps aside only
+/// once the older one has succeeded again). Pure.
+pub fn replaces(newer: &ClusterServiceVersion, older: &ClusterServiceVersion) -> bool {
+    let (newer_name, older_name) = (newer.name_any(), older.name_any());
+    if newer_name == older_name {
+        return false;
+    }
+    if rolled_back_from(newer) == Some(older_name.as_str()) {
+        return true;
+    }
+    newer.spec.replaces.as_deref() == Some(older_name.as_str())
+        && rolled_back_from(older) != Some(newer_name.as_str())
+}
+
+/// The CSV of `csvs` that replaces `csv`, and the one `csv` replaces
+/// ([`replaces`]). A CSV a rollback brought back has no CSV it replaces:
+/// the one it came back from may have failed, and it installs beside it.
 pub fn neighbours(
     csv: &ClusterServiceVersion,
     csvs: &[ClusterServiceVersion],
@@ -320,10 +348,8 @@ pub fn neighbours(
         name: other.name_any(),
         phase: other.status.as_ref().and_then(|s| s.phase),
     };
-    let mut replacements: Vec<&ClusterServiceVersion> = csvs
-        .iter()
-        .filter(|other| other.name_any() != name && other.spec.replaces.as_deref() == Some(name.as_str()))
-        .collect();
+    let mut replacements: Vec<&ClusterServiceVersion> =
+        csvs.iter().filter(|other| replaces(other, csv)).collect();
     replacements.sort_by_key(|other| other.name_any());
     let replacement = replacements.first().map(|other| peer(other));
     let replaced = csv
@@ -332,6 +358,7 @@ pub fn neighbours(
         .as_deref()
         .filter(|replaces| *replaces != name)
         .and_then(|replaces| csvs.iter().find(|other| other.name_any() == replaces))
+        .filter(|older| replaces(csv, older))
         .map(peer);
     (replacement, replaced)
 }
@@ -531,5 +558,25 @@ mod tests {
             (replacement, replaced.map(|p| p.name)),
             (None, Some("a.v1".to_owned()))
         );
+    }
+
+    #[test]
+    fn a_csv_rolled_back_to_replaces_the_one_it_came_back_from() {
+        let newer = csv("a.v2", Some("a.v1"), &[]);
+        let mut older = csv("a.v1", None, &[]);
+        older.annotations_mut().insert(
+            olm_api::labels::revision::ROLLED_BACK_FROM.to_owned(),
+            "a.v2".to_owned(),
+        );
+        let csvs = vec![older.clone(), newer.clone()];
+        let names = |(replacement, replaced): (Option<Peer>, Option<Peer>)| {
+            (replacement.map(|p| p.name), replaced.map(|p| p.name))
+        };
+        // The newer one steps aside for the older one; it replaces nothing now.
+        assert_eq!(names(neighbours(&newer, &csvs)), (Some("a.v1".to_owned()), None));
+        // The older one waits for nothing: the newer one may have failed.
+        assert_eq!(names(neighbours(&older, &csvs)), (None, None));
+        assert!(replaces(&older, &newer));
+        assert!(!replaces(&newer, &older));
     }
 }

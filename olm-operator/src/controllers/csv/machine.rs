@@ -390,9 +390,13 @@ fn state_name(state: WorkloadState) -> &'static str {
 }
 
 /// The views of the pool's `machines` for `csv` (replaced by `replacement`,
-/// if any), at `now`. Pure.
+/// if any), at `now`. A machine with no unit of `csv` yet but a unit in
+/// error on one of the CSVs `from` (those `csv` upgrades, or was rolled back
+/// from: their units move to it) shows that unit: its failed `upgrade` is
+/// what keeps `csv` waiting, and it is named. Pure.
 pub fn views(
     csv: &str,
+    from: &[&str],
     replacement: Option<&str>,
     machines: &[&Machine],
     leases: &BTreeMap<String, &Lease>,
@@ -404,7 +408,13 @@ pub fn views(
             let name = machine.name_any();
             let units = machine.status.as_ref().and_then(|s| s.units.as_ref());
             let unit = units
-                .and_then(|units| units.iter().find(|u| u.csv == csv))
+                .and_then(|units| {
+                    units.iter().find(|u| u.csv == csv).or_else(|| {
+                        units
+                            .iter()
+                            .find(|u| u.state == WorkloadState::Error && from.contains(&u.csv.as_str()))
+                    })
+                })
                 .map(|u| (u.version.clone(), u.state, u.message.clone().unwrap_or_default()));
             let moved_on = replacement
                 .is_some_and(|next| units.is_some_and(|units| units.iter().any(|u| u.csv == next)));
@@ -473,8 +483,10 @@ pub async fn install(
         .get(&ObjectRef::new(&details.pool).within(&namespace));
     let application = application_of(&csv.name_any(), &namespace, csv.labels());
     let placed = placed_machines(pool.as_deref(), &application);
+    let from = moving_from(csv);
     let views: Vec<MachineView> = views(
         &csv.name_any(),
+        &from.iter().map(String::as_str).collect::<Vec<_>>(),
         replacement,
         &machines,
         &leases,
@@ -484,6 +496,15 @@ pub async fn install(
     .filter(|view| placed.as_ref().is_none_or(|placed| placed.contains(&view.name)))
     .collect();
     Ok(health(&version, &views))
+}
+
+/// The CSVs whose units move to `csv`: those it replaces or skips, and the
+/// one a rollback brought it back from. Pure.
+pub fn moving_from(csv: &ClusterServiceVersion) -> Vec<String> {
+    let mut from: Vec<String> = csv.spec.replaces.iter().cloned().collect();
+    from.extend(csv.spec.skips.iter().flatten().cloned());
+    from.extend(super::dereference::rolled_back_from(csv).map(ToOwned::to_owned));
+    from
 }
 
 /// The machines `pool` places the units of `application` on, when its
@@ -724,6 +745,63 @@ mod tests {
                 "{state:?}"
             );
         }
+    }
+
+    #[test]
+    fn a_unit_whose_upgrade_to_the_csv_failed_is_named() {
+        let machine = |units: serde_json::Value| -> Machine {
+            serde_json::from_value(serde_json::json!({
+                "apiVersion": "substrate.olm-rs.dev/v1alpha1", "kind": "Machine",
+                "metadata": {"name": "edge-b", "namespace": "ns"},
+                "spec": {"pool": "edge"},
+                "status": {"units": units},
+            }))
+            .expect("a Machine")
+        };
+        let failed = machine(
+            serde_json::json!([{"csv": "demo.v2", "version": "2.0.0", "state": "error",
+            "message": "upgrade hook failed (exit status: 2)"}]),
+        );
+        let settled = machine(serde_json::json!([{"csv": "demo.v2", "version": "2.0.0", "state": "active"}]));
+        let now = Timestamp::from_second(1_800_000_000).expect("a time");
+        let leases = BTreeMap::new();
+        /// (what, the machine, the CSVs whose units move to demo.v1, the unit seen)
+        type Case<'a> = (
+            &'a str,
+            &'a Machine,
+            &'a [&'a str],
+            Option<(&'a str, WorkloadState)>,
+        );
+        let cases: &[Case] = &[
+            (
+                "rolled back from demo.v2: its failed unit is named",
+                &failed,
+                &["demo.v2"],
+                Some(("2.0.0", WorkloadState::Error)),
+            ),
+            ("an unrelated CSV's failure is not", &failed, &["demo.v0"], None),
+            (
+                "a unit not in error has not moved yet",
+                &settled,
+                &["demo.v2"],
+                None,
+            ),
+        ];
+        for (what, machine, from, want) in cases {
+            let seen = views("demo.v1", from, None, &[*machine], &leases, now);
+            let unit = seen[0].unit.as_ref().map(|(v, s, _)| (v.as_str(), *s));
+            assert_eq!(unit, *want, "{what}");
+        }
+        let seen = views("demo.v1", &["demo.v2"], None, &[&failed], &leases, now);
+        let mut ready = seen[0].clone();
+        ready.ready = true;
+        let Health::Waiting(message) = health("1.0.0", &[ready]) else {
+            panic!("not ready");
+        };
+        assert!(
+            message.contains("machines in error: edge-b (upgrade hook failed (exit status: 2))"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -673,12 +673,15 @@ pub fn upgrade_neighbours(
         .filter(|other| {
             other.namespace().as_deref() == Some(namespace.as_str())
                 && other.name_any() != name
-                && (other.spec.replaces.as_deref() == Some(name.as_str()) || blocked_by_owner(other))
+                && (other.spec.replaces.as_deref() == Some(name.as_str())
+                    || dereference::rolled_back_from(other) == Some(name.as_str())
+                    || blocked_by_owner(other))
         })
         .map(|other| ObjectRef::from_obj(other.as_ref()))
         .collect();
-    if let Some(replaces) = csv.spec.replaces.as_deref() {
-        related.push(ObjectRef::new(replaces).within(&namespace));
+    let older = [csv.spec.replaces.as_deref(), dereference::rolled_back_from(csv)];
+    for older in older.into_iter().flatten() {
+        related.push(ObjectRef::new(older).within(&namespace));
     }
     related
 }

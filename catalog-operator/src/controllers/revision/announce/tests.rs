@@ -57,6 +57,7 @@ fn each_moment_is_announced_once() {
             rolling.clone(),
             Stage::Waiting {
                 phase: Some(CsvPhase::Pending),
+                message: None,
             },
             None,
         ),

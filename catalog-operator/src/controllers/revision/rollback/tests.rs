@@ -46,7 +46,9 @@ pub(crate) fn whole(versions: &[&str]) -> OperatorRevision {
     let crd = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
         "metadata": {"name": "dbs.demo.io"},
         "spec": {"group": "demo.io", "names": {"kind": "Db", "plural": "dbs"}, "scope": "Namespaced",
-                 "versions": versions.iter().map(|v| json!({"name": v, "served": true, "storage": true})).collect::<Vec<_>>()}});
+                 "versions": versions.iter().map(|v| json!({"name": v, "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object",
+                        "properties": {"size": {"type": "integer"}}}}}}})).collect::<Vec<_>>()}});
     let csv = json!({"apiVersion": "operators.coreos.com/v1alpha1", "kind": "ClusterServiceVersion",
         "metadata": {"name": "db.v1", "namespace": "elsewhere"},
         "spec": {"displayName": "db", "version": "1.0.0", "support": "dropped: not in the schema",
@@ -61,6 +63,16 @@ pub(crate) fn whole(versions: &[&str]) -> OperatorRevision {
         inline(key("ConfigMap", "", "db-config"), config),
     ];
     revision
+}
+
+/// Objects of dbs.demo.io v1 listed for the check, one with `size`.
+fn db_objects(size: Value) -> Listed {
+    Listed {
+        crd: "dbs.demo.io".into(),
+        version: "v1".into(),
+        objects: vec![json!({"apiVersion": "demo.io/v1", "kind": "Db",
+            "metadata": {"name": "main", "namespace": "team"}, "spec": {"size": size}})],
+    }
 }
 
 /// The live CRD dbs.demo.io with objects stored in `stored`.
@@ -107,7 +119,9 @@ struct World {
     csvs: Vec<ClusterServiceVersion>,
     plans: Vec<InstallPlan>,
     content: Option<OperatorRevision>,
+    undecodable: Option<String>,
     crds: Vec<(String, Value)>,
+    objects: Vec<Listed>,
 }
 
 impl World {
@@ -118,7 +132,9 @@ impl World {
             csvs: vec![csv("db.v2", "Succeeded")],
             plans: Vec::new(),
             content: Some(whole(&["v1"])),
+            undecodable: None,
             crds: vec![live_crd(&["v1"])],
+            objects: Vec::new(),
         }
     }
 
@@ -135,7 +151,9 @@ impl World {
             csvs: &csvs,
             plans: &plans,
             content: self.content.as_ref(),
+            undecodable: self.undecodable.as_deref(),
             crds: &self.crds,
+            objects: &self.objects,
             now: &now,
         };
         decide(&read)
@@ -260,6 +278,18 @@ fn each_stage_and_refusal_follows_from_what_the_stores_show() {
             (ConditionStatus::False, Reason::RevisionCorrupt),
         ),
         (
+            "an object that cannot be decoded",
+            "db.v1",
+            Box::new(|w: &mut World| {
+                w.content = None;
+                w.undecodable = Some("spec.revision: invalid type: string \"one\", expected i64".into());
+            }),
+            "Refused",
+            &[],
+            &[],
+            (ConditionStatus::False, Reason::RevisionCorrupt),
+        ),
+        (
             "a stored version dropped",
             "db.v1",
             Box::new(|w: &mut World| w.crds = vec![live_crd(&["v1", "v2"])]),
@@ -267,6 +297,24 @@ fn each_stage_and_refusal_follows_from_what_the_stores_show() {
             &[],
             &[],
             (ConditionStatus::False, Reason::StoredVersionsDropped),
+        ),
+        (
+            "existing objects the revision's schema rejects",
+            "db.v1",
+            Box::new(|w: &mut World| w.objects = vec![db_objects(json!("large"))]),
+            "Refused",
+            &[],
+            &[],
+            (ConditionStatus::False, Reason::CustomResourcesInvalid),
+        ),
+        (
+            "existing objects the revision's schema accepts",
+            "db.v1",
+            Box::new(|w: &mut World| w.objects = vec![db_objects(json!(3))]),
+            "Removing",
+            &[],
+            &["db.v2"],
+            (ConditionStatus::False, Reason::RollingBack),
         ),
         (
             "the revision's CSV still there, the current one too: checked first",
@@ -471,6 +519,18 @@ fn a_settled_rollback_writes_nothing_more() {
 }
 
 #[test]
+fn a_revision_read_untyped_is_decoded_or_says_why_not() {
+    let good = serde_json::to_value(whole(&["v1"])).expect("JSON");
+    let object: DynamicObject = serde_json::from_value(good).expect("an object");
+    assert_eq!(decode(&object).map(|r| r.name_any()), Ok("db.v1".to_owned()));
+    let mut bad = serde_json::to_value(whole(&["v1"])).expect("JSON");
+    bad["spec"]["revision"] = json!("one");
+    let object: DynamicObject = serde_json::from_value(bad).expect("an object");
+    let cause = decode(&object).expect_err("undecodable");
+    assert!(cause.contains("invalid type"), "{cause}");
+}
+
+#[test]
 fn the_annotation_is_a_number_or_a_name() {
     assert_eq!(Request::parse(" 3 "), Some(Request::Number(3)));
     assert_eq!(Request::parse("db.v1"), Some(Request::Name("db.v1".into())));
@@ -534,4 +594,148 @@ fn an_automatic_rollback_names_both_versions_the_cause_and_the_hold() {
     );
     assert!(condition(&status, Type::Reconciling).is_none());
     assert!(condition(&status, Type::Stalled).is_none());
+}
+
+/// `csv`, made a machine CSV (strategy `machine` on pool `edge`).
+fn machine(mut csv: Value) -> Value {
+    csv["spec"]["install"] = json!({"strategy": "machine",
+        "spec": {"pool": "edge", "hooks": {"configMap": "db-hooks"}}});
+    csv
+}
+
+/// The world of a machine operator: the revision's CSV and the current one
+/// have the `machine` strategy.
+fn machine_world() -> World {
+    let mut world = World::new("db.v1");
+    let content = world.content.as_mut().expect("the revision");
+    let recorded = content.spec.objects[1].manifest.take().expect("the CSV");
+    content.spec.objects[1].manifest = Some(machine(recorded));
+    world
+}
+
+/// CSV `name` with the machine strategy, in `phase` with `message`, and
+/// the CSV a rollback brought it back from, if any.
+fn machine_csv(name: &str, phase: &str, message: &str, from: Option<&str>) -> ClusterServiceVersion {
+    let mut value = machine(serde_json::to_value(csv(name, phase)).expect("JSON"));
+    value["status"]["message"] = json!(message);
+    if let Some(from) = from {
+        value["metadata"]["annotations"] = json!({labels::revision::ROLLED_BACK_FROM: from});
+    }
+    serde_json::from_value(value).expect("a CSV")
+}
+
+/// A machine operator rolls back as an upgrade of its units: its CSV goes in
+/// beside the current one (whose units the agents move to it with
+/// `upgrade`), the Subscription names the machines whose unit failed while
+/// it waits, and the current CSV goes once the revision's succeeded.
+#[test]
+fn a_machine_rollback_installs_beside_the_current_csv_and_removes_it_last() {
+    let failed = "installing: machines in error: edge-node-a (upgrade hook failed: exit 3)";
+    let installed = |w: &mut World| {
+        w.subscription.status.as_mut().unwrap().installed_csv = Some("db.v1".into());
+        w.subscription.status.as_mut().unwrap().current_csv = Some("db.v1".into());
+    };
+    /// (what, the change, the stage, the objects written, the CSVs removed,
+    /// RolledBack's status, reason and a part of its message)
+    type MachineCase<'a> = (
+        &'a str,
+        Edit,
+        &'a str,
+        &'a [&'a str],
+        &'a [&'a str],
+        (ConditionStatus, Reason, &'a str),
+    );
+    let cases: Vec<MachineCase> = vec![
+        (
+            "the revision's CSV goes in beside the current one",
+            Box::new(|_: &mut World| {}),
+            "Installing",
+            &[
+                "CustomResourceDefinition/dbs.demo.io",
+                "ClusterServiceVersion/db.v1",
+            ],
+            &[],
+            (ConditionStatus::False, Reason::RollingBack, "installing its CRDs"),
+        ),
+        (
+            "the checks still come first",
+            Box::new(|w: &mut World| w.crds = vec![live_crd(&["v1", "v2"])]),
+            "Refused",
+            &[],
+            &[],
+            (
+                ConditionStatus::False,
+                Reason::StoredVersionsDropped,
+                "dbs.demo.io",
+            ),
+        ),
+        (
+            "a unit whose upgrade failed is named",
+            Box::new(move |w: &mut World| {
+                installed(w);
+                w.csvs
+                    .push(machine_csv("db.v1", "Installing", failed, Some("db.v2")));
+            }),
+            "Waiting",
+            &["ConfigMap/db-config"],
+            &[],
+            (
+                ConditionStatus::False,
+                Reason::RollingBack,
+                "edge-node-a (upgrade hook failed: exit 3)",
+            ),
+        ),
+        (
+            "every unit active: the CSV it came back from goes",
+            Box::new(move |w: &mut World| {
+                installed(w);
+                w.csvs.push(machine_csv("db.v1", "Succeeded", "", Some("db.v2")));
+            }),
+            "Removing",
+            &[],
+            &["db.v2"],
+            (ConditionStatus::False, Reason::RollingBack, "removing CSV db.v2"),
+        ),
+        (
+            "then done",
+            Box::new(move |w: &mut World| {
+                installed(w);
+                w.csvs = vec![machine_csv("db.v1", "Succeeded", "", Some("db.v2"))];
+            }),
+            "Done",
+            &[],
+            &[],
+            (
+                ConditionStatus::True,
+                Reason::RolledBack,
+                "rolled back to revision 1",
+            ),
+        ),
+    ];
+    for (case, edit, stage, objects, removed, (want, reason, words)) in cases {
+        let mut world = machine_world();
+        world.csvs = vec![machine_csv("db.v2", "Succeeded", "", None)];
+        edit(&mut world);
+        let decision = world.decide();
+        let name = format!("{:?}", decision.stage);
+        assert!(name.starts_with(stage), "{case}: {name}");
+        let written: Vec<String> = decision
+            .effects
+            .objects
+            .iter()
+            .map(|d| format!("{}/{}", d.resource.kind, d.name()))
+            .collect();
+        assert_eq!(written, objects, "{case}");
+        let removals: Vec<&str> = decision
+            .effects
+            .removals
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(removals, removed, "{case}");
+        let status = &decision.effects.status.as_ref().expect("a status").status;
+        let (got, got_reason, message) = condition(status, Type::RolledBack).expect("RolledBack");
+        assert_eq!((got, got_reason), (want, reason), "{case}");
+        assert!(message.contains(words), "{case}: {message}");
+    }
 }

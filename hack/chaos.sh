@@ -7,7 +7,8 @@
 #   hack/chaos.sh [--seed N] [--faults N] [--namespaces N]   (defaults: the clock, 100, 4)
 #   hack/chaos.sh --only KIND [...]                           (faults of one kind: apiserver-429s,
 #                                                              sigkill-replica, catalog-down, ...)
-#   hack/chaos.sh --short                                     (CI: seed 1, 4 faults, 3 namespaces)
+#   hack/chaos.sh --short                                     (CI: seed 1, 4 faults, 3 namespaces,
+#                                                              no API server restart)
 #
 # Against the cluster in KUBECONFIG (API server restarts only when OLM_RS_RESTART_APISERVER names
 # a command that restarts it), or, when KUBECONFIG is unset, a private local control plane
@@ -18,7 +19,9 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 
 args=("$@")
+short=false
 if [ "${1:-}" = "--short" ]; then
+	short=true
 	args=(--seed 1 --faults 4 --namespaces 3)
 fi
 
@@ -40,6 +43,12 @@ if [ -z "${KUBECONFIG:-}" ]; then
 	cluster_dir=$(mktemp -d "${TMPDIR:-/tmp}/olm-rs-chaos-cluster.XXXXXX")
 	OLM_RS_CLUSTER_DIR=$cluster_dir OLM_RS_CLUSTER_OWNER_PID=$$ "$repo/hack/cluster.sh" up >&2
 	export KUBECONFIG=$cluster_dir/kubeconfig
-	export OLM_RS_RESTART_APISERVER="OLM_RS_CLUSTER_DIR=$cluster_dir $repo/hack/cluster.sh restart-apiserver"
+	# The short campaign (CI's) restarts no API server: after a restart, the local control
+	# plane's kube-controller-manager (v1.36) now and then stops writing ReplicaSet statuses for
+	# minutes ("read version ... is not as new as written version"), so Deployments never turn
+	# Available and a run fails for the control plane's sake. The full campaign restarts it.
+	if [ "$short" = false ]; then
+		export OLM_RS_RESTART_APISERVER="OLM_RS_CLUSTER_DIR=$cluster_dir $repo/hack/cluster.sh restart-apiserver"
+	fi
 fi
 RUST_LOG="${RUST_LOG:-warn}" "$repo/target/debug/olm-rs-chaos" "${args[@]}"

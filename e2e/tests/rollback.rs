@@ -340,40 +340,9 @@ async fn kubectl_olm_rollback_returns_to_the_revision_before_and_holds_there() {
         .unwrap();
         // The API server serves a version added to a CRD a moment after the
         // CRD says so: until then, the version's path answers 404.
-        let deadline = std::time::Instant::now() + olm_testkit::TIMEOUT;
-        loop {
-            match databases.create(&Default::default(), &database).await {
-                Ok(_) => break,
-                Err(kube::Error::Api(status))
-                    if status.code == 404 && std::time::Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                }
-                Err(error) => panic!("a Database in v2: {error:?}"),
-            }
-        }
-        olm(&client, &ns, &["rollback", "db", "--to", "1.1.0"])
-            .await
-            .expect("a rollback asked for");
-        let sub = wait_for(
-            &subs,
-            "db",
-            "the rollback is refused",
-            |s: Option<&Subscription>| {
-                rolled_back(s).is_some_and(|(_, reason, _)| reason == "StoredVersionsDropped")
-            },
-        )
-        .await
-        .unwrap();
-        let (status, _, message) = rolled_back(Some(&sub)).unwrap();
-        assert_eq!(status, ConditionStatus::False);
+        create_once_served(&databases, &database, 404, "a Database in v2").await;
+        let message = refused_rollback(&client, &ns, &["--to", "1.1.0"], "StoredVersionsDropped").await;
         assert!(message.contains(CRD) && message.contains("v2"), "{message}");
-        assert_eq!(
-            sub.status.as_ref().unwrap().installed_csv.as_deref(),
-            Some("demo-db.v1.2.0")
-        );
-        let csv = csvs.get("demo-db.v1.2.0").await.expect("1.2.0 keeps running");
-        assert!(csv.metadata.deletion_timestamp.is_none());
         let shown = olm(&client, &ns, &["revisions", "db"]).await.expect("revisions");
         assert!(shown.contains("StoredVersionsDropped"), "{shown}");
 
@@ -394,8 +363,6 @@ async fn a_rollback_refused_because_objects_do_not_fit_the_old_schema_names_them
     with_namespace("rollback-schema", |client, ns| async move {
         restore_crd(&client).await;
         let (registry, operator) = setup_polling(&client, &ns, false, Some("1s")).await;
-        let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);
-        let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
         install_then_upgrade(&client, &ns, &registry).await;
 
         // The CRD as a newer version could leave it: v1's spec a string
@@ -418,46 +385,15 @@ async fn a_rollback_refused_because_objects_do_not_fit_the_old_schema_names_them
         .unwrap();
         // The API server validates with a CRD's new schema a moment after
         // the CRD says so: until then, the Database is refused.
-        let deadline = std::time::Instant::now() + olm_testkit::TIMEOUT;
-        loop {
-            match databases.create(&Default::default(), &database).await {
-                Ok(_) => break,
-                Err(kube::Error::Api(status))
-                    if status.code == 422 && std::time::Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-                }
-                Err(error) => panic!("a Database with a text spec: {error:?}"),
-            }
-        }
+        create_once_served(&databases, &database, 422, "a Database with a text spec").await;
 
-        olm(&client, &ns, &["rollback", "db", "--to", "1.1.0"])
-            .await
-            .expect("a rollback asked for");
-        let sub = wait_for(
-            &subs,
-            "db",
-            "the rollback is refused",
-            |s: Option<&Subscription>| {
-                rolled_back(s).is_some_and(|(_, reason, _)| reason == "CustomResourcesInvalid")
-            },
-        )
-        .await
-        .unwrap();
-        let (status, _, message) = rolled_back(Some(&sub)).unwrap();
-        assert_eq!(status, ConditionStatus::False);
+        let message = refused_rollback(&client, &ns, &["--to", "1.1.0"], "CustomResourcesInvalid").await;
         assert!(
             message.contains(CRD)
                 && message.contains("version v1")
                 && message.contains(&format!("{ns}/spec-as-text")),
             "{message}"
         );
-        assert_eq!(
-            sub.status.as_ref().unwrap().installed_csv.as_deref(),
-            Some("demo-db.v1.2.0")
-        );
-        let csv = csvs.get("demo-db.v1.2.0").await.expect("1.2.0 keeps running");
-        assert!(csv.metadata.deletion_timestamp.is_none());
 
         databases
             .delete("spec-as-text", &Default::default())
@@ -468,6 +404,51 @@ async fn a_rollback_refused_because_objects_do_not_fit_the_old_schema_names_them
         registry.stop().await;
     })
     .await;
+}
+
+/// Creates `object` through `api`, sending it again while the API server
+/// answers `code` (for up to the harness's timeout): a change to a CRD takes
+/// effect a moment after the CRD says so.
+async fn create_once_served(api: &Api<DynamicObject>, object: &DynamicObject, code: u16, what: &str) {
+    let deadline = std::time::Instant::now() + olm_testkit::TIMEOUT;
+    loop {
+        match api.create(&Default::default(), object).await {
+            Ok(_) => return,
+            Err(kube::Error::Api(status)) if status.code == code && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            Err(error) => panic!("{what}: {error:?}"),
+        }
+    }
+}
+
+/// Asks `kubectl olm rollback db` (with `args`) for a rollback, waits until it
+/// is refused with `reason`, and checks what a refusal leaves: the condition
+/// False, 1.2.0 still installed and its CSV not being deleted. Returns the
+/// condition's message.
+async fn refused_rollback(client: &Client, ns: &str, args: &[&str], reason: &'static str) -> String {
+    let mut argv = vec!["rollback", "db"];
+    argv.extend_from_slice(args);
+    olm(client, ns, &argv).await.expect("a rollback asked for");
+    let subs: Api<Subscription> = Api::namespaced(client.clone(), ns);
+    let sub = wait_for(
+        &subs,
+        "db",
+        &format!("the rollback is refused with {reason}"),
+        move |s: Option<&Subscription>| rolled_back(s).is_some_and(|(_, found, _)| found == reason),
+    )
+    .await
+    .unwrap();
+    let (status, _, message) = rolled_back(Some(&sub)).unwrap();
+    assert_eq!(status, ConditionStatus::False);
+    assert_eq!(
+        sub.status.as_ref().unwrap().installed_csv.as_deref(),
+        Some("demo-db.v1.2.0")
+    );
+    let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), ns);
+    let csv = csvs.get("demo-db.v1.2.0").await.expect("1.2.0 keeps running");
+    assert!(csv.metadata.deletion_timestamp.is_none());
+    message
 }
 
 /// The Events of `ns` about Subscription `name`, as `reason: note`.
@@ -517,32 +498,12 @@ async fn a_rollback_refused_because_of_a_dependent_operator_explains_which_one()
         succeed(&csvs, "demo-app.v0.2.0").await;
 
         // Rolling demo-db back to 1.1.0 would leave demo-app without what it needs: refused.
-        olm(&client, &ns, &["rollback", "db"])
-            .await
-            .expect("a rollback asked for");
-        let sub = wait_for(
-            &subs,
-            "db",
-            "the rollback is refused for demo-app",
-            |s: Option<&Subscription>| {
-                rolled_back(s).is_some_and(|(_, reason, _)| reason == "RollbackBreaksDependents")
-            },
-        )
-        .await
-        .unwrap();
-        let (status, _, message) = rolled_back(Some(&sub)).unwrap();
-        assert_eq!(status, ConditionStatus::False);
+        let message = refused_rollback(&client, &ns, &[], "RollbackBreaksDependents").await;
         assert!(
             message.contains("installed operator demo-app.v0.2.0")
                 && message.contains("requires package demo-db in range >=1.2.0"),
             "{message}"
         );
-        assert_eq!(
-            sub.status.as_ref().unwrap().installed_csv.as_deref(),
-            Some("demo-db.v1.2.0")
-        );
-        let csv = csvs.get("demo-db.v1.2.0").await.expect("1.2.0 keeps running");
-        assert!(csv.metadata.deletion_timestamp.is_none());
         assert!(
             csvs.get_opt("demo-db.v1.1.0").await.unwrap().is_none(),
             "1.1.0 is not installed again"

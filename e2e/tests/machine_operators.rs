@@ -187,32 +187,7 @@ async fn a_machine_operator_lives_through_olm_on_two_machines() {
     with_namespace("machine-olm", |client, ns| async move {
         let stack =
             DemoStack::start_with(&client, &ns, Arc::new(RegistryIndex::new(catalog_without(V2)))).await;
-        let pools: Api<MachinePool> = Api::namespaced(client.clone(), &ns);
-        apply_json(
-            &pools,
-            json!({"apiVersion": "substrate.olm-rs.dev/v1alpha1", "kind": "MachinePool",
-                   "metadata": {"name": POOL, "namespace": ns},
-                   "spec": {"agent": {"image": "olm-rs/machine-agent:dev", "version": "0.1.0"}}}),
-        )
-        .await;
-        let nodes = ["node-a", "node-b"];
-        let states: Vec<PathBuf> = nodes.iter().map(|n| state_dir(&format!("olm-{n}"))).collect();
-        let mut agents: Vec<Process> = nodes
-            .iter()
-            .zip(&states)
-            .map(|(node, state)| agent(&ns, node, state))
-            .collect();
-        let names: Vec<String> = nodes.iter().map(|n| format!("{POOL}-{n}")).collect();
-        // Polled, not watched: a request that fails on a loaded machine is retried.
-        eventually("both machines are ready", || async {
-            pools
-                .get(POOL)
-                .await
-                .ok()
-                .and_then(|p| p.status)
-                .is_some_and(|s| s.ready_machines == Some(2))
-        })
-        .await;
+        let (mut agents, states, names) = two_machines(&client, &ns, "olm").await;
         let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
 
@@ -349,9 +324,10 @@ async fn a_machine_operator_lives_through_olm_on_two_machines() {
     .await;
 }
 
-/// The pool `edge` with two machines played by agent processes: the agents,
-/// their state directories and the Machines' names, once both are ready.
-async fn two_machines(client: &Client, ns: &str) -> (Vec<Process>, Vec<PathBuf>, Vec<String>) {
+/// The pool `edge` with two machines played by agent processes (their state
+/// directories named `<prefix>-<node>`): the agents, their state directories
+/// and the Machines' names, once both are ready.
+async fn two_machines(client: &Client, ns: &str, prefix: &str) -> (Vec<Process>, Vec<PathBuf>, Vec<String>) {
     let pools: Api<MachinePool> = Api::namespaced(client.clone(), ns);
     apply_json(
         &pools,
@@ -361,12 +337,16 @@ async fn two_machines(client: &Client, ns: &str) -> (Vec<Process>, Vec<PathBuf>,
     )
     .await;
     let nodes = ["node-a", "node-b"];
-    let states: Vec<PathBuf> = nodes.iter().map(|n| state_dir(&format!("rb-{n}"))).collect();
+    let states: Vec<PathBuf> = nodes
+        .iter()
+        .map(|n| state_dir(&format!("{prefix}-{n}")))
+        .collect();
     let agents: Vec<Process> = nodes
         .iter()
         .zip(&states)
         .map(|(node, state)| agent(ns, node, state))
         .collect();
+    // Polled, not watched: a request that fails on a loaded machine is retried.
     eventually("both machines are ready", || async {
         pools
             .get(POOL)
@@ -387,7 +367,7 @@ async fn a_machine_operator_rolls_back_on_every_unit() {
     with_namespace("machine-rollback", |client, ns| async move {
         let stack =
             DemoStack::start_with(&client, &ns, Arc::new(RegistryIndex::new(catalog_without(V2)))).await;
-        let (mut agents, states, names) = two_machines(&client, &ns).await;
+        let (mut agents, states, names) = two_machines(&client, &ns, "rb").await;
         let machines: Api<Machine> = Api::namespaced(client.clone(), &ns);
         let csvs: Api<ClusterServiceVersion> = Api::namespaced(client.clone(), &ns);
         let subs: Api<Subscription> = Api::namespaced(client.clone(), &ns);

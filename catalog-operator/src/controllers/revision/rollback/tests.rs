@@ -124,6 +124,26 @@ struct World {
     objects: Vec<Listed>,
 }
 
+/// What `decision` writes, as `Kind/name`.
+fn written(decision: &Decision) -> Vec<String> {
+    decision
+        .effects
+        .objects
+        .iter()
+        .map(|d| format!("{}/{}", d.resource.kind, d.name()))
+        .collect()
+}
+
+/// The names of what `decision` removes.
+fn removals(decision: &Decision) -> Vec<&str> {
+    decision
+        .effects
+        .removals
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect()
+}
+
 impl World {
     fn new(to: &str) -> World {
         World {
@@ -377,20 +397,8 @@ fn each_stage_and_refusal_follows_from_what_the_stores_show() {
         let decision = world.decide();
         let name = format!("{:?}", decision.stage);
         assert!(name.starts_with(stage), "{case}: {name}");
-        let written: Vec<String> = decision
-            .effects
-            .objects
-            .iter()
-            .map(|d| format!("{}/{}", d.resource.kind, d.name()))
-            .collect();
-        assert_eq!(written, objects, "{case}");
-        let removals: Vec<&str> = decision
-            .effects
-            .removals
-            .iter()
-            .map(|r| r.name.as_str())
-            .collect();
-        assert_eq!(removals, removed, "{case}");
+        assert_eq!(written(&decision), objects, "{case}");
+        assert_eq!(removals(&decision), removed, "{case}");
         let status = &decision.effects.status.as_ref().expect("a status").status;
         let (got, reason, _) = condition(status, Type::RolledBack).expect("RolledBack");
         assert_eq!((got, reason), rolled_back, "{case}");
@@ -719,20 +727,8 @@ fn a_machine_rollback_installs_beside_the_current_csv_and_removes_it_last() {
         let decision = world.decide();
         let name = format!("{:?}", decision.stage);
         assert!(name.starts_with(stage), "{case}: {name}");
-        let written: Vec<String> = decision
-            .effects
-            .objects
-            .iter()
-            .map(|d| format!("{}/{}", d.resource.kind, d.name()))
-            .collect();
-        assert_eq!(written, objects, "{case}");
-        let removals: Vec<&str> = decision
-            .effects
-            .removals
-            .iter()
-            .map(|r| r.name.as_str())
-            .collect();
-        assert_eq!(removals, removed, "{case}");
+        assert_eq!(written(&decision), objects, "{case}");
+        assert_eq!(removals(&decision), removed, "{case}");
         let status = &decision.effects.status.as_ref().expect("a status").status;
         let (got, got_reason, message) = condition(status, Type::RolledBack).expect("RolledBack");
         assert_eq!((got, got_reason), (want, reason), "{case}");

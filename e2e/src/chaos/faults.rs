@@ -79,15 +79,15 @@ pub fn pick(rng: &mut Rng, fleet: &Fleet) -> Fault {
     }
 }
 
-/// The kinds of fault, as the figures name them.
-pub const KINDS: [&str; 7] = [
-    "sigkill-replica",
-    "sigterm-replica",
-    "apiserver-restart",
-    "registry-stall",
-    "catalog-down",
-    "apiserver-429s",
-    "apiserver-starved",
+/// One fault of each kind (the replica faults of replica 0).
+pub const EACH_KIND: [Fault; 7] = [
+    Fault::Kill(0),
+    Fault::Term(0),
+    Fault::ApiServerRestart,
+    Fault::RegistryStall,
+    Fault::CatalogDown,
+    Fault::Pressure(Level::Squeezed),
+    Fault::Pressure(Level::Starved),
 ];
 
 /// A fault drawn from `rng` as [`pick`] draws it, of kind `only` when given (draws are
@@ -102,7 +102,7 @@ pub fn pick_only(rng: &mut Rng, fleet: &Fleet, only: Option<&str>) -> Fault {
     panic!(
         "--only {}: that fault is never drawn here (the kinds: {}; apiserver-restart needs OLM_RS_RESTART_APISERVER)",
         only.unwrap_or_default(),
-        KINDS.join(", ")
+        EACH_KIND.map(Fault::kind).join(", ")
     )
 }
 

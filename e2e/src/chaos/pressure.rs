@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use kube::{
     Api, Client,
-    api::{ApiResource, DeleteParams, DynamicObject, Patch, PatchParams},
+    api::{ApiResource, DeleteParams, DynamicObject, GroupVersionKind},
 };
 use olm_testkit::identity::{self, Binary};
 use serde_json::{Value, json};
@@ -82,25 +82,12 @@ pub fn flow_schema() -> Value {
 }
 
 fn api(client: &Client, kind: &str, plural: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "flowcontrol.apiserver.k8s.io".to_owned(),
-        version: "v1".to_owned(),
-        api_version: "flowcontrol.apiserver.k8s.io/v1".to_owned(),
-        kind: kind.to_owned(),
-        plural: plural.to_owned(),
-    };
-    Api::all_with(client.clone(), &resource)
+    let gvk = GroupVersionKind::gvk("flowcontrol.apiserver.k8s.io", "v1", kind);
+    Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, plural))
 }
 
 async fn apply(api: &Api<DynamicObject>, object: Value) {
-    let object: DynamicObject = serde_json::from_value(object).expect("a flow-control object");
-    api.patch(
-        NAME,
-        &PatchParams::apply("olm-rs-chaos").force(),
-        &Patch::Apply(&object),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("apply the flow-control object {NAME}: {e}"));
+    olm_testkit::apply(api, &olm_testkit::dynamic(object, "a flow-control object")).await;
 }
 
 /// Shapes the operators' priority level as `level`, making it and the FlowSchema if needed.
